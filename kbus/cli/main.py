@@ -1,8 +1,10 @@
-"""The `kbus` entry point: one typer app whose subcommands mirror Kafka's scripts."""
+"""The `kbus` entry point. Each command family lives in its own module and registers itself on `app`;
+importing the module is all it takes (one import line per module below)."""
 
-import typer
+from kbus.cli.app import app
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="kbus: a lightweight Kafka-compatible message bus")
+# Command modules (import for their registration side effect).
+# ruff: noqa: F401, E402
 
 
 def main() -> None:

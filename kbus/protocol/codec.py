@@ -1,0 +1,250 @@
+"""Kafka request/response framing and codec, sans-I/O.
+
+Frames are `int32 size` + payload. A request payload is a request header (v1, or v2 when the API version is
+flexible) followed by the body; kio's generated dataclasses decode and encode the bodies, so no message struct is
+hand-written here. Record batches inside Produce/Fetch stay opaque `bytes`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import MISSING, dataclass, fields, is_dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+API_VERSIONS_KEY = 18
+
+
+class ProtocolError(Exception):
+    """The peer sent bytes that are not a valid Kafka request: the connection must be closed."""
+
+
+class UnsupportedVersionError(ProtocolError):
+    """A known API at a version kbus does not implement."""
+
+    def __init__(self, header: RequestHeader) -> None:
+        super().__init__(f"unsupported version {header.api_version} of API {header.api_key}")
+        self.header = header
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    flexible: bool
+
+
+class FrameDecoder:
+    """Splits a byte stream into Kafka frames (h11-style: feed bytes, pull frames)."""
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self._buf = bytearray()
+        self._max = max_frame_bytes
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    def frames(self) -> Iterator[bytes]:
+        buf = self._buf
+        while len(buf) >= 4:
+            (size,) = _I32.unpack_from(buf, 0)
+            if size < 0 or size > self._max:
+                raise ProtocolError(f"frame size {size} outside [0, socket.request.max.bytes={self._max}]")
+            if len(buf) < 4 + size:
+                return
+            frame = bytes(buf[4 : 4 + size])
+            del buf[: 4 + size]
+            yield frame
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+
+def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ProtocolError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 35:
+            raise ProtocolError("varint too long")
+
+
+@cache
+def request_type(api_key: int, api_version: int) -> type | None:
+    try:
+        return load_request_schema(api_key, api_version)
+    except Exception:
+        return None
+
+
+@cache
+def response_type(api_key: int, api_version: int) -> type:
+    return load_response_schema(api_key, api_version)
+
+
+def parse_request_header(frame: bytes, *, supported: Callable[[int, int], bool]) -> tuple[RequestHeader, int]:
+    """Returns the header and the body's offset. Raises UnsupportedVersionError for a known API at an
+    unimplemented version (the caller answers UNSUPPORTED_VERSION where Kafka does), ProtocolError otherwise."""
+    if len(frame) < 10:
+        raise ProtocolError(f"request of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _HEADER.unpack_from(frame, 0)
+    (n,) = _I16.unpack_from(frame, 8)
+    pos = 10
+    client_id = None
+    if n >= 0:
+        if pos + n > len(frame):
+            raise ProtocolError("truncated client_id")
+        client_id = frame[pos : pos + n].decode("utf-8", "replace")
+        pos += n
+    elif n != -1:
+        raise ProtocolError(f"bad client_id length {n}")
+    rtype = request_type(api_key, api_version)
+    flexible = bool(rtype is not None and rtype.__flexible__)
+    header = RequestHeader(api_key, api_version, correlation_id, client_id, flexible)
+    if not supported(api_key, api_version) or rtype is None:
+        raise UnsupportedVersionError(header)
+    if flexible:
+        count, pos = _read_uvarint(frame, pos)
+        for _ in range(count):
+            _, pos = _read_uvarint(frame, pos)
+            size, pos = _read_uvarint(frame, pos)
+            pos += size
+        if pos > len(frame):
+            raise ProtocolError("truncated header tagged fields")
+    return header, pos
+
+
+def decode_request(frame: bytes, header: RequestHeader, body_offset: int) -> Any:
+    rtype = request_type(header.api_key, header.api_version)
+    try:
+        value, _size = entity_reader(rtype)(frame, body_offset)
+    except Exception as exc:  # kio raises several types for malformed input; all mean the same to us
+        raise ProtocolError(f"malformed {rtype.__name__} v{header.api_version}: {exc}") from exc
+    return value
+
+
+def encode_response(header: RequestHeader, response: Any) -> bytes:
+    """Size-prefixed response frame. ApiVersions responses never carry header tagged fields (KIP-511), even at v3:
+    librdkafka misparses the body otherwise."""
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    out.write(_I32.pack(header.correlation_id))
+    if header.flexible and header.api_key != API_VERSIONS_KEY:
+        out.write(b"\0")
+    entity_writer(type(response))(out, response)
+    data = out.getbuffer()
+    _I32.pack_into(data, 0, len(data) - 4)
+    return bytes(data)
+
+
+# ---- building responses without caring which fields a given version has ----
+
+_EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldSpec:
+    name: str
+    kafka_type: str | None
+    required: bool
+    default: Any
+
+
+@cache
+def _specs(cls: type) -> tuple[_FieldSpec, ...]:
+    specs = []
+    for f in fields(cls):
+        required = f.default is MISSING and f.default_factory is MISSING
+        default = f.default if f.default is not MISSING else None
+        specs.append(_FieldSpec(f.name, f.metadata.get("kafka_type"), required, default))
+    return tuple(specs)
+
+
+def _zero(spec: _FieldSpec) -> Any:
+    kt = spec.kafka_type
+    if kt is None:
+        return ()
+    if kt == "error_code":
+        return ErrorCode.none
+    if kt in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(0)
+    if kt == "string":
+        return ""
+    if kt in ("bytes", "records"):
+        return b""
+    if kt == "bool":
+        return False
+    if kt == "uuid":
+        return None
+    if kt == "float64":
+        return 0.0
+    if kt == "datetime_i64":
+        return None
+    return 0
+
+
+def _convert(kt: str | None, value: Any) -> Any:
+    if kt == "error_code" and not isinstance(value, ErrorCode):
+        return ErrorCode(int(value))
+    if kt in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
+    if kt == "datetime_i64" and isinstance(value, int):
+        return None if value < 0 else _EPOCH + datetime.timedelta(milliseconds=value)
+    if kt == "uuid" and isinstance(value, str):
+        return uuid.UUID(value)
+    if kt is None and isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def build(cls: type, **values: Any) -> Any:
+    """Instantiate a kio message of any version from the union of fields handlers know about: fields the version
+    lacks are dropped, missing ones get Kafka's zero value, and ints are converted to kio's error-code and
+    timedelta types."""
+    kwargs = {}
+    for spec in _specs(cls):
+        if spec.name in values:
+            kwargs[spec.name] = _convert(spec.kafka_type, values[spec.name])
+        elif spec.required:
+            kwargs[spec.name] = _zero(spec)
+    return cls(**kwargs)
+
+
+def nested(message_type: type, name: str) -> type:
+    """The nested entity class `name` that lives beside a versioned kio message class."""
+    import sys
+
+    return getattr(sys.modules[message_type.__module__], name)
+
+
+def ms(value: Any) -> int:
+    """A kio timedelta/datetime field as integer milliseconds (ints pass through)."""
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp() * 1000)
+    return int(value)
+
+
+def is_message(value: Any) -> bool:
+    return is_dataclass(value)

@@ -1,0 +1,191 @@
+"""Metadata for a standalone broker (zookeeper.connect empty): one JSON file under the first log dir.
+
+The broker is the only replica of every partition, its own controller and the whole cluster. Writes are atomic
+(temp file + fsync + rename) so a crash leaves either the old or the new metadata, never a torn file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from kbus.server.metadata.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
+from kbus.server.metadata.validation import validate_topic_name
+
+METADATA_FILE = "__kbus_metadata.json"
+PRODUCER_ID_BLOCK = 1000
+
+
+def write_atomically(path: Path, data: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class LocalMetadataStore:
+    def __init__(self, log_dir: Path, broker: BrokerInfo) -> None:
+        self._path = log_dir / METADATA_FILE
+        self._broker = broker
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+        self._topics: dict[str, TopicMetadata] = {}
+        self._next_producer_id = 0
+        self._producer_id_limit = 0
+
+    # ---- lifecycle ----
+    def start(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        if self._path.exists():
+            doc = json.loads(self._path.read_text())
+            for name, t in doc.get("topics", {}).items():
+                parts = {
+                    int(p): PartitionState(
+                        self._broker.broker_id,
+                        s.get("leader_epoch", 0),
+                        [self._broker.broker_id],
+                        [self._broker.broker_id],
+                    )
+                    for p, s in t["partitions"].items()
+                }
+                self._topics[name] = TopicMetadata(name, uuid.UUID(t["topic_id"]), parts, dict(t.get("configs", {})))
+            # Never hand out an id twice across restarts: resume from the end of the last reserved block.
+            self._producer_id_limit = self._next_producer_id = int(doc.get("producer_id_block_end", 0))
+
+    def stop(self) -> None:
+        pass
+
+    # ---- reads ----
+    def brokers(self) -> list[BrokerInfo]:
+        return [self._broker]
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        with self._lock:
+            return dict(self._topics)
+
+    def controller_id(self) -> int:
+        return self._broker.broker_id
+
+    # ---- writes ----
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: dict[int, list[int]] | None = None,
+    ) -> TopicMetadata:
+        validate_topic_name(name)
+        if assignment:
+            num_partitions = len(assignment)
+            bad = {b for replicas in assignment.values() for b in replicas} - {self._broker.broker_id}
+            if bad:
+                raise InvalidReplicationFactorError(f"Unknown broker(s) {sorted(bad)} in replica assignment")
+            replication_factor = len(next(iter(assignment.values())))
+        if num_partitions < 1:
+            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        if replication_factor < 1:
+            raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+        if replication_factor > 1:
+            raise InvalidReplicationFactorError(
+                f"Replication factor: {replication_factor} larger than available brokers: 1."
+            )
+        with self._lock:
+            if name in self._topics:
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            me = self._broker.broker_id
+            topic = TopicMetadata(
+                name, uuid.uuid4(), {p: PartitionState(me, 0, [me], [me]) for p in range(num_partitions)}, dict(configs)
+            )
+            self._topics[name] = topic
+            self._save()
+        self._notify()
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            if self._topics.pop(name, None) is None:
+                raise UnknownTopicError("This server does not host this topic-partition.")
+            self._save()
+        self._notify()
+
+    def create_partitions(self, name: str, total_count: int) -> TopicMetadata:
+        with self._lock:
+            topic = self._topics.get(name)
+            if topic is None:
+                raise UnknownTopicError(f"The topic '{name}' does not exist.")
+            current = len(topic.partitions)
+            if total_count <= current:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {current} partitions, which is higher than the requested {total_count}."
+                    if total_count < current
+                    else f"Topic already has {current} partitions."
+                )
+            me = self._broker.broker_id
+            for p in range(current, total_count):
+                topic.partitions[p] = PartitionState(me, 0, [me], [me])
+            self._save()
+        self._notify()
+        return topic
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str | None]) -> None:
+        with self._lock:
+            topic = self._topics.get(name)
+            if topic is None:
+                raise UnknownTopicError(f"The topic '{name}' does not exist.")
+            for k, v in configs.items():
+                if v is None:
+                    topic.configs.pop(k, None)
+                else:
+                    topic.configs[k] = v
+            self._save()
+        self._notify()
+
+    def allocate_producer_id(self) -> int:
+        with self._lock:
+            if self._next_producer_id >= self._producer_id_limit:
+                self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
+                self._save()
+            pid = self._next_producer_id
+            self._next_producer_id += 1
+            return pid
+
+    def add_listener(self, callback: Callable[[], None]) -> None:
+        self._listeners.append(callback)
+
+    # ---- internals ----
+    def _notify(self) -> None:
+        for cb in self._listeners:
+            cb()
+
+    def _save(self) -> None:
+        doc = {
+            "version": 1,
+            "producer_id_block_end": self._producer_id_limit,
+            "topics": {
+                t.name: {
+                    "topic_id": str(t.topic_id),
+                    "partitions": {str(p): {"leader_epoch": s.leader_epoch} for p, s in t.partitions.items()},
+                    "configs": t.configs,
+                }
+                for t in self._topics.values()
+            },
+        }
+        write_atomically(self._path, json.dumps(doc, indent=1, sort_keys=True))

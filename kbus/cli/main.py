@@ -5,6 +5,7 @@ from kbus.cli.app import app
 
 # Command modules (import for their registration side effect).
 # ruff: noqa: F401, E402
+import kbus.cli.zookeeper
 
 
 def main() -> None:

@@ -1,0 +1,74 @@
+"""Java client properties (what Kafka's tools accept in --producer.config, --producer-property, ...) ->
+librdkafka configuration, so the same .properties files work with kbus's tools."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaException
+
+from kbus.cli.common import warn
+
+T = TypeVar("T")
+
+# Java-only settings that have no librdkafka meaning: the tools choose their own (de)serializers.
+_IGNORED = frozenset(
+    {
+        "key.serializer",
+        "value.serializer",
+        "key.deserializer",
+        "value.deserializer",
+        "partitioner.class",
+        "interceptor.classes",
+        "max.block.ms",
+        "max.poll.records",
+        "exclude.internal.topics",
+        "default.api.timeout.ms",
+        "metric.reporters",
+        "auto.include.jmx.reporter",
+    }
+)
+
+# Same meaning, different name (or unit) in librdkafka.
+_RENAMED: dict[str, Callable[[str], tuple[str, str]]] = {
+    "max.request.size": lambda v: ("message.max.bytes", v),
+    "send.buffer.bytes": lambda v: ("socket.send.buffer.bytes", v),
+    "receive.buffer.bytes": lambda v: ("socket.receive.buffer.bytes", v),
+    "buffer.memory": lambda v: ("queue.buffering.max.kbytes", str(max(1, int(v) // 1024))),
+    "delivery.timeout.ms": lambda v: ("message.timeout.ms", v),
+}
+
+
+def translate(props: dict[str, str]) -> dict[str, Any]:
+    """Drop Java-only keys (with Kafka's warning) and rename the ones librdkafka spells differently."""
+    out: dict[str, Any] = {}
+    for key, value in props.items():
+        if key in _IGNORED:
+            continue
+        if key in _RENAMED:
+            with contextlib.suppress(ValueError):
+                key, value = _RENAMED[key](value)
+        out[key] = value
+    return out
+
+
+def build_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) -> T:
+    """Construct a librdkafka client, dropping (with a warning, as Kafka does for unknown configs) any
+    property librdkafka does not know instead of failing on it."""
+    conf = dict(conf)
+    while True:
+        try:
+            return factory(conf)
+        except KafkaException as exc:
+            err = exc.args[0]
+            text = err.str() if hasattr(err, "str") else str(err)
+            marker = "No such configuration property: \""
+            if marker in text:
+                bad = text.split(marker, 1)[1].split('"', 1)[0]
+                if bad in conf:
+                    warn(f"WARN The configuration '{bad}' was supplied but isn't a known config.")
+                    del conf[bad]
+                    continue
+            raise

@@ -1,11 +1,11 @@
 """The `kbus` entry point. Each command family lives in its own module and registers itself on `app`;
 importing the module is all it takes (one import line per module below)."""
 
-from kbus.cli.app import app
-
 # Command modules (import for their registration side effect).
-# ruff: noqa: F401, E402
+# ruff: noqa: F401
+import kbus.cli.topics
 import kbus.cli.zookeeper
+from kbus.cli.app import app
 
 
 def main() -> None:

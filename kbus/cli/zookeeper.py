@@ -108,9 +108,7 @@ def _run_daemon(cmd: list[str], log_dir: Path, pid_path: Path, endpoint: launche
             cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     pid_path.write_text(f"{proc.pid}\n")
-    ready = launcher.wait_until_serving(
-        endpoint.host, endpoint.port, timeout=60.0, alive=lambda: proc.poll() is None
-    )
+    ready = launcher.wait_until_serving(endpoint.host, endpoint.port, timeout=60.0, alive=lambda: proc.poll() is None)
     if not ready:
         if proc.poll() is None:
             proc.terminate()

@@ -81,9 +81,7 @@ def find_install(env: Mapping[str, str] | None = None, java_dir: str = DEBIAN_JA
     base = Path(java_dir)
     server_jar = base / "zookeeper.jar"
     if not server_jar.is_file():
-        raise ZooKeeperSetupError(
-            f"Apache ZooKeeper not found (no {server_jar}, ZOOKEEPER_HOME unset): {INSTALL_HINT}"
-        )
+        raise ZooKeeperSetupError(f"Apache ZooKeeper not found (no {server_jar}, ZOOKEEPER_HOME unset): {INSTALL_HINT}")
     java = find_java(env)
     # the package's manifest has no slf4j binding: without one the server silently logs nothing
     if (base / "slf4j-log4j12.jar").is_file() and (base / "log4j-1.2.jar").is_file():
@@ -225,9 +223,7 @@ def _kazoo_connects(host: str, port: int) -> bool:
         zk.close()
 
 
-def wait_until_serving(
-    host: str, port: int, timeout: float, alive: Callable[[], bool] = lambda: True
-) -> bool:
+def wait_until_serving(host: str, port: int, timeout: float, alive: Callable[[], bool] = lambda: True) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not alive():

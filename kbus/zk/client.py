@@ -1,0 +1,382 @@
+"""KafkaZkClient: typed reads and writes of Kafka's znodes over kazoo, shared by the broker and the admin CLI.
+
+Every read can leave a one-shot watch (`watch=`); the caller decides what a change means. Writes that race with
+other brokers are compare-and-set against a znode version, as Kafka's are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.retry import KazooRetry
+
+from kbus.server.metadata.errors import MetadataError, TopicExistsError, UnknownTopicError
+from kbus.server.metadata.types import BrokerInfo
+from kbus.zk import codec, paths
+from kbus.zk.codec import Endpoint, LeaderAndIsr, TopicAssignment
+
+log = logging.getLogger(__name__)
+Watch = Callable[[WatchedEvent], None] | None
+
+
+class ZooKeeperConnectionError(MetadataError):
+    """ZooKeeper cannot be reached (wrong address, server down)."""
+
+
+class BrokerIdInUseError(MetadataError):
+    """Another live broker already holds /brokers/ids/<id>."""
+
+
+class TopicMarkedForDeletionError(MetadataError):
+    error_name = "TOPIC_DELETION_DISABLED"
+
+
+class ControllerMovedError(MetadataError):
+    """A newer controller took over; this one's writes are fenced by /controller_epoch."""
+
+    error_name = "NOT_CONTROLLER"
+
+
+def split_chroot(connect: str) -> tuple[str, str]:
+    """ "h1:2181,h2:2181/kafka" -> ("h1:2181,h2:2181", "/kafka"); no chroot -> ("...", "")."""
+    hosts, slash, chroot = connect.partition("/")
+    return hosts, (slash + chroot).rstrip("/") if chroot else ""
+
+
+class KafkaZkClient:
+    def __init__(self, zk: KazooClient) -> None:
+        self.zk = zk
+
+    # ---- connection ----
+
+    @classmethod
+    def connect(
+        cls, connect: str, session_timeout_s: float = 18.0, connection_timeout_s: float = 18.0
+    ) -> KafkaZkClient:
+        hosts, chroot = split_chroot(connect)
+        if chroot:
+            # Kafka creates a missing chroot; a chrooted kazoo client cannot create its own root
+            root = _start(hosts, session_timeout_s, connection_timeout_s)
+            try:
+                root.ensure_path(chroot)
+            finally:
+                root.stop()
+                root.close()
+        return cls(_start(connect, session_timeout_s, connection_timeout_s))
+
+    def close(self) -> None:
+        try:
+            self.zk.stop()
+        finally:
+            self.zk.close()
+
+    @property
+    def session_id(self) -> int:
+        return self.zk.client_id[0] if self.zk.client_id else 0
+
+    # ---- cluster ----
+
+    def ensure_persistent_paths(self) -> None:
+        for path in paths.PERSISTENT_PATHS:
+            self.zk.ensure_path(path)
+
+    def get_or_create_cluster_id(self) -> str:
+        try:
+            data, _ = self.zk.get(paths.CLUSTER_ID)
+            return codec.decode_cluster_id(data)
+        except NoNodeError:
+            pass
+        proposed = codec.new_cluster_id()
+        try:
+            self.zk.create(paths.CLUSTER_ID, codec.encode_cluster_id(proposed), makepath=True)
+            return proposed
+        except NodeExistsError:  # another broker won the race
+            data, _ = self.zk.get(paths.CLUSTER_ID)
+            return codec.decode_cluster_id(data)
+
+    # ---- brokers ----
+
+    def register_broker(self, broker_id: int, endpoints: list[Endpoint], rack: str | None = None) -> None:
+        path = paths.broker(broker_id)
+        data = codec.encode_broker(endpoints, rack)
+        try:
+            self.zk.create(path, data, ephemeral=True)
+            return
+        except NodeExistsError:
+            pass
+        # our own node from this very session (a retried create) is fine; anybody else's is a conflict
+        try:
+            _, stat = self.zk.get(path)
+        except NoNodeError:
+            self.zk.create(path, data, ephemeral=True)
+            return
+        if stat.ephemeralOwner == self.session_id:
+            self.zk.set(path, data)
+            return
+        raise BrokerIdInUseError(
+            f"broker.id {broker_id} is already registered in ZooKeeper ({path} is owned by live session "
+            f"0x{stat.ephemeralOwner:x}); every broker needs a unique broker.id"
+        )
+
+    def get_broker_ids(self, watch: Watch = None) -> list[int]:
+        return sorted(int(c) for c in self.zk.get_children(paths.BROKER_IDS, watch=watch) if c.isdigit())
+
+    def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        try:
+            data, _ = self.zk.get(paths.broker(broker_id))
+        except NoNodeError:
+            return None
+        return codec.decode_broker(broker_id, data)
+
+    def get_all_brokers(self, watch: Watch = None) -> list[BrokerInfo]:
+        out = []
+        for broker_id in self.get_broker_ids(watch):
+            info = self.get_broker(broker_id)
+            if info is not None:
+                out.append(info)
+        return out
+
+    # ---- controller ----
+
+    def get_controller_id(self, watch: Watch = None) -> int:
+        """The controller's broker id, -1 when there is none; `watch` fires on creation and deletion."""
+        stat = self.zk.exists(paths.CONTROLLER, watch=watch)
+        if stat is None:
+            return codec.NO_LEADER
+        try:
+            data, _ = self.zk.get(paths.CONTROLLER)
+        except NoNodeError:
+            return codec.NO_LEADER
+        return codec.decode_controller(data)
+
+    def get_controller_epoch(self) -> tuple[int, int]:
+        """(epoch, znode version), (0, -1) when no controller was ever elected."""
+        try:
+            data, stat = self.zk.get(paths.CONTROLLER_EPOCH)
+        except NoNodeError:
+            return 0, -1
+        return codec.decode_controller_epoch(data), stat.version
+
+    def try_become_controller(self, broker_id: int) -> tuple[int, int] | None:
+        """Create the ephemeral /controller and bump /controller_epoch in one transaction (Kafka's
+        registerControllerAndIncrementControllerEpoch). Returns (epoch, epoch znode version), None if lost."""
+        for _ in range(5):
+            epoch, version = self.get_controller_epoch()
+            if version < 0:
+                with contextlib.suppress(NodeExistsError):
+                    self.zk.create(paths.CONTROLLER_EPOCH, codec.encode_controller_epoch(0))
+                continue
+            tx = self.zk.transaction()
+            tx.create(paths.CONTROLLER, codec.encode_controller(broker_id), ephemeral=True)
+            tx.set_data(paths.CONTROLLER_EPOCH, codec.encode_controller_epoch(epoch + 1), version=version)
+            results = tx.commit()
+            failures = [r for r in results if isinstance(r, Exception)]
+            if not failures:
+                return epoch + 1, version + 1
+            if any(isinstance(r, NodeExistsError) for r in failures):
+                return None
+            # BadVersion: another controller bumped the epoch between our read and write; look again
+        return None
+
+    def resign_controller(self, broker_id: int) -> None:
+        try:
+            data, stat = self.zk.get(paths.CONTROLLER)
+            if codec.decode_controller(data) == broker_id and stat.ephemeralOwner == self.session_id:
+                self.zk.delete(paths.CONTROLLER, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            pass
+
+    # ---- topics ----
+
+    def get_topics(self, watch: Watch = None) -> list[str]:
+        return sorted(self.zk.get_children(paths.BROKER_TOPICS, watch=watch))
+
+    def get_topic(self, topic: str, watch: Watch = None) -> tuple[TopicAssignment, int] | None:
+        """The assignment and its znode version; None when the topic does not exist (the watch then waits for
+        its creation)."""
+        if watch is not None and self.zk.exists(paths.topic(topic), watch=watch) is None:
+            return None
+        try:
+            data, stat = self.zk.get(paths.topic(topic), watch=watch)
+        except NoNodeError:
+            return None
+        return codec.decode_topic(data), stat.version
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.zk.exists(paths.topic(topic)) is not None
+
+    def create_topic(self, topic: str, assignment: TopicAssignment, configs: Mapping[str, str]) -> None:
+        """AdminZkClient.createTopicWithAssignment: the config first, then the assignment the controller
+        watches for; an existing assignment means the topic exists."""
+        if self.topic_exists(topic):
+            raise TopicExistsError(f"Topic '{topic}' already exists.")
+        self._set_or_create(paths.topic_config(topic), codec.encode_entity_config(configs))
+        try:
+            self.zk.create(paths.topic(topic), codec.encode_topic(assignment))
+        except NodeExistsError:
+            raise TopicExistsError(f"Topic '{topic}' already exists.") from None
+
+    def set_topic_assignment(self, topic: str, assignment: TopicAssignment, version: int) -> None:
+        self.zk.set(paths.topic(topic), codec.encode_topic(assignment), version=version)
+
+    def get_partition_state(self, topic: str, partition: int, watch: Watch = None) -> LeaderAndIsr | None:
+        path = paths.partition_state(topic, partition)
+        if watch is not None and self.zk.exists(path, watch=watch) is None:
+            return None
+        try:
+            data, stat = self.zk.get(path, watch=watch)
+        except NoNodeError:
+            return None
+        return codec.decode_partition_state(data, stat.version)
+
+    def create_partition_state(
+        self, topic: str, partition: int, state: LeaderAndIsr, epoch_version: int | None = None
+    ) -> LeaderAndIsr | None:
+        """Create the state znode (and its parents). None if it already exists or the topic is gone; with
+        `epoch_version` the write is fenced by /controller_epoch, as a controller's writes are."""
+        path = paths.partition_state(topic, partition)
+        parent = paths.topic_partition(topic, partition)
+        if not self.topic_exists(topic):
+            return None
+        for p in (paths.topic_partitions(topic), parent):
+            with contextlib.suppress(NodeExistsError):
+                self.zk.create(p, b"")
+        tx = self.zk.transaction()
+        if epoch_version is not None:
+            tx.check(paths.CONTROLLER_EPOCH, epoch_version)
+        tx.create(path, codec.encode_partition_state(state))
+        failures = [r for r in tx.commit() if isinstance(r, Exception)]
+        if any(isinstance(r, BadVersionError) for r in failures):
+            raise ControllerMovedError("controller epoch changed: this broker is no longer the controller")
+        if failures:
+            return None
+        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, 0)
+
+    def update_partition_state(
+        self, topic: str, partition: int, state: LeaderAndIsr, epoch_version: int | None = None
+    ) -> LeaderAndIsr | None:
+        """Compare-and-set against state.zk_version. None if somebody else changed it first."""
+        path = paths.partition_state(topic, partition)
+        tx = self.zk.transaction()
+        if epoch_version is not None:
+            tx.check(paths.CONTROLLER_EPOCH, epoch_version)
+        tx.set_data(path, codec.encode_partition_state(state), version=state.zk_version)
+        results = tx.commit()
+        failures = [r for r in results if isinstance(r, Exception)]
+        if epoch_version is not None and isinstance(results[0], BadVersionError):
+            raise ControllerMovedError("controller epoch changed: this broker is no longer the controller")
+        if failures:
+            return None
+        stat: ZnodeStat = results[-1]
+        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version)
+
+    # ---- topic configs ----
+
+    def get_topic_config(self, topic: str, watch: Watch = None) -> dict[str, str]:
+        path = paths.topic_config(topic)
+        if watch is not None and self.zk.exists(path, watch=watch) is None:
+            return {}
+        try:
+            data, _ = self.zk.get(path, watch=watch)
+        except NoNodeError:
+            return {}
+        return codec.decode_entity_config(data)
+
+    def change_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
+        """AdminZkClient.changeTopicConfig: write the config, then the change notification brokers follow."""
+        if not self.topic_exists(topic):
+            raise UnknownTopicError(f"Topic '{topic}' does not exist.")
+        self._set_or_create(paths.topic_config(topic), codec.encode_entity_config(configs))
+        self.zk.create(
+            f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
+            codec.encode_config_change("topics", topic),
+            sequence=True,
+            makepath=True,
+        )
+
+    # ---- deletion ----
+
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        if not self.topic_exists(topic):
+            raise UnknownTopicError(f"Topic '{topic}' does not exist.")
+        try:
+            self.zk.create(paths.delete_topic_marker(topic), b"", makepath=True)
+        except NodeExistsError:
+            raise TopicMarkedForDeletionError(f"Topic {topic} is already marked for deletion.") from None
+
+    def get_topic_deletions(self, watch: Watch = None) -> list[str]:
+        return sorted(self.zk.get_children(paths.DELETE_TOPICS, watch=watch))
+
+    def delete_topic_znodes(self, topic: str) -> None:
+        """What the controller does once a topic's replicas are gone: assignment, states, config, marker."""
+        for path in (paths.topic(topic), paths.topic_config(topic)):
+            _delete_recursive(self.zk, path)
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(paths.delete_topic_marker(topic))
+
+    # ---- producer ids ----
+
+    def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
+        """ProducerIdManager (ZK mode): claim the next block of ids with a compare-and-set."""
+        self.zk.ensure_path(paths.LATEST_PRODUCER_ID_BLOCK)
+        while True:
+            data, stat = self.zk.get(paths.LATEST_PRODUCER_ID_BLOCK)
+            start = codec.decode_producer_id_block_end(data) + 1
+            end = start + codec.PRODUCER_ID_BLOCK_SIZE - 1
+            try:
+                self.zk.set(
+                    paths.LATEST_PRODUCER_ID_BLOCK,
+                    codec.encode_producer_id_block(broker_id, start, end),
+                    version=stat.version,
+                )
+                return start, end
+            except BadVersionError:
+                continue
+
+    # ---- helpers ----
+
+    def _set_or_create(self, path: str, data: bytes) -> None:
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            try:
+                self.zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.zk.set(path, data)
+
+
+def _delete_recursive(zk: KazooClient, path: str) -> None:
+    for _ in range(10):
+        try:
+            zk.delete(path, recursive=True)
+            return
+        except NoNodeError:
+            return
+        except NotEmptyError:  # a child appeared while deleting (a leader writing state); go again
+            continue
+
+
+def _start(hosts: str, session_timeout_s: float, connection_timeout_s: float) -> KazooClient:
+    zk = KazooClient(
+        hosts=hosts,
+        timeout=session_timeout_s,
+        connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2.0),
+        command_retry=KazooRetry(max_tries=5, delay=0.1, max_delay=1.0),
+        logger=logging.getLogger("kazoo.client"),
+    )
+    try:
+        zk.start(timeout=connection_timeout_s)
+    except KazooTimeoutError:
+        zk.stop()
+        zk.close()
+        raise ZooKeeperConnectionError(
+            f"Timed out connecting to ZooKeeper at {hosts} after {connection_timeout_s:g} s "
+            "(is it running? `kbus zookeeper-start`)"
+        ) from None
+    return zk

@@ -1,0 +1,227 @@
+"""JSON bodies of Kafka's znodes (kafka.zk.ZkData), encoded and decoded without touching ZooKeeper."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbus.server.metadata.types import BrokerInfo
+
+NO_LEADER = -1
+
+
+def _dump(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+def _load(data: bytes | None) -> Any:
+    if not data:
+        return None
+    return json.loads(data.decode("utf-8"))
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+# ---- ids: Kafka prints Uuids as URL-safe base64 without padding (org.apache.kafka.common.Uuid.toString) ----
+
+
+def uuid_to_kafka(value: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+
+
+def uuid_from_kafka(text: str) -> uuid.UUID:
+    if len(text) == 36:  # tolerate the canonical 8-4-4-4-12 form
+        return uuid.UUID(text)
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def new_cluster_id() -> str:
+    return uuid_to_kafka(uuid.uuid4())
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_load(data)["id"])
+
+
+# ---- /brokers/ids/<id> (BrokerIdZNode, version 5) ----
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener}://{host}:{self.port}"
+
+
+def encode_broker(endpoints: Sequence[Endpoint], rack: str | None = None, jmx_port: int = -1) -> bytes:
+    plaintext = next((e for e in endpoints if e.security_protocol == "PLAINTEXT"), None)
+    body: dict[str, Any] = {
+        "features": {},
+        "listener_security_protocol_map": {e.listener: e.security_protocol for e in endpoints},
+        "endpoints": [str(e) for e in endpoints],
+        "jmx_port": jmx_port,
+        "port": plaintext.port if plaintext else -1,
+        "host": plaintext.host if plaintext else None,
+        "version": 5,
+        "timestamp": _now_ms(),
+    }
+    if rack is not None:
+        body["rack"] = rack
+    return _dump(body)
+
+
+def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
+    body = _load(data) or {}
+    host, port = body.get("host"), int(body.get("port", -1))
+    if not host or port < 0:
+        # no PLAINTEXT listener: the first advertised endpoint is where clients go
+        for ep in body.get("endpoints", []):
+            _, _, hostport = ep.partition("://")
+            h, _, p = hostport.rpartition(":")
+            host, port = h.strip("[]"), int(p)
+            break
+    return BrokerInfo(broker_id, host or "", port, body.get("rack"))
+
+
+# ---- /brokers/topics/<t> (TopicZNode, version 3) ----
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    partitions: dict[int, list[int]]
+    topic_id: uuid.UUID | None
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
+
+
+def encode_topic(assignment: TopicAssignment) -> bytes:
+    body: dict[str, Any] = {
+        "version": 3,
+        "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
+        "adding_replicas": {str(p): list(r) for p, r in sorted(assignment.adding_replicas.items())},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(assignment.removing_replicas.items())},
+    }
+    if assignment.topic_id is not None:
+        body["topic_id"] = uuid_to_kafka(assignment.topic_id)
+    return _dump(body)
+
+
+def decode_topic(data: bytes) -> TopicAssignment:
+    body = _load(data) or {}
+
+    def replicas(m: Mapping[str, Any] | None) -> dict[int, list[int]]:
+        return {int(p): [int(b) for b in r] for p, r in (m or {}).items()}
+
+    topic_id = body.get("topic_id")
+    return TopicAssignment(
+        replicas(body.get("partitions")),
+        uuid_from_kafka(topic_id) if topic_id else None,
+        replicas(body.get("adding_replicas")),
+        replicas(body.get("removing_replicas")),
+    )
+
+
+# ---- /brokers/topics/<t>/partitions/<p>/state (TopicPartitionStateZNode, version 1) ----
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    # the znode version the state was read at: every update is a compare-and-set against it
+    zk_version: int = -1
+
+    def with_leader(self, leader: int, isr: Sequence[int], controller_epoch: int) -> LeaderAndIsr:
+        return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), controller_epoch, self.zk_version)
+
+
+def encode_partition_state(state: LeaderAndIsr) -> bytes:
+    return _dump(
+        {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
+
+
+def decode_partition_state(data: bytes, zk_version: int = -1) -> LeaderAndIsr:
+    body = _load(data) or {}
+    return LeaderAndIsr(
+        int(body.get("leader", NO_LEADER)),
+        int(body.get("leader_epoch", 0)),
+        tuple(int(b) for b in body.get("isr", [])),
+        int(body.get("controller_epoch", 0)),
+        zk_version,
+    )
+
+
+# ---- configs: /config/topics/<t> and /config/changes/config_change_<seq> ----
+
+
+def encode_entity_config(configs: Mapping[str, str]) -> bytes:
+    return _dump({"version": 1, "config": dict(sorted(configs.items()))})
+
+
+def decode_entity_config(data: bytes | None) -> dict[str, str]:
+    body = _load(data) or {}
+    return {str(k): str(v) for k, v in (body.get("config") or {}).items()}
+
+
+def encode_config_change(entity_type: str, entity_name: str) -> bytes:
+    return _dump({"version": 2, "entity_path": f"{entity_type}/{entity_name}"})
+
+
+# ---- controller ----
+
+
+def encode_controller(broker_id: int) -> bytes:
+    return _dump({"version": 1, "brokerid": broker_id, "timestamp": _now_ms()})
+
+
+def decode_controller(data: bytes | None) -> int:
+    body = _load(data)
+    return int(body["brokerid"]) if body else NO_LEADER
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode("ascii")
+
+
+def decode_controller_epoch(data: bytes | None) -> int:
+    return int(data.decode("ascii")) if data else 0
+
+
+# ---- /latest_producer_id_block (ProducerIdBlockZNode) ----
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+def encode_producer_id_block(broker_id: int, block_start: int, block_end: int) -> bytes:
+    return _dump({"version": 1, "broker": broker_id, "block_start": str(block_start), "block_end": str(block_end)})
+
+
+def decode_producer_id_block_end(data: bytes | None) -> int:
+    """The last id of the latest handed-out block, -1 when none was ever handed out."""
+    body = _load(data)
+    return int(body["block_end"]) if body else -1

@@ -1,0 +1,52 @@
+"""The controller's leader and ISR decisions (Kafka's PartitionStateMachine / ReplicaStateMachine rules),
+as pure functions of a partition's replicas, its current state and the live brokers."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from kbus.zk.codec import NO_LEADER, LeaderAndIsr
+
+
+def initial_state(replicas: Sequence[int], live: Collection[int], controller_epoch: int) -> LeaderAndIsr | None:
+    """A new partition: the first live assigned replica leads and every live replica is in sync.
+    None when no replica is alive (the partition waits, as Kafka's NewPartition does)."""
+    live_replicas = [b for b in replicas if b in live]
+    if not live_replicas:
+        return None
+    return LeaderAndIsr(live_replicas[0], 0, tuple(live_replicas), controller_epoch)
+
+
+def reconcile(
+    replicas: Sequence[int],
+    current: LeaderAndIsr,
+    live: Collection[int],
+    controller_epoch: int,
+    unclean: bool = False,
+) -> LeaderAndIsr | None:
+    """The state the partition should move to given which brokers are alive, or None if it is fine as it is.
+
+    - dead followers leave the ISR (the leader stays);
+    - a dead (or missing) leader is replaced by the first assigned replica that is alive and in the ISR;
+    - with no such replica the partition goes offline (leader -1) and keeps its last ISR member, so that broker
+      is elected when it comes back; only `unclean` allows an out-of-sync live replica to lead.
+    Every change bumps the leader epoch, as the controller's removeReplicasFromIsr / elections do.
+    """
+    live_isr = [b for b in current.isr if b in live]
+    leader_alive = current.leader != NO_LEADER and current.leader in live
+    if leader_alive:
+        if len(live_isr) == len(current.isr):
+            return None
+        return current.with_leader(current.leader, live_isr, controller_epoch)
+    candidates = [b for b in replicas if b in live and b in current.isr]
+    if candidates:
+        return current.with_leader(candidates[0], live_isr, controller_epoch)
+    if unclean:
+        live_replicas = [b for b in replicas if b in live]
+        if live_replicas:
+            return current.with_leader(live_replicas[0], [live_replicas[0]], controller_epoch)
+    if current.leader == NO_LEADER:
+        return None
+    # never shrink the ISR to nothing: the last member is the only safe future leader
+    last = (current.leader,) if current.leader in current.isr else current.isr[-1:]
+    return current.with_leader(NO_LEADER, last, controller_epoch)

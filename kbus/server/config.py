@@ -66,8 +66,7 @@ class Listener:
 
 
 # key -> (attribute, type, default). Defaults are Kafka's (KafkaConfig, 3.x).
-_HOUR = 3_600_000
-_SPEC: dict[str, tuple[str, type, object]] = {
+BROKER_CONFIGS: dict[str, tuple[str, type, object]] = {
     "broker.id": ("broker_id", int, -1),
     "listeners": ("listeners_raw", str, "PLAINTEXT://:9092"),
     "advertised.listeners": ("advertised_listeners_raw", str, ""),
@@ -206,43 +205,11 @@ class KafkaConfig:
         raw = self.log_dirs_raw or self.log_dir
         return [Path(p.strip()) for p in raw.split(",") if p.strip()]
 
-    @property
-    def retention_ms(self) -> int:
-        """log.retention.ms beats .minutes beats .hours, as in Kafka."""
-        if "log.retention.ms" in self.raw:
-            return self.log_retention_ms
-        if self.log_retention_minutes > 0:
-            return self.log_retention_minutes * 60_000
-        return self.log_retention_hours * _HOUR
-
-    @property
-    def roll_ms(self) -> int:
-        return self.log_roll_ms if self.log_roll_ms > 0 else self.log_roll_hours * _HOUR
-
-    def topic_defaults(self) -> dict[str, str]:
-        """Broker-level log settings under their topic-level names (Kafka's log.X -> X mapping)."""
-        return {
-            "segment.bytes": str(self.log_segment_bytes),
-            "segment.ms": str(self.roll_ms),
-            "retention.ms": str(self.retention_ms),
-            "retention.bytes": str(self.log_retention_bytes),
-            "index.interval.bytes": str(self.log_index_interval_bytes),
-            "segment.index.bytes": str(self.log_index_size_max_bytes),
-            "max.message.bytes": str(self.message_max_bytes),
-            "message.timestamp.type": self.log_message_timestamp_type,
-            "cleanup.policy": self.log_cleanup_policy,
-            "min.insync.replicas": str(self.min_insync_replicas),
-            "unclean.leader.election.enable": str(self.unclean_leader_election_enable).lower(),
-            "compression.type": self.compression_type,
-            "flush.messages": str(self.log_flush_interval_messages),
-            "flush.ms": str(self.log_flush_interval_ms if self.log_flush_interval_ms > 0 else 2**63 - 1),
-        }
-
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> KafkaConfig:
         values: dict[str, object] = {}
         for key, raw in props.items():
-            spec = _SPEC.get(key)
+            spec = BROKER_CONFIGS.get(key)
             if spec is None:
                 continue  # Kafka ignores unknown keys too (with a warning); we keep them in `raw`
             attr, typ, _ = spec

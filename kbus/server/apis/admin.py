@@ -1,0 +1,390 @@
+"""Topic and cluster administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
+DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DescribeCluster (60)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kbus.server.apis.errors import error_code_for, error_message
+from kbus.server.apis.registry import RequestContext, api
+from kbus.server.config import BROKER_CONFIGS
+from kbus.server.log.config import LogConfig
+from kbus.server.metadata.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    MetadataError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from kbus.server.metadata.validation import validate_topic_configs, validate_topic_name
+
+if TYPE_CHECKING:
+    from kbus.server.broker import Broker
+
+TOPIC, BROKER = 2, 4
+# DescribeConfigs ConfigSource values
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+ZERO_UUID = uuid.UUID(int=0)
+CONFIG_TYPE_STRING, CONFIG_TYPE_BOOLEAN, CONFIG_TYPE_INT, CONFIG_TYPE_LONG, CONFIG_TYPE_DOUBLE = 2, 1, 3, 5, 6
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _config_type(value: str) -> int:
+    if value in ("true", "false"):
+        return CONFIG_TYPE_BOOLEAN
+    try:
+        int(value)
+        return CONFIG_TYPE_LONG
+    except ValueError:
+        pass
+    try:
+        float(value)
+        return CONFIG_TYPE_DOUBLE
+    except ValueError:
+        return CONFIG_TYPE_STRING
+
+
+# ------------------------------------------------------------------------------------------ CreateTopics
+def _check_create(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] | None, dict[str, str]]:
+    validate_topic_name(topic.name)
+    if topic.name in broker.metadata.topics():
+        raise TopicExistsError(f"Topic '{topic.name}' already exists.")
+    configs = {c.name: c.value for c in topic.configs}
+    validate_topic_configs(configs)
+    assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
+    partitions = topic.num_partitions
+    rf = topic.replication_factor
+    if assignment:
+        if partitions != -1 or rf != -1:
+            raise MetadataError("Both numPartitions or replicationFactor and replicasAssignments were set.")
+    else:
+        partitions = broker.config.num_partitions if partitions == -1 else partitions
+        rf = broker.config.default_replication_factor if rf == -1 else rf
+        if partitions < 1:
+            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        if rf < 1:
+            raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+        live = len(broker.live_brokers())
+        if rf > live:
+            raise InvalidReplicationFactorError(f"Replication factor: {rf} larger than available brokers: {live}.")
+    return partitions, rf, assignment, {k: v for k, v in configs.items() if v is not None}
+
+
+@api(19, 2, 7)
+async def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    results = []
+    seen: set[str] = set()
+    for topic in request.topics:
+        fields: dict[str, Any] = {
+            "name": topic.name,
+            "topic_id": ZERO_UUID,
+            "error_message": None,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": None,
+        }
+        try:
+            if topic.name in seen:
+                raise MetadataError(f"Create topics request from client contains duplicate topic {topic.name}")
+            seen.add(topic.name)
+            partitions, rf, assignment, configs = _check_create(broker, topic)
+            if request.validate_only:
+                tid = ZERO_UUID
+                effective = broker.default_log_config().with_overrides(configs)
+            else:
+                created = broker.metadata.create_topic(topic.name, partitions, rf, configs, assignment)
+                broker.reconcile()
+                tid, partitions = created.topic_id, len(created.partitions)
+                rf = len(next(iter(created.partitions.values())).replicas)
+                effective = broker.log_config_for(created)
+            fields.update(error_code=ErrorCode.none, topic_id=tid, num_partitions=partitions, replication_factor=rf)
+            fields["configs"] = [
+                ctx.nested(
+                    "CreatableTopicConfigs",
+                    name=k,
+                    value=v,
+                    read_only=False,
+                    is_sensitive=False,
+                    config_source=DYNAMIC_TOPIC_CONFIG if k in configs else DEFAULT_CONFIG,
+                )
+                for k, v in effective.to_properties().items()
+            ]
+        except MetadataError as exc:
+            code = error_code_for(exc)
+            fields.update(
+                error_code=ErrorCode.invalid_request if code == ErrorCode.unknown_server_error else code,
+                error_message=error_message(exc),
+            )
+        results.append(ctx.nested("CreatableTopicResult", **fields))
+    return ctx.build(throttle_time=0, topics=results)
+
+
+# ------------------------------------------------------------------------------------------ DeleteTopics
+@api(20, 1, 6)
+async def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    by_id = {t.topic_id: t.name for t in broker.metadata.topics().values()}
+    results = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            name = by_id.get(topic_id)
+        fields: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_message": None}
+        try:
+            if name is None:
+                fields["error_code"] = ErrorCode.unknown_topic_id
+            elif not broker.config.delete_topic_enable:
+                fields["error_code"] = ErrorCode.topic_deletion_disabled
+            else:
+                topic = broker.metadata.topics().get(name)
+                if topic is None:
+                    raise UnknownTopicError("This server does not host this topic-partition.")
+                fields["topic_id"] = topic.topic_id
+                broker.metadata.delete_topic(name)
+                broker.reconcile()
+                fields["error_code"] = ErrorCode.none
+        except MetadataError as exc:
+            fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
+        results.append(ctx.nested("DeletableTopicResult", **fields))
+    return ctx.build(throttle_time=0, responses=results)
+
+
+# ------------------------------------------------------------------------------------------ CreatePartitions
+@api(37, 0, 3)
+async def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for t in request.topics:
+        fields: dict[str, Any] = {"name": t.name, "error_message": None}
+        try:
+            topic = broker.metadata.topics().get(t.name)
+            if topic is None:
+                raise UnknownTopicError(f"The topic '{t.name}' does not exist.")
+            current = len(topic.partitions)
+            if t.count < current:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {current} partitions, which is higher than the requested {t.count}."
+                )
+            if t.count == current:
+                raise InvalidPartitionsError(f"Topic already has {current} partitions.")
+            if not request.validate_only:
+                broker.metadata.create_partitions(t.name, t.count)
+                broker.reconcile()
+            fields["error_code"] = ErrorCode.none
+        except MetadataError as exc:
+            fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
+        results.append(ctx.nested("CreatePartitionsTopicResult", **fields))
+    return ctx.build(throttle_time=0, results=results)
+
+
+# ------------------------------------------------------------------------------------------ DescribeConfigs
+def _topic_entries(broker: Broker, ctx: RequestContext, name: str, keys: Any, synonyms: bool) -> list[Any]:
+    topic = broker.metadata.topics().get(name)
+    if topic is None:
+        raise UnknownTopicError(f"Topic {name} does not exist.")
+    defaults = broker.default_log_config().to_properties()
+    effective = broker.log_config_for(topic).to_properties()
+    static = {k for k, v in defaults.items() if v != LogConfig().to_properties().get(k)}
+    entries = []
+    for key, value in effective.items():
+        if keys is not None and key not in keys:
+            continue
+        if key in topic.configs:
+            source = DYNAMIC_TOPIC_CONFIG
+        elif key in static:
+            source = STATIC_BROKER_CONFIG
+        else:
+            source = DEFAULT_CONFIG
+        syn = []
+        if synonyms:
+            if key in topic.configs:
+                syn.append(
+                    ctx.nested(
+                        "DescribeConfigsSynonym", name=key, value=topic.configs[key], source=DYNAMIC_TOPIC_CONFIG
+                    )
+                )
+            syn.append(ctx.nested("DescribeConfigsSynonym", name=key, value=defaults[key], source=DEFAULT_CONFIG))
+        entries.append(
+            ctx.nested(
+                "DescribeConfigsResourceResult",
+                name=key,
+                value=value,
+                read_only=False,
+                is_default=source == DEFAULT_CONFIG,
+                config_source=source,
+                is_sensitive=False,
+                synonyms=syn,
+                config_type=_config_type(value),
+                documentation=None,
+            )
+        )
+    return entries
+
+
+def _broker_entries(broker: Broker, ctx: RequestContext, keys: Any) -> list[Any]:
+    entries = []
+    for key, (attr, _typ, _default) in sorted(BROKER_CONFIGS.items()):
+        if keys is not None and key not in keys:
+            continue
+        value = getattr(broker.config, attr)
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        source = STATIC_BROKER_CONFIG if key in broker.config.raw else DEFAULT_CONFIG
+        entries.append(
+            ctx.nested(
+                "DescribeConfigsResourceResult",
+                name=key,
+                value=text,
+                read_only=True,
+                is_default=source == DEFAULT_CONFIG,
+                config_source=source,
+                is_sensitive=False,
+                synonyms=(),
+                config_type=_config_type(text),
+                documentation=None,
+            )
+        )
+    return entries
+
+
+@api(32, 1, 4)
+async def describe_configs(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for res in request.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        fields: dict[str, Any] = {
+            "resource_type": res.resource_type,
+            "resource_name": res.resource_name,
+            "error_message": None,
+            "configs": (),
+        }
+        try:
+            if res.resource_type == TOPIC:
+                fields["configs"] = _topic_entries(
+                    broker, ctx, res.resource_name, keys, getattr(request, "include_synonyms", False)
+                )
+            elif res.resource_type == BROKER:
+                if res.resource_name not in ("", str(broker.broker_id)):
+                    raise MetadataError(f"Unexpected broker id, expected {broker.broker_id}")
+                fields["configs"] = _broker_entries(broker, ctx, keys)
+            else:
+                fields.update(
+                    error_code=ErrorCode.invalid_request, error_message=f"Unsupported resource type {res.resource_type}"
+                )
+                results.append(ctx.nested("DescribeConfigsResult", **fields))
+                continue
+            fields["error_code"] = ErrorCode.none
+        except MetadataError as exc:
+            code = error_code_for(exc)
+            fields.update(
+                error_code=ErrorCode.invalid_request if code == ErrorCode.unknown_server_error else code,
+                error_message=error_message(exc),
+            )
+        results.append(ctx.nested("DescribeConfigsResult", **fields))
+    return ctx.build(throttle_time=0, results=results)
+
+
+# ------------------------------------------------------------------------------------------ AlterConfigs
+def _alter_topic(broker: Broker, name: str, changes: dict[str, str | None], validate_only: bool, replace: bool) -> None:
+    topic = broker.metadata.topics().get(name)
+    if topic is None:
+        raise UnknownTopicError(f"Topic {name} does not exist.")
+    if replace:  # legacy AlterConfigs replaces the whole set
+        changes = {**dict.fromkeys(topic.configs), **changes}
+    validate_topic_configs(changes)
+    if not validate_only:
+        broker.metadata.alter_topic_configs(name, changes)
+        broker.reconcile()
+
+
+def _alter_responses(broker: Broker, ctx: RequestContext, request: Any, incremental: bool) -> list[Any]:
+    out = []
+    for res in request.resources:
+        fields: dict[str, Any] = {
+            "resource_type": res.resource_type,
+            "resource_name": res.resource_name,
+            "error_message": None,
+        }
+        try:
+            if res.resource_type != TOPIC:
+                fields.update(
+                    error_code=ErrorCode.invalid_request,
+                    error_message="kbus does not support dynamic broker configs; edit server.properties",
+                )
+            else:
+                topic = broker.metadata.topics().get(res.resource_name)
+                current = dict(topic.configs) if topic else {}
+                changes: dict[str, str | None] = {}
+                for c in res.configs:
+                    op = getattr(c, "config_operation", SET) if incremental else SET
+                    if op == SET:
+                        changes[c.name] = c.value
+                    elif op == DELETE:
+                        changes[c.name] = None
+                    else:
+                        items = [x for x in current.get(c.name, "").split(",") if x]
+                        vals = [x for x in (c.value or "").split(",") if x]
+                        items = (
+                            items + [v for v in vals if v not in items]
+                            if op == APPEND
+                            else [x for x in items if x not in vals]
+                        )
+                        changes[c.name] = ",".join(items) if items else None
+                _alter_topic(broker, res.resource_name, changes, request.validate_only, replace=not incremental)
+                fields["error_code"] = ErrorCode.none
+        except MetadataError as exc:
+            code = error_code_for(exc)
+            fields.update(
+                error_code=ErrorCode.invalid_request if code == ErrorCode.unknown_server_error else code,
+                error_message=error_message(exc),
+            )
+        out.append(ctx.nested("AlterConfigsResourceResponse", **fields))
+    return out
+
+
+@api(33, 0, 2)
+async def alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    return ctx.build(throttle_time=0, responses=_alter_responses(broker, ctx, request, incremental=False))
+
+
+@api(44, 0, 1)
+async def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    return ctx.build(throttle_time=0, responses=_alter_responses(broker, ctx, request, incremental=True))
+
+
+# ------------------------------------------------------------------------------------------ DescribeCluster
+@api(60, 0, 1)
+async def describe_cluster(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    brokers = [
+        ctx.nested("DescribeClusterBroker", broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+        for b in broker.live_brokers()
+    ]
+    return ctx.build(
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.controller_id(),
+        brokers=brokers,
+        cluster_authorized_operations=-2147483648,
+    )
+
+
+# ------------------------------------------------------------------------------------------ InitProducerId
+@api(22, 0, 4)
+async def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    if request.transactional_id is not None:
+        # Transactions are not implemented (and their APIs are not advertised): say so instead of pretending.
+        return ctx.build(throttle_time=0, error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
+    pid = getattr(request, "producer_id", -1)
+    epoch = getattr(request, "producer_epoch", -1)
+    if pid >= 0 and 0 <= epoch < 32766:
+        # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
+        return ctx.build(throttle_time=0, error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch + 1)
+    return ctx.build(
+        throttle_time=0, error_code=ErrorCode.none, producer_id=broker.allocate_producer_id(), producer_epoch=0
+    )

@@ -1,0 +1,34 @@
+"""Exceptions from the managers -> Kafka error codes, in one place."""
+
+from __future__ import annotations
+
+import logging
+
+from kio.schema.errors import ErrorCode
+
+from kbus.protocol.record_batch import CorruptRecordError, InvalidRecordError
+from kbus.server.log import errors as log_errors
+from kbus.server.metadata.errors import MetadataError
+
+log = logging.getLogger("kbus.server.apis")
+
+_BY_TYPE: list[tuple[type[BaseException], ErrorCode]] = [
+    (CorruptRecordError, ErrorCode.corrupt_message),
+    (InvalidRecordError, ErrorCode.invalid_record),
+]
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    if isinstance(exc, MetadataError):
+        return ErrorCode[exc.error_name.lower()]
+    if isinstance(exc, log_errors.LogError) and exc.error_code >= 0:
+        return ErrorCode(exc.error_code)
+    for typ, code in _BY_TYPE:
+        if isinstance(exc, typ):
+            return code
+    log.exception("Unexpected error", exc_info=exc)
+    return ErrorCode.unknown_server_error
+
+
+def error_message(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__

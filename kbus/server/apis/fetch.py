@@ -1,0 +1,105 @@
+"""Fetch (1): long-poll that wakes as soon as data arrives; record bytes come straight from the segment files."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kbus.protocol.codec import ms
+from kbus.server.apis.errors import error_code_for
+from kbus.server.apis.registry import RequestContext, api
+
+if TYPE_CHECKING:
+    from kbus.server.broker import Broker
+    from kbus.server.partition import Partition
+
+
+def _leader_epoch_error(part: Partition, current_leader_epoch: int) -> ErrorCode | None:
+    if current_leader_epoch < 0:
+        return None
+    if current_leader_epoch < part.leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    if current_leader_epoch > part.leader_epoch:
+        return ErrorCode.unknown_leader_epoch
+    return None
+
+
+def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int) -> tuple[list[Any], int, list[Any]]:
+    """One pass over the requested partitions: (per-topic responses, bytes gathered, partitions to wait on)."""
+    remaining = max(request.max_bytes if ctx.api_version >= 3 else 2**31 - 1, 0)
+    total = 0
+    waits = []
+    topics_out = []
+    for ft in request.topics:
+        parts_out = []
+        for fp in ft.partitions:
+            part = broker.get_partition(ft.topic, fp.partition)
+            fields: dict[str, Any] = {
+                "partition_index": fp.partition,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "aborted_transactions": None,
+                "preferred_read_replica": -1,
+                "records": None,
+            }
+            if part is None:
+                t = broker.metadata.topics().get(ft.topic)
+                known = t is not None and fp.partition in t.partitions
+                fields["error_code"] = (
+                    ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
+                )
+            elif not part.is_leader and replica_id < 0:
+                fields["error_code"] = ErrorCode.not_leader_or_follower
+            elif (err := _leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1))) is not None:
+                fields["error_code"] = err
+            else:
+                hw = part.high_watermark
+                max_offset = part.log.log_end_offset if replica_id >= 0 else hw
+                fields.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=part.log.log_start_offset)
+                try:
+                    if fp.fetch_offset >= max_offset and fp.fetch_offset <= part.log.log_end_offset:
+                        data = b""
+                    else:
+                        limit = min(fp.partition_max_bytes, remaining)
+                        read = part.log.read(fp.fetch_offset, limit, max_offset=max_offset, min_one_batch=total == 0)
+                        data = read.to_bytes()
+                except Exception as exc:
+                    fields["error_code"] = error_code_for(exc)
+                else:
+                    fields["error_code"] = ErrorCode.none
+                    fields["records"] = data
+                    total += len(data)
+                    remaining = max(remaining - len(data), 0)
+                    if not data:
+                        waits.append(part)
+            parts_out.append(ctx.nested("PartitionData", **fields))
+        topics_out.append(ctx.nested("FetchableTopicResponse", topic=ft.topic, partitions=parts_out))
+    return topics_out, total, waits
+
+
+@api(1, 4, 12)
+async def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    replica_id = getattr(request, "replica_id", -1)
+    deadline = time.monotonic() + ms(request.max_wait) / 1000
+    min_bytes = max(request.min_bytes, 1) if ms(request.max_wait) > 0 else 0
+    while True:
+        topics_out, total, waits = _collect(broker, ctx, request, replica_id)
+        timeout = deadline - time.monotonic()
+        if total >= min_bytes or timeout <= 0 or not waits or broker.stopping:
+            break
+        # Park on every empty partition; the first append to any of them (or the deadline) ends the wait.
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for part in waits:
+            part.add_waiter(fut)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(fut, timeout)
+        finally:
+            for part in waits:
+                part.remove_waiter(fut)
+    return ctx.build(throttle_time=0, error_code=ErrorCode.none, session_id=0, responses=topics_out)

@@ -1,0 +1,124 @@
+"""Metadata (3), with auto topic creation."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kbus.server.apis.errors import error_code_for
+from kbus.server.apis.registry import RequestContext, api
+from kbus.server.metadata.errors import MetadataError, TopicExistsError
+from kbus.server.metadata.types import TopicMetadata
+from kbus.server.metadata.validation import is_internal, validate_topic_name
+
+if TYPE_CHECKING:
+    from kbus.server.broker import Broker
+
+log = logging.getLogger("kbus.server.apis")
+
+
+def _topic_entry(ctx: RequestContext, broker: Broker, topic: TopicMetadata) -> Any:
+    live = {b.broker_id for b in broker.live_brokers()}
+    partitions = []
+    for index in sorted(topic.partitions):
+        st = topic.partitions[index]
+        leader = st.leader if st.leader in live else -1
+        partitions.append(
+            ctx.nested(
+                "MetadataResponsePartition",
+                error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+                partition_index=index,
+                leader_id=leader,
+                leader_epoch=st.leader_epoch,
+                replica_nodes=tuple(st.replicas),
+                isr_nodes=tuple(st.isr),
+                offline_replicas=tuple(r for r in st.replicas if r not in live),
+            )
+        )
+    return ctx.nested(
+        "MetadataResponseTopic",
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=is_internal(topic.name),
+        partitions=partitions,
+        topic_authorized_operations=-2147483648,
+    )
+
+
+def _error_topic(ctx: RequestContext, name: str, code: ErrorCode) -> Any:
+    return ctx.nested("MetadataResponseTopic", error_code=code, name=name, topic_id=None, partitions=())
+
+
+def auto_create(broker: Broker, name: str) -> TopicMetadata | None:
+    try:
+        topic = broker.metadata.create_topic(
+            name, broker.config.num_partitions, broker.config.default_replication_factor, {}
+        )
+        log.info("Auto-created topic %s with %d partition(s)", name, len(topic.partitions))
+    except TopicExistsError:
+        topic = broker.metadata.topics().get(name)
+    broker.reconcile()
+    return topic
+
+
+@api(3, 0, 12)
+async def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    topics = broker.metadata.topics()
+    requested = request.topics
+    # v0: an empty list means all topics; v1+: null means all, empty means none.
+    all_topics = requested is None or (ctx.api_version == 0 and not requested)
+    allow_auto = getattr(request, "allow_auto_topic_creation", True) and broker.config.auto_create_topics_enable
+    entries = []
+    if all_topics:
+        entries = [_topic_entry(ctx, broker, t) for t in sorted(topics.values(), key=lambda t: t.name)]
+    else:
+        by_id = {t.topic_id: t for t in topics.values()}
+        for req_topic in requested:
+            name = req_topic.name
+            if name is None and getattr(req_topic, "topic_id", None) is not None:
+                t = by_id.get(req_topic.topic_id)
+                if t is None:
+                    entries.append(
+                        ctx.nested(
+                            "MetadataResponseTopic",
+                            error_code=ErrorCode.unknown_topic_id,
+                            name=None,
+                            topic_id=req_topic.topic_id,
+                            partitions=(),
+                        )
+                    )
+                else:
+                    entries.append(_topic_entry(ctx, broker, t))
+                continue
+            topic = topics.get(name)
+            if topic is None:
+                try:
+                    validate_topic_name(name)
+                except MetadataError as exc:
+                    entries.append(_error_topic(ctx, name or "", error_code_for(exc)))
+                    continue
+                if allow_auto and not is_internal(name):
+                    try:
+                        topic = auto_create(broker, name)
+                    except MetadataError as exc:
+                        entries.append(_error_topic(ctx, name, error_code_for(exc)))
+                        continue
+            if topic is None:
+                entries.append(_error_topic(ctx, name, ErrorCode.unknown_topic_or_partition))
+            else:
+                entries.append(_topic_entry(ctx, broker, topic))
+    brokers = [
+        ctx.nested("MetadataResponseBroker", node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+        for b in broker.live_brokers()
+    ]
+    return ctx.build(
+        throttle_time=0,
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.controller_id(),
+        topics=entries,
+        cluster_authorized_operations=-2147483648,
+    )

@@ -1,0 +1,81 @@
+"""ListOffsets (2) and DeleteRecords (21)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kbus.server.apis.errors import error_code_for
+from kbus.server.apis.registry import RequestContext, api
+
+if TYPE_CHECKING:
+    from kbus.server.broker import Broker
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+@api(2, 1, 7)
+async def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            fields: dict[str, Any] = {
+                "partition_index": p.partition_index,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            part = broker.get_partition(t.name, p.partition_index)
+            if part is None or not part.is_leader:
+                known = broker.partition_leader(t.name, p.partition_index) is not None
+                fields["error_code"] = (
+                    ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
+                )
+            else:
+                fields["error_code"] = ErrorCode.none
+                fields["leader_epoch"] = part.leader_epoch
+                try:
+                    if p.timestamp == LATEST:
+                        fields["offset"] = part.high_watermark
+                    elif p.timestamp == EARLIEST:
+                        fields["offset"] = part.log.log_start_offset
+                    elif p.timestamp == MAX_TIMESTAMP:
+                        found = part.log.max_timestamp_and_offset()
+                        if found is not None:
+                            fields["offset"], fields["timestamp"] = found[1], found[0]
+                    else:
+                        found = part.log.offset_for_timestamp(p.timestamp)
+                        if found is not None and found[0] < part.high_watermark:
+                            fields["offset"], fields["timestamp"] = found
+                except Exception as exc:
+                    fields["error_code"] = error_code_for(exc)
+            parts.append(ctx.nested("ListOffsetsPartitionResponse", **fields))
+        topics.append(ctx.nested("ListOffsetsTopicResponse", name=t.name, partitions=parts))
+    return ctx.build(throttle_time=0, topics=topics)
+
+
+@api(21, 0, 2)
+async def delete_records(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            fields: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1}
+            part = broker.get_partition(t.name, p.partition_index)
+            if part is None or not part.is_leader:
+                fields["error_code"] = ErrorCode.unknown_topic_or_partition
+            else:
+                offset = part.high_watermark if p.offset == -1 else p.offset
+                if offset < 0 or offset > part.high_watermark:
+                    fields["error_code"] = ErrorCode.offset_out_of_range
+                else:
+                    try:
+                        fields["low_watermark"] = part.log.delete_records(offset)
+                        fields["error_code"] = ErrorCode.none
+                    except Exception as exc:
+                        fields["error_code"] = error_code_for(exc)
+            parts.append(ctx.nested("DeleteRecordsPartitionResult", **fields))
+        topics.append(ctx.nested("DeleteRecordsTopicResult", name=t.name, partitions=parts))
+    return ctx.build(throttle_time=0, topics=topics)

@@ -1,0 +1,86 @@
+"""Broker process entry point: `kbus server-start` and `python -m kbus.server` both land in run()."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+
+from kbus.server.config import ConfigError, KafkaConfig
+
+log = logging.getLogger("kbus.server")
+LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
+def configure_logging(level: str | None = None) -> None:
+    logging.basicConfig(
+        level=(level or os.environ.get("KBUS_LOG_LEVEL", "INFO")).upper(), format=LOG_FORMAT, stream=sys.stdout
+    )
+
+
+def sd_notify(message: str) -> None:
+    """systemd Type=notify readiness, without a dependency: one datagram to $NOTIFY_SOCKET."""
+    addr = os.environ.get("NOTIFY_SOCKET")
+    if not addr:
+        return
+    if addr.startswith("@"):
+        addr = "\0" + addr[1:]
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.connect(addr)
+        s.sendall(message.encode())
+
+
+async def serve(config: KafkaConfig) -> None:
+    import kbus.server.apis  # noqa: F401 - fills the dispatch table
+    from kbus.server.broker import Broker
+    from kbus.server.network import KafkaServer
+
+    broker = Broker(config)
+    await broker.start()
+    server = KafkaServer(broker)
+    try:
+        await server.start()
+    except OSError as exc:
+        await broker.stop()
+        raise SystemExit(f"ERROR cannot listen on {config.listeners_raw}: {exc.strerror}") from None
+    log.info("[KafkaServer id=%d] started (kbus, cluster.id=%s)", broker.broker_id, broker.cluster_id)
+    sd_notify("READY=1")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("[KafkaServer id=%d] shutting down", broker.broker_id)
+    sd_notify("STOPPING=1")
+    await server.stop()
+    await broker.stop()
+    log.info("[KafkaServer id=%d] shut down completed", broker.broker_id)
+
+
+def run(config_path: str | None, overrides: list[str]) -> int:
+    configure_logging()
+    try:
+        config = KafkaConfig.load(config_path, overrides)
+    except ConfigError as exc:
+        print(f"ERROR {exc}", file=sys.stderr)
+        return 1
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    try:
+        runner(serve(config))
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+            return 1
+        raise
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,136 @@
+"""asyncio listeners. Per connection: read frames, dispatch, write responses in request order.
+
+Like Kafka, a connection has one request in flight inside the broker at a time (Kafka mutes the channel), so
+responses are naturally ordered; clients still pipeline requests on the socket, which keeps throughput up.
+A malformed frame closes only that connection, with one log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import socket
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kbus.protocol.codec import (
+    API_VERSIONS_KEY,
+    ProtocolError,
+    RequestHeader,
+    UnsupportedVersionError,
+    build,
+    decode_request,
+    encode_response,
+    nested,
+    parse_request_header,
+    response_type,
+)
+from kbus.server.apis.registry import API_TABLE, RequestContext, supported
+
+if TYPE_CHECKING:
+    from kbus.server.broker import Broker
+
+log = logging.getLogger("kbus.network")
+_conn_ids = itertools.count(1)
+WRITE_HIGH_WATER = 4 << 20
+
+
+def unsupported_version_response(header: RequestHeader) -> bytes:
+    """KIP-511: an ApiVersions request at a version we do not know is answered in the v0 layout with
+    UNSUPPORTED_VERSION and our ranges, so the client can retry at a version both sides speak."""
+    if header.api_key != API_VERSIONS_KEY:
+        raise ProtocolError(f"unsupported version {header.api_version} of API key {header.api_key}")
+    v0 = response_type(API_VERSIONS_KEY, 0)
+    keys = [
+        build(nested(v0, "ApiVersion"), api_key=s.key, min_version=s.min_version, max_version=s.max_version)
+        for s in sorted(API_TABLE.values(), key=lambda s: s.key)
+    ]
+    body = build(v0, error_code=ErrorCode.unsupported_version, api_keys=keys)
+    return encode_response(RequestHeader(API_VERSIONS_KEY, 0, header.correlation_id, header.client_id, False), body)
+
+
+class KafkaServer:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self._servers: list[asyncio.AbstractServer] = []
+        self._connections: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> None:
+        for listener in self.config.listeners:
+            host = listener.host or None
+            server = await asyncio.start_server(
+                self._serve_connection, host, listener.port, reuse_address=True, backlog=512
+            )
+            self._servers.append(server)
+            bound = server.sockets[0].getsockname()
+            log.info("Awaiting socket connections on %s:%d (%s)", bound[0], bound[1], listener.name)
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for server in self._servers:
+            await server.wait_closed()
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn_id = f"{peer[0]}:{peer[1]}-{next(_conn_ids)}"
+        max_frame = self.config.socket_request_max_bytes
+        try:
+            while True:
+                try:
+                    prefix = await reader.readexactly(4)
+                except asyncio.IncompleteReadError as exc:
+                    if exc.partial:
+                        log.warning("Closing connection %s: truncated frame size", conn_id)
+                    return
+                size = int.from_bytes(prefix, "big", signed=True)
+                if size < 0 or size > max_frame:
+                    log.warning(
+                        "Closing connection %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
+                        conn_id,
+                        size,
+                        max_frame,
+                    )
+                    return
+                try:
+                    frame = await reader.readexactly(size)
+                except asyncio.IncompleteReadError:
+                    log.warning("Closing connection %s: truncated frame (%d of %d bytes)", conn_id, 0, size)
+                    return
+                response = await self._handle(frame, peer, conn_id)
+                if response is not None:
+                    writer.write(response)
+                    if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+                        await writer.drain()
+        except ProtocolError as exc:
+            log.warning("Closing connection %s: %s", conn_id, exc)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:
+            log.exception("Closing connection %s after an unexpected error", conn_id)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _handle(self, frame: bytes, peer: tuple[Any, ...], conn_id: str) -> bytes | None:
+        try:
+            header, body_offset = parse_request_header(frame, supported=supported)
+        except UnsupportedVersionError as exc:
+            return unsupported_version_response(exc.header)
+        request = decode_request(frame, header, body_offset)
+        ctx = RequestContext(header, str(peer[0]), int(peer[1]), conn_id)
+        response = await API_TABLE[header.api_key].handler(self.broker, ctx, request)
+        if response is None:
+            return None
+        return encode_response(header, response)

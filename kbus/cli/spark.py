@@ -1,0 +1,48 @@
+"""`kbus spark-submit JOB.py [job args]`: pyspark's bundled spark-submit, ready for kbus topics.
+
+Local defaults (master local[*], no UI, quiet logs, 127.0.0.1), the `kbus` data source registered automatically,
+and every spark-submit option passed through unchanged (so `--help` reaches spark-submit too).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import typer
+
+from kbus.cli.app import app
+from kbus.cli.common import fail
+from kbus.spark.submit import (
+    SubmitError,
+    build_kbus_zip,
+    find_java,
+    is_local_master,
+    pyspark_home,
+    submit_command,
+    submit_environment,
+)
+
+
+@app.command(
+    "spark-submit",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+    help="Run a PySpark job with the kbus data source (format 'kbus'); all spark-submit options pass through.",
+)
+def spark_submit(ctx: typer.Context) -> None:
+    args = list(ctx.args)
+    try:
+        spark_home = pyspark_home()
+        find_java(os.environ)
+    except SubmitError as e:
+        fail(f"kbus spark-submit: {e}", code=2)
+    env = submit_environment(os.environ, spark_home)
+    py_files: Path | None = None
+    if not is_local_master(args, env):
+        # Executors elsewhere do not share this environment: ship kbus with the job.
+        py_files = build_kbus_zip(Path(tempfile.mkdtemp(prefix="kbus-spark-")))
+    cmd = submit_command(spark_home, args, py_files)
+    # exec, not subprocess: signals go straight to the JVM and no orphaned Python driver is left behind.
+    os.execve(cmd[0], cmd, env)

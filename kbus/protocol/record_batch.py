@@ -80,14 +80,20 @@ _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 assert _HEADER.size == RECORD_BATCH_OVERHEAD
+# Public so storage code can unpack headers straight out of its own read windows.
+HEADER_STRUCT = _HEADER
 
 
 class CorruptRecordError(ValueError):
     """Not a well-formed batch: truncated, bad length or CRC mismatch (Kafka CORRUPT_MESSAGE)."""
 
+    error_code = 2
+
 
 class InvalidRecordError(ValueError):
     """The batch is well-formed but not acceptable, e.g. magic != 2 (Kafka INVALID_RECORD)."""
+
+    error_code = 87
 
 
 def crc32c(data: Buffer) -> int:

@@ -1,0 +1,622 @@
+"""The log of one partition: an ordered list of segments, the last one active.
+
+Offsets are assigned by patching batch headers; records are never decoded on the append or read path.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbus.protocol import record_batch as rb
+from kbus.protocol.record_batch import LOG_OVERHEAD, BatchHeader
+from kbus.server.log.config import LogConfig
+from kbus.server.log.errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from kbus.server.log.producer_state import ProducerStateManager
+from kbus.server.log.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, pread_all
+
+log = logging.getLogger(__name__)
+
+TimeFn = Callable[[], int]
+
+# Segment fsyncs after a roll run here so the appending thread never waits for the disk.
+_flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbus-log-flush")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_topic_partition(name: str) -> tuple[str, int]:
+    """``<topic>-<partition>`` (topics may contain dashes). ValueError for anything else."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
+    return topic, int(part)
+
+
+@dataclass(slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 for CreateTime
+    log_start_offset: int
+    duplicate: bool = False
+    num_batches: int = 0
+    size_bytes: int = 0
+    num_records: int = 0
+
+
+@dataclass(slots=True)
+class FetchData:
+    """Whole batches at [position, position + size) of an open segment file.
+
+    The network layer may ``os.sendfile(sock, fd, position, size)``; ``to_bytes()`` copies instead. The fd
+    stays valid for file.delete.delay.ms after the segment is deleted.
+    """
+
+    fd: int
+    position: int
+    size: int
+    first_offset: int = -1  # base offset of the first batch (-1 when empty)
+    segment_base_offset: int = -1
+
+    def to_bytes(self) -> bytes:
+        if self.size <= 0:
+            return b""
+        return pread_all(self.fd, self.size, self.position)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+EMPTY_FETCH = FetchData(-1, 0, 0)
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig, time_ms: TimeFn) -> None:
+        self.dir = directory
+        self.topic, self.partition = parse_topic_partition(directory.name)
+        self.config = config
+        self._time_ms = time_ms
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []  # segment base offsets, for bisect
+        self._lock = threading.RLock()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.recovery_point = 0
+        self.producer_state = ProducerStateManager(directory)
+        self._unflushed_records = 0
+        self._last_flush_ms = time_ms()
+        self.closed = False
+
+    # --- opening and recovery ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        clean_shutdown: bool = False,
+        time_ms: TimeFn = now_ms,
+    ) -> Log:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self = cls(directory, config, time_ms)
+        with self._lock:
+            self._load(recovery_point, log_start_offset, clean_shutdown)
+        return self
+
+    def _load(self, recovery_point: int, log_start_offset: int | None, clean_shutdown: bool) -> None:
+        # leftovers of interrupted deletes and of a segment swap this layer never performs
+        for p in self.dir.iterdir():
+            if p.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap")):
+                p.unlink(missing_ok=True)
+        bases = []
+        for p in self.dir.glob(f"*{LOG_SUFFIX}"):
+            try:
+                bases.append(int(p.name[: -len(LOG_SUFFIX)]))
+            except ValueError:
+                log.warning("%s: ignoring stray file %s", self.dir, p.name)
+        bases.sort()
+        for i, base in enumerate(bases):
+            seg = LogSegment.open(self.dir, base, self.config)
+            self._segments.append(seg)
+            self._bases.append(base)
+            needs_recovery = not clean_shutdown and (
+                base >= recovery_point or (i + 1 < len(bases) and bases[i + 1] > recovery_point)
+            )
+            try:
+                truncated = seg.recover(verify_crc=True) if needs_recovery else seg.load_indexes()
+            except OSError as e:
+                raise KafkaStorageError(f"cannot read {seg.log_path}: {e}") from e
+            if truncated and i + 1 < len(bases):
+                # data after a corrupt batch cannot be trusted, nor can later segments
+                log.warning("%s: deleting %d segment(s) after corrupt segment %d", self.dir,
+                            len(bases) - i - 1, base)
+                for later in bases[i + 1 :]:
+                    LogSegment.open(self.dir, later, self.config).delete_files()
+                break
+        # drop empty non-active segments left by a crash between roll and first append? keep: they are valid
+        if not self._segments:
+            start = log_start_offset if log_start_offset is not None else 0
+            self._add_segment(LogSegment.create(self.dir, max(start, 0), self.config))
+        self.log_end_offset = self._active.next_offset
+        first_base = self._segments[0].base_offset
+        if log_start_offset is None or log_start_offset < first_base:
+            log_start_offset = first_base
+        self.log_start_offset = min(log_start_offset, self.log_end_offset)
+        # unflushed segments were re-validated (or trusted after a clean shutdown): flush them now so the
+        # recovery point can move to the end
+        if not clean_shutdown:
+            for seg in self._segments:
+                if seg.next_offset > recovery_point:
+                    seg.flush()
+        self.recovery_point = self.log_end_offset
+        for seg in self._segments[:-1]:
+            seg.on_become_inactive()
+        self._load_producer_state()
+
+    def _load_producer_state(self) -> None:
+        replay_from = self.producer_state.load(self._segments[0].base_offset, self.log_end_offset)
+        for h in self._iter_headers_from(replay_from):
+            if h.producer_id >= 0:
+                self.producer_state.replay(h)
+
+    def _iter_headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for seg in self._segments[i:]:
+            if seg.next_offset <= offset:
+                continue
+            first = seg.find_batch(offset) if seg.base_offset < offset else None
+            yield from seg.walk(first.position if first is not None else 0)
+
+    # --- helpers ----------------------------------------------------------------------------------------
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _segment_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._active
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise KafkaStorageError(f"log {self.dir} is closed")
+
+    # --- appends ----------------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0
+    ) -> AppendResult:
+        """Validate, assign offsets from the log end, stamp LogAppendTime if configured, dedupe idempotent
+        retries, write."""
+        buf = bytearray(records)
+        headers = self._validate(buf)
+        with self._lock:
+            self._check_open()
+            config = self.config
+            append = self.producer_state.begin_append(validate=True)
+            next_offset = self.log_end_offset
+            now = self._time_ms()
+            log_append = config.log_append_time
+            num_records = 0
+            for h in headers:
+                if h.producer_id >= 0:
+                    dup = append.check(h)
+                    if dup is not None:
+                        return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
+                                            duplicate=True)
+                rb.set_base_offset(buf, h.position, next_offset)
+                rb.set_partition_leader_epoch(buf, h.position, leader_epoch)
+                h.base_offset = next_offset
+                h.partition_leader_epoch = leader_epoch
+                if log_append:
+                    rb.set_log_append_time(buf, h.position, now)
+                    h.max_timestamp = now
+                    h.attributes |= rb.TIMESTAMP_TYPE_MASK
+                if h.producer_id >= 0:
+                    append.stage(h, next_offset)
+                next_offset += h.last_offset_delta + 1
+                num_records += h.records_count
+            first_offset = self.log_end_offset
+            self._write(buf, headers, first_offset, next_offset - 1, now)
+            append.commit()
+            self._after_append(num_records, now)
+            return AppendResult(first_offset, next_offset - 1, now if log_append else -1, self.log_start_offset,
+                                num_batches=len(headers), size_bytes=len(buf), num_records=num_records)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches that already carry their offsets (replication from the leader)."""
+        buf = records if isinstance(records, bytes | bytearray) else bytes(records)
+        headers = self._validate(buf, check_size=False)
+        with self._lock:
+            self._check_open()
+            first = headers[0].base_offset
+            if first < self.log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"first offset {first} of a follower append is below the log end offset {self.log_end_offset}"
+                )
+            expected = first
+            for h in headers:
+                if h.base_offset < expected:
+                    raise UnexpectedAppendOffsetError(f"batch offsets go backwards at {h.base_offset}")
+                expected = h.next_offset
+            now = self._time_ms()
+            last = headers[-1].last_offset
+            self._write(buf, headers, first, last, now)
+            for h in headers:
+                if h.producer_id >= 0:
+                    self.producer_state.replay(h)
+            num_records = sum(h.records_count for h in headers)
+            self._after_append(num_records, now)
+            return AppendResult(first, last, -1, self.log_start_offset, num_batches=len(headers),
+                                size_bytes=len(buf), num_records=num_records)
+
+    def _validate(self, buf: bytes | bytearray, *, check_size: bool = True) -> list[BatchHeader]:
+        if not buf:
+            raise rb.InvalidRecordError("produce request holds no record batch")
+        headers = list(rb.iter_batches(buf, verify_crc=True))
+        max_size = self.config.max_message_bytes
+        for h in headers:
+            if check_size and h.batch_length + LOG_OVERHEAD > max_size:
+                raise RecordTooLargeError(
+                    f"record batch of {h.batch_length + LOG_OVERHEAD} bytes is larger than max.message.bytes "
+                    f"({max_size})"
+                )
+            if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
+                raise rb.InvalidRecordError(
+                    f"record batch claims {h.records_count} records but offset delta {h.last_offset_delta}"
+                )
+        if len(buf) > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{len(buf)} bytes of records cannot fit in a segment of {self.config.segment_bytes} bytes"
+            )
+        return headers
+
+    def _write(self, buf: bytes | bytearray, headers: list[BatchHeader], first: int, last: int, now: int) -> None:
+        seg = self._active
+        if seg.should_roll(len(buf), first, last, now):
+            self._roll_locked(first, now)
+            seg = self._active
+        elif seg.size == 0 and seg.base_offset != first:
+            # an empty active segment (new log, or after truncation) is recreated at the right base offset
+            self._replace_empty_active(first)
+            seg = self._active
+        seg.append(buf, headers, now)
+        self.log_end_offset = last + 1
+
+    def _after_append(self, num_records: int, now: int) -> None:
+        self._unflushed_records += num_records
+        config = self.config
+        if self._unflushed_records >= config.flush_messages or now - self._last_flush_ms >= config.flush_ms:
+            self._flush_locked(now)
+
+    def _replace_empty_active(self, base_offset: int) -> None:
+        old = self._segments.pop()
+        self._bases.pop()
+        old.delete_files()
+        self._add_segment(LogSegment.create(self.dir, base_offset, self.config))
+
+    # --- roll / flush -------------------------------------------------------------------------------------
+
+    def roll(self) -> None:
+        with self._lock:
+            self._check_open()
+            self._roll_locked(self.log_end_offset, self._time_ms())
+
+    def _roll_locked(self, new_base: int, now: int) -> None:
+        old = self._active
+        if old.size == 0:
+            if old.base_offset != new_base:
+                self._replace_empty_active(new_base)
+            return
+        old.on_become_inactive()
+        self._add_segment(LogSegment.create(self.dir, new_base, self.config))
+        self.producer_state.take_snapshot(new_base)
+        self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
+        # Kafka flushes the rolled segment asynchronously and moves the recovery point when done
+        _flusher.submit(self._flush_rolled, old, new_base)
+
+    def _flush_rolled(self, seg: LogSegment, upto: int) -> None:
+        try:
+            if not seg.closed:
+                seg.flush()
+        except OSError as e:
+            log.warning("%s: flushing rolled segment %d failed: %s", self.dir, seg.base_offset, e)
+            return
+        with self._lock:
+            if upto > self.recovery_point and upto <= self.log_end_offset:
+                self.recovery_point = upto
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self._flush_locked(self._time_ms())
+
+    def _flush_locked(self, now: int) -> None:
+        i = self._segment_for(self.recovery_point)
+        for seg in self._segments[i:]:
+            seg.flush()
+        self.recovery_point = self.log_end_offset
+        self._unflushed_records = 0
+        self._last_flush_ms = now
+
+    def maybe_flush(self, now: int | None = None) -> bool:
+        """Flush if flush.ms has passed since the last flush (the log flusher calls this periodically)."""
+        now = self._time_ms() if now is None else now
+        with self._lock:
+            if self.closed or self.recovery_point >= self.log_end_offset:
+                return False
+            if now - self._last_flush_ms >= self.config.flush_ms:
+                self._flush_locked(now)
+                return True
+        return False
+
+    # --- reads ------------------------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> FetchData:
+        with self._lock:
+            self._check_open()
+            leo = self.log_end_offset
+            if offset < self.log_start_offset or offset > leo:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is out of range for {self.topic}-{self.partition}: log start "
+                    f"{self.log_start_offset}, log end {leo}"
+                )
+            if offset == leo or (max_offset is not None and offset >= max_offset):
+                return EMPTY_FETCH
+            segments = self._segments[self._segment_for(offset):]
+        for seg in segments:
+            found = seg.read(offset, max_bytes, max_offset, min_one_batch)
+            if found is None:
+                continue  # offset sits past this segment's batches (e.g. a gap): try the next segment
+            position, size, first_offset = found
+            if size == 0:
+                return EMPTY_FETCH
+            return FetchData(seg.fd, position, size, first_offset, seg.base_offset)
+        return EMPTY_FETCH
+
+    def read_bytes(self, offset: int, max_bytes: int, **kw: object) -> bytes:
+        return self.read(offset, max_bytes, **kw).to_bytes()  # type: ignore[arg-type]
+
+    def iter_batches(self, start_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of stored batches from ``start_offset`` (tools, tests, the group coordinator's load)."""
+        with self._lock:
+            start = self.log_start_offset if start_offset is None else start_offset
+            return iter(list(self._iter_headers_from(start)))
+
+    # --- timestamps -------------------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp_ms`` (ListOffsets)."""
+        with self._lock:
+            self._check_open()
+            segments = list(self._segments)
+            log_start = self.log_start_offset
+        for seg in segments:
+            if seg.max_timestamp < timestamp_ms or seg.next_offset <= log_start:
+                continue
+            _, ts_offset = seg.time_index.lookup(timestamp_ms)
+            start_offset = max(ts_offset, log_start)
+            first = seg.find_batch(start_offset)
+            if first is None:
+                continue
+            for h in seg.walk(first.position):
+                if h.max_timestamp >= timestamp_ms and h.last_offset >= log_start:
+                    return self._record_at_or_after(seg, h, timestamp_ms, log_start)
+        return None
+
+    def _record_at_or_after(self, seg: LogSegment, h: BatchHeader, timestamp_ms: int, log_start: int
+                            ) -> tuple[int, int]:
+        # off the hot path: decode just this batch to find the exact record
+        try:
+            data = pread_all(seg.fd, h.size, h.position)
+            for r in rb.decode_records(data, rb.read_header(data)):
+                if r.timestamp >= timestamp_ms and r.offset >= log_start:
+                    return r.offset, r.timestamp
+        except (rb.CorruptRecordError, rb.InvalidRecordError, OSError) as e:
+            log.warning("%s: cannot decode batch at %d: %s", self.dir, h.base_offset, e)
+        return max(h.base_offset, log_start), h.max_timestamp
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the record with the largest timestamp (ListOffsets MAX_TIMESTAMP)."""
+        with self._lock:
+            segments = [s for s in self._segments if s.max_timestamp >= 0]
+        if not segments:
+            return None
+        seg = max(segments, key=lambda s: s.max_timestamp)
+        ts = seg.max_timestamp
+        found = self.offset_for_timestamp(ts)
+        if found is None:
+            return ts, seg.offset_of_max_timestamp
+        return found[1], found[0]
+
+    # --- truncation and deletion --------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at ``offset`` and after (a follower diverged from its leader)."""
+        with self._lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return
+            if offset < self.log_start_offset or offset <= self._segments[0].base_offset:
+                self._truncate_fully_locked(max(offset, 0))
+                return
+            while len(self._segments) > 1 and self._active.base_offset >= offset:
+                seg = self._segments.pop()
+                self._bases.pop()
+                self._delete_segment(seg)
+            self._active.truncate_to(offset)
+            self.log_end_offset = self._active.next_offset
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.producer_state.delete_snapshots_after(self.log_end_offset)
+            self._load_producer_state()
+
+    def _truncate_fully_locked(self, new_start: int) -> None:
+        for seg in self._segments:
+            self._delete_segment(seg)
+        self._segments, self._bases = [], []
+        self._add_segment(LogSegment.create(self.dir, new_start, self.config))
+        self.log_start_offset = self.log_end_offset = self.recovery_point = new_start
+        self.producer_state.clear()
+        self.producer_state.delete_snapshots_after(-1)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self._lock:
+            self._check_open()
+            self._truncate_fully_locked(offset)
+
+    def delete_records(self, before_offset: int) -> int:
+        """DeleteRecords: records below ``before_offset`` become unreadable; whole segments below it go."""
+        with self._lock:
+            self._check_open()
+            if before_offset > self.log_end_offset or before_offset < 0:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {before_offset}: log end offset is {self.log_end_offset}"
+                )
+            if before_offset > self.log_start_offset:
+                self.log_start_offset = before_offset
+                self._delete_segments_locked(lambda seg, nxt: nxt is not None and nxt.base_offset <= before_offset)
+            return self.log_start_offset
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """retention.ms and retention.bytes, whole segments from the oldest, never the active one."""
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            if self.closed:
+                return 0
+            deleted = 0
+            config = self.config
+            if config.delete_enabled:
+                if config.retention_ms >= 0:
+                    deleted += self._delete_segments_locked(
+                        lambda seg, nxt: now - seg.largest_timestamp > config.retention_ms
+                    )
+                if config.retention_bytes >= 0:
+                    excess = [self.size_bytes - config.retention_bytes]
+
+                    def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                        if excess[0] - seg.size >= 0:
+                            excess[0] -= seg.size
+                            return True
+                        return False
+
+                    deleted += self._delete_segments_locked(over)
+            self._run_pending_deletes(now)
+            return deleted
+
+    def _delete_segments_locked(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        """Delete leading non-active segments while ``predicate(segment, next_segment)`` holds."""
+        count = 0
+        while len(self._segments) > 1:
+            seg, nxt = self._segments[0], self._segments[1]
+            if not predicate(seg, nxt):
+                break
+            self._segments.pop(0)
+            self._bases.pop(0)
+            self._delete_segment(seg)
+            count += 1
+        if count:
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
+        return count
+
+    def _delete_segment(self, seg: LogSegment) -> None:
+        delay = self.config.file_delete_delay_ms
+        if delay <= 0:
+            seg.delete_files()
+            return
+        # readers may still hold the fd (FetchData / sendfile): rename now, close and unlink later
+        seg.mark_deleted()
+        self._pending_deletes.append((self._time_ms() + delay, seg))
+
+    def _run_pending_deletes(self, now: int) -> None:
+        due = [s for t, s in self._pending_deletes if t <= now]
+        if due:
+            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
+            for seg in due:
+                seg.delete_files()
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            for seg in self._segments:
+                seg.config = config
+                seg.index.max_entries = config.max_index_entries
+                seg.time_index.max_entries = config.max_time_index_entries
+
+    def close(self) -> None:
+        """Flush everything and write a producer snapshot at the log end, so the next open is cheap."""
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                self._active.on_become_inactive()
+                self._flush_locked(self._time_ms())
+                self.producer_state.take_snapshot(self.log_end_offset)
+            finally:
+                self.closed = True
+                for seg in self._segments:
+                    seg.close()
+                for _, seg in self._pending_deletes:
+                    seg.delete_files()
+                self._pending_deletes = []
+
+    def delete(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                for seg in self._segments:
+                    seg.close()
+                for _, seg in self._pending_deletes:
+                    seg.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset}, "
+                f"segments={len(self._segments)})")
+
+
+__all__ = ["EMPTY_FETCH", "AppendResult", "FetchData", "Log", "now_ms", "parse_topic_partition"]

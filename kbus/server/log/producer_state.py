@@ -1,0 +1,273 @@
+"""Idempotent-producer state of one partition (Kafka's ProducerStateManager), built from batch headers only.
+
+Per producer id: the current epoch and the metadata of its last 5 batches (a retried batch that matches one of
+them is a duplicate: acknowledged with its original offsets, stored once). Snapshots (``<offset>.snapshot``,
+JSON in kbus, binary in Kafka: one of ours is never confused with Kafka's because a file that does not parse is
+ignored and the state rebuilt from the log) let a restart skip re-reading the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbus.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from kbus.server.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_SUFFIX = ".snapshot"
+NUM_BATCHES_TO_RETAIN = 5
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+_SNAPSHOT_VERSION = 1
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int | None = None
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id, self.producer_epoch, deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+            self.coordinator_epoch, self.last_timestamp, self.current_txn_first_offset,
+        )
+
+    def find_duplicate(self, h: BatchHeader) -> BatchMetadata | None:
+        if h.producer_epoch != self.producer_epoch:
+            return None
+        first, last = h.base_sequence, h.last_sequence
+        for b in self.batches:
+            if b.first_seq == first and b.last_seq == last:
+                return b
+        return None
+
+    def add_batch(self, h: BatchHeader, first_offset: int) -> None:
+        if h.producer_epoch != self.producer_epoch:
+            self.producer_epoch = h.producer_epoch
+            self.batches.clear()
+        last_offset = first_offset + h.last_offset_delta
+        if h.base_sequence != NO_SEQUENCE and not h.is_control:
+            self.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, first_offset, last_offset,
+                                              h.max_timestamp))
+        self.last_timestamp = max(self.last_timestamp, h.max_timestamp)
+        if h.is_control:
+            self.current_txn_first_offset = None
+        elif h.is_transactional and self.current_txn_first_offset is None:
+            self.current_txn_first_offset = first_offset
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
+
+
+class ProducerAppend:
+    """Validates the producer batches of one append against the current state, staging the updates so that
+    nothing changes if the append fails."""
+
+    def __init__(self, manager: ProducerStateManager, *, validate: bool) -> None:
+        self._manager = manager
+        self._validate = validate
+        self._staged: dict[int, ProducerStateEntry] = {}
+
+    def _entry(self, producer_id: int) -> tuple[ProducerStateEntry, ProducerStateEntry | None]:
+        current = self._manager.producers.get(producer_id)
+        staged = self._staged.get(producer_id)
+        if staged is None:
+            staged = current.copy() if current is not None else ProducerStateEntry(producer_id)
+            self._staged[producer_id] = staged
+        return staged, current
+
+    def check(self, h: BatchHeader) -> BatchMetadata | None:
+        """Raise on a fenced epoch or a sequence gap; return the original batch when ``h`` is a retry."""
+        entry, current = self._entry(h.producer_id)
+        if not self._validate:
+            return None
+        duplicate = entry.find_duplicate(h)
+        if duplicate is not None:
+            return duplicate
+        if h.is_control:
+            return None
+        if h.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {h.producer_id} is {h.producer_epoch}, which is smaller than the last seen "
+                f"epoch {entry.producer_epoch}"
+            )
+        if h.base_sequence == NO_SEQUENCE:
+            return None
+        if h.producer_epoch != entry.producer_epoch:
+            # a new epoch starts at sequence 0, unless nothing is known of the producer (Kafka >= 2.5 accepts
+            # any first sequence then: its earlier batches may have been removed by retention)
+            if h.base_sequence != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"Invalid sequence number for new epoch of producer {h.producer_id}: {h.producer_epoch} "
+                    f"(request epoch), {h.base_sequence} (seq. number), {entry.producer_epoch} (current epoch)"
+                )
+            return None
+        if entry.batches:
+            last_seq = entry.last_seq
+        elif current is not None and current.producer_epoch == h.producer_epoch:
+            last_seq = current.last_seq
+        else:
+            last_seq = NO_SEQUENCE
+        known_epoch = current is not None and current.producer_epoch != NO_PRODUCER_EPOCH
+        if known_epoch and last_seq != NO_SEQUENCE and not _in_sequence(last_seq, h.base_sequence):
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {h.producer_id}: {h.base_sequence} (incoming seq. "
+                f"number), {last_seq} (current end sequence number)"
+            )
+        return None
+
+    def stage(self, h: BatchHeader, first_offset: int) -> None:
+        entry, _ = self._entry(h.producer_id)
+        entry.add_batch(h, first_offset)
+
+    def commit(self) -> None:
+        self._manager.producers.update(self._staged)
+
+
+class ProducerStateManager:
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    def begin_append(self, *, validate: bool = True) -> ProducerAppend:
+        return ProducerAppend(self, validate=validate)
+
+    def replay(self, h: BatchHeader) -> None:
+        """Rebuild state from a stored batch (recovery, follower appends): no validation."""
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
+        entry.add_batch(h, h.base_offset)
+
+    def get(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def clear(self) -> None:
+        self.producers.clear()
+
+    def first_unstable_offset(self) -> int | None:
+        """Offset of the first record of the oldest open transaction (the last stable offset's bound)."""
+        offsets = [e.current_txn_first_offset for e in self.producers.values()
+                   if e.current_txn_first_offset is not None]
+        return min(offsets) if offsets else None
+
+    def remove_expired(self, now_ms: int, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> int:
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
+    # --- snapshots -------------------------------------------------------------------------------------
+
+    def snapshot_path(self, offset: int) -> Path:
+        return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def snapshot_offsets(self) -> list[int]:
+        offsets = []
+        for p in self.dir.glob(f"*{SNAPSHOT_SUFFIX}"):
+            with contextlib.suppress(ValueError):
+                offsets.append(int(p.name[: -len(SNAPSHOT_SUFFIX)]))
+        return sorted(offsets)
+
+    def take_snapshot(self, offset: int) -> None:
+        data = {
+            "version": _SNAPSHOT_VERSION,
+            "offset": offset,
+            "producers": [
+                {
+                    "producer_id": e.producer_id,
+                    "producer_epoch": e.producer_epoch,
+                    "coordinator_epoch": e.coordinator_epoch,
+                    "last_timestamp": e.last_timestamp,
+                    "current_txn_first_offset": e.current_txn_first_offset,
+                    "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
+                                for b in e.batches],
+                }
+                for e in self.producers.values()
+            ],
+        }
+        path = self.snapshot_path(offset)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(data, f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def _read_snapshot(self, offset: int) -> dict[int, ProducerStateEntry]:
+        with open(self.snapshot_path(offset)) as f:
+            data = json.load(f)
+        if data.get("version") != _SNAPSHOT_VERSION or data.get("offset") != offset:
+            raise ValueError("unknown snapshot version or offset")
+        producers: dict[int, ProducerStateEntry] = {}
+        for p in data["producers"]:
+            e = ProducerStateEntry(int(p["producer_id"]), int(p["producer_epoch"]))
+            e.coordinator_epoch = int(p["coordinator_epoch"])
+            e.last_timestamp = int(p["last_timestamp"])
+            e.current_txn_first_offset = p["current_txn_first_offset"]
+            for b in p["batches"]:
+                e.batches.append(BatchMetadata(*(int(x) for x in b)))
+            producers[e.producer_id] = e
+        return producers
+
+    def load(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Load the newest usable snapshot at or below the log end; returns the offset from which the log must
+        be replayed. Snapshots past the log end (the log was truncated) are deleted."""
+        self.producers = {}
+        for tmp in self.dir.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):
+            tmp.unlink(missing_ok=True)
+        for offset in reversed(self.snapshot_offsets()):
+            if offset > log_end_offset:
+                self.snapshot_path(offset).unlink(missing_ok=True)
+                continue
+            if offset < log_start_offset:
+                break
+            try:
+                self.producers = self._read_snapshot(offset)
+                return offset
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                log.warning("%s: ignoring unreadable producer snapshot %d: %s", self.dir, offset, e)
+                self.snapshot_path(offset).unlink(missing_ok=True)
+        return log_start_offset
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        for o in self.snapshot_offsets():
+            if o > offset:
+                self.snapshot_path(o).unlink(missing_ok=True)
+
+    def delete_snapshots_before(self, offset: int, *, keep_latest: int = 2) -> None:
+        offsets = self.snapshot_offsets()
+        newest = set(offsets[-keep_latest:]) if keep_latest else set()
+        for o in offsets:
+            if o < offset or (o not in newest and len(offsets) > keep_latest):
+                self.snapshot_path(o).unlink(missing_ok=True)

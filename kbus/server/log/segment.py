@@ -1,0 +1,419 @@
+"""One segment: ``<base>.log`` of record batches plus its sparse ``.index`` and ``.timeindex``.
+
+Appends go through os.write on an O_APPEND fd, so an acknowledged append is in the kernel (it survives a
+``kill -9`` of the broker); fsync happens only on flush (roll, close, flush.messages/flush.ms). Reads use
+os.pread on the same fd and only look at batch headers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from kbus.protocol.record_batch import (
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    iter_complete_batches,
+)
+from kbus.server.log.config import LogConfig
+from kbus.server.log.errors import KafkaStorageError
+from kbus.server.log.index import OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+
+_WALK_WINDOW = 64 * 1024
+_RECOVERY_CHUNK = 1 << 20
+_INT32_MAX = 2**31 - 1
+
+
+def filename_prefix(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def pread_all(fd: int, size: int, position: int) -> bytes:
+    data = os.pread(fd, size, position)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, fd: int, size: int) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.fd = fd
+        self.size = size
+        prefix = filename_prefix(base_offset)
+        self.log_path = directory / (prefix + LOG_SUFFIX)
+        self.index = OffsetIndex(directory / (prefix + INDEX_SUFFIX), base_offset, config.max_index_entries)
+        self.time_index = TimeIndex(
+            directory / (prefix + TIME_INDEX_SUFFIX), base_offset, config.max_time_index_entries
+        )
+        self.next_offset = base_offset  # one past the last offset stored here
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.bytes_since_last_index_entry = 0
+        self.rolling_base_ms: int | None = None  # segment.ms counts from the first append
+        self.closed = False
+
+    # --- lifecycle --------------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+        path = directory / (filename_prefix(base_offset) + LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        os.ftruncate(fd, 0)
+        seg = cls(directory, base_offset, config, fd, 0)
+        seg.index.reset()
+        seg.time_index.reset()
+        return seg
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+        """Open an existing segment without validating it (see ``recover`` and ``load_indexes``)."""
+        path = directory / (filename_prefix(base_offset) + LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        size = os.fstat(fd).st_size
+        return cls(directory, base_offset, config, fd, size)
+
+    def load_indexes(self) -> int:
+        """Trust the index files if they pass sanity checks (else rebuild them from the log); read the batches
+        after the last index entry for the next offset, the max timestamp and a torn tail, which is cut off.
+        Returns the number of bytes truncated."""
+        ok = self.index.load(self.size) and self.time_index.load()
+        idx_offset, idx_pos = self.index.last_entry()
+        if ok and len(self.index):
+            first = next(self.walk(idx_pos), None)
+            ok = first is not None and first.last_offset == idx_offset
+        if not ok:
+            log.warning("%s: index files fail sanity checks, rebuilding them", self.log_path)
+            return self.recover(verify_crc=False)
+        tail = list(self.walk(idx_pos))
+        end = tail[-1].end_position if tail else idx_pos
+        largest = max((h.size for h in tail), default=0)
+        if end - idx_pos > 4 * max(self.config.index_interval_bytes, 1) + largest:
+            # far more unindexed bytes than the interval allows: the index lost entries
+            log.warning("%s: index is missing entries, rebuilding it", self.log_path)
+            return self.recover(verify_crc=False)
+        truncated = self.size - end
+        if truncated:
+            log.warning("%s: %d bytes of torn tail after position %d removed", self.log_path, truncated, end)
+            self._truncate_file(end)
+        self.next_offset = self.base_offset
+        if tail:
+            self.time_index.truncate_to_offset(tail[-1].next_offset)
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        for h in tail:
+            self._track(h)
+        if not tail and len(self.index):
+            self.next_offset = idx_offset + 1
+        self.bytes_since_last_index_entry = end - idx_pos
+        self._init_rolling_base()
+        return truncated
+
+    def recover(self, *, verify_crc: bool = True) -> int:
+        """Re-read every batch (checking CRCs), rebuild both indexes and cut the file at the first invalid or
+        torn batch. Returns the number of bytes truncated."""
+        self.index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        end = 0
+        interval = self.config.index_interval_bytes
+        for h in self.iter_batches(verify_crc=verify_crc):
+            if h.base_offset < self.next_offset or h.last_offset_delta < 0:
+                log.warning(
+                    "%s: batch at position %d has offset %d below %d; truncating there",
+                    self.log_path,
+                    h.position,
+                    h.base_offset,
+                    self.next_offset,
+                )
+                break
+            self._track(h)
+            if self.bytes_since_last_index_entry > interval:
+                self.index.append(h.last_offset, h.position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += h.size
+            end = h.end_position
+        truncated = self.size - end
+        if truncated:
+            log.warning(
+                "%s: invalid or torn data after position %d (%d bytes) truncated", self.log_path, end, truncated
+            )
+            self._truncate_file(end)
+        self.index.flush_pending()
+        self.time_index.flush_pending()
+        self._init_rolling_base()
+        return truncated
+
+    def _init_rolling_base(self) -> None:
+        # A reopened segment keeps ageing from its first batch's timestamp, as Kafka does; never from "now",
+        # or a broker restarted more often than segment.ms would never roll.
+        if self.size == 0:
+            self.rolling_base_ms = None
+            return
+        first = next(self.walk(0), None)
+        if first is not None and first.max_timestamp >= 0:
+            self.rolling_base_ms = first.max_timestamp
+        else:
+            self.rolling_base_ms = int(os.fstat(self.fd).st_mtime * 1000)
+
+    def _track(self, h: BatchHeader) -> None:
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = h.last_offset
+        self.next_offset = h.next_offset
+
+    def _truncate_file(self, size: int) -> None:
+        os.ftruncate(self.fd, size)
+        self.size = size
+        self.index.truncate_to_position(size)
+
+    def flush(self) -> None:
+        self.index.sync()
+        self.time_index.sync()
+        os.fsync(self.fd)
+
+    def on_become_inactive(self) -> None:
+        """Make the time index's last entry the segment's max timestamp (retention reads it after restart)."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self.index.flush_pending()
+        self.time_index.flush_pending()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.index.close()
+            self.time_index.close()
+        finally:
+            os.close(self.fd)
+
+    def mark_deleted(self) -> None:
+        """Rename the files to ``*.deleted``; fds stay open so in-flight reads still work."""
+        self.index.flush_pending()
+        self.time_index.flush_pending()
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            if path.exists():
+                os.replace(path, path.with_name(path.name + DELETED_SUFFIX))
+        self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        self.index.path = self.index.path.with_name(self.index.path.name + DELETED_SUFFIX)
+        self.time_index.path = self.time_index.path.with_name(self.time_index.path.name + DELETED_SUFFIX)
+
+    def delete_files(self) -> None:
+        self.close()
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            path.unlink(missing_ok=True)
+
+    # --- append -----------------------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader], now_ms: int) -> None:
+        """Write whole batches (already validated, offsets assigned). Header positions are relative to
+        ``data``."""
+        start = self.size
+        try:
+            write_all(self.fd, data)
+        except OSError as e:
+            # never leave half a batch behind: a later append would land after garbage
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, start)
+            raise KafkaStorageError(f"write to {self.log_path} failed: {e}") from e
+        if self.rolling_base_ms is None:
+            self.rolling_base_ms = now_ms
+        interval = self.config.index_interval_bytes
+        index, time_index = self.index, self.time_index
+        for h in headers:
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
+            if self.bytes_since_last_index_entry > interval:
+                index.append(h.base_offset + h.last_offset_delta, start + h.position)
+                time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += h.batch_length + LOG_OVERHEAD
+        self.size = start + len(data)
+        last = headers[-1]
+        self.next_offset = last.base_offset + last.last_offset_delta + 1
+        index.flush_pending()
+        time_index.flush_pending()
+
+    def should_roll(self, incoming_bytes: int, first_offset: int, last_offset: int, now_ms: int) -> bool:
+        if self.size == 0:
+            return False
+        cfg = self.config
+        if self.size > cfg.segment_bytes - incoming_bytes:
+            return True
+        base_ms = self.rolling_base_ms
+        if base_ms is not None and now_ms - base_ms > cfg.segment_ms - cfg.segment_jitter_ms:
+            return True
+        if self.index.is_full or self.time_index.is_full:
+            return True
+        # relative offsets in the indexes are int32
+        return last_offset - self.base_offset > _INT32_MAX or first_offset < self.base_offset
+
+    # --- reading ----------------------------------------------------------------------------------------
+
+    def walk(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the whole batches in [start, end) without reading their records; stops at a torn tail.
+
+        Reads 64 KiB windows while batches are small, and just each 61-byte header once they are large.
+        """
+        end = self.size if end is None else end
+        fd = self.fd
+        window = b""
+        window_start = start
+        pos = start
+        last_size = 0
+        unpack = HEADER_STRUCT.unpack_from
+        while end - pos >= RECORD_BATCH_OVERHEAD:
+            rel = pos - window_start
+            if rel + RECORD_BATCH_OVERHEAD > len(window):
+                want = RECORD_BATCH_OVERHEAD if last_size > 16384 else min(_WALK_WINDOW, end - pos)
+                window = os.pread(fd, want, pos)
+                window_start = pos
+                rel = 0
+                if len(window) < RECORD_BATCH_OVERHEAD:
+                    return
+            if window[rel + MAGIC_OFFSET] != MAGIC_V2:
+                return
+            h = BatchHeader(pos, *unpack(window, rel))
+            size = h.batch_length + LOG_OVERHEAD
+            if h.batch_length < MIN_BATCH_LENGTH or pos + size > end:
+                return
+            yield h
+            last_size = size
+            pos += size
+
+    def iter_batches(self, *, verify_crc: bool, start: int = 0) -> Iterator[BatchHeader]:
+        """Headers of whole, valid batches from ``start``, reading records too when checking CRCs."""
+        if not verify_crc:
+            yield from self.walk(start)
+            return
+        end = self.size
+        pos = start
+        while end - pos >= RECORD_BATCH_OVERHEAD:
+            data = pread_all(self.fd, min(_RECOVERY_CHUNK, end - pos), pos)
+            consumed = 0
+            for h in iter_complete_batches(data, verify_crc=True):
+                h.position += pos
+                consumed = h.end_position - pos
+                yield h
+            if consumed:
+                pos += consumed
+                continue
+            # the batch at pos is bigger than the chunk, or it is invalid
+            if len(data) < RECORD_BATCH_OVERHEAD or data[MAGIC_OFFSET] != MAGIC_V2:
+                return
+            (length,) = HEADER_STRUCT.unpack_from(data, 0)[1:2]
+            size = length + LOG_OVERHEAD
+            if length < MIN_BATCH_LENGTH or pos + size > end or size <= len(data):
+                return
+            whole = pread_all(self.fd, size, pos)
+            found = next(iter_complete_batches(whole, verify_crc=True), None)
+            if found is None:
+                return
+            found.position = pos
+            yield found
+            pos += size
+
+    def find_batch(self, offset: int, end: int | None = None) -> BatchHeader | None:
+        """The first batch whose last offset >= ``offset`` (the batch holding it, or the next one)."""
+        _, position = self.index.lookup(offset)
+        for h in self.walk(position, end):
+            if h.base_offset + h.last_offset_delta >= offset:
+                return h
+        return None
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+    ) -> tuple[int, int, int] | None:
+        """(position, size, first base offset) of whole batches from the one holding ``offset``; None if that
+        is past this segment. Size is 0 when the limits exclude even the first batch."""
+        end = self.size  # appends may continue: look only at what was there when the read began
+        _, start = self.index.lookup(offset)
+        first: BatchHeader | None = None
+        total = 0
+        for h in self.walk(start, end):
+            last_offset = h.base_offset + h.last_offset_delta
+            if first is None:
+                if last_offset < offset:
+                    continue
+                first = h
+            if max_offset is not None and last_offset >= max_offset:
+                break
+            size = h.batch_length + LOG_OVERHEAD
+            if total + size > max_bytes and not (total == 0 and min_one_batch):
+                break
+            total += size
+            if total >= max_bytes:
+                break
+        if first is None:
+            return None
+        return first.position, total, first.base_offset
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding ``offset`` and everything after; returns bytes removed."""
+        h = self.find_batch(offset)
+        if h is None:
+            return 0
+        removed = self.size - h.position
+        self._truncate_file(h.position)
+        self.time_index.truncate_to_offset(h.base_offset)
+        # recompute what the dropped batches contributed
+        ts, ts_offset = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = ts, ts_offset
+        self.next_offset = self.base_offset
+        _idx_offset, idx_pos = self.index.last_entry()
+        end = idx_pos
+        for b in self.walk(idx_pos if len(self.index) else 0):
+            self._track(b)
+            end = b.end_position
+        self.bytes_since_last_index_entry = end - idx_pos
+        if self.size == 0:
+            self.rolling_base_ms = None
+        return removed
+
+    @property
+    def largest_timestamp(self) -> int:
+        """For retention.ms: the max timestamp, or the file's mtime if no batch carries one."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine for kbus: Debian packages (Apache ZooKeeper, kcat, Java), a virtualenv in .venv
+# with kbus and its test/spark extras. Safe to run again; it skips what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+command -v java >/dev/null 2>&1 || need_pkgs+=(default-jre-headless)
+[ -f /usr/share/java/zookeeper.jar ] || need_pkgs+=(zookeeper)
+command -v kcat >/dev/null 2>&1 || need_pkgs+=(kcat)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    echo "setup: installing Debian packages: ${need_pkgs[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  else
+    echo "setup: please install ${need_pkgs[*]} with your package manager" >&2
+  fi
+fi
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q -e ".[test${KBUS_EXTRAS:-,spark}]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -c "import kbus, confluent_kafka, kio" || { echo "setup: kbus did not install" >&2; exit 1; }
+echo "setup: ready (.venv/bin/kbus)"

@@ -1,0 +1,115 @@
+"""Wire codec, sans sockets: frames, headers, kio round trips, the ApiVersions quirks librdkafka depends on."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kbus.protocol.codec import (
+    FrameDecoder,
+    ProtocolError,
+    UnsupportedVersionError,
+    build,
+    decode_request,
+    encode_response,
+    nested,
+    parse_request_header,
+    response_type,
+)
+
+
+def header(api_key: int, version: int, corr: int, client: bytes | None = b"c", flexible: bool = False) -> bytes:
+    cid = struct.pack(">h", -1) if client is None else struct.pack(">h", len(client)) + client
+    return struct.pack(">hhi", api_key, version, corr) + cid + (b"\x00" if flexible else b"")
+
+
+def always(_k: int, _v: int) -> bool:
+    return True
+
+
+def test_frame_decoder_splits_and_waits_for_whole_frames():
+    d = FrameDecoder(1000)
+    d.feed(struct.pack(">i", 3) + b"abc" + struct.pack(">i", 5) + b"de")
+    assert list(d.frames()) == [b"abc"]
+    d.feed(b"fgh")
+    assert list(d.frames()) == [b"defgh"]
+    assert d.buffered == 0
+
+
+@pytest.mark.parametrize("size", [-1, 1001])
+def test_frame_decoder_rejects_bad_sizes(size):
+    d = FrameDecoder(1000)
+    d.feed(struct.pack(">i", size))
+    with pytest.raises(ProtocolError):
+        list(d.frames())
+
+
+def test_flexible_header_and_body_decode():
+    # ApiVersions v3 is flexible: header v2 (tagged fields), compact strings in the body
+    body = b"\x06kcat1" + b"\x041.0" + b"\x00"
+    frame = header(18, 3, 42, flexible=True) + body
+    h, pos = parse_request_header(frame, supported=always)
+    assert (h.api_key, h.api_version, h.correlation_id, h.client_id, h.flexible) == (18, 3, 42, "c", True)
+    req = decode_request(frame, h, pos)
+    assert req.client_software_name == "kcat1"
+
+
+def test_unsupported_version_and_unknown_key():
+    frame = header(18, 3, 1, flexible=True) + b"\x01\x01\x00"
+    with pytest.raises(UnsupportedVersionError):
+        parse_request_header(frame, supported=lambda k, v: v <= 2)
+    with pytest.raises(UnsupportedVersionError):
+        parse_request_header(header(999, 0, 1), supported=always)
+
+
+def test_truncated_header_is_a_protocol_error():
+    with pytest.raises(ProtocolError):
+        parse_request_header(b"\x00\x03\x00", supported=always)
+    with pytest.raises(ProtocolError):
+        parse_request_header(struct.pack(">hhih", 3, 1, 1, 50) + b"short", supported=always)
+
+
+def test_malformed_body_is_a_protocol_error():
+    frame = header(3, 1, 1) + b"\x00\x00\x00\x05"  # claims 5 topics, has none
+    h, pos = parse_request_header(frame, supported=always)
+    with pytest.raises(ProtocolError):
+        decode_request(frame, h, pos)
+
+
+def test_api_versions_response_has_no_header_tagged_fields_even_at_v3():
+    h, _ = parse_request_header(header(18, 3, 9, flexible=True) + b"\x01\x01\x00", supported=always)
+    rt = response_type(18, 3)
+    resp = build(
+        rt,
+        error_code=0,
+        api_keys=[build(nested(rt, "ApiVersion"), api_key=0, min_version=3, max_version=9)],
+        throttle_time=0,
+    )
+    data = encode_response(h, resp)
+    size, corr = struct.unpack_from(">ii", data)
+    assert size == len(data) - 4 and corr == 9
+    assert data[8:10] == b"\x00\x00"  # error code straight after the correlation id: no tag byte in between
+
+
+def test_flexible_response_header_carries_empty_tagged_fields():
+    h, _ = parse_request_header(header(3, 12, 5, flexible=True) + b"\x01\x00\x00\x00", supported=always)
+    rt = response_type(3, 12)
+    data = encode_response(h, build(rt, throttle_time=0, brokers=[], cluster_id="x", controller_id=0, topics=[]))
+    assert data[8] == 0  # header tagged-field count
+
+
+def test_build_drops_unknown_fields_and_converts_types():
+    rt = response_type(0, 3)  # Produce v3 has no log_start_offset, record_errors
+    part = build(
+        nested(rt, "PartitionProduceResponse"),
+        index=0,
+        error_code=3,
+        base_offset=5,
+        log_append_time=-1,
+        log_start_offset=0,
+        record_errors=(),
+    )
+    assert part.error_code == ErrorCode.unknown_topic_or_partition
+    assert not hasattr(part, "log_start_offset")

@@ -1,0 +1,619 @@
+"""ZkMetadataStore: cluster metadata kept in ZooKeeper with Kafka 2.x's znode layout, plus the controller.
+
+One thread (like Kafka's controller event thread) owns every reaction to ZooKeeper: watches only enqueue the
+path that changed, the thread re-reads it (leaving a fresh one-shot watch), updates the in-memory view the broker
+reads, and, when this broker holds /controller, applies the controller's rules: partition states for new
+partitions, leader election from the ISR when brokers die, topic deletion. Listeners hear about every change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+
+from kbus.server.metadata.errors import (
+    InvalidPartitionsError,
+    InvalidTopicError,
+    UnknownTopicError,
+)
+from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
+from kbus.server.metadata.validation import validate_topic_name
+from kbus.zk import paths
+from kbus.zk.assignment import assign_replicas_to_brokers, start_index_for_new_partitions, validate_assignment
+from kbus.zk.client import (
+    ControllerMovedError,
+    KafkaZkClient,
+    TopicMarkedForDeletionError,
+)
+from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
+from kbus.zk.election import initial_state, reconcile
+from kbus.zk.topic_configs import validate_topic_configs
+
+log = logging.getLogger(__name__)
+
+Event = tuple[Any, ...]
+_RESYNC: Event = ("resync",)
+_STOP: Event = ("stop",)
+# how long admin calls wait for the controller to act on what they wrote (Kafka's CreateTopics timeout role)
+ADMIN_WAIT_S = 10.0
+
+
+class ZkMetadataStore:
+    def __init__(
+        self,
+        connect: str,
+        broker_id: int,
+        host: str,
+        port: int,
+        *,
+        rack: str | None = None,
+        endpoints: list[Endpoint] | None = None,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int | None = None,
+        delete_topic_enable: bool = True,
+        unclean_leader_election_enable: bool = False,
+    ) -> None:
+        self.connect = connect
+        self.broker_id = broker_id
+        self._endpoints = endpoints or [Endpoint("PLAINTEXT", host, port)]
+        self._rack = rack
+        self._session_timeout_s = session_timeout_ms / 1000
+        self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
+        self._delete_topic_enable = delete_topic_enable
+        self._unclean_default = unclean_leader_election_enable
+
+        self._zk: KafkaZkClient | None = None
+        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._listeners: list[Callable[[], None]] = []
+        self._stopping = False
+        self._session_lost = False
+        self.cluster_id = ""
+
+        # the view, guarded by _cond's lock; _generation counts processed event batches (for waiting on them)
+        self._cond = threading.Condition()
+        self._generation = 0
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._assignments: dict[str, tuple[TopicAssignment, int]] = {}
+        self._states: dict[str, dict[int, LeaderAndIsr]] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        self._deleting: set[str] = set()
+        self._controller_id = NO_LEADER
+        self._controller_epoch: tuple[int, int] | None = None  # (epoch, znode version) while we are controller
+        self._topics_view: dict[str, TopicMetadata] | None = None
+        self._pid_lock = threading.Lock()
+        self._next_producer_id = 0
+        self._producer_id_end = -1
+
+    # ---- lifecycle -----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        zk = KafkaZkClient.connect(self.connect, self._session_timeout_s, self._connection_timeout_s)
+        try:
+            zk.ensure_persistent_paths()
+            self.cluster_id = zk.get_or_create_cluster_id()
+            zk.register_broker(self.broker_id, self._endpoints, self._rack)
+        except BaseException:
+            zk.close()
+            raise
+        self._zk = zk
+        zk.zk.add_listener(self._on_session_state)
+        # the first full read and election happen before start() returns, so the broker starts with a view
+        self._process([_RESYNC])
+        self._thread = threading.Thread(target=self._run, name=f"zk-metadata-{self.broker_id}", daemon=True)
+        self._thread.start()
+        log.info(
+            "Registered broker %d in ZooKeeper %s (cluster %s, controller %d)",
+            self.broker_id,
+            self.connect,
+            self.cluster_id,
+            self._controller_id,
+        )
+
+    def stop(self) -> None:
+        if self._zk is None:
+            return
+        self._stopping = True
+        self._events.put(_STOP)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        # closing the session removes /brokers/ids/<id> and /controller at once, so failover starts now
+        self._zk.close()
+        self._zk = None
+
+    # ---- reads ---------------------------------------------------------------------------------------------
+
+    def brokers(self) -> list[BrokerInfo]:
+        with self._cond:
+            return [self._brokers[b] for b in sorted(self._brokers)]
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        with self._cond:
+            if self._topics_view is None:
+                self._topics_view = {
+                    name: self._topic_metadata(name, assignment)
+                    for name, (assignment, _) in sorted(self._assignments.items())
+                    if name not in self._deleting
+                }
+            return dict(self._topics_view)
+
+    def controller_id(self) -> int:
+        with self._cond:
+            return self._controller_id
+
+    def is_controller(self) -> bool:
+        with self._cond:
+            return self._controller_epoch is not None
+
+    def partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        with self._cond:
+            return self._states.get(topic, {}).get(partition)
+
+    # ---- writes (admin) ------------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: dict[int, list[int]] | None = None,
+    ) -> TopicMetadata:
+        zk = self._client()
+        validate_topic_name(name)
+        validate_topic_configs(configs)
+        self._check_collision(zk, name)
+        live = zk.get_broker_ids()
+        if assignment:
+            partitions = {int(p): list(r) for p, r in assignment.items()}
+            validate_assignment(partitions, set(live))
+        else:
+            partitions = assign_replicas_to_brokers(live, num_partitions, replication_factor)
+        topic_id = uuid.uuid4()
+        zk.create_topic(name, TopicAssignment(partitions, topic_id), configs)
+        self._events.put(("topics",))
+        self._wait(lambda: self._has_all_states(name, len(partitions)), ADMIN_WAIT_S)
+        return self.topics().get(name) or TopicMetadata(
+            name,
+            topic_id,
+            {p: PartitionState(NO_LEADER, 0, r, []) for p, r in partitions.items()},
+            dict(configs),
+        )
+
+    def delete_topic(self, name: str) -> None:
+        zk = self._client()
+        with contextlib.suppress(TopicMarkedForDeletionError):
+            zk.mark_topic_for_deletion(name)
+        self._events.put(("delete_topics",))
+        if self._delete_topic_enable:
+            self._wait(lambda: name not in self._assignments, ADMIN_WAIT_S)
+
+    def create_partitions(self, name: str, total_count: int) -> TopicMetadata:
+        zk = self._client()
+        for _ in range(5):
+            found = zk.get_topic(name)
+            if found is None:
+                raise UnknownTopicError(f"The topic '{name}' does not exist.")
+            current, version = found
+            if zk.zk.exists(paths.delete_topic_marker(name)):
+                raise InvalidTopicError(f"The topic '{name}' is queued for deletion.")
+            count = len(current.partitions)
+            if total_count < count:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {count} partitions, which is higher than the requested {total_count}."
+                )
+            if total_count == count:
+                raise InvalidPartitionsError(f"Topic already has {count} partitions.")
+            live = zk.get_broker_ids()
+            first = current.partitions[min(current.partitions)]
+            added = assign_replicas_to_brokers(
+                live,
+                total_count - count,
+                len(first),
+                fixed_start_index=start_index_for_new_partitions(live, first),
+                start_partition_id=count,
+            )
+            grown = TopicAssignment(
+                {**current.partitions, **added},
+                current.topic_id,
+                current.adding_replicas,
+                current.removing_replicas,
+            )
+            try:
+                zk.set_topic_assignment(name, grown, version)
+                break
+            except BadVersionError:
+                continue
+        self._events.put(("topic", name))
+        self._wait(lambda: self._has_all_states(name, total_count), ADMIN_WAIT_S)
+        topic = self.topics().get(name)
+        if topic is None:
+            raise UnknownTopicError(f"The topic '{name}' does not exist.")
+        return topic
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str | None]) -> None:
+        zk = self._client()
+        validate_topic_configs(configs)
+        if not zk.topic_exists(name):
+            raise UnknownTopicError(f"The topic '{name}' does not exist.")
+        merged = zk.get_topic_config(name)
+        for key, value in configs.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        zk.change_topic_config(name, merged)
+        self._events.put(("config", name))
+        self._wait(lambda: self._configs.get(name) == merged, ADMIN_WAIT_S)
+
+    def add_listener(self, callback: Callable[[], None]) -> None:
+        self._listeners.append(callback)
+
+    # ---- writes (replication and transactions) ------------------------------------------------------------
+
+    def alter_isr(self, topic: str, partition: int, isr: list[int]) -> PartitionState | None:
+        """The partition leader shrinking/expanding its ISR (Kafka 2.x writes it straight to the state znode,
+        compare-and-set on the version it last saw). None when this broker is not the leader any more or the
+        state moved on; the fresh state arrives through the listener."""
+        zk = self._client()
+        with self._cond:
+            current = self._states.get(topic, {}).get(partition)
+            replicas = self._assignments.get(topic, (TopicAssignment({}, None), 0))[0].partitions.get(partition)
+        if current is None or replicas is None or current.leader != self.broker_id:
+            return None
+        proposed = LeaderAndIsr(
+            current.leader, current.leader_epoch, tuple(isr), current.controller_epoch, current.zk_version
+        )
+        written = zk.update_partition_state(topic, partition, proposed)
+        if written is None:
+            self._events.put(("state", topic, partition))
+            return None
+        with self._cond:
+            if self._states.get(topic, {}).get(partition) == current:
+                self._states[topic][partition] = written
+                self._topics_view = None
+        self._notify()
+        return PartitionState(written.leader, written.leader_epoch, list(replicas), list(written.isr))
+
+    def allocate_producer_id(self) -> int:
+        with self._pid_lock:
+            if self._next_producer_id > self._producer_id_end:
+                self._next_producer_id, self._producer_id_end = self._client().allocate_producer_id_block(
+                    self.broker_id
+                )
+            pid = self._next_producer_id
+            self._next_producer_id += 1
+            return pid
+
+    # ---- the event thread ----------------------------------------------------------------------------------
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        # runs on kazoo's thread: never touch ZooKeeper here, only hand the path to our thread
+        if event.type == EventType.NONE or not event.path:
+            return
+        kind = paths.parse(event.path)
+        if kind[0] == "state":
+            self._events.put(("state", kind[1], int(kind[2])))
+        elif kind[0] != "other":
+            self._events.put(kind)
+
+    def _on_session_state(self, state: str) -> None:
+        if self._stopping:
+            return
+        if state == KazooState.LOST:
+            self._session_lost = True
+            self._events.put(("session_lost",))
+        elif state == KazooState.CONNECTED and self._session_lost:
+            # a new session: our ephemerals and watches are gone, so register and read everything again
+            self._session_lost = False
+            self._events.put(_RESYNC)
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._events.get()]
+            with contextlib.suppress(queue.Empty):
+                while len(batch) < 10000:
+                    batch.append(self._events.get_nowait())
+            if _STOP in batch:
+                return
+            try:
+                self._process(batch)
+            except (KazooException, OSError) as e:
+                if self._stopping:
+                    return
+                log.warning("ZooKeeper metadata update failed (%s); retrying", e)
+                time.sleep(0.5)
+                self._events.put(_RESYNC)
+            except Exception:
+                log.exception("metadata event thread: unexpected error; resyncing")
+                time.sleep(0.5)
+                self._events.put(_RESYNC)
+
+    def _process(self, batch: Iterable[Event]) -> None:
+        events = list(dict.fromkeys(batch))
+        changed = False
+        if ("session_lost",) in events:
+            with self._cond:
+                self._controller_epoch = None
+        if _RESYNC in events:
+            changed |= self._resync()
+        else:
+            for event in events:
+                changed |= self._apply(event)
+        if self._controller_epoch is not None:
+            try:
+                changed |= self._act_as_controller()
+            except ControllerMovedError:
+                log.info("Broker %d is no longer the controller", self.broker_id)
+                with self._cond:
+                    self._controller_epoch = None
+                changed |= self._refresh_controller()
+        with self._cond:
+            if changed:
+                self._topics_view = None
+            self._generation += 1
+            self._cond.notify_all()
+        if changed:
+            self._notify()
+
+    def _apply(self, event: Event) -> bool:
+        kind = event[0]
+        if kind == "brokers":
+            return self._refresh_brokers()
+        if kind == "topics":
+            return self._refresh_topic_list()
+        if kind == "topic":
+            return event[1] in self._assignments and self._refresh_topic(event[1])
+        if kind == "state":
+            return event[1] in self._assignments and self._refresh_state(event[1], event[2])
+        if kind == "config":
+            return event[1] in self._assignments and self._refresh_config(event[1])
+        if kind == "delete_topics":
+            return self._refresh_deletions()
+        if kind == "controller":
+            return self._refresh_controller()
+        return False
+
+    def _resync(self) -> bool:
+        zk = self._client()
+        zk.register_broker(self.broker_id, self._endpoints, self._rack)
+        self._refresh_brokers()
+        self._refresh_topic_list(reread=True)
+        self._refresh_deletions()
+        self._refresh_controller()
+        return True
+
+    # ---- refreshing the view (each re-reads with a watch and says whether anything changed) ----------------
+
+    def _refresh_brokers(self) -> bool:
+        brokers = {b.broker_id: b for b in self._client().get_all_brokers(watch=self._on_watch)}
+        with self._cond:
+            if brokers == self._brokers:
+                return False
+            gone, joined = set(self._brokers) - set(brokers), set(brokers) - set(self._brokers)
+            self._brokers = brokers
+        if gone or joined:
+            log.info("Live brokers %s (joined %s, gone %s)", sorted(brokers), sorted(joined), sorted(gone))
+        return True
+
+    def _refresh_topic_list(self, reread: bool = False) -> bool:
+        names = set(self._client().get_topics(watch=self._on_watch))
+        with self._cond:
+            known = set(self._assignments)
+        changed = False
+        for name in sorted(names if reread else names - known):
+            changed |= self._refresh_topic(name, reread)
+        for name in known - names:
+            self._forget_topic(name)
+            changed = True
+        return changed
+
+    def _refresh_topic(self, name: str, reread: bool = False) -> bool:
+        zk = self._client()
+        found = zk.get_topic(name, watch=self._on_watch)
+        if found is None:
+            with self._cond:
+                known = name in self._assignments
+            if known:
+                self._forget_topic(name)
+            return known
+        assignment, version = found
+        with self._cond:
+            before = self._assignments.get(name)
+            self._assignments[name] = (assignment, version)
+            known_states = self._states.get(name, {})
+            missing = [p for p in assignment.partitions if reread or p not in known_states]
+        changed = before is None or before[0] != assignment
+        if before is None or reread:
+            self._refresh_config(name)
+        for partition in missing:
+            changed |= self._refresh_state(name, partition)
+        return changed
+
+    def _refresh_state(self, name: str, partition: int) -> bool:
+        state = self._client().get_partition_state(name, partition, watch=self._on_watch)
+        with self._cond:
+            states = self._states.setdefault(name, {})
+            if states.get(partition) == state:
+                return False
+            if state is None:
+                states.pop(partition, None)
+            else:
+                states[partition] = state
+            return True
+
+    def _refresh_config(self, name: str) -> bool:
+        configs = self._client().get_topic_config(name, watch=self._on_watch)
+        with self._cond:
+            if self._configs.get(name) == configs:
+                return False
+            self._configs[name] = configs
+            return True
+
+    def _refresh_deletions(self) -> bool:
+        marked = set(self._client().get_topic_deletions(watch=self._on_watch))
+        with self._cond:
+            if marked == self._deleting:
+                return False
+            self._deleting = marked
+            return True
+
+    def _refresh_controller(self) -> bool:
+        zk = self._client()
+        controller = zk.get_controller_id(watch=self._on_watch)
+        epoch = self._controller_epoch
+        if controller == NO_LEADER:
+            won = zk.try_become_controller(self.broker_id)
+            if won is not None:
+                epoch = won
+                controller = self.broker_id
+                log.info("Broker %d elected controller (epoch %d)", self.broker_id, won[0])
+                zk.get_controller_id(watch=self._on_watch)
+            else:
+                controller = zk.get_controller_id(watch=self._on_watch)
+        if controller != self.broker_id:
+            epoch = None
+        elif epoch is None:
+            # /controller says us, but we hold no epoch: only adopt it if this session owns the node
+            with contextlib.suppress(NoNodeError):
+                _, stat = zk.zk.get(paths.CONTROLLER)
+                if stat.ephemeralOwner == zk.session_id:
+                    epoch = zk.get_controller_epoch()
+        with self._cond:
+            changed = controller != self._controller_id
+            self._controller_id = controller
+            self._controller_epoch = epoch
+        return changed
+
+    def _forget_topic(self, name: str) -> None:
+        with self._cond:
+            self._assignments.pop(name, None)
+            self._states.pop(name, None)
+            self._configs.pop(name, None)
+
+    # ---- the controller ------------------------------------------------------------------------------------
+
+    def _act_as_controller(self) -> bool:
+        zk = self._client()
+        assert self._controller_epoch is not None
+        epoch, epoch_version = self._controller_epoch
+        changed = False
+        with self._cond:
+            live = set(self._brokers)
+            deleting = set(self._deleting) if self._delete_topic_enable else set()
+            topics = dict(self._assignments)
+            states = {t: dict(s) for t, s in self._states.items()}
+            configs = {t: dict(c) for t, c in self._configs.items()}
+        for name in sorted(deleting):
+            log.info("Controller %d deleting topic %s", self.broker_id, name)
+            zk.delete_topic_znodes(name)
+            self._forget_topic(name)
+            topics.pop(name, None)
+            changed = True
+        if deleting:
+            self._refresh_deletions()
+        for name, (assignment, version) in sorted(topics.items()):
+            if assignment.topic_id is None:
+                # topics written by old tools carry no id; the controller gives them one (as Kafka 2.8 does)
+                with contextlib.suppress(BadVersionError, NoNodeError):
+                    with_id = TopicAssignment(
+                        assignment.partitions, uuid.uuid4(), assignment.adding_replicas, assignment.removing_replicas
+                    )
+                    zk.set_topic_assignment(name, with_id, version)
+                    changed |= self._refresh_topic(name)
+            unclean = configs.get(name, {}).get("unclean.leader.election.enable")
+            allow_unclean = self._unclean_default if unclean is None else unclean.lower() == "true"
+            for partition, replicas in sorted(assignment.partitions.items()):
+                current = states.get(name, {}).get(partition)
+                if current is None:
+                    fresh = initial_state(replicas, live, epoch)
+                    if fresh is None:
+                        continue
+                    written = zk.create_partition_state(name, partition, fresh, epoch_version)
+                else:
+                    proposed = reconcile(replicas, current, live, epoch, allow_unclean)
+                    if proposed is None:
+                        continue
+                    written = zk.update_partition_state(name, partition, proposed, epoch_version)
+                    if written is not None and written.leader != current.leader:
+                        log.info(
+                            "Controller %d: %s-%d leader %d -> %d (epoch %d, isr %s)",
+                            self.broker_id,
+                            name,
+                            partition,
+                            current.leader,
+                            written.leader,
+                            written.leader_epoch,
+                            list(written.isr),
+                        )
+                if written is None:
+                    # somebody else wrote first (a leader changing its ISR): read it and decide again
+                    changed |= self._refresh_state(name, partition)
+                    self._events.put(("state", name, partition))
+                    continue
+                with self._cond:
+                    if name in self._assignments:
+                        self._states.setdefault(name, {})[partition] = written
+                changed = True
+        return changed
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+
+    def _client(self) -> KafkaZkClient:
+        if self._zk is None:
+            raise RuntimeError("ZkMetadataStore is not started")
+        return self._zk
+
+    def _topic_metadata(self, name: str, assignment: TopicAssignment) -> TopicMetadata:
+        states = self._states.get(name, {})
+        partitions = {}
+        for partition, replicas in sorted(assignment.partitions.items()):
+            state = states.get(partition)
+            if state is None:
+                partitions[partition] = PartitionState(NO_LEADER, 0, list(replicas), [])
+            else:
+                partitions[partition] = PartitionState(
+                    state.leader, state.leader_epoch, list(replicas), list(state.isr)
+                )
+        # a topic from an old tool has no id until the controller writes one; the zero UUID stands in
+        topic_id = assignment.topic_id or uuid.UUID(int=0)
+        return TopicMetadata(name, topic_id, partitions, dict(self._configs.get(name, {})))
+
+    def _has_all_states(self, name: str, count: int) -> bool:
+        return len(self._states.get(name, {})) >= count
+
+    def _wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until the event thread has made `predicate` true (checked after each processed batch)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def _check_collision(self, zk: KafkaZkClient, name: str) -> None:
+        """Kafka refuses names that differ only in '.' vs '_' (they share metric names)."""
+        if "." not in name and "_" not in name:
+            return
+        key = name.replace(".", "_")
+        clash = [t for t in zk.get_topics() if t != name and t.replace(".", "_") == key]
+        if clash:
+            raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clash)}")
+
+    def _notify(self) -> None:
+        for callback in list(self._listeners):
+            try:
+                callback()
+            except Exception:
+                log.exception("metadata listener failed")

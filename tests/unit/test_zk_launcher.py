@@ -1,0 +1,104 @@
+"""Building ZooKeeper's java command line and finding an install, without starting anything."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kbus.zk import launcher
+from kbus.zk.launcher import ZooKeeperSetupError
+from kbus.zk.properties import parse_properties
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _fake_java(tmp_path: Path) -> Path:
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    java = home / "bin" / "java"
+    java.write_text("#!/bin/sh\n")
+    java.chmod(0o755)
+    return home
+
+
+def _debian_layout(tmp_path: Path, *jars: str) -> Path:
+    d = tmp_path / "share-java"
+    d.mkdir()
+    for jar in jars:
+        (d / jar).write_bytes(b"")
+    return d
+
+
+def test_shipped_config_matches_kafka_plus_whitelist():
+    props = parse_properties((REPO / "config" / "zookeeper.properties").read_text())
+    assert props["dataDir"] == "/tmp/zookeeper"
+    assert props["clientPort"] == "2181"
+    assert props["maxClientCnxns"] == "0"
+    assert props["admin.enableServer"] == "false"
+    assert "srvr" in props["4lw.commands.whitelist"].split(",")
+
+
+def test_properties_parser_handles_java_syntax():
+    props = parse_properties("# c\n! c\na=1\nb : two\nc three\nd=x\\\n  y\n  e = spaced  \n")
+    assert props == {"a": "1", "b": "two", "c": "three", "d": "xy", "e": "spaced"}
+
+
+def test_debian_install_with_log4j_binding(tmp_path):
+    share = _debian_layout(tmp_path, "zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar", "slf4j-nop.jar")
+    install = launcher.find_install({"JAVA_HOME": str(_fake_java(tmp_path))}, java_dir=str(share))
+    assert install.binding == "log4j"
+    assert install.classpath[0] == str(share / "zookeeper.jar")
+    assert str(share / "slf4j-nop.jar") in install.shell_classpath
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    cmd = launcher.server_command(install, tmp_path / "zk.properties", log_dir, daemon=True, heap_opts="-Xms8m -Xmx64m")
+    assert cmd[0].endswith("/bin/java") and "-Xmx64m" in cmd
+    assert cmd[-2:] == [launcher.SERVER_MAIN, str(tmp_path / "zk.properties")]
+    assert f"-Dlog4j.configuration=file:{log_dir}/zookeeper-log4j.properties" in cmd
+    assert "FILE" in (log_dir / "zookeeper-log4j.properties").read_text().splitlines()[0]
+
+
+def test_simple_binding_fallback(tmp_path):
+    share = _debian_layout(tmp_path, "zookeeper.jar", "slf4j-simple.jar")
+    install = launcher.find_install({"JAVA_HOME": str(_fake_java(tmp_path))}, java_dir=str(share))
+    assert install.binding == "simple"
+    cmd = launcher.server_command(install, tmp_path / "z", tmp_path, daemon=False)
+    assert "-Dorg.slf4j.simpleLogger.logFile=System.out" in cmd
+
+
+def test_missing_jars_say_what_to_install(tmp_path):
+    with pytest.raises(ZooKeeperSetupError, match=r"apt-get install -y zookeeper"):
+        launcher.find_install({"JAVA_HOME": str(_fake_java(tmp_path))}, java_dir=str(tmp_path / "none"))
+    with pytest.raises(ZooKeeperSetupError, match=r"ZOOKEEPER_HOME=.*apt-get install -y zookeeper"):
+        launcher.find_install({"ZOOKEEPER_HOME": str(tmp_path)})
+
+
+def test_missing_java_says_what_to_install(tmp_path):
+    share = _debian_layout(tmp_path, "zookeeper.jar")
+    with pytest.raises(ZooKeeperSetupError, match=r"Java not found.*apt-get install -y zookeeper"):
+        launcher.find_install({"PATH": str(tmp_path)}, java_dir=str(share))
+    with pytest.raises(ZooKeeperSetupError, match=r"JAVA_HOME=.*bin/java"):
+        launcher.find_install({"JAVA_HOME": str(tmp_path)}, java_dir=str(share))
+
+
+def test_tarball_install(tmp_path):
+    home = tmp_path / "apache-zookeeper-3.8.4-bin"
+    (home / "lib").mkdir(parents=True)
+    (home / "lib" / "zookeeper-3.8.4.jar").write_bytes(b"")
+    install = launcher.find_install({"ZOOKEEPER_HOME": str(home), "JAVA_HOME": str(_fake_java(tmp_path))})
+    assert install.binding == "bundled" and f"{home}/lib/*" in install.classpath
+
+
+def test_client_endpoint():
+    assert launcher.client_endpoint({"clientPort": "2182"}) == launcher.ClientEndpoint("127.0.0.1", 2182)
+    assert launcher.client_endpoint({"clientPortAddress": "0.0.0.0"}).host == "127.0.0.1"
+    with pytest.raises(ZooKeeperSetupError):
+        launcher.client_endpoint({"clientPort": "x"})
+
+
+def test_pid_file_ignores_dead_or_foreign_pids(tmp_path):
+    pid_file = launcher.pid_file(tmp_path)
+    pid_file.write_text(f"{os.getpid()}\n")  # alive, but not a ZooKeeper server
+    assert launcher.live_server_pid(pid_file) is None
+    pid_file.write_text("garbage")
+    assert launcher.live_server_pid(pid_file) is None

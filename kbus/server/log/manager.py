@@ -1,0 +1,302 @@
+"""All partition logs under ``log.dirs``, with Kafka's checkpoint files and clean-shutdown marker.
+
+Per log dir: ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (format: version line
+``0``, a count line, then ``<topic> <partition> <offset>`` lines) and ``.kafka_cleanshutdown``, written at a
+clean shutdown and removed at startup, so a crash is always followed by recovery of what was not flushed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from kbus.server.log.config import LogConfig
+from kbus.server.log.errors import KafkaStorageError
+from kbus.server.log.log import Log, TimeFn, now_ms, parse_topic_partition
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+_CHECKPOINT_VERSION = 0
+
+TopicPartition = tuple[str, int]
+
+
+def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """Kafka's offset checkpoint file; a missing or malformed file reads as empty (with a warning)."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return {}
+    try:
+        if int(lines[0]) != _CHECKPOINT_VERSION:
+            raise ValueError(f"unknown version {lines[0]}")
+        count = int(lines[1])
+        out: dict[TopicPartition, int] = {}
+        for line in lines[2 : 2 + count]:
+            topic, partition, offset = line.split()
+            out[(topic, int(partition))] = int(offset)
+        if len(out) != count:
+            raise ValueError(f"expected {count} entries, found {len(out)}")
+        return out
+    except (ValueError, IndexError) as e:
+        log.warning("%s is malformed (%s); ignoring it", path, e)
+        return {}
+
+
+def write_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+    lines = [str(_CHECKPOINT_VERSION), str(len(offsets))]
+    lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[Path], default_config: LogConfig, *, time_ms: TimeFn = now_ms) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self._time_ms = time_ms
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._lock = threading.RLock()
+        self._lock_fds: list[int] = []
+        self.offline_dirs: list[Path] = []
+        self.had_clean_shutdown: dict[Path, bool] = {}
+        self._started = False
+
+    # --- startup ----------------------------------------------------------------------------------------
+
+    def _lock_dir(self, d: Path) -> None:
+        fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise KafkaStorageError(
+                f"Failed to acquire lock on file .lock in {d}. A Kafka instance in another process or thread is "
+                f"using this directory."
+            ) from None
+        self._lock_fds.append(fd)
+
+    def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        """Load every ``<topic>-<partition>`` directory. ``topic_configs`` gives per-topic overrides known to the
+        metadata store; other logs use the default config."""
+        topic_configs = topic_configs or {}
+        with self._lock:
+            for d in self.log_dirs:
+                try:
+                    d.mkdir(parents=True, exist_ok=True)
+                    self._lock_dir(d)
+                except KafkaStorageError:
+                    raise
+                except OSError as e:
+                    log.error("log dir %s is unusable (%s); taking it offline", d, e)
+                    self.offline_dirs.append(d)
+                    continue
+                self._load_dir(d, topic_configs)
+            if len(self.offline_dirs) == len(self.log_dirs):
+                raise KafkaStorageError(f"no usable log dir among {', '.join(map(str, self.log_dirs))}")
+            self._started = True
+            self.checkpoint()
+
+    def _load_dir(self, d: Path, topic_configs: Mapping[str, LogConfig]) -> None:
+        marker = d / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[d] = clean
+        recovery_points = read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        for child in sorted(d.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                # a topic deletion interrupted by a crash: finish it
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            try:
+                tp = parse_topic_partition(child.name)
+            except ValueError:
+                continue
+            if tp in self._logs:
+                log.error("duplicate log directories for %s-%d: %s and %s; ignoring the second", tp[0], tp[1],
+                          self._log_dir_of[tp], d)
+                continue
+            config = topic_configs.get(tp[0], self.default_config)
+            lg = self._open_existing(child, config, recovery_points.get(tp, 0), start_offsets.get(tp), clean)
+            if lg is None:
+                continue
+            self._logs[tp] = lg
+            self._log_dir_of[tp] = d
+        # from now on a crash must trigger recovery
+        marker.unlink(missing_ok=True)
+        log.info("loaded %d logs from %s (%s shutdown)", sum(1 for v in self._log_dir_of.values() if v == d), d,
+                 "clean" if clean else "unclean")
+
+    def _open_existing(
+        self, path: Path, config: LogConfig, recovery_point: int, log_start: int | None, clean: bool
+    ) -> Log | None:
+        try:
+            return Log.open(path, config, recovery_point=recovery_point, log_start_offset=log_start,
+                            clean_shutdown=clean, time_ms=self._time_ms)
+        except Exception as e:
+            log.warning("loading log %s failed (%s); retrying with full recovery", path, e)
+        try:
+            return Log.open(path, config, recovery_point=0, log_start_offset=log_start, clean_shutdown=False,
+                            time_ms=self._time_ms)
+        except Exception as e:
+            # one unreadable partition must not keep the broker from serving the others
+            log.error("cannot load log %s: %s", path, e)
+            return None
+
+    # --- access -----------------------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._log_dir_of.get((topic, partition))
+
+    def _pick_dir(self) -> Path:
+        usable = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not usable:
+            raise KafkaStorageError("no online log dir")
+        counts = {d: 0 for d in usable}
+        for d in self._log_dir_of.values():
+            if d in counts:
+                counts[d] += 1
+        return min(usable, key=lambda d: counts[d])  # like Kafka: the dir with the fewest partitions
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """Create (or return the existing) log of a partition."""
+        tp = (topic, partition)
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            d = self._pick_dir()
+            try:
+                lg = Log.open(d / f"{topic}-{partition}", config or self.default_config, time_ms=self._time_ms)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot create log {topic}-{partition} in {d}: {e}") from e
+            self._logs[tp] = lg
+            self._log_dir_of[tp] = d
+            return lg
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Rename to ``<topic>-<partition>.<uuid>-delete`` (atomic, survives a crash) then remove, like Kafka."""
+        tp = (topic, partition)
+        with self._lock:
+            lg = self._logs.pop(tp, None)
+            d = self._log_dir_of.pop(tp, None)
+            if lg is None or d is None:
+                return
+            lg.closed = True
+            for seg in lg.segments:
+                seg.close()
+            target = d / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            try:
+                os.replace(lg.dir, target)
+            except OSError as e:
+                log.warning("cannot rename %s for deletion: %s", lg.dir, e)
+                target = lg.dir
+            _fsync_dir(d)
+            shutil.rmtree(target, ignore_errors=True)
+            self._checkpoint_dir(d)
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        with self._lock:
+            for (t, _p), lg in self._logs.items():
+                if t == topic:
+                    lg.update_config(config)
+
+    # --- background duties ------------------------------------------------------------------------------
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """One pass of the log cleaner's delete half (log.retention.check.interval.ms)."""
+        now = self._time_ms() if now_ms is None else now_ms
+        deleted = 0
+        for lg in list(self._logs.values()):
+            try:
+                deleted += lg.enforce_retention(now)
+            except OSError as e:
+                log.error("retention of %s failed: %s", lg.dir, e)
+        if deleted:
+            self.checkpoint()
+        return deleted
+
+    def run_flush(self, now_ms: int | None = None) -> int:
+        """Flush logs whose flush.ms has elapsed (log.flush.scheduler.interval.ms)."""
+        now = self._time_ms() if now_ms is None else now_ms
+        return sum(1 for lg in list(self._logs.values()) if lg.maybe_flush(now))
+
+    def flush_all(self) -> None:
+        for lg in list(self._logs.values()):
+            lg.flush()
+
+    def checkpoint(self) -> None:
+        """Write both checkpoint files of every online log dir."""
+        with self._lock:
+            for d in self.log_dirs:
+                if d not in self.offline_dirs:
+                    self._checkpoint_dir(d)
+
+    def _checkpoint_dir(self, d: Path) -> None:
+        logs = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of.get(tp) == d}
+        try:
+            write_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs.items()})
+            write_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
+                             {tp: lg.log_start_offset for tp, lg in logs.items() if lg.log_start_offset > 0})
+        except OSError as e:
+            log.error("cannot write checkpoints in %s: %s", d, e)
+
+    def shutdown(self) -> None:
+        """Close every log (flushing it), write checkpoints and the clean-shutdown marker."""
+        with self._lock:
+            failed = False
+            for lg in list(self._logs.values()):
+                try:
+                    lg.close()
+                except OSError as e:
+                    failed = True
+                    log.error("closing %s failed: %s", lg.dir, e)
+            self.checkpoint()
+            if not failed:
+                for d in self.log_dirs:
+                    if d not in self.offline_dirs:
+                        (d / CLEAN_SHUTDOWN_FILE).touch()
+                        _fsync_dir(d)
+            for fd in self._lock_fds:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    os.close(fd)
+            self._lock_fds = []
+            self._started = False

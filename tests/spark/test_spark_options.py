@@ -1,0 +1,121 @@
+"""The kbus data source's option parsing and offset arithmetic (Spark Kafka source semantics); no Spark started."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from kbus.spark.offsets import OffsetRange, from_spark_offset, rate_limit, split_ranges, to_spark_offset
+from kbus.spark.options import (
+    EARLIEST,
+    LATEST,
+    KbusOptionError,
+    parse_sink_options,
+    parse_source_options,
+    parse_subscription,
+)
+
+pytestmark = pytest.mark.spark  # imports pyspark (the spark extra); starts nothing
+
+BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
+
+
+def test_defaults_follow_spark_batch_and_streaming() -> None:
+    batch = parse_source_options({**BS, "subscribe": "a,b"}, streaming=False)
+    assert batch.subscription.topics == ("a", "b")
+    assert batch.starting.kind == "earliest" and batch.ending is not None and batch.ending.kind == "latest"
+    assert batch.fail_on_data_loss and not batch.include_headers
+    stream = parse_source_options({**BS, "subscribe": "a"}, streaming=True)
+    assert stream.starting.kind == "latest" and stream.ending is None
+
+
+def test_kafka_prefixed_options_become_client_config_and_group_is_private() -> None:
+    o = parse_source_options({**BS, "subscribe": "t", "kafka.fetch.wait.max.ms": "10"}, streaming=False)
+    assert o.client_config["bootstrap.servers"] == "127.0.0.1:9092"
+    assert o.client_config["fetch.wait.max.ms"] == "10"
+    assert o.client_config["group.id"].startswith("spark-kafka-source-")
+    plain = parse_source_options({"bootstrap.servers": "h:1", "subscribe": "t"}, streaming=False)
+    assert plain.client_config["bootstrap.servers"] == "h:1"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"subscribe": "t"}, "kafka.bootstrap.servers"),
+        ({**BS}, "exactly one of"),
+        ({**BS, "subscribe": "t", "assign": '{"t":[0]}'}, "exactly one of"),
+        ({**BS, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "startingOffsets"),
+        ({**BS, "subscribe": "t", "startingOffsets": "latest"}, "streaming queries only"),
+        ({**BS, "subscribe": "t", "endingOffsets": "earliest"}, "not allowed"),
+        ({**BS, "subscribe": "t", "startingOffsets": "{bad"}, "not valid JSON"),
+        ({**BS, "subscribe": "t", "failOnDataLoss": "maybe"}, "true or false"),
+        ({**BS, "subscribePattern": "(", "minPartitions": "2"}, "regex"),
+        ({**BS, "assign": '{"t": "0"}'}, "assign"),
+        ({**BS, "subscribe": "t", "minPartitions": "0"}, "positive integer"),
+    ],
+)
+def test_bad_options_fail_with_a_clear_message(options: dict, message: str) -> None:
+    with pytest.raises(KbusOptionError, match=message):
+        parse_source_options(options, streaming=False)
+
+
+def test_streaming_rejects_ending_offsets() -> None:
+    with pytest.raises(KbusOptionError, match="batch queries only"):
+        parse_source_options({**BS, "subscribe": "t", "endingOffsets": "latest"}, streaming=True)
+
+
+def test_offset_json_and_timestamp_precedence() -> None:
+    spec = {"t": {"0": 5, "1": -2}, "u": {"0": -1}}
+    o = parse_source_options({**BS, "subscribe": "t,u", "startingOffsets": json.dumps(spec)}, streaming=True)
+    assert o.starting.kind == "specific"
+    assert o.starting.offsets == {"t": {0: 5, 1: EARLIEST}, "u": {0: LATEST}}
+    o = parse_source_options(
+        {**BS, "subscribe": "t", "startingOffsets": "earliest", "startingTimestamp": "1700000000000"},
+        streaming=False,
+    )
+    assert o.starting.kind == "timestamp" and o.starting.timestamp == 1_700_000_000_000
+
+
+def test_subscription_matching() -> None:
+    pattern = parse_subscription({"subscribePattern": "abc-.*"})
+    assert pattern.matches("abc-bus-location") and not pattern.matches("xabc-1") and not pattern.matches("__abc-")
+    assign = parse_subscription({"assign": '{"t": [2, 0, 2]}'})
+    assert assign.assignment == {"t": (0, 2)}
+
+
+def test_sink_options() -> None:
+    assert parse_sink_options({**BS, "topic": "out"}).topic == "out"
+    assert parse_sink_options({**BS}).topic is None
+    with pytest.raises(KbusOptionError, match=r"value\.serializer"):
+        parse_sink_options({**BS, "kafka.value.serializer": "x"})
+
+
+def test_spark_offset_json_round_trip_uses_string_partitions() -> None:
+    offsets = {("t", 0): 10, ("t", 1): 20, ("u", 0): 0}
+    doc = to_spark_offset(offsets)
+    assert doc == {"t": {"0": 10, "1": 20}, "u": {"0": 0}}
+    assert from_spark_offset(json.loads(json.dumps(doc))) == offsets
+
+
+def test_rate_limit_is_proportional_and_never_starves() -> None:
+    start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 7}
+    end = {("t", 0): 900, ("t", 1): 200, ("t", 2): 8}
+    capped = rate_limit(start, end, 100)
+    assert capped[("t", 0)] == 89  # 100 * 900/1001, floored
+    assert capped[("t", 1)] == 109
+    assert capped[("t", 2)] == 8  # a 1-record backlog still advances
+    assert rate_limit(start, end, 10_000) == end
+
+
+def test_split_ranges_for_min_partitions() -> None:
+    ranges = [OffsetRange("t", 0, 0, 900), OffsetRange("t", 1, 0, 100), OffsetRange("t", 2, 5, 5)]
+    assert split_ranges(ranges, None) == ranges[:2]
+    pieces = split_ranges(ranges, 10)
+    assert sum(r.size for r in pieces) == 1000
+    assert len([r for r in pieces if r.partition == 0]) == 9
+    assert len([r for r in pieces if r.partition == 1]) == 1
+    p0 = sorted((r.start, r.end) for r in pieces if r.partition == 0)
+    assert p0[0][0] == 0 and p0[-1][1] == 900
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(p0))

@@ -482,7 +482,7 @@ class Log:
             if offset < self.log_start_offset or offset <= self._segments[0].base_offset:
                 self._truncate_fully_locked(max(offset, 0))
                 return
-            while len(self._segments) > 1 and self._active.base_offset >= offset:
+            while len(self._segments) > 1 and self._active.base_offset > offset:
                 seg = self._segments.pop()
                 self._bases.pop()
                 self._delete_segment(seg)

@@ -1,0 +1,510 @@
+"""The partition Log: offsets, reads, roll, retention, truncation, recovery, idempotence, timestamps."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+
+from kbus.protocol import record_batch as rb
+from kbus.server.log import (
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    Log,
+    LogConfig,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordTooLargeError,
+)
+from kbus.server.log.errors import UnexpectedAppendOffsetError
+
+
+class Clock:
+    def __init__(self, ms: int = 1_700_000_000_000) -> None:
+        self.ms = ms
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def batch(n: int = 1, *, ts: int = 1_700_000_000_000, value: bytes = b"v" * 20, pid: int = -1, epoch: int = -1,
+          seq: int = -1, key_prefix: str = "k") -> bytes:
+    return rb.build_batch([(f"{key_prefix}{i}".encode(), value, ts + i) for i in range(n)], producer_id=pid,
+                          producer_epoch=epoch, base_sequence=seq)
+
+
+def open_log(tmp_path: Path, clock: Clock | None = None, **cfg: object) -> Log:
+    cfg.setdefault("file_delete_delay_ms", 0)
+    return Log.open(tmp_path / "topic-0", LogConfig(**cfg), time_ms=clock or Clock())  # type: ignore[arg-type]
+
+
+def offsets_of(data: bytes) -> list[tuple[int, int]]:
+    return [(h.base_offset, h.last_offset) for h in rb.iter_batches(data, verify_crc=True)]
+
+
+def all_records(lg: Log, start: int = 0) -> list[rb.Record]:
+    out: list[rb.Record] = []
+    offset = max(start, lg.log_start_offset)
+    while offset < lg.log_end_offset:
+        data = lg.read(offset, 1 << 20).to_bytes()
+        assert data, f"nothing read at {offset}"
+        for h in rb.iter_batches(data, verify_crc=True):
+            out += [r for r in rb.decode_records(data, h) if r.offset >= offset]
+            offset = h.next_offset
+    return out
+
+
+def test_offset_assignment_and_files(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    r1 = lg.append_as_leader(batch(3))
+    r2 = lg.append_as_leader(batch(2) + batch(4), leader_epoch=5)
+    assert (r1.first_offset, r1.last_offset, r1.num_batches) == (0, 2, 1)
+    assert (r2.first_offset, r2.last_offset, r2.num_batches, r2.num_records) == (3, 8, 2, 6)
+    assert r1.log_append_time_ms == -1 and not r1.duplicate
+    assert lg.log_end_offset == 9
+    data = lg.read(0, 1 << 20).to_bytes()
+    assert offsets_of(data) == [(0, 2), (3, 4), (5, 8)]
+    headers = list(rb.iter_batches(data, verify_crc=True))
+    assert [h.partition_leader_epoch for h in headers] == [0, 5, 5]
+    assert [r.offset for r in all_records(lg)] == list(range(9))
+    names = sorted(p.name for p in (tmp_path / "topic-0").iterdir())
+    assert "00000000000000000000.log" in names
+    assert "00000000000000000000.index" in names
+    assert "00000000000000000000.timeindex" in names
+    assert (lg.topic, lg.partition) == ("topic", 0)
+
+
+def test_topic_names_with_dashes(tmp_path: Path) -> None:
+    lg = Log.open(tmp_path / "my-topic-name-12", LogConfig())
+    assert (lg.topic, lg.partition) == ("my-topic-name-12"[:-3], 12)
+
+
+def test_invalid_input_is_rejected_without_writing(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, max_message_bytes=500)
+    good = bytearray(batch(2))
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 0x55
+    with pytest.raises(CorruptRecordError):
+        lg.append_as_leader(bytes(good) + bytes(bad_crc))
+    with pytest.raises(CorruptRecordError):
+        lg.append_as_leader(bytes(good)[:-3])
+    old_magic = bytearray(good)
+    old_magic[rb.MAGIC_OFFSET] = 1
+    with pytest.raises(InvalidRecordError):
+        lg.append_as_leader(bytes(old_magic))
+    with pytest.raises(RecordTooLargeError):
+        lg.append_as_leader(batch(1, value=b"x" * 600))
+    with pytest.raises(InvalidRecordError):
+        lg.append_as_leader(b"")
+    assert lg.log_end_offset == 0 and lg.size_bytes == 0
+    assert lg.append_as_leader(bytes(good)).first_offset == 0
+
+
+def test_read_max_bytes_min_one_and_max_offset(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    sizes = []
+    for i in range(10):
+        sizes.append(len(batch(2, key_prefix=f"b{i}-")))
+        lg.append_as_leader(batch(2, key_prefix=f"b{i}-"))
+    size = sizes[0]
+    # starts at the batch holding the offset, whole batches only
+    f = lg.read(3, 1 << 20)
+    assert offsets_of(f.to_bytes())[0] == (2, 3)
+    assert f.first_offset == 2
+    # max_bytes cuts at whole batches
+    assert offsets_of(lg.read(0, size * 3 + 10).to_bytes()) == [(0, 1), (2, 3), (4, 5)]
+    # min one batch even when it is bigger than max_bytes
+    assert offsets_of(lg.read(4, 10).to_bytes()) == [(4, 5)]
+    assert lg.read(4, 10, min_one_batch=False).size == 0
+    # never past max_offset (the high watermark)
+    assert offsets_of(lg.read(0, 1 << 20, max_offset=6).to_bytes()) == [(0, 1), (2, 3), (4, 5)]
+    assert lg.read(6, 1 << 20, max_offset=6).size == 0
+    assert lg.read(6, 1 << 20, max_offset=7).size == 0  # batch 6-7 straddles the limit
+    # log end: empty; past it or before start: out of range
+    assert lg.read(20, 100).size == 0
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(21, 100)
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(-1, 100)
+
+
+def test_read_uses_fd_and_position_for_sendfile(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.append_as_leader(batch(1))
+    lg.append_as_leader(batch(1))
+    f = lg.read(1, 1000)
+    assert f.position == len(batch(1))
+    assert os.pread(f.fd, f.size, f.position) == f.to_bytes()
+
+
+def test_index_lookups_with_many_small_batches(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, index_interval_bytes=256)
+    for _ in range(500):
+        lg.append_as_leader(batch(3))
+    seg = lg.active_segment
+    assert len(seg.index) > 50
+    assert (tmp_path / "topic-0" / "00000000000000000000.index").stat().st_size == len(seg.index) * 8
+    assert (tmp_path / "topic-0" / "00000000000000000000.timeindex").stat().st_size == len(seg.time_index) * 12
+    for offset in (0, 1, 2, 3, 299, 300, 301, 1000, 1497, 1499):
+        f = lg.read(offset, 1)
+        first = offsets_of(f.to_bytes())[0]
+        assert first[0] <= offset <= first[1]
+    entries = seg.index.entries()
+    assert all(o1 < o2 and p1 < p2 for (o1, p1), (o2, p2) in itertools.pairwise(entries))
+
+
+def test_roll_by_size(tmp_path: Path) -> None:
+    one = len(batch(5))
+    lg = open_log(tmp_path, segment_bytes=one * 3)
+    for _ in range(10):
+        lg.append_as_leader(batch(5))
+    assert [s.base_offset for s in lg.segments] == [0, 15, 30, 45]
+    assert all(s.size <= one * 3 for s in lg.segments)
+    assert [r.offset for r in all_records(lg)] == list(range(50))
+    # a read starting in one segment stops at its end
+    assert offsets_of(lg.read(10, 1 << 20).to_bytes()) == [(10, 14)]
+
+
+def test_roll_by_age(tmp_path: Path) -> None:
+    clock = Clock()
+    lg = open_log(tmp_path, clock, segment_ms=1000)
+    lg.append_as_leader(batch(1))
+    clock.ms += 500
+    lg.append_as_leader(batch(1))
+    assert lg.num_segments == 1
+    clock.ms += 600  # 1100 ms after the segment's first append
+    lg.append_as_leader(batch(1))
+    assert [s.base_offset for s in lg.segments] == [0, 2]
+
+
+def test_explicit_roll_and_empty_roll(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.roll()
+    assert lg.num_segments == 1
+    lg.append_as_leader(batch(2))
+    lg.roll()
+    lg.roll()
+    assert [s.base_offset for s in lg.segments] == [0, 2]
+    assert (tmp_path / "topic-0" / "00000000000000000002.snapshot").exists()
+
+
+def test_retention_by_time(tmp_path: Path) -> None:
+    clock = Clock(10_000_000)
+    lg = open_log(tmp_path, clock, retention_ms=3000, segment_bytes=len(batch(1)) * 2)
+    for i in range(6):
+        lg.append_as_leader(batch(1, ts=clock.ms - 5000 + i * 1000))  # timestamps t-5000 .. t
+    assert lg.num_segments == 3
+    # segments' max timestamps: t-4000, t-2000, t (active): only the first is older than 3000 ms
+    assert lg.enforce_retention(clock.ms) == 1
+    assert lg.log_start_offset == 2
+    assert [s.base_offset for s in lg.segments] == [2, 4]
+    assert not (tmp_path / "topic-0" / "00000000000000000000.log").exists()
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(0, 100)
+    # never the active segment
+    assert lg.enforce_retention(clock.ms + 10**9) == 1
+    assert [s.base_offset for s in lg.segments] == [4]
+
+
+def test_retention_by_size(tmp_path: Path) -> None:
+    one = len(batch(1))
+    lg = open_log(tmp_path, retention_bytes=one * 3, segment_bytes=one * 2, retention_ms=-1)
+    for _ in range(9):
+        lg.append_as_leader(batch(1))
+    assert lg.num_segments == 5 and lg.size_bytes == one * 9
+    assert lg.enforce_retention() == 3  # 9 -> 3 batches: deletes whole segments while over the limit
+    assert lg.size_bytes == one * 3
+    assert lg.log_start_offset == 6
+
+
+def test_retention_disabled_for_compact_policy(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, retention_bytes=1, segment_bytes=200, cleanup_policy="compact")
+    for _ in range(5):
+        lg.append_as_leader(batch(1))
+    assert lg.enforce_retention() == 0
+
+
+def test_delayed_file_deletion_keeps_reads_working(tmp_path: Path) -> None:
+    clock = Clock()
+    one = len(batch(1))
+    lg = open_log(tmp_path, clock, retention_bytes=0, segment_bytes=one, file_delete_delay_ms=60_000)
+    lg.append_as_leader(batch(1))
+    lg.append_as_leader(batch(1))
+    f = lg.read(0, 1000)
+    assert lg.enforce_retention(clock.ms) == 1
+    d = tmp_path / "topic-0"
+    assert (d / "00000000000000000000.log.deleted").exists()
+    assert offsets_of(f.to_bytes()) == [(0, 0)]  # the fd handed out is still readable
+    clock.ms += 60_001
+    lg.enforce_retention(clock.ms)
+    assert not (d / "00000000000000000000.log.deleted").exists()
+
+
+def test_delete_records(tmp_path: Path) -> None:
+    one = len(batch(2))
+    lg = open_log(tmp_path, segment_bytes=one * 2)
+    for _ in range(6):
+        lg.append_as_leader(batch(2))
+    assert [s.base_offset for s in lg.segments] == [0, 4, 8]
+    assert lg.delete_records(5) == 5
+    assert [s.base_offset for s in lg.segments] == [4, 8]
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(4, 100)
+    assert offsets_of(lg.read(5, 1 << 20).to_bytes())[0] == (4, 5)  # the batch holding offset 5
+    assert lg.delete_records(3) == 5  # never moves back
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.delete_records(13)
+    assert lg.delete_records(12) == 12
+    assert [s.base_offset for s in lg.segments] == [8]
+    assert lg.read(12, 100).size == 0
+
+
+def test_truncate_to(tmp_path: Path) -> None:
+    one = len(batch(2))
+    lg = open_log(tmp_path, segment_bytes=one * 2)
+    for _ in range(6):
+        lg.append_as_leader(batch(2))
+    lg.truncate_to(6)
+    assert lg.log_end_offset == 6
+    assert [s.base_offset for s in lg.segments] == [0, 4]
+    assert [r.offset for r in all_records(lg)] == list(range(6))
+    assert lg.append_as_leader(batch(1)).first_offset == 6
+    lg.truncate_to(4)
+    assert lg.log_end_offset == 4
+    assert [s.base_offset for s in lg.segments] == [0, 4]
+    lg.truncate_to(0)
+    assert lg.log_end_offset == 0 and lg.size_bytes == 0
+    assert lg.append_as_leader(batch(1)).first_offset == 0
+
+
+def test_follower_append_keeps_offsets(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "l")
+    for _ in range(3):
+        leader.append_as_leader(batch(2), leader_epoch=3)
+    follower = open_log(tmp_path / "f")
+    result = follower.append_as_follower(leader.read(0, 1 << 20).to_bytes())
+    assert (result.first_offset, result.last_offset) == (0, 5)
+    assert follower.log_end_offset == 6
+    assert follower.read(0, 1 << 20).to_bytes() == leader.read(0, 1 << 20).to_bytes()
+    with pytest.raises(UnexpectedAppendOffsetError):
+        follower.append_as_follower(leader.read(2, 1 << 20).to_bytes())
+
+
+def test_log_append_time(tmp_path: Path) -> None:
+    clock = Clock(1_800_000_000_000)
+    lg = open_log(tmp_path, clock, message_timestamp_type="LogAppendTime")
+    r = lg.append_as_leader(batch(3, ts=5))
+    assert r.log_append_time_ms == clock.ms
+    data = lg.read(0, 1000).to_bytes()
+    h = rb.read_header(data)
+    assert h.timestamp_type == rb.TIMESTAMP_TYPE_LOG_APPEND and h.is_valid(data)
+    assert [rec.timestamp for rec in rb.decode_records(data, h)] == [clock.ms] * 3
+
+
+def test_offset_for_timestamp(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, index_interval_bytes=100, segment_bytes=len(batch(3)) * 4)
+    for i in range(20):
+        lg.append_as_leader(batch(3, ts=1000 + i * 10))  # batch i: offsets 3i..3i+2, ts 1000+10i .. +2
+    assert lg.num_segments == 5
+    assert lg.offset_for_timestamp(0) == (0, 1000)
+    assert lg.offset_for_timestamp(1000) == (0, 1000)
+    assert lg.offset_for_timestamp(1001) == (1, 1001)
+    assert lg.offset_for_timestamp(1003) == (3, 1010)
+    assert lg.offset_for_timestamp(1125) == (39, 1130)
+    assert lg.offset_for_timestamp(1192) == (59, 1192)
+    assert lg.offset_for_timestamp(1193) is None
+    assert lg.max_timestamp_and_offset() == (1192, 59)
+
+
+def test_offset_for_timestamp_after_reopen(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, index_interval_bytes=100, segment_bytes=len(batch(3)) * 4)
+    for i in range(20):
+        lg.append_as_leader(batch(3, ts=1000 + i * 10))
+    lg.close()
+    lg = open_log(tmp_path, index_interval_bytes=100, segment_bytes=len(batch(3)) * 4)
+    assert lg.offset_for_timestamp(1125) == (39, 1130)
+    assert [s.max_timestamp for s in lg.segments][:2] == [1032, 1072]
+
+
+# --- idempotent producers -----------------------------------------------------------------------------
+
+
+def test_idempotent_duplicate_returns_original_offsets(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.append_as_leader(batch(1))  # some other data first
+    b0 = batch(3, pid=42, epoch=0, seq=0)
+    b1 = batch(2, pid=42, epoch=0, seq=3)
+    r0 = lg.append_as_leader(b0)
+    r1 = lg.append_as_leader(b1)
+    size = lg.size_bytes
+    again = lg.append_as_leader(b0)
+    assert again.duplicate and (again.first_offset, again.last_offset) == (r0.first_offset, r0.last_offset)
+    again1 = lg.append_as_leader(b1)
+    assert again1.duplicate and (again1.first_offset, again1.last_offset) == (1 + 3, 1 + 4)
+    assert r1.first_offset == 4
+    assert lg.size_bytes == size and lg.log_end_offset == 6
+
+
+def test_out_of_order_sequence_and_epochs(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.append_as_leader(batch(2, pid=7, epoch=1, seq=0))
+    with pytest.raises(OutOfOrderSequenceError):
+        lg.append_as_leader(batch(1, pid=7, epoch=1, seq=5))  # gap: expected 2
+    with pytest.raises(OutOfOrderSequenceError):
+        lg.append_as_leader(batch(1, pid=7, epoch=1, seq=1))  # overlaps but is no exact retry
+    with pytest.raises(InvalidProducerEpochError):
+        lg.append_as_leader(batch(1, pid=7, epoch=0, seq=2))  # fenced epoch
+    with pytest.raises(OutOfOrderSequenceError):
+        lg.append_as_leader(batch(1, pid=7, epoch=2, seq=3))  # a new epoch must start at 0
+    assert lg.append_as_leader(batch(1, pid=7, epoch=1, seq=2)).first_offset == 2
+    assert lg.append_as_leader(batch(1, pid=7, epoch=2, seq=0)).first_offset == 3
+    # a producer id never seen (e.g. its data was deleted) may start at any sequence (Kafka >= 2.5)
+    assert lg.append_as_leader(batch(1, pid=8, epoch=0, seq=17)).first_offset == 4
+    assert lg.log_end_offset == 5
+
+
+def test_only_last_five_batches_are_deduplicated(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    batches = [batch(1, pid=1, epoch=0, seq=i) for i in range(7)]
+    for b in batches:
+        lg.append_as_leader(b)
+    assert lg.append_as_leader(batches[2]).duplicate
+    with pytest.raises(OutOfOrderSequenceError):
+        lg.append_as_leader(batches[1])  # aged out of the 5 cached batches: treated as out of order
+
+
+def test_sequence_wraps_at_int32_max(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    lg.append_as_leader(batch(2, pid=3, epoch=0, seq=2**31 - 2))
+    assert lg.append_as_leader(batch(1, pid=3, epoch=0, seq=0)).first_offset == 2
+
+
+def test_producer_state_survives_clean_and_unclean_restart(tmp_path: Path) -> None:
+    lg = open_log(tmp_path)
+    b0 = batch(2, pid=9, epoch=0, seq=0)
+    lg.append_as_leader(b0)
+    lg.close()
+    assert (tmp_path / "topic-0" / "00000000000000000002.snapshot").exists()
+    lg = open_log(tmp_path)
+    assert lg.append_as_leader(b0).duplicate
+    b1 = batch(2, pid=9, epoch=0, seq=2)
+    lg.append_as_leader(b1)
+    # simulate a crash: no close, so no snapshot at offset 4; state rebuilt from the log after snapshot 2
+    lg2 = Log.open(tmp_path / "topic-0", LogConfig(), recovery_point=2)
+    assert lg2.append_as_leader(b1).duplicate
+    with pytest.raises(OutOfOrderSequenceError):
+        lg2.append_as_leader(batch(1, pid=9, epoch=0, seq=9))
+    assert lg2.append_as_leader(batch(1, pid=9, epoch=0, seq=4)).first_offset == 4
+
+
+# --- recovery -----------------------------------------------------------------------------------------
+
+
+def _fill(lg: Log, n: int) -> list[bytes]:
+    out = []
+    for i in range(n):
+        b = batch(3, key_prefix=f"r{i}-")
+        lg.append_as_leader(b)
+        out.append(b)
+    return out
+
+
+@pytest.mark.parametrize("cut", [1, 30, 61, 70])
+def test_recovery_from_torn_tail(tmp_path: Path, cut: int) -> None:
+    lg = open_log(tmp_path, index_interval_bytes=200)
+    one = len(_fill(lg, 40)[-1])
+    # crash: no close; then the last batch is torn `cut` bytes into it
+    seg_path = tmp_path / "topic-0" / "00000000000000000000.log"
+    full = seg_path.stat().st_size
+    os.truncate(seg_path, full - one + cut)
+    lg2 = Log.open(tmp_path / "topic-0", LogConfig(index_interval_bytes=200), recovery_point=0)
+    assert lg2.log_end_offset == 39 * 3
+    assert seg_path.stat().st_size == full - one
+    recs = all_records(lg2)
+    assert [r.offset for r in recs] == list(range(117))
+    assert recs[-1].key == b"r38-2"
+    r = lg2.append_as_leader(batch(1))
+    assert r.first_offset == 117
+    assert [rec.offset for rec in all_records(lg2, 110)] == list(range(110, 118))
+    lg2.close()
+
+
+def test_recovery_truncates_at_corrupt_batch_and_drops_later_segments(tmp_path: Path) -> None:
+    one = len(batch(3, key_prefix="r0-"))
+    cfg = {"segment_bytes": one * 5}
+    lg = open_log(tmp_path, **cfg)
+    _fill(lg, 12)
+    assert [s.base_offset for s in lg.segments] == [0, 15, 30]
+    seg1 = tmp_path / "topic-0" / "00000000000000000015.log"
+    with open(seg1, "r+b") as f:  # flip a byte inside the records of the 3rd batch of segment 15
+        f.seek(one * 2 + 70)
+        byte = f.read(1)
+        f.seek(one * 2 + 70)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    lg2 = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=one * 5), recovery_point=0)
+    assert lg2.log_end_offset == 21
+    assert [s.base_offset for s in lg2.segments] == [0, 15]
+    assert not (tmp_path / "topic-0" / "00000000000000000030.log").exists()
+    assert [r.offset for r in all_records(lg2)] == list(range(21))
+
+
+def test_clean_restart_trusts_indexes_and_unclean_rebuilds(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, index_interval_bytes=100)
+    _fill(lg, 50)
+    lg.close()
+    idx = tmp_path / "topic-0" / "00000000000000000000.index"
+    entries = idx.read_bytes()
+    assert entries
+    lg = Log.open(tmp_path / "topic-0", LogConfig(index_interval_bytes=100), recovery_point=150,
+                  clean_shutdown=True)
+    assert lg.log_end_offset == 150
+    assert idx.read_bytes() == entries
+    lg.close()
+    # a garbage index is detected and rebuilt even after a clean shutdown
+    idx.write_bytes(b"\x00" * 16 + b"\x7f" * 8)
+    lg = Log.open(tmp_path / "topic-0", LogConfig(index_interval_bytes=100), clean_shutdown=True,
+                  recovery_point=150)
+    assert idx.read_bytes() == entries
+    assert lg.log_end_offset == 150
+    assert len(all_records(lg)) == 150
+    lg.close()
+    # unclean: rebuilt from the log, same result
+    idx.unlink()
+    lg = Log.open(tmp_path / "topic-0", LogConfig(index_interval_bytes=100), recovery_point=0)
+    assert idx.read_bytes() == entries
+    lg.close()
+
+
+def test_reopen_continues_offsets_and_keeps_log_start(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, segment_bytes=300)
+    _fill(lg, 10)
+    start = lg.delete_records(7)
+    lg.close()
+    lg = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=300), log_start_offset=start, clean_shutdown=True)
+    assert lg.log_start_offset == 7
+    assert lg.append_as_leader(batch(1)).first_offset == 30
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(6, 100)
+
+
+def test_leftover_deleted_files_are_removed_on_open(tmp_path: Path) -> None:
+    d = tmp_path / "topic-0"
+    d.mkdir()
+    (d / "00000000000000000000.log.deleted").write_bytes(b"junk")
+    lg = Log.open(d, LogConfig())
+    assert not (d / "00000000000000000000.log.deleted").exists()
+    assert lg.log_end_offset == 0
+
+
+def test_flush_messages_moves_recovery_point(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, flush_messages=5)
+    lg.append_as_leader(batch(3))
+    assert lg.recovery_point == 0
+    lg.append_as_leader(batch(3))
+    assert lg.recovery_point == 6
+    lg.append_as_leader(batch(1))
+    lg.flush()
+    assert lg.recovery_point == 7

@@ -57,18 +57,22 @@ class KafkaZkClient:
 
     @classmethod
     def connect(
-        cls, connect: str, session_timeout_s: float = 18.0, connection_timeout_s: float = 18.0
+        cls,
+        connect: str,
+        session_timeout_s: float = 18.0,
+        connection_timeout_s: float = 18.0,
+        logger: logging.Logger | None = None,
     ) -> KafkaZkClient:
         hosts, chroot = split_chroot(connect)
         if chroot:
             # Kafka creates a missing chroot; a chrooted kazoo client cannot create its own root
-            root = _start(hosts, session_timeout_s, connection_timeout_s)
+            root = _start(hosts, session_timeout_s, connection_timeout_s, logger)
             try:
                 root.ensure_path(chroot)
             finally:
                 root.stop()
                 root.close()
-        return cls(_start(connect, session_timeout_s, connection_timeout_s))
+        return cls(_start(connect, session_timeout_s, connection_timeout_s, logger))
 
     def close(self) -> None:
         try:
@@ -362,13 +366,15 @@ def _delete_recursive(zk: KazooClient, path: str) -> None:
             continue
 
 
-def _start(hosts: str, session_timeout_s: float, connection_timeout_s: float) -> KazooClient:
+def _start(
+    hosts: str, session_timeout_s: float, connection_timeout_s: float, logger: logging.Logger | None
+) -> KazooClient:
     zk = KazooClient(
         hosts=hosts,
         timeout=session_timeout_s,
         connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2.0),
         command_retry=KazooRetry(max_tries=5, delay=0.1, max_delay=1.0),
-        logger=logging.getLogger("kazoo.client"),
+        logger=logger or logging.getLogger("kazoo.client"),
     )
     try:
         zk.start(timeout=connection_timeout_s)

@@ -20,15 +20,10 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from kbus.server.metadata.errors import (
-    InvalidPartitionsError,
-    InvalidTopicError,
-    UnknownTopicError,
-)
+from kbus.server.metadata.errors import UnknownTopicError
 from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
-from kbus.server.metadata.validation import validate_topic_name
 from kbus.zk import paths
-from kbus.zk.assignment import assign_replicas_to_brokers, start_index_for_new_partitions, validate_assignment
+from kbus.zk.admin_zk import AdminZkClient
 from kbus.zk.client import (
     ControllerMovedError,
     KafkaZkClient,
@@ -36,7 +31,6 @@ from kbus.zk.client import (
 )
 from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
 from kbus.zk.election import initial_state, reconcile
-from kbus.zk.topic_configs import validate_topic_configs
 
 log = logging.getLogger(__name__)
 
@@ -168,24 +162,15 @@ class ZkMetadataStore:
         configs: dict[str, str],
         assignment: dict[int, list[int]] | None = None,
     ) -> TopicMetadata:
-        zk = self._client()
-        validate_topic_name(name)
-        validate_topic_configs(configs)
-        self._check_collision(zk, name)
-        live = zk.get_broker_ids()
-        if assignment:
-            partitions = {int(p): list(r) for p, r in assignment.items()}
-            validate_assignment(partitions, set(live))
-        else:
-            partitions = assign_replicas_to_brokers(live, num_partitions, replication_factor)
-        topic_id = uuid.uuid4()
-        zk.create_topic(name, TopicAssignment(partitions, topic_id), configs)
+        written = AdminZkClient(self._client()).create_topic(
+            name, num_partitions, replication_factor, configs, assignment
+        )
         self._events.put(("topics",))
-        self._wait(lambda: self._has_all_states(name, len(partitions)), ADMIN_WAIT_S)
+        self._wait(lambda: self._has_all_states(name, len(written.partitions)), ADMIN_WAIT_S)
         return self.topics().get(name) or TopicMetadata(
             name,
-            topic_id,
-            {p: PartitionState(NO_LEADER, 0, r, []) for p, r in partitions.items()},
+            written.topic_id or uuid.UUID(int=0),
+            {p: PartitionState(NO_LEADER, 0, r, []) for p, r in written.partitions.items()},
             dict(configs),
         )
 
@@ -198,41 +183,7 @@ class ZkMetadataStore:
             self._wait(lambda: name not in self._assignments, ADMIN_WAIT_S)
 
     def create_partitions(self, name: str, total_count: int) -> TopicMetadata:
-        zk = self._client()
-        for _ in range(5):
-            found = zk.get_topic(name)
-            if found is None:
-                raise UnknownTopicError(f"The topic '{name}' does not exist.")
-            current, version = found
-            if zk.zk.exists(paths.delete_topic_marker(name)):
-                raise InvalidTopicError(f"The topic '{name}' is queued for deletion.")
-            count = len(current.partitions)
-            if total_count < count:
-                raise InvalidPartitionsError(
-                    f"Topic currently has {count} partitions, which is higher than the requested {total_count}."
-                )
-            if total_count == count:
-                raise InvalidPartitionsError(f"Topic already has {count} partitions.")
-            live = zk.get_broker_ids()
-            first = current.partitions[min(current.partitions)]
-            added = assign_replicas_to_brokers(
-                live,
-                total_count - count,
-                len(first),
-                fixed_start_index=start_index_for_new_partitions(live, first),
-                start_partition_id=count,
-            )
-            grown = TopicAssignment(
-                {**current.partitions, **added},
-                current.topic_id,
-                current.adding_replicas,
-                current.removing_replicas,
-            )
-            try:
-                zk.set_topic_assignment(name, grown, version)
-                break
-            except BadVersionError:
-                continue
+        AdminZkClient(self._client()).add_partitions(name, total_count)
         self._events.put(("topic", name))
         self._wait(lambda: self._has_all_states(name, total_count), ADMIN_WAIT_S)
         topic = self.topics().get(name)
@@ -241,17 +192,7 @@ class ZkMetadataStore:
         return topic
 
     def alter_topic_configs(self, name: str, configs: dict[str, str | None]) -> None:
-        zk = self._client()
-        validate_topic_configs(configs)
-        if not zk.topic_exists(name):
-            raise UnknownTopicError(f"The topic '{name}' does not exist.")
-        merged = zk.get_topic_config(name)
-        for key, value in configs.items():
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = value
-        zk.change_topic_config(name, merged)
+        merged = AdminZkClient(self._client()).alter_topic_configs(name, configs)
         self._events.put(("config", name))
         self._wait(lambda: self._configs.get(name) == merged, ADMIN_WAIT_S)
 
@@ -601,15 +542,6 @@ class ZkMetadataStore:
                     return False
                 self._cond.wait(remaining)
             return True
-
-    def _check_collision(self, zk: KafkaZkClient, name: str) -> None:
-        """Kafka refuses names that differ only in '.' vs '_' (they share metric names)."""
-        if "." not in name and "_" not in name:
-            return
-        key = name.replace(".", "_")
-        clash = [t for t in zk.get_topics() if t != name and t.replace(".", "_") == key]
-        if clash:
-            raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clash)}")
 
     def _notify(self) -> None:
         for callback in list(self._listeners):

@@ -1,0 +1,86 @@
+"""A real Apache ZooKeeper for tests, started and stopped through `kbus zookeeper-start --daemon` /
+`kbus zookeeper-stop` (so the launcher is exercised by every ZooKeeper test run)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+KBUS = str(Path(sys.executable).with_name("kbus"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_config(base: Path, port: int, tick_ms: int = 1000) -> Path:
+    config = base / "zookeeper.properties"
+    config.write_text(
+        "\n".join(
+            [
+                f"dataDir={base / 'data'}",
+                f"clientPort={port}",
+                "clientPortAddress=127.0.0.1",
+                "maxClientCnxns=0",
+                "admin.enableServer=false",
+                "4lw.commands.whitelist=ruok,srvr,stat,mntr,conf,isro",
+                # 1 s ticks: sessions may be 2-20 s, so tests can use short session timeouts
+                f"tickTime={tick_ms}",
+                "",
+            ]
+        )
+    )
+    return config
+
+
+@dataclass
+class ZooKeeperServer:
+    base: Path
+    port: int
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def config(self) -> Path:
+        return self.base / "zookeeper.properties"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "KBUS_LOG_DIR": str(self.base / "logs"),
+            "KBUS_ZK_HEAP_OPTS": "-Xms32m -Xmx192m",
+        }
+
+    def kbus(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [KBUS, *args], env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.base
+        )
+
+    def start(self) -> ZooKeeperServer:
+        write_config(self.base, self.port)
+        done = self.kbus("zookeeper-start", str(self.config), "--daemon")
+        if done.returncode != 0:
+            raise RuntimeError(f"kbus zookeeper-start failed ({done.returncode}): {done.stderr.strip()}")
+        return self
+
+    def stop(self) -> None:
+        done = self.kbus("zookeeper-stop")
+        if done.returncode != 0:
+            self.kill()
+            raise RuntimeError(f"kbus zookeeper-stop failed ({done.returncode}): {done.stderr.strip()}")
+
+    def kill(self) -> None:
+        pid_file = self.base / "logs" / "zookeeper.pid"
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)

@@ -360,7 +360,8 @@ class Log:
             if not seg.closed:
                 seg.flush()
         except OSError as e:
-            log.warning("%s: flushing rolled segment %d failed: %s", self.dir, seg.base_offset, e)
+            if not seg.closed:  # a segment deleted meanwhile needs no flush
+                log.warning("%s: flushing rolled segment %d failed: %s", self.dir, seg.base_offset, e)
             return
         with self._lock:
             if upto > self.recovery_point and upto <= self.log_end_offset:

@@ -1,0 +1,355 @@
+"""Consumer-group APIs: FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42), OffsetDelete (47).
+
+Request in, response out: the state lives in `broker.group_coordinator` (kbus.server.coordinator).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from kbus.protocol.codec import ms
+from kbus.server.apis.registry import RequestContext, api
+from kbus.server.coordinator.records import OFFSETS_TOPIC, OffsetAndMetadata, partition_for
+
+if TYPE_CHECKING:
+    from kbus.server.broker import Broker
+    from kbus.server.coordinator.coordinator import GroupCoordinator
+
+log = logging.getLogger("kbus.server.apis.groups")
+
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+# READ | DELETE | DESCRIBE (AclOperation codes 3, 6, 8): what a group allows when no authorizer is configured.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NOT_REQUESTED_OPERATIONS = -(2**31)
+
+
+def _coordinator(broker: Broker) -> GroupCoordinator | None:
+    return getattr(broker, "group_coordinator", None)
+
+
+def _client_host(ctx: RequestContext) -> str:
+    # Kafka records InetAddress.toString(), hence the leading slash in `consumer-groups --describe`'s HOST.
+    return "/" + ctx.client_host
+
+
+# ---------------------------------------------------------------- FindCoordinator
+
+
+def _find_group_coordinator(broker: Broker, key: str) -> tuple[int, int, str, int]:
+    """(error, node_id, host, port). Creates __consumer_offsets on first use, as Kafka does."""
+    coordinator = _coordinator(broker)
+    if coordinator is None:
+        return E.coordinator_not_available, -1, "", -1
+    cfg = broker.config
+    try:
+        broker.ensure_topic(
+            OFFSETS_TOPIC,
+            cfg.offsets_topic_num_partitions,
+            cfg.offsets_topic_replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+            },
+        )
+    except Exception as exc:
+        log.warning("Could not create %s: %s", OFFSETS_TOPIC, exc)
+        return E.coordinator_not_available, -1, "", -1
+    leader = broker.partition_leader(OFFSETS_TOPIC, partition_for(key, cfg.offsets_topic_num_partitions))
+    if leader is None:
+        return E.coordinator_not_available, -1, "", -1
+    return E.none, leader.broker_id, leader.host, leader.port
+
+
+def _find_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, int, str, int]:
+    if key_type == GROUP_KEY_TYPE:
+        return _find_group_coordinator(broker, key)
+    finder = getattr(broker, "find_transaction_coordinator", None)
+    if key_type == TRANSACTION_KEY_TYPE and finder is not None:
+        return finder(key)
+    return E.coordinator_not_available if key_type == TRANSACTION_KEY_TYPE else E.invalid_request, -1, "", -1
+
+
+def _error_message(error: int) -> str | None:
+    return None if error == E.none else E(error).name.upper()
+
+
+@api(10, 0, 4)
+async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    key_type = getattr(req, "key_type", GROUP_KEY_TYPE)
+    if ctx.api_version >= 4:
+        coordinators = []
+        for key in req.coordinator_keys:
+            error, node_id, host, port = _find_coordinator(broker, key, key_type)
+            coordinators.append(
+                ctx.nested("Coordinator", key=key, node_id=node_id, host=host, port=port, error_code=error,
+                           error_message=_error_message(error))
+            )
+        return ctx.build(throttle_time=0, coordinators=coordinators)
+    error, node_id, host, port = _find_coordinator(broker, req.key, key_type)
+    return ctx.build(throttle_time=0, error_code=error, error_message=_error_message(error), node_id=node_id,
+                     host=host, port=port)
+
+
+# ---------------------------------------------------------------- JoinGroup / SyncGroup / Heartbeat / LeaveGroup
+
+
+@api(11, 0, 9)
+async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    version = ctx.api_version
+    coordinator = _coordinator(broker)
+    if coordinator is None:
+        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, generation_id=-1,
+                         member_id=req.member_id, protocol_name=None if version >= 7 else "", leader="")
+    result = await coordinator.join_group(
+        req.group_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+        client_id=ctx.client_id,
+        client_host=_client_host(ctx),
+        rebalance_timeout_ms=ms(req.rebalance_timeout) if version >= 1 else -1,
+        session_timeout_ms=ms(req.session_timeout),
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+    )
+    members = [
+        ctx.nested("JoinGroupResponseMember", member_id=mid, group_instance_id=iid, metadata=meta)
+        for mid, iid, meta in result.members
+    ]
+    protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
+    return ctx.build(
+        throttle_time=0,
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader_id,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=members,
+    )
+
+
+@api(14, 0, 5)
+async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    if coordinator is None:
+        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, assignment=b"")
+    result = await coordinator.sync_group(
+        req.group_id,
+        req.generation_id,
+        req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        protocol_type=getattr(req, "protocol_type", None),
+        protocol_name=getattr(req, "protocol_name", None),
+        assignments={a.member_id: bytes(a.assignment) for a in req.assignments},
+    )
+    return ctx.build(throttle_time=0, error_code=result.error, protocol_type=result.protocol_type,
+                     protocol_name=result.protocol_name, assignment=result.assignment)
+
+
+@api(12, 0, 4)
+async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    if coordinator is None:
+        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
+    error = coordinator.heartbeat(req.group_id, req.generation_id, req.member_id,
+                                  getattr(req, "group_instance_id", None))
+    return ctx.build(throttle_time=0, error_code=error)
+
+
+@api(13, 0, 5)
+async def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    if ctx.api_version >= 3:
+        identities = [(m.member_id, getattr(m, "group_instance_id", None)) for m in req.members]
+    else:
+        identities = [(req.member_id, None)]
+    if coordinator is None:
+        top, errors = E.coordinator_not_available, []
+    else:
+        top, errors = coordinator.leave_group(req.group_id, identities)
+    if ctx.api_version < 3:
+        # One member, one error: the member's error becomes the response's error.
+        if top == E.none and errors:
+            top = errors[0]
+        return ctx.build(throttle_time=0, error_code=top)
+    members = [
+        ctx.nested("MemberResponse", member_id=mid, group_instance_id=iid, error_code=err)
+        for (mid, iid), err in zip(identities, errors, strict=False)
+    ]
+    return ctx.build(throttle_time=0, error_code=top, members=members)
+
+
+# ---------------------------------------------------------------- OffsetCommit / OffsetFetch / OffsetDelete
+
+
+@api(8, 2, 9)
+async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    version = ctx.api_version
+    retention_ms = ms(req.retention_time) if 2 <= version <= 4 else -1
+    now = coordinator.clock() if coordinator is not None else 0
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+                expire_timestamp=now + retention_ms if retention_ms >= 0 else None,
+            )
+    if coordinator is None:
+        errors = dict.fromkeys(offsets, E.coordinator_not_available)
+    else:
+        errors = await coordinator.commit_offsets(
+            req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+            req.generation_id_or_member_epoch, offsets,
+        )
+    by_topic: dict[str, list[Any]] = defaultdict(list)
+    for (topic, partition), error in errors.items():
+        by_topic[topic].append(ctx.nested("OffsetCommitResponsePartition", partition_index=partition,
+                                          error_code=error))
+    topics = [ctx.nested("OffsetCommitResponseTopic", name=name, partitions=parts) for name, parts in by_topic.items()]
+    return ctx.build(throttle_time=0, topics=topics)
+
+
+def _fetch_group(coordinator: GroupCoordinator | None, group_id: str,
+                 requested: list[tuple[str, int]] | None) -> tuple[int, dict[tuple[str, int], Any]]:
+    if coordinator is None:
+        return E.coordinator_not_available, {}
+    return coordinator.fetch_offsets(group_id, requested)
+
+
+def _requested(topics: Any) -> list[tuple[str, int]] | None:
+    if topics is None:
+        return None
+    return [(t.name, p) for t in topics for p in t.partition_indexes]
+
+
+def _offset_topics(ctx: RequestContext, offsets: dict[tuple[str, int], Any], *, partition_cls: str,
+                   topic_cls: str, error: int = E.none) -> list[Any]:
+    by_topic: dict[str, list[Any]] = defaultdict(list)
+    for (topic, partition), om in offsets.items():
+        by_topic[topic].append(
+            ctx.nested(
+                partition_cls,
+                partition_index=partition,
+                committed_offset=-1 if om is None else om.offset,
+                committed_leader_epoch=-1 if om is None else om.leader_epoch,
+                metadata="" if om is None else om.metadata,
+                error_code=error,
+            )
+        )
+    return [ctx.nested(topic_cls, name=name, partitions=parts) for name, parts in by_topic.items()]
+
+
+@api(9, 1, 9)
+async def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    if ctx.api_version >= 8:
+        groups = []
+        for g in req.groups:
+            error, offsets = _fetch_group(coordinator, g.group_id, _requested(g.topics))
+            topics = _offset_topics(ctx, offsets, partition_cls="OffsetFetchResponsePartitions",
+                                    topic_cls="OffsetFetchResponseTopics")
+            groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics,
+                                     error_code=error))
+        return ctx.build(throttle_time=0, groups=groups)
+    requested = _requested(req.topics)
+    error, offsets = _fetch_group(coordinator, req.group_id, requested)
+    if error != E.none and ctx.api_version < 2:
+        # v1 has no group-level error: report it on every requested partition.
+        offsets = dict.fromkeys(requested or [], None)
+        topics = _offset_topics(ctx, offsets, partition_cls="OffsetFetchResponsePartition",
+                                topic_cls="OffsetFetchResponseTopic", error=error)
+    else:
+        topics = _offset_topics(ctx, offsets, partition_cls="OffsetFetchResponsePartition",
+                                topic_cls="OffsetFetchResponseTopic")
+    return ctx.build(throttle_time=0, topics=topics, error_code=error)
+
+
+@api(47, 0, 0)
+async def offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    if coordinator is None:
+        error, errors = E.coordinator_not_available, {}
+    else:
+        error, errors = await coordinator.delete_offsets(req.group_id, partitions)
+    by_topic: dict[str, list[Any]] = defaultdict(list)
+    for (topic, partition), err in errors.items():
+        by_topic[topic].append(ctx.nested("OffsetDeleteResponsePartition", partition_index=partition,
+                                          error_code=err))
+    topics = [ctx.nested("OffsetDeleteResponseTopic", name=n, partitions=ps) for n, ps in by_topic.items()]
+    return ctx.build(throttle_time=0, error_code=error, topics=topics)
+
+
+# ---------------------------------------------------------------- ListGroups / DescribeGroups / DeleteGroups
+
+
+@api(16, 0, 5)
+async def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    if coordinator is None:
+        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, groups=[])
+    error, overviews = coordinator.list_groups(getattr(req, "states_filter", ()), getattr(req, "types_filter", ()))
+    groups = [
+        ctx.nested("ListedGroup", group_id=o.group_id, protocol_type=o.protocol_type, group_state=o.state,
+                   group_type=o.group_type)
+        for o in overviews
+    ]
+    return ctx.build(throttle_time=0, error_code=error, groups=groups)
+
+
+@api(15, 0, 5)
+async def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    include_ops = bool(getattr(req, "include_authorized_operations", False))
+    described = []
+    for group_id in req.groups:
+        if coordinator is None:
+            from kbus.server.coordinator.coordinator import EMPTY_SUMMARY
+
+            error, summary = E.coordinator_not_available, EMPTY_SUMMARY
+        else:
+            error, summary = coordinator.describe_group(group_id)
+        members = [
+            ctx.nested("DescribedGroupMember", member_id=m.member_id, group_instance_id=m.group_instance_id,
+                       client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
+                       member_assignment=m.assignment)
+            for m in summary.members
+        ]
+        described.append(
+            ctx.nested(
+                "DescribedGroup",
+                error_code=error,
+                group_id=group_id,
+                group_state=summary.state,
+                protocol_type=summary.protocol_type,
+                protocol_data=summary.protocol,
+                members=members,
+                authorized_operations=GROUP_AUTHORIZED_OPERATIONS if include_ops else NOT_REQUESTED_OPERATIONS,
+            )
+        )
+    return ctx.build(throttle_time=0, groups=described)
+
+
+@api(42, 0, 2)
+async def delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    names = list(req.groups_names)
+    if coordinator is None:
+        errors = dict.fromkeys(names, E.coordinator_not_available)
+    else:
+        errors = await coordinator.delete_groups(names)
+    results = [ctx.nested("DeletableGroupResult", group_id=n, error_code=errors[n]) for n in names]
+    return ctx.build(throttle_time=0, results=results)

@@ -1,0 +1,285 @@
+"""The record formats of `__consumer_offsets`, byte-compatible with Kafka's GroupMetadataManager.
+
+Keys start with an int16 version: 0/1 = OffsetCommitKey(group, topic, partition), 2 = GroupMetadataKey(group).
+Values start with their own int16 version. kbus writes OffsetCommitValue v3 (v1 when the commit carries an explicit
+retention time, as Kafka does) and GroupMetadataValue v3; it reads every version Kafka has written (v0-v4, v4 being
+the flexible encoding), so a log produced by either broker loads. A null value is a tombstone.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_VALUE_VERSION = 3
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class RecordFormatError(ValueError):
+    """A `__consumer_offsets` record kbus cannot decode (unknown version or truncated)."""
+
+
+def java_string_hashcode(s: str) -> int:
+    """Java's String.hashCode: UTF-16 code units, h = 31*h + c, wrapped to a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's `Utils.abs(groupId.hashCode) % offsets.topic.num.partitions` (Utils.abs maps MIN_VALUE to 0)."""
+    return (java_string_hashcode(group_id) & 0x7FFFFFFF) % num_partitions
+
+
+# ---------------------------------------------------------------- the values
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int | None = None
+
+
+@dataclass(slots=True)
+class MemberRecord:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True)
+class GroupMetadataRecord:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int = -1
+    members: list[MemberRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group: str
+
+
+# ---------------------------------------------------------------- writing
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def i16(self, v: int) -> _Writer:
+        self.buf += _I16.pack(v)
+        return self
+
+    def i32(self, v: int) -> _Writer:
+        self.buf += _I32.pack(v)
+        return self
+
+    def i64(self, v: int) -> _Writer:
+        self.buf += _I64.pack(v)
+        return self
+
+    def string(self, v: str | None) -> _Writer:
+        if v is None:
+            return self.i16(-1)
+        raw = v.encode("utf-8")
+        self.i16(len(raw))
+        self.buf += raw
+        return self
+
+    def bytes_(self, v: bytes | None) -> _Writer:
+        if v is None:
+            return self.i32(-1)
+        self.i32(len(v))
+        self.buf += v
+        return self
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    w = _Writer().i16(OFFSET_COMMIT_KEY_VERSION).string(group).string(topic).i32(partition)
+    return bytes(w.buf)
+
+
+def group_metadata_key(group: str) -> bytes:
+    return bytes(_Writer().i16(GROUP_METADATA_KEY_VERSION).string(group).buf)
+
+
+def offset_commit_value(value: OffsetAndMetadata) -> bytes:
+    if value.expire_timestamp is not None:
+        # v1 is the only version with an expire timestamp (OffsetCommit v2-v4 retention_time).
+        w = _Writer().i16(1).i64(value.offset).string(value.metadata).i64(value.commit_timestamp)
+        w.i64(value.expire_timestamp)
+        return bytes(w.buf)
+    w = _Writer().i16(OFFSET_COMMIT_VALUE_VERSION).i64(value.offset).i32(value.leader_epoch)
+    w.string(value.metadata).i64(value.commit_timestamp)
+    return bytes(w.buf)
+
+
+def group_metadata_value(value: GroupMetadataRecord) -> bytes:
+    w = _Writer().i16(GROUP_METADATA_VALUE_VERSION)
+    w.string(value.protocol_type).i32(value.generation).string(value.protocol).string(value.leader)
+    w.i64(value.current_state_timestamp)
+    w.i32(len(value.members))
+    for m in value.members:
+        w.string(m.member_id).string(m.group_instance_id).string(m.client_id).string(m.client_host)
+        w.i32(m.rebalance_timeout_ms).i32(m.session_timeout_ms).bytes_(m.subscription).bytes_(m.assignment)
+    return bytes(w.buf)
+
+
+# ---------------------------------------------------------------- reading
+
+
+class _Reader:
+    def __init__(self, buf: bytes, flexible: bool = False) -> None:
+        self.buf = buf
+        self.pos = 0
+        self.flexible = flexible
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise RecordFormatError("truncated __consumer_offsets record")
+        out = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def i16(self) -> int:
+        return _I16.unpack(self._take(2))[0]
+
+    def i32(self) -> int:
+        return _I32.unpack(self._take(4))[0]
+
+    def i64(self) -> int:
+        return _I64.unpack(self._take(8))[0]
+
+    def uvarint(self) -> int:
+        result = shift = 0
+        while True:
+            b = self._take(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 63:
+                raise RecordFormatError("varint too long")
+
+    def _length(self, wide: bool) -> int:
+        if self.flexible:
+            return self.uvarint() - 1
+        return self.i32() if wide else self.i16()
+
+    def string(self) -> str | None:
+        n = self._length(wide=False)
+        return None if n < 0 else self._take(n).decode("utf-8")
+
+    def bytes_(self) -> bytes | None:
+        n = self._length(wide=True)
+        return None if n < 0 else bytes(self._take(n))
+
+    def array_len(self) -> int:
+        return self._length(wide=True)
+
+    def tagged_fields(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+
+def decode_key(key: bytes) -> OffsetKey | GroupKey:
+    r = _Reader(key)
+    version = r.i16()
+    if version in (0, 1):
+        group, topic, partition = r.string(), r.string(), r.i32()
+        return OffsetKey(group or "", topic or "", partition)
+    if version == 2:
+        return GroupKey(r.string() or "")
+    raise RecordFormatError(f"unknown __consumer_offsets key version {version}")
+
+
+def decode_offset_value(value: bytes) -> OffsetAndMetadata:
+    version = _I16.unpack_from(value, 0)[0]
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"unknown offset commit value version {version}")
+    r = _Reader(value, flexible=version >= 4)
+    r.pos = 2
+    offset = r.i64()
+    leader_epoch = r.i32() if version >= 3 else -1
+    metadata = r.string() or ""
+    commit_ts = r.i64()
+    expire_ts = r.i64() if version == 1 else None
+    r.tagged_fields()
+    return OffsetAndMetadata(offset, leader_epoch, metadata, commit_ts, expire_ts)
+
+
+def decode_group_value(value: bytes) -> GroupMetadataRecord:
+    version = _I16.unpack_from(value, 0)[0]
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"unknown group metadata value version {version}")
+    r = _Reader(value, flexible=version >= 4)
+    r.pos = 2
+    protocol_type = r.string() or ""
+    generation = r.i32()
+    protocol = r.string()
+    leader = r.string()
+    state_ts = r.i64() if version >= 2 else -1
+    members = []
+    for _ in range(max(r.array_len(), 0)):
+        member_id = r.string() or ""
+        instance_id = r.string() if version >= 3 else None
+        client_id = r.string() or ""
+        client_host = r.string() or ""
+        rebalance_timeout = r.i32() if version >= 1 else -1
+        session_timeout = r.i32()
+        if rebalance_timeout < 0:
+            rebalance_timeout = session_timeout
+        subscription = r.bytes_() or b""
+        assignment = r.bytes_() or b""
+        r.tagged_fields()
+        members.append(
+            MemberRecord(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout,
+                         subscription, assignment)
+        )
+    r.tagged_fields()
+    return GroupMetadataRecord(protocol_type, generation, protocol, leader, state_ts, members)
+
+
+def subscribed_topics(subscription: bytes) -> set[str] | None:
+    """The topics of a ConsumerProtocolSubscription (every version starts int16 version + array of strings);
+    None when the bytes are not a consumer subscription."""
+    try:
+        r = _Reader(subscription)
+        if r.i16() < 0:
+            return None
+        n = r.i32()
+        if n < 0 or n > 1_000_000:
+            return None
+        return {r.string() or "" for _ in range(n)}
+    except (RecordFormatError, UnicodeDecodeError, struct.error):
+        return None

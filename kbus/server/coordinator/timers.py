@@ -1,0 +1,104 @@
+"""Keyed deadlines on an injected clock (the coordinator's stand-in for Kafka's purgatories).
+
+`schedule(key, deadline, fn)` replaces any timer under the same key, `run_due(now)` fires what is due. Nothing here
+sleeps: `TimerDriver` runs the wheel on an asyncio loop for the broker, tests call `run_due` with a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+from collections.abc import Callable, Hashable
+
+log = logging.getLogger("kbus.coordinator")
+
+
+class Timers:
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._live: dict[Hashable, tuple[int, int, Callable[[], None]]] = {}
+        self._seq = itertools.count()
+        self.on_change: Callable[[], None] | None = None
+
+    def schedule(self, key: Hashable, deadline_ms: int, fn: Callable[[], None]) -> None:
+        seq = next(self._seq)
+        self._live[key] = (deadline_ms, seq, fn)
+        heapq.heappush(self._heap, (deadline_ms, seq, key))
+        if self.on_change is not None:
+            self.on_change()
+
+    def cancel(self, key: Hashable) -> None:
+        self._live.pop(key, None)
+
+    def cancel_where(self, pred: Callable[[Hashable], bool]) -> None:
+        for key in [k for k in self._live if pred(k)]:
+            del self._live[key]
+
+    def deadline(self, key: Hashable) -> int | None:
+        entry = self._live.get(key)
+        return None if entry is None else entry[0]
+
+    def next_deadline(self) -> int | None:
+        while self._heap:
+            deadline, seq, key = self._heap[0]
+            live = self._live.get(key)
+            if live is not None and live[1] == seq:
+                return deadline
+            heapq.heappop(self._heap)
+        return None
+
+    def run_due(self, now_ms: int) -> int:
+        fired = 0
+        while self._heap and self._heap[0][0] <= now_ms:
+            _deadline, seq, key = heapq.heappop(self._heap)
+            live = self._live.get(key)
+            if live is None or live[1] != seq:
+                continue
+            del self._live[key]
+            fired += 1
+            try:
+                live[2]()
+            except Exception:
+                log.exception("coordinator timer %r failed", key)
+        return fired
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+
+class TimerDriver:
+    """Runs a Timers wheel on the event loop: sleeps until the next deadline or until a new timer is added."""
+
+    def __init__(self, timers: Timers, clock_ms: Callable[[], int], max_sleep_ms: int = 1000) -> None:
+        self._timers = timers
+        self._clock = clock_ms
+        self._max_sleep = max_sleep_ms
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._timers.on_change = self._wake.set
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="kbus-group-timers")
+
+    async def stop(self) -> None:
+        self._timers.on_change = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            # Clear before running so a timer scheduled by a fired callback (or by a request) wakes us again.
+            self._wake.clear()
+            self._timers.run_due(self._clock())
+            nxt = self._timers.next_deadline()
+            wait_ms = self._max_sleep if nxt is None else max(0, min(self._max_sleep, nxt - self._clock()))
+            if wait_ms > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait_ms / 1000)
+            else:
+                await asyncio.sleep(0)

@@ -217,7 +217,7 @@ def _convert(kt: str | None, value: Any) -> Any:
     return value
 
 
-def build(cls: type, **values: Any) -> Any:
+def build(cls: type, /, **values: Any) -> Any:
     """Instantiate a kio message of any version from the union of fields handlers know about: fields the version
     lacks are dropped, missing ones get Kafka's zero value, and ints are converted to kio's error-code and
     timedelta types."""
@@ -230,7 +230,7 @@ def build(cls: type, **values: Any) -> Any:
     return cls(**kwargs)
 
 
-def nested(message_type: type, name: str) -> type:
+def nested(message_type: type, name: str, /) -> type:
     """The nested entity class `name` that lives beside a versioned kio message class."""
     import sys
 

@@ -72,10 +72,15 @@ class RequestContext:
     def response_type(self) -> type:
         return response_type(self.header.api_key, self.header.api_version)
 
-    def build(self, **fields: Any) -> Any:
+    def build(self, /, **fields: Any) -> Any:
         """The top-level response for this request's version."""
         return build(self.response_type, **fields)
 
-    def nested(self, name: str, **fields: Any) -> Any:
-        """A nested response entity (e.g. 'MetadataResponseTopic') for this request's version."""
-        return build(nested(self.response_type, name), **fields)
+    def nested(self, type_name: str, /, **fields: Any) -> Any:
+        """A nested response entity (e.g. 'MetadataResponseTopic') for this request's version; None when the
+        version has no such entity (the field holding it is then dropped by build() as well)."""
+        try:
+            cls = nested(self.response_type, type_name)
+        except AttributeError:
+            return None
+        return build(cls, **fields)

@@ -129,7 +129,7 @@ class KafkaZkClient:
         )
 
     def get_broker_ids(self, watch: Watch = None) -> list[int]:
-        return sorted(int(c) for c in self.zk.get_children(paths.BROKER_IDS, watch=watch) if c.isdigit())
+        return sorted(int(c) for c in self._children(paths.BROKER_IDS, watch) if c.isdigit())
 
     def get_broker(self, broker_id: int) -> BrokerInfo | None:
         try:
@@ -199,7 +199,7 @@ class KafkaZkClient:
     # ---- topics ----
 
     def get_topics(self, watch: Watch = None) -> list[str]:
-        return sorted(self.zk.get_children(paths.BROKER_TOPICS, watch=watch))
+        return sorted(self._children(paths.BROKER_TOPICS, watch))
 
     def get_topic(self, topic: str, watch: Watch = None) -> tuple[TopicAssignment, int] | None:
         """The assignment and its znode version; None when the topic does not exist (the watch then waits for
@@ -222,7 +222,7 @@ class KafkaZkClient:
             raise TopicExistsError(f"Topic '{topic}' already exists.")
         self._set_or_create(paths.topic_config(topic), codec.encode_entity_config(configs))
         try:
-            self.zk.create(paths.topic(topic), codec.encode_topic(assignment))
+            self.zk.create(paths.topic(topic), codec.encode_topic(assignment), makepath=True)
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{topic}' already exists.") from None
 
@@ -315,7 +315,7 @@ class KafkaZkClient:
             raise TopicMarkedForDeletionError(f"Topic {topic} is already marked for deletion.") from None
 
     def get_topic_deletions(self, watch: Watch = None) -> list[str]:
-        return sorted(self.zk.get_children(paths.DELETE_TOPICS, watch=watch))
+        return sorted(self._children(paths.DELETE_TOPICS, watch))
 
     def delete_topic_znodes(self, topic: str) -> None:
         """What the controller does once a topic's replicas are gone: assignment, states, config, marker."""
@@ -344,6 +344,15 @@ class KafkaZkClient:
                 continue
 
     # ---- helpers ----
+
+    def _children(self, path: str, watch: Watch) -> list[str]:
+        """Children of a persistent path; a ZooKeeper no broker ever used has none (rather than an error)."""
+        try:
+            return self.zk.get_children(path, watch=watch)
+        except NoNodeError:
+            if watch is not None:
+                self.zk.exists(path, watch=watch)
+            return []
 
     def _set_or_create(self, path: str, data: bytes) -> None:
         try:

@@ -172,6 +172,7 @@ class Log:
         self.recovery_point = self.log_end_offset
         for seg in self._segments[:-1]:
             seg.on_become_inactive()
+            seg.release_index_fds()
         self._load_producer_state()
 
     def _load_producer_state(self) -> None:
@@ -364,6 +365,8 @@ class Log:
                 log.warning("%s: flushing rolled segment %d failed: %s", self.dir, seg.base_offset, e)
             return
         with self._lock:
+            if not seg.closed and seg is not self._active:
+                seg.release_index_fds()
             if upto > self.recovery_point and upto <= self.log_end_offset:
                 self.recovery_point = upto
 

@@ -214,6 +214,11 @@ class LogSegment:
         self.index.flush_pending()
         self.time_index.flush_pending()
 
+    def release_index_fds(self) -> None:
+        """An inactive segment's indexes are rarely written again: give their fds back (reopened lazily)."""
+        self.index.close()
+        self.time_index.close()
+
     def close(self) -> None:
         if self.closed:
             return

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from typer.core import TyperCommand
 
 from kbus.cli.app import app
 from kbus.cli.client_config import build_client, translate
@@ -100,7 +101,20 @@ def _stdin_lines() -> io.TextIOWrapper:
     return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline=None)
 
 
-@app.command("console-producer")
+class _ProducerCommand(TyperCommand):
+    """Kafka lets `--compression-codec` stand alone (meaning gzip); click options need a value, so the bare
+    form gets its implied value before parsing."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        fixed: list[str] = []
+        for i, arg in enumerate(args):
+            fixed.append(arg)
+            if arg == "--compression-codec" and (i + 1 == len(args) or args[i + 1].startswith("--")):
+                fixed.append("gzip")
+        return super().parse_args(ctx, fixed)
+
+
+@app.command("console-producer", cls=_ProducerCommand)
 def console_producer(
     topic: Annotated[str | None, typer.Option("--topic", help="The topic to produce to")] = None,
     bootstrap_server: Annotated[
@@ -112,12 +126,7 @@ def console_producer(
     sync: Annotated[bool, typer.Option("--sync", help="Send each record synchronously")] = False,
     compression_codec: Annotated[
         str | None,
-        typer.Option(
-            "--compression-codec",
-            is_flag=False,
-            flag_value="gzip",
-            help="none, gzip (the value when given alone), snappy, lz4 or zstd",
-        ),
+        typer.Option("--compression-codec", help="none, gzip (the value when given alone), snappy, lz4 or zstd"),
     ] = None,
     request_required_acks: Annotated[
         str | None, typer.Option("--request-required-acks", help="acks: -1/all (default), 0 or 1")

@@ -37,7 +37,8 @@ def java_string_hashcode(s: str) -> int:
 
 def partition_for(group_id: str, num_partitions: int) -> int:
     """Kafka's `Utils.abs(groupId.hashCode) % offsets.topic.num.partitions` (Utils.abs maps MIN_VALUE to 0)."""
-    return (java_string_hashcode(group_id) & 0x7FFFFFFF) % num_partitions
+    h = java_string_hashcode(group_id)
+    return (0 if h == -(2**31) else abs(h)) % num_partitions
 
 
 # ---------------------------------------------------------------- the values

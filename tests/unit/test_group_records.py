@@ -1,0 +1,102 @@
+"""__consumer_offsets record formats and the group -> partition mapping (byte-compatible with Kafka)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kbus.server.coordinator.records import (
+    GroupKey,
+    GroupMetadataRecord,
+    MemberRecord,
+    OffsetAndMetadata,
+    OffsetKey,
+    RecordFormatError,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    group_metadata_key,
+    group_metadata_value,
+    java_string_hashcode,
+    offset_commit_key,
+    offset_commit_value,
+    partition_for,
+    subscribed_topics,
+)
+
+
+def test_java_string_hashcode_matches_java() -> None:
+    # Values printed by jshell (OpenJDK 17) for the same strings.
+    assert java_string_hashcode("abc-dashboard") == -1735675159
+    assert java_string_hashcode("console-consumer-12345") == 158455506
+    assert java_string_hashcode("h\u00e9llo\U0001f600") == 291564465  # surrogate pair counts as two chars
+    assert java_string_hashcode("") == 0
+
+
+def test_partition_for_uses_kafka_utils_abs() -> None:
+    # Utils.abs(hashCode) % 50, i.e. Math.abs, not the producer's `& 0x7fffffff`.
+    assert partition_for("abc-dashboard", 50) == 9
+    assert 0 <= partition_for("x" * 100, 50) < 50
+
+
+def test_offset_commit_key_layout() -> None:
+    key = offset_commit_key("g", "t", 3)
+    assert key == struct.pack(">h", 1) + b"\x00\x01g" + b"\x00\x01t" + struct.pack(">i", 3)
+    assert decode_key(key) == OffsetKey("g", "t", 3)
+
+
+def test_group_metadata_key_layout() -> None:
+    key = group_metadata_key("abc-dashboard")
+    assert key[:2] == b"\x00\x02"
+    assert decode_key(key) == GroupKey("abc-dashboard")
+
+
+def test_offset_value_v3_round_trip() -> None:
+    value = OffsetAndMetadata(42, leader_epoch=7, metadata="my metadata", commit_timestamp=1700000000000)
+    raw = offset_commit_value(value)
+    assert raw[:2] == b"\x00\x03"
+    assert len(raw) == 2 + 8 + 4 + 2 + len("my metadata") + 8
+    assert decode_offset_value(raw) == value
+
+
+def test_offset_value_with_expire_timestamp_is_v1() -> None:
+    value = OffsetAndMetadata(5, metadata="", commit_timestamp=1000, expire_timestamp=61000)
+    raw = offset_commit_value(value)
+    assert raw[:2] == b"\x00\x01"
+    assert decode_offset_value(raw) == OffsetAndMetadata(5, -1, "", 1000, 61000)
+
+
+def test_offset_value_v4_flexible_decodes() -> None:
+    # v4: compact string (length+1 varint) and an empty tagged-field section.
+    raw = struct.pack(">hqi", 4, 9, 2) + bytes([3]) + b"md" + struct.pack(">q", 123) + b"\x00"
+    assert decode_offset_value(raw) == OffsetAndMetadata(9, 2, "md", 123)
+
+
+def test_group_value_v3_round_trip() -> None:
+    rec = GroupMetadataRecord(
+        protocol_type="consumer", generation=4, protocol="range", leader="c-1", current_state_timestamp=99,
+        members=[MemberRecord("c-1", "instance-a", "c", "/127.0.0.1", 300000, 10000, b"sub", b"assign"),
+                 MemberRecord("c-2", None, "c", "/127.0.0.1", 300000, 10000, b"", b"")],
+    )
+    raw = group_metadata_value(rec)
+    assert raw[:2] == b"\x00\x03"
+    assert decode_group_value(raw) == rec
+
+
+def test_empty_group_value_has_null_protocol_and_leader() -> None:
+    rec = GroupMetadataRecord("consumer", 5, None, None, 1, [])
+    assert decode_group_value(group_metadata_value(rec)) == rec
+
+
+def test_unknown_versions_are_rejected() -> None:
+    with pytest.raises(RecordFormatError):
+        decode_key(struct.pack(">h", 9) + b"\x00\x01g")
+    with pytest.raises(RecordFormatError):
+        decode_offset_value(struct.pack(">h", 17) + b"\x00" * 30)
+
+
+def test_subscribed_topics_from_consumer_subscription() -> None:
+    sub = struct.pack(">hi", 1, 2) + b"\x00\x01a" + b"\x00\x03bcd" + struct.pack(">i", -1) + struct.pack(">i", 0)
+    assert subscribed_topics(sub) == {"a", "bcd"}
+    assert subscribed_topics(b"\x00") is None

@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import logging
 import socket
+import time
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -28,6 +29,7 @@ from kbus.protocol.codec import (
     response_type,
 )
 from kbus.server.apis.registry import API_TABLE, RequestContext, supported
+from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
@@ -130,7 +132,10 @@ class KafkaServer:
             return unsupported_version_response(exc.header)
         request = decode_request(frame, header, body_offset)
         ctx = RequestContext(header, str(peer[0]), int(peer[1]), conn_id)
-        response = await API_TABLE[header.api_key].handler(self.broker, ctx, request)
-        if response is None:
-            return None
-        return encode_response(header, response)
+        spec = API_TABLE[header.api_key]
+        started = time.perf_counter()
+        response = await spec.handler(self.broker, ctx, request)
+        data = None if response is None else encode_response(header, response)
+        METRICS.observe("kbus_request_latency_seconds", time.perf_counter() - started, api=spec.name)
+        METRICS.inc("kbus_requests_total", api=spec.name)
+        return data

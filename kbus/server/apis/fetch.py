@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kbus.protocol.codec import ms
+from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
+from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
@@ -102,4 +104,19 @@ async def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         finally:
             for part in waits:
                 part.remove_waiter(fut)
+    if replica_id < 0:
+        _count_out(topics_out)
     return ctx.build(throttle_time=0, error_code=ErrorCode.none, session_id=0, responses=topics_out)
+
+
+def _count_out(topics_out: list[Any]) -> None:
+    """Messages/bytes out per topic: one header read per batch (not per message) on what is being sent."""
+    for t in topics_out:
+        nbytes = nmsgs = 0
+        for p in t.partitions:
+            if p.records:
+                nbytes += len(p.records)
+                nmsgs += sum(h.records_count for h in iter_complete_batches(p.records))
+        if nbytes:
+            METRICS.inc("kbus_bytes_out_total", nbytes, topic=t.topic)
+            METRICS.inc("kbus_messages_out_total", nmsgs, topic=t.topic)

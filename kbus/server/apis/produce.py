@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
+from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
@@ -50,6 +51,9 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                     fields["error_code"] = error_code_for(exc)
                     fields["error_message"] = error_message(exc)
                 else:
+                    if not result.duplicate:
+                        METRICS.inc("kbus_messages_in_total", result.num_records, topic=name)
+                        METRICS.inc("kbus_bytes_in_total", result.size_bytes, topic=name)
                     fields.update(
                         error_code=ErrorCode.none,
                         base_offset=result.first_offset,

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.index import api_key_map
+
 from kbus.protocol.codec import RequestHeader, build, nested, response_type
 
 if TYPE_CHECKING:
@@ -27,6 +29,11 @@ class ApiSpec:
     min_version: int
     max_version: int
     handler: Handler
+
+    @property
+    def name(self) -> str:
+        """Kafka's API name, e.g. "Produce", "OffsetCommit"."""
+        return "".join(part.capitalize() for part in api_key_map.get(self.key, str(self.key)).split("_"))
 
 
 API_TABLE: dict[int, ApiSpec] = {}

@@ -1,0 +1,93 @@
+"""Broker metrics: counters, gauges and latency summaries with labels, cheap enough for per-request use.
+
+Updated per request or per batch, never per message. Rendered in Prometheus' text format by render(); the HTTP
+endpoint that serves it lives with the ops tooling. Gauges that are cheaper to compute on scrape than to keep
+current (partitions, lag, ISR sizes) are registered as callbacks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+Labels = tuple[tuple[str, str], ...]
+GaugeFn = Callable[[], Iterable[tuple[dict[str, str], float]]]
+
+# Latency buckets in seconds (Prometheus histogram convention).
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, math.inf)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.counters: dict[str, dict[Labels, float]] = defaultdict(lambda: defaultdict(float))
+        self.histograms: dict[str, dict[Labels, list[float]]] = defaultdict(dict)
+        self.gauges: dict[str, GaugeFn] = {}
+        self.help: dict[str, str] = {}
+
+    def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
+        self.counters[name][tuple(sorted(labels.items()))] += value
+
+    def observe(self, name: str, seconds: float, **labels: str) -> None:
+        """Histogram observation: [bucket counts..., sum, count]."""
+        key = tuple(sorted(labels.items()))
+        h = self.histograms[name].get(key)
+        if h is None:
+            h = self.histograms[name][key] = [0.0] * (len(BUCKETS) + 2)
+        for i, bound in enumerate(BUCKETS):
+            if seconds <= bound:
+                h[i] += 1
+                break
+        h[-2] += seconds
+        h[-1] += 1
+
+    def gauge(self, name: str, fn: GaugeFn, help_text: str = "") -> None:
+        self.gauges[name] = fn
+        if help_text:
+            self.help[name] = help_text
+
+    def counter_value(self, name: str, **labels: str) -> float:
+        return self.counters.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
+
+    def render(self) -> str:
+        """Prometheus text exposition format 0.0.4."""
+        out: list[str] = []
+        for name, series in sorted(self.counters.items()):
+            out.append(f"# TYPE {name} counter")
+            out.extend(f"{name}{_fmt(labels)} {_num(v)}" for labels, v in sorted(series.items()))
+        for name, series in sorted(self.histograms.items()):
+            out.append(f"# TYPE {name} histogram")
+            for labels, h in sorted(series.items()):
+                cumulative = 0.0
+                for bound, count in zip(BUCKETS, h, strict=False):
+                    cumulative += count
+                    le = "+Inf" if bound == math.inf else repr(bound)
+                    out.append(f"{name}_bucket{_fmt((*labels, ('le', le)))} {_num(cumulative)}")
+                out.append(f"{name}_sum{_fmt(labels)} {h[-2]!r}")
+                out.append(f"{name}_count{_fmt(labels)} {_num(h[-1])}")
+        for name, fn in sorted(self.gauges.items()):
+            if name in self.help:
+                out.append(f"# HELP {name} {self.help[name]}")
+            out.append(f"# TYPE {name} gauge")
+            for labels, v in fn():
+                out.append(f"{name}{_fmt(tuple(sorted(labels.items())))} {_num(v)}")
+        return "\n".join(out) + "\n"
+
+
+def _fmt(labels: Labels) -> str:
+    if not labels:
+        return ""
+    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+    return "{" + inner + "}"
+
+
+def _escape(v: str) -> str:
+    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(v)
+
+
+# One registry per broker process.
+METRICS = Metrics()

@@ -5,6 +5,8 @@ importing the module is all it takes (one import line per module below)."""
 # ruff: noqa: F401
 import kbus.cli.console_consumer
 import kbus.cli.console_producer
+import kbus.cli.offsets
+import kbus.cli.server
 import kbus.cli.spark
 import kbus.cli.topics
 import kbus.cli.zookeeper

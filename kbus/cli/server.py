@@ -1,0 +1,117 @@
+"""`kbus server-start` / `kbus server-stop`: kafka-server-start.sh and kafka-server-stop.sh."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kbus.cli.app import app
+from kbus.cli.common import fail
+
+_SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL}
+
+
+@app.command("server-start")
+def server_start(
+    config: Annotated[str | None, typer.Argument(help="server.properties (Kafka's format)")] = None,
+    override: Annotated[
+        list[str] | None, typer.Option("--override", help="property=value, overriding the file (repeatable)")
+    ] = None,
+    daemon: Annotated[
+        bool, typer.Option("--daemon", "-daemon", help="Run in the background (pid and log file under logs/)")
+    ] = False,
+) -> None:
+    """Start a kbus broker in the foreground; SIGTERM or Ctrl-C shuts it down cleanly (kafka-server-start.sh)."""
+    if config is not None and not Path(config).is_file():
+        fail(f"ERROR Cannot read config file {config}: no such file")
+    overrides = list(override or [])
+    if daemon:
+        # Daemon mode (pid file + logs/kbusServer.out) belongs with the service tooling (issue 6).
+        try:
+            from kbus.cli.daemon import start_daemon  # type: ignore[import-not-found]
+        except ImportError:
+            fail("ERROR --daemon is not available in this kbus yet; run in the foreground or under systemd")
+        raise typer.Exit(start_daemon("server", config, overrides))
+    # Imported here so the rest of the CLI loads even where the broker cannot.
+    from kbus.server.main import run
+
+    raise typer.Exit(run(config, overrides))
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _is_server(argv: list[str]) -> int | None:
+    """Index of the config argument's position (len(argv) if none) when argv runs a kbus broker, else None."""
+    for i, arg in enumerate(argv):
+        launcher = argv[i - 1] if i > 0 else ""
+        if arg == "server-start" and (Path(launcher).name == "kbus" or launcher.endswith("kbus.cli.main")):
+            return i + 1
+        if arg == "-m" and i + 1 < len(argv) and argv[i + 1] in ("kbus.server", "kbus.server.main"):
+            return i + 2
+    return None
+
+
+def _config_of(pid: int, argv: list[str], start: int) -> Path | None:
+    """The config file a broker was started with, resolved against its working directory."""
+    for arg in argv[start:]:
+        if arg.startswith("-"):
+            continue
+        try:
+            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+        except OSError:
+            return None
+        return (cwd / arg).resolve()
+    return None
+
+
+def find_servers(config: str | None = None) -> list[int]:
+    """PIDs of running kbus brokers (any user-visible process), optionally only those started with `config`."""
+    wanted = Path(config).resolve() if config else None
+    me = os.getpid()
+    pids: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        pid = int(entry.name)
+        argv = _cmdline(pid)
+        start = _is_server(argv)
+        if start is None:
+            continue
+        if wanted is not None and _config_of(pid, argv, start) != wanted:
+            continue
+        pids.append(pid)
+    return sorted(pids)
+
+
+@app.command("server-stop")
+def server_stop(
+    config: Annotated[
+        str | None,
+        typer.Argument(help="Stop only brokers started with this config file (default: every kbus broker)"),
+    ] = None,
+) -> None:
+    """Send SIGTERM (or $SIGNAL: TERM, INT, KILL) to running kbus brokers (kafka-server-stop.sh)."""
+    sig = _SIGNALS.get(os.environ.get("SIGNAL", "TERM").upper().removeprefix("SIG"), signal.SIGTERM)
+    pids = find_servers(config)
+    # `kbus server-start` execs nothing: its broker is the same process, so one signal per pid suffices.
+    stopped = 0
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            stopped += 1
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            print(f"Not allowed to stop kbus server {pid}")
+    if stopped == 0:
+        fail("No kbus server to stop")

@@ -53,14 +53,27 @@ class _IndexFile:
 
     def sync(self) -> None:
         self.flush_pending()
-        fd = self._open_fd()
-        os.fsync(fd)
+        if self._fd is not None:
+            os.fsync(self._fd)
+        elif self.path.exists():
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def _rewrite_file(self, entries: int) -> None:
         """Keep only the first ``entries`` entries on disk (entries are appended in order)."""
         self.flush_pending()
-        fd = self._open_fd()
-        os.ftruncate(fd, entries * self.entry_size)
+        if self._fd is not None:
+            os.ftruncate(self._fd, entries * self.entry_size)
+            return
+        # no fd is kept for an index nobody writes to (idle partitions would cost 2 fds each)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, entries * self.entry_size)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         try:

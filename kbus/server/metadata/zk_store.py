@@ -46,8 +46,8 @@ class ZkMetadataStore:
         self,
         connect: str,
         broker_id: int,
-        host: str,
-        port: int,
+        host: str | BrokerInfo,
+        port: int | Any,
         *,
         rack: str | None = None,
         endpoints: list[Endpoint] | None = None,
@@ -56,9 +56,23 @@ class ZkMetadataStore:
         delete_topic_enable: bool = True,
         unclean_leader_election_enable: bool = False,
     ) -> None:
+        """`ZkMetadataStore(connect, broker_id, host, port, ...)`, or the broker's form
+        `ZkMetadataStore(connect, broker_id, BrokerInfo, KafkaConfig)`, which takes the advertised listeners,
+        broker.rack, zookeeper.*.timeout.ms, delete.topic.enable and unclean.leader.election.enable from the
+        config."""
+        if isinstance(host, BrokerInfo):
+            info, config = host, port
+            host, port, rack = info.host, info.port, info.rack or rack
+            if config is not None:
+                endpoints = endpoints or [Endpoint(lst.name, lst.host, lst.port) for lst in config.advertised_listeners]
+                rack = rack or config.raw.get("broker.rack") or None
+                session_timeout_ms = config.zookeeper_session_timeout_ms
+                connection_timeout_ms = config.zookeeper_connection_timeout_ms
+                delete_topic_enable = config.delete_topic_enable
+                unclean_leader_election_enable = config.unclean_leader_election_enable
         self.connect = connect
         self.broker_id = broker_id
-        self._endpoints = endpoints or [Endpoint("PLAINTEXT", host, port)]
+        self._endpoints = endpoints or [Endpoint("PLAINTEXT", str(host), int(port))]
         self._rack = rack
         self._session_timeout_s = session_timeout_ms / 1000
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000

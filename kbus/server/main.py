@@ -17,6 +17,13 @@ LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 
 
 def configure_logging(level: str | None = None) -> None:
+    log_config = os.environ.get("KBUS_LOG_CONFIG")
+    if log_config:
+        # an operator's logging.yaml (Kafka: KAFKA_LOG4J_OPTS); raises LoggingConfigError (a ValueError)
+        from kbus.ops.logging_config import apply
+
+        apply(log_config)
+        return
     logging.basicConfig(
         level=(level or os.environ.get("KBUS_LOG_LEVEL", "INFO")).upper(), format=LOG_FORMAT, stream=sys.stdout
     )
@@ -47,6 +54,18 @@ async def serve(config: KafkaConfig) -> None:
     except OSError as exc:
         await broker.stop()
         raise SystemExit(f"ERROR cannot listen on {config.listeners_raw}: {exc.strerror}") from None
+    ops_endpoint = None
+    if config.metrics_port >= 0:
+        from kbus.ops.http_endpoint import start_for_broker
+
+        try:
+            ops_endpoint = await start_for_broker(broker, config.metrics_host, config.metrics_port)
+        except OSError as exc:
+            await server.stop()
+            await broker.stop()
+            raise SystemExit(
+                f"ERROR cannot listen on metrics.port {config.metrics_host}:{config.metrics_port}: {exc.strerror}"
+            ) from None
     log.info("[KafkaServer id=%d] started (kbus, cluster.id=%s)", broker.broker_id, broker.cluster_id)
     sd_notify("READY=1")
     stop = asyncio.Event()
@@ -56,13 +75,19 @@ async def serve(config: KafkaConfig) -> None:
     await stop.wait()
     log.info("[KafkaServer id=%d] shutting down", broker.broker_id)
     sd_notify("STOPPING=1")
+    if ops_endpoint is not None:
+        await ops_endpoint.stop()
     await server.stop()
     await broker.stop()
     log.info("[KafkaServer id=%d] shut down completed", broker.broker_id)
 
 
 def run(config_path: str | None, overrides: list[str]) -> int:
-    configure_logging()
+    try:
+        configure_logging()
+    except ValueError as exc:
+        print(f"ERROR {exc}", file=sys.stderr)
+        return 1
     try:
         config = KafkaConfig.load(config_path, overrides)
     except ConfigError as exc:

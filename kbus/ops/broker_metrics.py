@@ -1,0 +1,109 @@
+"""Scrape-time gauges computed from the broker's own state (Kafka's ReplicaManager / GroupMetadataManager
+metrics), registered on the process-wide METRICS registry.
+
+Computed on scrape because keeping them current on every append or commit would put work on the hot path for
+numbers nobody may ever read. Everything here runs on the broker's event loop, so it reads state without locks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from kbus.server.metrics import METRICS, Metrics
+
+Sample = tuple[dict[str, str], float]
+
+# Counters the replication code increments; rendered from startup so dashboards and alerts see 0, not "no data".
+ZERO_COUNTERS = ("kbus_isr_shrinks_total", "kbus_isr_expands_total")
+
+
+def _one(value: float) -> list[Sample]:
+    return [({}, float(value))]
+
+
+def under_replicated(partitions: Iterable[Any]) -> list[Any]:
+    """Kafka counts a partition as under-replicated on its leader only: fewer in-sync replicas than replicas."""
+    return [p for p in partitions if p.is_leader and len(p.state.isr) < len(p.state.replicas)]
+
+
+def consumer_lag(broker: Any) -> Iterator[Sample]:
+    """Lag per group and partition, for partitions this broker leads: high watermark minus committed offset."""
+    coordinator = getattr(broker, "group_coordinator", None)
+    if coordinator is None:
+        return
+    for group in list(coordinator.groups.values()):
+        for (topic, index), committed in list(group.offsets.items()):
+            part = broker.get_partition(topic, index)
+            if part is None or not part.is_leader:
+                continue
+            lag = max(0, part.high_watermark - committed.offset)
+            yield {"group": group.group_id, "topic": topic, "partition": str(index)}, float(lag)
+
+
+def group_states(broker: Any) -> list[Sample]:
+    coordinator = getattr(broker, "group_coordinator", None)
+    if coordinator is None:
+        return []
+    counts: dict[str, int] = {}
+    for group in list(coordinator.groups.values()):
+        state = getattr(group.state, "value", str(group.state))
+        counts[state] = counts.get(state, 0) + 1
+    return [({"state": state}, float(n)) for state, n in sorted(counts.items())]
+
+
+def register(broker: Any, metrics: Metrics = METRICS) -> None:
+    """Attach the broker's gauges (idempotent: a later call replaces the callbacks with the new broker's)."""
+    for name in ZERO_COUNTERS:
+        metrics.inc(name, 0)
+
+    def partitions() -> list[Any]:
+        return list(broker.partitions.values())
+
+    metrics.gauge(
+        "kbus_broker_info",
+        lambda: [({"broker_id": str(broker.broker_id), "cluster_id": str(broker.cluster_id or "")}, 1.0)],
+        "Constant 1, labelled with this broker's id and cluster id",
+    )
+    metrics.gauge("kbus_partitions", lambda: _one(len(broker.partitions)), "Partitions hosted on this broker")
+    metrics.gauge(
+        "kbus_leader_partitions",
+        lambda: _one(sum(1 for p in partitions() if p.is_leader)),
+        "Partitions this broker leads",
+    )
+    metrics.gauge(
+        "kbus_under_replicated_partitions",
+        lambda: _one(len(under_replicated(partitions()))),
+        "Led partitions whose ISR is smaller than the replica set",
+    )
+    metrics.gauge(
+        "kbus_active_controller",
+        lambda: _one(1 if broker.controller_id() == broker.broker_id else 0),
+        "1 if this broker is the active controller",
+    )
+    metrics.gauge(
+        "kbus_partition_high_watermark",
+        lambda: [({"topic": p.topic, "partition": str(p.index)}, float(p.high_watermark)) for p in partitions()],
+        "High watermark per hosted partition",
+    )
+    metrics.gauge(
+        "kbus_partition_log_end_offset",
+        lambda: [({"topic": p.topic, "partition": str(p.index)}, float(p.log.log_end_offset)) for p in partitions()],
+        "Log end offset per hosted partition",
+    )
+    metrics.gauge(
+        "kbus_partition_isr_size",
+        lambda: [({"topic": p.topic, "partition": str(p.index)}, float(len(p.state.isr))) for p in partitions()],
+        "In-sync replicas per hosted partition",
+    )
+    metrics.gauge(
+        "kbus_consumer_groups",
+        lambda: _one(len(getattr(getattr(broker, "group_coordinator", None), "groups", {}) or {})),
+        "Consumer groups this broker coordinates",
+    )
+    metrics.gauge("kbus_consumer_groups_by_state", lambda: group_states(broker), "Coordinated groups per state")
+    metrics.gauge(
+        "kbus_consumer_group_lag",
+        lambda: list(consumer_lag(broker)),
+        "High watermark minus committed offset, per group and led partition",
+    )

@@ -1,0 +1,131 @@
+"""Is a broker healthy? It answers, and every partition it hosts is fully in sync.
+
+Two views of the same rule: `evaluate` reads a live Broker object (the /health endpoint), `check_over_wire`
+asks a running broker over the Kafka protocol (`kbus broker-health`), so it also works on brokers without a
+metrics port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class HealthReport:
+    broker_id: int
+    partitions: int = 0
+    under_replicated: list[str] = field(default_factory=list)
+    offline: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return not (self.under_replicated or self.offline or self.problems)
+
+    def summary(self) -> str:
+        if self.healthy:
+            return f"broker {self.broker_id} is healthy: {self.partitions} partitions, all in sync"
+        issues = list(self.problems)
+        if self.offline:
+            issues.append(f"{len(self.offline)} offline partitions ({_names(self.offline)})")
+        if self.under_replicated:
+            issues.append(f"{len(self.under_replicated)} under-replicated partitions ({_names(self.under_replicated)})")
+        return f"broker {self.broker_id} is not healthy: " + "; ".join(issues)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "status": "ok" if self.healthy else "unhealthy",
+            "broker_id": self.broker_id,
+            "partitions": self.partitions,
+            "under_replicated_partitions": self.under_replicated,
+            "offline_partitions": self.offline,
+            "problems": self.problems,
+        }
+
+
+def _names(items: list[str], limit: int = 5) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f", ... {len(items) - limit} more" if len(items) > limit else "")
+
+
+def evaluate(broker: Any) -> HealthReport:
+    """Health from inside the broker process."""
+    report = HealthReport(broker.broker_id)
+    if getattr(broker, "stopping", False):
+        report.problems.append("shutting down")
+    for (topic, index), part in sorted(broker.partitions.items()):
+        report.partitions += 1
+        if part.state.leader < 0:
+            report.offline.append(f"{topic}-{index}")
+        elif part.is_leader and len(part.state.isr) < len(part.state.replicas):
+            report.under_replicated.append(f"{topic}-{index}")
+    return report
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """What a Metadata response says about one partition (the wire view)."""
+
+    topic: str
+    index: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def evaluate_metadata(broker_id: int, partitions: Iterable[PartitionView]) -> HealthReport:
+    """Health of `broker_id` from cluster metadata: the partitions it is a replica of must have a leader, and the
+    ones it leads must have their whole replica set in sync."""
+    report = HealthReport(broker_id)
+    for p in sorted(partitions, key=lambda v: (v.topic, v.index)):
+        if broker_id not in p.replicas:
+            continue
+        report.partitions += 1
+        if p.leader < 0:
+            report.offline.append(f"{p.topic}-{p.index}")
+        elif p.leader == broker_id and len(p.isr) < len(p.replicas):
+            report.under_replicated.append(f"{p.topic}-{p.index}")
+    return report
+
+
+class BrokerUnreachable(Exception):
+    """No answer from the broker; the message says why in one line."""
+
+
+def check_over_wire(bootstrap: str, timeout: float = 10.0) -> HealthReport:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from kbus.cli.common import check_reachable
+
+    try:
+        check_reachable(bootstrap)
+    except ConnectionError as exc:
+        raise BrokerUnreachable(str(exc)) from None
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "logger": _quiet_logger()})
+    try:
+        md = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise BrokerUnreachable(f"no metadata from {bootstrap} within {timeout:g} s: {exc.args[0].str()}") from None
+    views = [
+        PartitionView(t.topic, p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
+        for t in md.topics.values()
+        for p in t.partitions.values()
+    ]
+    report = evaluate_metadata(md.orig_broker_id, views)
+    for t in md.topics.values():
+        if t.error is not None:
+            report.problems.append(f"topic {t.topic}: {t.error.str()}")
+    return report
+
+
+def _quiet_logger() -> Any:
+    """librdkafka logs connection failures to stderr by default; the one-line verdict is all we want to print."""
+    import logging
+
+    quiet = logging.getLogger("kbus.ops.health.librdkafka")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    return quiet

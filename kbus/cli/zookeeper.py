@@ -77,7 +77,9 @@ def _start(config_path: Path, daemon: bool) -> int:
         heap_opts=os.environ.get(HEAP_ENV, launcher.DEFAULT_HEAP_OPTS),
         extra_opts=os.environ.get(OPTS_ENV, ""),
     )
-    return _run_daemon(cmd, log_dir, pid_path, endpoint) if daemon else _run_foreground(cmd, pid_path)
+    if daemon:
+        return _run_daemon(cmd, log_dir, pid_path, endpoint, launcher.is_ensemble(props))
+    return _run_foreground(cmd, pid_path)
 
 
 def _run_foreground(cmd: list[str], pid_path: Path) -> int:
@@ -101,21 +103,27 @@ def _run_foreground(cmd: list[str], pid_path: Path) -> int:
     return 0 if forwarded and stopped else rc
 
 
-def _run_daemon(cmd: list[str], log_dir: Path, pid_path: Path, endpoint: launcher.ClientEndpoint) -> int:
+def _run_daemon(
+    cmd: list[str], log_dir: Path, pid_path: Path, endpoint: launcher.ClientEndpoint, ensemble: bool
+) -> int:
     out_path = log_dir / "zookeeper.out"
     with open(out_path, "ab") as out:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     pid_path.write_text(f"{proc.pid}\n")
-    ready = launcher.wait_until_serving(endpoint.host, endpoint.port, timeout=60.0, alive=lambda: proc.poll() is None)
+    # an ensemble member cannot serve before a quorum of its peers is up, so only wait for it to answer
+    ready = launcher.wait_until_serving(
+        endpoint.host, endpoint.port, timeout=60.0, alive=lambda: proc.poll() is None, quorum=not ensemble
+    )
     if not ready:
         if proc.poll() is None:
             proc.terminate()
             proc.wait(10)
         pid_path.unlink(missing_ok=True)
         raise ZooKeeperSetupError(f"ZooKeeper did not start: {_last_error(log_dir)} (see {log_dir})")
-    typer.echo(f"ZooKeeper started (pid {proc.pid}) on {endpoint.host}:{endpoint.port}; logs in {log_dir}")
+    member = " as an ensemble member (serving once a quorum is up)" if ensemble else ""
+    typer.echo(f"ZooKeeper started (pid {proc.pid}) on {endpoint.host}:{endpoint.port}{member}; logs in {log_dir}")
     return 0
 
 

@@ -8,6 +8,7 @@ discovers an installed ZooKeeper: ZOOKEEPER_HOME (an Apache tarball: lib/*.jar) 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import time
@@ -170,7 +171,21 @@ def read_config(config_path: Path) -> dict[str, str]:
     props = read_properties(config_path)
     if not props.get("dataDir"):
         raise ZooKeeperSetupError(f"{config_path}: dataDir is not set")
+    if is_ensemble(props):
+        myid = Path(props["dataDir"]) / "myid"
+        if not myid.is_file():
+            ids = ", ".join(sorted(k.split(".", 1)[1] for k in props if _SERVER_KEY.match(k)))
+            raise ZooKeeperSetupError(
+                f"{config_path} lists an ensemble (server.N), so {myid} must hold this member's N (one of {ids})"
+            )
     return props
+
+
+_SERVER_KEY = re.compile(r"^server\.\d+$")
+
+
+def is_ensemble(props: Mapping[str, str]) -> bool:
+    return any(_SERVER_KEY.match(key) for key in props)
 
 
 # ---- probing a running server -------------------------------------------------------------------------------
@@ -223,15 +238,27 @@ def _kazoo_connects(host: str, port: int) -> bool:
         zk.close()
 
 
-def wait_until_serving(host: str, port: int, timeout: float, alive: Callable[[], bool] = lambda: True) -> bool:
+def wait_until_serving(
+    host: str, port: int, timeout: float, alive: Callable[[], bool] = lambda: True, quorum: bool = True
+) -> bool:
+    """Wait until the server serves sessions; with quorum=False (an ensemble member starting before its
+    peers) it is enough that it is up and answering."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not alive():
             return False
-        if is_serving(host, port):
+        if is_serving(host, port) if quorum else _answers(host, port):
             return True
         time.sleep(0.1)
     return False
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        reply = four_letter("ruok", host, port, timeout=1.0)
+    except OSError:
+        return False
+    return reply == "imok" or "not in the whitelist" in reply
 
 
 # ---- pid files (how zookeeper-stop finds the server this machine's kbus started) -----------------------------

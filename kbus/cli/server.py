@@ -30,12 +30,13 @@ def server_start(
         fail(f"ERROR Cannot read config file {config}: no such file")
     overrides = list(override or [])
     if daemon:
-        # Daemon mode (pid file + logs/kbusServer.out) belongs with the service tooling (issue 6).
+        # Daemon mode (pid file + logs/kbusServer.out) lives with the service tooling (issue 6).
+        from kbus.ops.daemon import DaemonError, start_daemon
+
         try:
-            from kbus.cli.daemon import start_daemon  # type: ignore[import-not-found]
-        except ImportError:
-            fail("ERROR --daemon is not available in this kbus yet; run in the foreground or under systemd")
-        raise typer.Exit(start_daemon("server", config, overrides))
+            raise typer.Exit(start_daemon("server", config, overrides))
+        except DaemonError as exc:
+            fail(str(exc))
     # Imported here so the rest of the CLI loads even where the broker cannot.
     from kbus.server.main import run
 
@@ -102,6 +103,14 @@ def server_stop(
 ) -> None:
     """Send SIGTERM (or $SIGNAL: TERM, INT, KILL) to running kbus brokers (kafka-server-stop.sh)."""
     sig = _SIGNALS.get(os.environ.get("SIGNAL", "TERM").upper().removeprefix("SIG"), signal.SIGTERM)
+    # First the broker `server-start --daemon` recorded in $KBUS_LOG_DIR/kbusServer.pid (waits for it to exit).
+    from kbus.ops.daemon import DaemonError, stop_from_pid_file
+
+    try:
+        if stop_from_pid_file(sig, config) is not None:
+            return
+    except DaemonError as exc:
+        fail(str(exc))
     pids = find_servers(config)
     # `kbus server-start` execs nothing: its broker is the same process, so one signal per pid suffices.
     stopped = 0

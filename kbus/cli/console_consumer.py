@@ -96,6 +96,7 @@ def build_consumer_config(
     # Offsets are stored only for records actually printed, so --max-messages commits what was shown.
     props["enable.auto.offset.store"] = "false"
     props["bootstrap.servers"] = bootstrap
+    props.setdefault("client.id", "console-consumer")
     props.setdefault("log_level", "0")
     return translate({k: str(v) for k, v in props.items()}), user_group
 

@@ -5,6 +5,7 @@ importing the module is all it takes (one import line per module below)."""
 # ruff: noqa: F401
 import kbus.cli.console_consumer
 import kbus.cli.console_producer
+import kbus.cli.consumer_groups
 import kbus.cli.dump_log
 import kbus.cli.offsets
 import kbus.cli.server

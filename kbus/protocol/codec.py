@@ -74,7 +74,7 @@ class FrameDecoder:
         return len(self._buf)
 
 
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= len(buf):
@@ -124,10 +124,10 @@ def parse_request_header(frame: bytes, *, supported: Callable[[int, int], bool])
     if not supported(api_key, api_version) or rtype is None:
         raise UnsupportedVersionError(header)
     if flexible:
-        count, pos = _read_uvarint(frame, pos)
+        count, pos = read_uvarint(frame, pos)
         for _ in range(count):
-            _, pos = _read_uvarint(frame, pos)
-            size, pos = _read_uvarint(frame, pos)
+            _, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
             pos += size
         if pos > len(frame):
             raise ProtocolError("truncated header tagged fields")

@@ -13,7 +13,7 @@ import importlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,15 @@ from kbus.server.log.manager import LogManager
 from kbus.server.metadata.errors import UnknownTopicError
 from kbus.server.metadata.local import LocalMetadataStore, write_atomically
 from kbus.server.metadata.types import BrokerInfo, TopicMetadata
+from kbus.server.metrics import METRICS
 from kbus.server.partition import Partition
+from kbus.server.replication.errors import (
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderError,
+    RequestTimedOutError,
+)
+from kbus.server.replication.fetcher import ReplicaFetcherManager
 
 log = logging.getLogger("kbus.server")
 
@@ -65,6 +73,9 @@ class Broker:
         self._reconcile_scheduled = False
         self.advertised = config.advertised_listeners[0]
         self.stopping = False
+        self.fetchers = ReplicaFetcherManager(self)
+        self._isr_changes: set[tuple[str, int, int]] = set()
+        self._background: set[asyncio.Task[None]] = set()
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -109,6 +120,7 @@ class Broker:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+        await self.fetchers.stop()
         with contextlib.suppress(ModuleNotFoundError):
             coordinator = importlib.import_module("kbus.server.coordinator")
             if hasattr(coordinator, "stop"):
@@ -181,7 +193,7 @@ class Broker:
 
     def reconcile(self) -> None:
         """Make the hosted partitions match the metadata: open logs for assigned replicas, delete logs of deleted
-        topics, apply leadership and config changes."""
+        topics, become leader or follower as the partition states say, apply config changes."""
         assert self.log_manager is not None
         topics = self.metadata.topics()
         wanted: set[tuple[str, int]] = set()
@@ -197,19 +209,38 @@ class Broker:
                     plog = self.log_manager.get_log(topic.name, index) or self.log_manager.create_log(
                         topic.name, index, config
                     )
+                    if plog.config != config:
+                        self.log_manager.update_config(topic.name, config)
                     part = Partition(topic.name, index, plog, state, self.broker_id)
                     self.partitions[key] = part
-                    self._notify_leadership(topic.name, index, part.is_leader)
+                    became_leader, became_follower = part.is_leader, not part.is_leader
                 else:
                     was_leader = part.is_leader
-                    part.state = state
+                    became_leader, became_follower = part.update_state(state)
                     if part.log.config != config:
                         self.log_manager.update_config(topic.name, config)
-                    if was_leader != part.is_leader:
-                        self._notify_leadership(topic.name, index, part.is_leader)
+                    if was_leader and not part.is_leader:
+                        self._notify_leadership(topic.name, index, False)
+                if part.is_leader:
+                    self.fetchers.unfollow(key)
+                    if became_leader:
+                        log.info(
+                            "Partition %s-%d: leader at epoch %d, isr %s",
+                            topic.name,
+                            index,
+                            state.leader_epoch,
+                            state.isr,
+                        )
+                        self._notify_leadership(topic.name, index, True)
+                elif state.leader >= 0:
+                    if became_follower or self.fetchers.assigned.get(key) != state.leader:
+                        self.fetchers.follow(key, state.leader)
+                else:
+                    self.fetchers.unfollow(key)
         for key in [k for k in self.partitions if k not in wanted]:
             part = self.partitions.pop(key)
-            part.wake_fetchers()
+            self.fetchers.unfollow(key)
+            part.fail_waiters()
             if part.is_leader:
                 self._notify_leadership(key[0], key[1], False)
             if key[0] not in topics:
@@ -232,9 +263,85 @@ class Broker:
             except Exception:
                 log.exception("leadership listener failed for %s-%d", topic, index)
 
-    async def append_records(self, part: Partition, records: bytes, acks: int) -> AppendResult:
-        """Leader append. Standalone, the leader is the whole ISR, so acks=1 and acks=-1 complete together."""
-        return part.append_as_leader(records)
+    async def append_records(self, part: Partition, records: bytes, acks: int, timeout_ms: int = 30000) -> AppendResult:
+        """Leader append. acks=-1 waits until every in-sync replica has the batch (the high watermark passes it)
+        and refuses up front when the ISR is smaller than min.insync.replicas."""
+        min_isr = part.log.config.min_insync_replicas
+        if acks == -1 and len(part.state.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"The size of the current ISR {part.state.isr} is insufficient to satisfy the min.isr requirement of "
+                f"{min_isr} for partition {part.topic}-{part.index}"
+            )
+        result = part.append_as_leader(records)
+        if acks != -1 or result.duplicate:
+            return result
+        if not await part.wait_for_high_watermark(result.last_offset + 1, timeout_ms / 1000):
+            if not part.is_leader:
+                raise NotLeaderError(f"Leadership of {part.topic}-{part.index} moved while waiting for replicas")
+            raise RequestTimedOutError(f"Replicas of {part.topic}-{part.index} did not catch up in {timeout_ms} ms")
+        if len(part.state.isr) < min_isr:
+            raise NotEnoughReplicasAfterAppendError(
+                f"The ISR {part.state.isr} of {part.topic}-{part.index} shrank below min.insync.replicas={min_isr}"
+            )
+        return result
+
+    # ---------------------------------------------------------------- ISR maintenance (leader side)
+    def follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+        if part.update_follower(replica_id, fetch_offset, int(time.time() * 1000)):
+            key = (part.topic, part.index, replica_id)
+            if key not in self._isr_changes:
+                self._isr_changes.add(key)
+                self._spawn(self._expand_isr(part, replica_id, key))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Background work that must not be garbage-collected mid-flight."""
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _expand_isr(self, part: Partition, replica_id: int, key: tuple[str, int, int]) -> None:
+        try:
+            if replica_id in part.state.isr or not part.is_leader:
+                return
+            new_isr = sorted({*part.state.isr, replica_id})
+            if await self._alter_isr(part, new_isr):
+                METRICS.inc("kbus_isr_expands_total")
+                log.info("Partition %s-%d: expanded ISR to %s", part.topic, part.index, new_isr)
+        finally:
+            self._isr_changes.discard(key)
+
+    def _shrink_isr_all(self) -> None:
+        now = int(time.time() * 1000)
+        for part in list(self.partitions.values()):
+            if not part.is_leader or len(part.state.isr) <= 1:
+                continue
+            lagging = part.lagging_replicas(now, self.config.replica_lag_time_max_ms)
+            if lagging:
+                key = (part.topic, part.index, -1)
+                if key not in self._isr_changes:
+                    self._isr_changes.add(key)
+                    self._spawn(self._shrink_isr(part, lagging, key))
+
+    async def _shrink_isr(self, part: Partition, lagging: list[int], key: tuple[str, int, int]) -> None:
+        try:
+            new_isr = [r for r in part.state.isr if r not in lagging]
+            if await self._alter_isr(part, new_isr):
+                METRICS.inc("kbus_isr_shrinks_total")
+                log.info(
+                    "Partition %s-%d: shrank ISR to %s (out of sync: %s)", part.topic, part.index, new_isr, lagging
+                )
+        finally:
+            self._isr_changes.discard(key)
+
+    async def _alter_isr(self, part: Partition, new_isr: list[int]) -> bool:
+        alter = getattr(self.metadata, "alter_isr", None)
+        if alter is None:
+            return False
+        state = await asyncio.to_thread(alter, part.topic, part.index, new_isr)
+        if state is None or self.partitions.get((part.topic, part.index)) is not part:
+            return False
+        part.update_state(state)
+        return True
 
     def allocate_producer_id(self) -> int:
         return self.metadata.allocate_producer_id()

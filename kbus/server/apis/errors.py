@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 from kbus.protocol.record_batch import CorruptRecordError, InvalidRecordError
 from kbus.server.log import errors as log_errors
 from kbus.server.metadata.errors import MetadataError
+from kbus.server.replication.errors import ReplicationError
 
 log = logging.getLogger("kbus.server.apis")
 
@@ -19,7 +20,7 @@ _BY_TYPE: list[tuple[type[BaseException], ErrorCode]] = [
 
 
 def error_code_for(exc: BaseException) -> ErrorCode:
-    if isinstance(exc, MetadataError):
+    if isinstance(exc, MetadataError | ReplicationError):
         return ErrorCode[exc.error_name.lower()]
     if isinstance(exc, log_errors.LogError) and exc.error_code >= 0:
         return ErrorCode(exc.error_code)

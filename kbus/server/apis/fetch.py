@@ -55,11 +55,13 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
                 fields["error_code"] = (
                     ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
                 )
-            elif not part.is_leader and replica_id < 0:
+            elif not part.is_leader:
                 fields["error_code"] = ErrorCode.not_leader_or_follower
             elif (err := _leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1))) is not None:
                 fields["error_code"] = err
             else:
+                if replica_id >= 0:
+                    broker.follower_fetched(part, replica_id, fp.fetch_offset)
                 hw = part.high_watermark
                 max_offset = part.log.log_end_offset if replica_id >= 0 else hw
                 fields.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=part.log.log_start_offset)

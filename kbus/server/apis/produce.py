@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.protocol.codec import ms
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.metrics import METRICS
@@ -46,7 +47,7 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 fields["error_code"] = ErrorCode.corrupt_message
             else:
                 try:
-                    result = await broker.append_records(part, pd.records, acks)
+                    result = await broker.append_records(part, pd.records, acks, ms(request.timeout))
                 except Exception as exc:
                     fields["error_code"] = error_code_for(exc)
                     fields["error_message"] = error_message(exc)

@@ -1,0 +1,72 @@
+"""A minimal asyncio Kafka-protocol client for broker-to-broker traffic (follower fetches, leader-epoch
+queries). One request in flight per connection, which is all a replica fetcher needs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import struct
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+
+from kbus.protocol.codec import API_VERSIONS_KEY, ProtocolError, read_uvarint
+
+_I32 = struct.Struct(">i")
+
+
+class KafkaConnection:
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host, self.port, self.client_id = host, port, client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation = 0
+
+    async def connect(self, timeout: float = 5.0) -> None:
+        self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), timeout)
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await self._writer.wait_closed()
+        self._reader = self._writer = None
+
+    async def request(self, body: Any, response_type: type, timeout: float = 30.0) -> Any:
+        if self._reader is None or self._writer is None:
+            await self.connect()
+        assert self._reader is not None and self._writer is not None
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        req_type = type(body)
+        flexible = bool(req_type.__flexible__)
+        out = io.BytesIO()
+        out.write(b"\0\0\0\0")
+        out.write(struct.pack(">hhi", int(req_type.__api_key__), int(req_type.__version__), self._correlation))
+        cid = self.client_id.encode()
+        out.write(struct.pack(">h", len(cid)) + cid)
+        if flexible:
+            out.write(b"\0")
+        entity_writer(req_type)(out, body)
+        data = out.getbuffer()
+        _I32.pack_into(data, 0, len(data) - 4)
+        self._writer.write(bytes(data))
+        await self._writer.drain()
+        size = _I32.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout))[0]
+        frame = await asyncio.wait_for(self._reader.readexactly(size), timeout)
+        (corr,) = _I32.unpack_from(frame, 0)
+        if corr != self._correlation:
+            raise ProtocolError(f"correlation id {corr} != {self._correlation}")
+        pos = 4
+        if flexible and int(req_type.__api_key__) != API_VERSIONS_KEY:
+            count, pos = read_uvarint(frame, pos)
+            for _ in range(count):
+                _, pos = read_uvarint(frame, pos)
+                n, pos = read_uvarint(frame, pos)
+                pos += n
+        value, _ = entity_reader(response_type)(frame, pos)
+        return value

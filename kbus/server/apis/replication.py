@@ -1,0 +1,38 @@
+"""OffsetForLeaderEpoch (23): where a leader epoch ends in this leader's log (followers truncate to it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kbus.server.apis.fetch import _leader_epoch_error
+from kbus.server.apis.registry import RequestContext, api
+
+if TYPE_CHECKING:
+    from kbus.server.broker import Broker
+
+
+@api(23, 2, 4)
+async def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            fields: dict[str, Any] = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            part = broker.get_partition(t.topic, p.partition)
+            if part is None:
+                known = broker.partition_leader(t.topic, p.partition) is not None
+                fields["error_code"] = (
+                    ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
+                )
+            elif not part.is_leader:
+                fields["error_code"] = ErrorCode.not_leader_or_follower
+            elif (err := _leader_epoch_error(part, p.current_leader_epoch)) is not None:
+                fields["error_code"] = err
+            else:
+                epoch, end = part.epochs.end_offset_for(p.leader_epoch, part.log.log_end_offset)
+                fields.update(error_code=ErrorCode.none, leader_epoch=epoch, end_offset=end)
+            parts.append(ctx.nested("EpochEndOffset", **fields))
+        topics.append(ctx.nested("OffsetForLeaderTopicResult", topic=t.topic, partitions=parts))
+    return ctx.build(throttle_time=0, topics=topics)

@@ -1,0 +1,270 @@
+"""Follower side of replication: one fetcher task per leader broker pulls every partition this broker follows
+from that leader (Fetch with replica_id), appends the batches unchanged, and tracks the leader's high watermark.
+
+Before fetching a partition it first asks the leader where its own latest leader epoch ends
+(OffsetForLeaderEpoch) and truncates what diverges, so a former leader that comes back drops writes that were
+never committed instead of serving them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+
+from kbus.protocol.client import KafkaConnection
+from kbus.protocol.codec import build, nested
+from kbus.protocol.record_batch import iter_complete_batches
+from kbus.server.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+
+if TYPE_CHECKING:
+    from kbus.server.broker import Broker
+    from kbus.server.partition import Partition
+
+log = logging.getLogger("kbus.replication")
+
+FETCH_VERSION = 12
+EPOCH_VERSION = 4
+FetchReq, FetchResp = load_request_schema(1, FETCH_VERSION), load_response_schema(1, FETCH_VERSION)
+EpochReq, EpochResp = load_request_schema(23, EPOCH_VERSION), load_response_schema(23, EPOCH_VERSION)
+RETRY_BACKOFF_S = 0.5
+
+TopicPartition = tuple[str, int]
+
+
+class ReplicaFetcher:
+    """Fetches from one leader broker."""
+
+    def __init__(self, broker: Broker, leader_id: int) -> None:
+        self.broker = broker
+        self.leader_id = leader_id
+        self.partitions: dict[TopicPartition, bool] = {}  # value: needs truncation check first
+        self._task: asyncio.Task[None] | None = None
+        self._conn: KafkaConnection | None = None
+        self._changed = asyncio.Event()
+
+    def add(self, tp: TopicPartition) -> None:
+        self.partitions[tp] = True
+        self._changed.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._conn is not None:
+            await self._conn.close()
+
+    # ------------------------------------------------------------------
+    async def _connection(self) -> KafkaConnection | None:
+        if self._conn is not None and self._conn.connected:
+            return self._conn
+        leader = next((b for b in self.broker.live_brokers() if b.broker_id == self.leader_id), None)
+        if leader is None:
+            return None
+        conn = KafkaConnection(leader.host, leader.port, f"broker-{self.broker.broker_id}-fetcher-{self.leader_id}")
+        await conn.connect()
+        self._conn = conn
+        return conn
+
+    async def _run(self) -> None:
+        while self.partitions and not self.broker.stopping:
+            try:
+                conn = await self._connection()
+                if conn is None:
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    continue
+                await self._truncate_pending(conn)
+                await self._fetch_once(conn)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("Fetcher for leader %d: %s; retrying", self.leader_id, exc or type(exc).__name__)
+                if self._conn is not None:
+                    await self._conn.close()
+                    self._conn = None
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def _partition(self, tp: TopicPartition) -> Partition | None:
+        part = self.broker.get_partition(*tp)
+        if part is None or part.is_leader or part.state.leader != self.leader_id:
+            return None
+        return part
+
+    async def _truncate_pending(self, conn: KafkaConnection) -> None:
+        pending = [tp for tp, check in self.partitions.items() if check]
+        if not pending:
+            return
+        topics: dict[str, list[object]] = {}
+        for tp in pending:
+            part = self._partition(tp)
+            if part is None:
+                continue
+            topics.setdefault(tp[0], []).append(
+                build(
+                    nested(EpochReq, "OffsetForLeaderPartition"),
+                    partition=tp[1],
+                    current_leader_epoch=part.leader_epoch,
+                    leader_epoch=part.epochs.latest_epoch,
+                )
+            )
+        if not topics:
+            return
+        req = build(
+            EpochReq,
+            replica_id=self.broker.broker_id,
+            topics=[
+                build(nested(EpochReq, "OffsetForLeaderTopic"), topic=t, partitions=ps) for t, ps in topics.items()
+            ],
+        )
+        resp = await conn.request(req, EpochResp)
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = (t.topic, p.partition)
+                part = self._partition(tp)
+                if part is None or tp not in self.partitions:
+                    continue
+                if p.error_code != ErrorCode.none:
+                    continue  # stale metadata on one side; retried on the next round
+                self._truncate(part, p.leader_epoch, p.end_offset)
+                self.partitions[tp] = False
+
+    def _truncate(self, part: Partition, leader_epoch: int, leader_end_offset: int) -> None:
+        """KIP-279: truncate to where the leader's copy of our latest common epoch ends."""
+        leo = part.log.log_end_offset
+        if leader_epoch == UNDEFINED_EPOCH or leader_end_offset == UNDEFINED_OFFSET:
+            target = min(part.high_watermark, leo) if part.epochs.latest_epoch != UNDEFINED_EPOCH else leo
+        elif leader_epoch == part.epochs.latest_epoch:
+            target = min(leader_end_offset, leo)
+        else:
+            _, local_end = part.epochs.end_offset_for(leader_epoch, leo)
+            target = min(leader_end_offset, local_end if local_end >= 0 else leo, leo)
+        if target < leo:
+            log.info(
+                "Truncating %s-%d from %d to %d (leader %d epoch %d ends at %d)",
+                part.topic,
+                part.index,
+                leo,
+                target,
+                self.leader_id,
+                leader_epoch,
+                leader_end_offset,
+            )
+            part.truncate_to(target)
+
+    async def _fetch_once(self, conn: KafkaConnection) -> None:
+        cfg = self.broker.config
+        topics: dict[str, list[object]] = {}
+        for tp, check in self.partitions.items():
+            part = self._partition(tp)
+            if part is None or check:
+                continue
+            topics.setdefault(tp[0], []).append(
+                build(
+                    nested(FetchReq, "FetchPartition"),
+                    partition=tp[1],
+                    current_leader_epoch=part.leader_epoch,
+                    fetch_offset=part.log.log_end_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=part.log.log_start_offset,
+                    partition_max_bytes=cfg.replica_fetch_max_bytes,
+                )
+            )
+        if not topics:
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), 1.0)
+            return
+        req = build(
+            FetchReq,
+            replica_id=self.broker.broker_id,
+            max_wait=cfg.replica_fetch_wait_max_ms,
+            min_bytes=1,
+            max_bytes=10 * 1024 * 1024,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[build(nested(FetchReq, "FetchTopic"), topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        resp = await conn.request(req, FetchResp, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 30)
+        for t in resp.responses:
+            for p in t.partitions:
+                tp = (t.topic, p.partition_index)
+                part = self._partition(tp)
+                if part is None or tp not in self.partitions:
+                    continue
+                self._apply(part, tp, p)
+
+    def _apply(self, part: Partition, tp: TopicPartition, p: object) -> None:
+        code = p.error_code  # type: ignore[attr-defined]
+        if code == ErrorCode.none:
+            records = p.records or b""  # type: ignore[attr-defined]
+            leo = part.log.log_end_offset
+            if records:
+                # drop whole batches we already have; a batch straddling our end means we cut inside it
+                start = 0
+                for h in iter_complete_batches(records):
+                    if h.next_offset <= leo:
+                        start = h.position + h.size
+                        continue
+                    if h.base_offset < leo:
+                        part.truncate_to(h.base_offset)
+                    break
+                records = records[start:]
+            part.append_as_follower(records, p.high_watermark)  # type: ignore[attr-defined]
+        elif code == ErrorCode.offset_out_of_range:
+            leader_start = p.log_start_offset  # type: ignore[attr-defined]
+            if part.log.log_end_offset < leader_start:
+                log.info("%s-%d is behind the leader's log start %d: starting over there", *tp, leader_start)
+                part.log.truncate_fully_and_start_at(leader_start)
+                part.epochs.truncate_from_end(leader_start)
+            else:
+                self.partitions[tp] = True  # ahead of the leader: redo the epoch check
+        elif code in (
+            ErrorCode.fenced_leader_epoch,
+            ErrorCode.unknown_leader_epoch,
+            ErrorCode.not_leader_or_follower,
+            ErrorCode.unknown_topic_or_partition,
+        ):
+            pass  # metadata is moving; the next reconcile re-targets this partition
+        else:
+            log.warning("Fetch of %s-%d from leader %d failed: %s", *tp, self.leader_id, code.name)
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.assigned: dict[TopicPartition, int] = {}
+
+    def follow(self, tp: TopicPartition, leader_id: int) -> None:
+        """Fetch `tp` from `leader_id` (re-checking truncation first, as after any leader change)."""
+        old = self.assigned.get(tp)
+        if old is not None and old != leader_id:
+            self.fetchers[old].remove(tp)
+        self.assigned[tp] = leader_id
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker, leader_id)
+        fetcher.add(tp)
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        leader = self.assigned.pop(tp, None)
+        if leader is not None and leader in self.fetchers:
+            self.fetchers[leader].remove(tp)
+
+    async def stop(self) -> None:
+        for f in self.fetchers.values():
+            await f.stop()
+        self.fetchers.clear()

@@ -9,6 +9,7 @@ import kbus.cli.consumer_groups
 import kbus.cli.dump_log
 import kbus.cli.offsets
 import kbus.cli.server
+import kbus.cli.service
 import kbus.cli.spark
 import kbus.cli.topics
 import kbus.cli.zookeeper

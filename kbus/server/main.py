@@ -108,4 +108,8 @@ def run(config_path: str | None, overrides: list[str]) -> int:
         raise
     except KeyboardInterrupt:
         pass
+    except Exception as exc:  # a startup failure (log dir locked, broker.id taken, ZooKeeper unreachable, ...)
+        log.error("Fatal error during KafkaServer startup. Prepare to shutdown: %s", exc)
+        print(f"ERROR {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -172,7 +173,7 @@ def install_plan(
         else:
             cmd = ["useradd", "--system", "--user-group", "--home-dir", str(STATE_DIR), "--no-create-home",
                    "--shell", "/usr/sbin/nologin", "--comment", "kbus message bus", USER]
-            plan.append(Action(" ".join(cmd), _run(cmd)))
+            plan.append(Action(shlex.join(cmd), _run(cmd)))
     plan.append(Action(f"install -d -m 0755 {_under(root, CONFIG_DIR)}", _mkdir(_under(root, CONFIG_DIR), 0o755, None)))
     for d in (STATE_DIR, DATA_DIR, ZK_DATA_DIR, LOG_DIR):
         path = _under(root, d)
@@ -202,7 +203,7 @@ def uninstall_plan(root: Path = Path("/"), purge: bool = False) -> list[Action]:
     live = not staged and systemd_running()
     if live:
         cmd = ["systemctl", "disable", "--now", *reversed(UNITS)]
-        plan.append(Action(" ".join(cmd), _run(cmd, tolerate=True)))
+        plan.append(Action(shlex.join(cmd), _run(cmd, tolerate=True)))
     for u in UNITS:
         path = _under(root, UNIT_DIR / u)
         plan.append(Action(f"rm -f {path}", _remove(path)))

@@ -33,7 +33,10 @@ def expand(text: str, env: Mapping[str, str]) -> str:
             return m.group(2)
         raise LoggingConfigError(f"${{{m.group(1)}}} is not set (use ${{{m.group(1)}:-default}} for a default)")
 
-    return _VAR.sub(sub, text)
+    # comment lines may mention ${...} freely (the shipped file documents the syntax in one)
+    return "".join(
+        line if line.lstrip().startswith("#") else _VAR.sub(sub, line) for line in text.splitlines(keepends=True)
+    )
 
 
 def load(path: str | Path, env: Mapping[str, str] | None = None) -> dict[str, Any]:

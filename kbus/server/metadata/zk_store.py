@@ -426,15 +426,19 @@ class ZkMetadataStore:
         zk = self._client()
         controller = zk.get_controller_id(watch=self._on_watch)
         epoch = self._controller_epoch
-        if controller == NO_LEADER:
+        # losing the race to a broker that is itself gone again would leave nobody trying: loop until some
+        # broker holds /controller
+        for _ in range(10):
+            if controller != NO_LEADER:
+                break
             won = zk.try_become_controller(self.broker_id)
             if won is not None:
-                epoch = won
-                controller = self.broker_id
+                epoch, controller = won, self.broker_id
                 log.info("Broker %d elected controller (epoch %d)", self.broker_id, won[0])
-                zk.get_controller_id(watch=self._on_watch)
-            else:
-                controller = zk.get_controller_id(watch=self._on_watch)
+            # re-arm the watch on /controller, and if we lost, see who won
+            current = zk.get_controller_id(watch=self._on_watch)
+            if won is None:
+                controller = current
         if controller != self.broker_id:
             epoch = None
         elif epoch is None:

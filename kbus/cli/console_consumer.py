@@ -14,9 +14,12 @@ from typing import Annotated, Any
 import typer
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
+from kbus.admin.discovery import bootstrap_from_zookeeper
+from kbus.admin.errors import AdminError
 from kbus.cli.app import app
 from kbus.cli.client_config import build_client, translate
 from kbus.cli.common import (
+    KafkaStyleCommand,
     UsageError,
     check_reachable,
     fail,
@@ -126,7 +129,7 @@ def _topic_partitions(consumer: Consumer, topic: str) -> list[int]:
         time.sleep(0.2)  # just auto-created: leaders are being elected
 
 
-@app.command("console-consumer")
+@app.command("console-consumer", cls=KafkaStyleCommand)
 def console_consumer(
     topic: Annotated[str | None, typer.Option("--topic", help="The topic to consume from")] = None,
     include: Annotated[
@@ -134,6 +137,10 @@ def console_consumer(
     ] = None,
     bootstrap_server: Annotated[
         str | None, typer.Option("--bootstrap-server", help="The broker(s) to connect to, host:port,...")
+    ] = None,
+    zookeeper: Annotated[
+        str | None,
+        typer.Option("--zookeeper", help="Old-style: find the brokers through ZooKeeper (host:port/chroot)"),
     ] = None,
     partition: Annotated[
         int | None, typer.Option("--partition", help="Consume only this partition (no group)")
@@ -180,6 +187,8 @@ def console_consumer(
     try:
         if bool(topic) == bool(include):
             raise UsageError("Exactly one of --include/--topic is required.")
+        if zookeeper and not bootstrap_server:
+            bootstrap_server = bootstrap_from_zookeeper(zookeeper)
         validate_bootstrap(bootstrap_server)
         assert bootstrap_server is not None
         if partition is not None:
@@ -207,6 +216,8 @@ def console_consumer(
         )
     except UsageError as exc:
         fail(str(exc))
+    except AdminError as exc:
+        fail(f"ERROR {exc}")
 
     try:
         check_reachable(bootstrap_server)

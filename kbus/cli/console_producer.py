@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 import typer
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from typer.core import TyperCommand
 
 from kbus.cli.app import app
 from kbus.cli.client_config import build_client, translate
 from kbus.cli.common import (
+    KafkaStyleCommand,
     UsageError,
     check_reachable,
     fail,
@@ -101,17 +101,8 @@ def _stdin_lines() -> io.TextIOWrapper:
     return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline=None)
 
 
-class _ProducerCommand(TyperCommand):
-    """Kafka lets `--compression-codec` stand alone (meaning gzip); click options need a value, so the bare
-    form gets its implied value before parsing."""
-
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        fixed: list[str] = []
-        for i, arg in enumerate(args):
-            fixed.append(arg)
-            if arg == "--compression-codec" and (i + 1 == len(args) or args[i + 1].startswith("--")):
-                fixed.append("gzip")
-        return super().parse_args(ctx, fixed)
+class _ProducerCommand(KafkaStyleCommand):
+    optional_values = {"--compression-codec": "gzip"}  # Kafka: a bare --compression-codec means gzip
 
 
 @app.command("console-producer", cls=_ProducerCommand)

@@ -10,14 +10,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
-from typer.core import TyperCommand
 
 from kbus.admin.errors import AdminError
 from kbus.admin.kafka import EARLIEST, LATEST, KafkaAdmin
 from kbus.admin.models import GroupDescription, GroupOffset
 from kbus.cli.app import app
 from kbus.cli.client_config import translate
-from kbus.cli.common import UsageError, check_reachable, fail, load_properties
+from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
 
 MISSING = "-"
 DRY_RUN_WARNING = (
@@ -159,17 +158,9 @@ def parse_topic_scope(text: str) -> tuple[str, list[int] | None]:
         raise UsageError(f"Invalid --topic '{text}': expected topic or topic:0,1,2") from None
 
 
-class _GroupsCommand(TyperCommand):
-    """`--state` is a flag with --describe but takes an optional state filter with --list; a bare --state
-    gets an empty value so click can parse both."""
-
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        fixed: list[str] = []
-        for i, arg in enumerate(args):
-            fixed.append(arg)
-            if arg == "--state" and (i + 1 == len(args) or args[i + 1].startswith("--")):
-                fixed.append("")
-        return super().parse_args(ctx, fixed)
+class _GroupsCommand(KafkaStyleCommand):
+    # `--state` is a flag with --describe but takes an optional state filter with --list.
+    optional_values = {"--state": ""}
 
 
 def _error(message: str) -> None:

@@ -14,7 +14,7 @@ from typing import Annotated, TextIO
 import typer
 
 from kbus.cli.app import app
-from kbus.cli.common import fail
+from kbus.cli.common import KafkaStyleCommand, fail
 from kbus.protocol.record_batch import (
     COMPRESSION_NAMES,
     LOG_OVERHEAD,
@@ -117,7 +117,7 @@ def dump_time_index(path: Path, out: TextIO) -> None:
             out.write(f"timestamp: {ts} offset: {base + rel}\n")
 
 
-@app.command("dump-log")
+@app.command("dump-log", cls=KafkaStyleCommand)
 def dump_log(
     files: Annotated[
         str | None, typer.Option("--files", help="Comma-separated .log, .index and .timeindex files")

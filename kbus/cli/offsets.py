@@ -13,7 +13,7 @@ from kbus.admin.errors import AdminError
 from kbus.admin.kafka import EARLIEST, INTERNAL_TOPICS, LATEST, MAX_TIMESTAMP, KafkaAdmin
 from kbus.cli.app import app
 from kbus.cli.client_config import translate
-from kbus.cli.common import UsageError, check_reachable, fail, load_properties
+from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
 from kbus.cli.topic_names import match_topics
 
 _TIMES = {"-1": LATEST, "latest": LATEST, "-2": EARLIEST, "earliest": EARLIEST, "-3": MAX_TIMESTAMP,
@@ -80,7 +80,7 @@ def _admin(bootstrap: str | None, command_config: str | None) -> KafkaAdmin:
     return KafkaAdmin(bootstrap, conf)
 
 
-@app.command("get-offsets")
+@app.command("get-offsets", cls=KafkaStyleCommand)
 def get_offsets(
     bootstrap_server: Annotated[
         str | None, typer.Option("--bootstrap-server", "--broker-list", help="The broker(s), host:port,...")
@@ -166,7 +166,7 @@ def parse_offset_json(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-@app.command("delete-records")
+@app.command("delete-records", cls=KafkaStyleCommand)
 def delete_records(
     bootstrap_server: Annotated[
         str | None, typer.Option("--bootstrap-server", help="The broker(s), host:port,...")

@@ -10,12 +10,12 @@ from typing import Annotated
 import typer
 
 from kbus.cli.app import app
-from kbus.cli.common import fail
+from kbus.cli.common import KafkaStyleCommand, fail
 
 _SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT, "KILL": signal.SIGKILL}
 
 
-@app.command("server-start")
+@app.command("server-start", cls=KafkaStyleCommand)
 def server_start(
     config: Annotated[str | None, typer.Argument(help="server.properties (Kafka's format)")] = None,
     override: Annotated[
@@ -94,7 +94,7 @@ def find_servers(config: str | None = None) -> list[int]:
     return sorted(pids)
 
 
-@app.command("server-stop")
+@app.command("server-stop", cls=KafkaStyleCommand)
 def server_stop(
     config: Annotated[
         str | None,

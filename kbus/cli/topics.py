@@ -13,7 +13,7 @@ from kbus.admin.kafka import INTERNAL_TOPICS, KafkaAdmin
 from kbus.admin.models import PartitionDescription, TopicDescription
 from kbus.cli.app import app
 from kbus.cli.client_config import translate
-from kbus.cli.common import UsageError, check_reachable, fail, load_properties, parse_key_values
+from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties, parse_key_values
 from kbus.cli.topic_names import has_collision_chars, match_topics, validate_topic_name
 
 ERROR_PREFIX = "Error while executing topic command : "
@@ -82,7 +82,7 @@ def _selected(admin: TopicAdmin, topic: str | None, exclude_internal: bool) -> l
     return sorted(names)
 
 
-@app.command("topics")
+@app.command("topics", cls=KafkaStyleCommand)
 def topics(
     bootstrap_server: Annotated[
         str | None, typer.Option("--bootstrap-server", help="The broker(s) to connect to, host:port,...")

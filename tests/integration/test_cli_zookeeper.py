@@ -1,0 +1,37 @@
+"""Seed article 002 word for word (ZooKeeper mode, `--zookeeper` on the consumer, an em dash before `topic`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_cli import kbus
+from tests.kbus_processes import BrokerProcess
+from tests.zookeeper.conftest import zk_connect, zookeeper  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.integration]
+
+
+def test_seed_002_hello_kafka_through_zookeeper(tmp_path: Path, zk_connect: str) -> None:  # noqa: F811
+    broker = BrokerProcess(tmp_path / "broker", {"zookeeper.connect": zk_connect, "broker.id": "0"}).start()
+    try:
+        made = kbus("topics", "--create", "--zookeeper", zk_connect, "--replication-factor", "1", "--partitions", "1",
+                    "--topic", "Hello-Kafka")
+        assert made.returncode == 0, made.stderr
+        deadline = time.monotonic() + 30
+        while "Leader: 0" not in kbus("topics", "--describe", "--bootstrap-server", broker.bootstrap,
+                                      "--topic", "Hello-Kafka").stdout:
+            assert time.monotonic() < deadline, "the controller never elected a leader"
+            time.sleep(0.3)
+        sent = kbus("console-producer", "--broker-list", broker.bootstrap, "--topic", "Hello-Kafka",
+                    stdin="The first message\n")
+        assert sent.returncode == 0, sent.stderr
+        got = kbus("console-consumer", "--zookeeper", zk_connect, "\u2014topic", "Hello-Kafka", "--from-beginning",
+                   "--max-messages", "1", "--timeout-ms", "20000")
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == "The first message\n"
+        assert "read as '--topic'" in got.stderr
+    finally:
+        broker.stop()

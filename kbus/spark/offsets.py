@@ -75,7 +75,5 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> l
     for r in ranges:
         parts = max(1, round(r.size / total * min_partitions))
         bounds = [r.start + (r.size * i) // parts for i in range(parts + 1)]
-        out.extend(
-            OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo
-        )
+        out.extend(OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo)
     return out

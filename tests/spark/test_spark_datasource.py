@@ -1,0 +1,198 @@
+"""The `kbus` PySpark data source against a real kbus broker and a real local Spark (one shared session)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.spark.helpers import add_partitions, consume_all, create_topic, produce
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _read(spark, bootstrap: str, topic: str, **options: str):  # type: ignore[no-untyped-def]
+    reader = spark.read.format("kbus").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    return reader.options(**options).load()
+
+
+def test_batch_read_equals_what_confluent_kafka_produced(spark, broker) -> None:  # type: ignore[no-untyped-def]
+    topic = _topic("spark-batch")
+    create_topic(broker.bootstrap, topic, 3)
+    produced = produce(broker.bootstrap, topic, [(f"trip-{i % 7}", f"value-{i}") for i in range(3000)])
+    produced += produce(broker.bootstrap, topic, [(None, b"\x00\xffbinary")], partition=1, headers=[("h", b"v")])
+
+    df = _read(spark, broker.bootstrap, topic, includeHeaders="true")
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    assert df.rdd.getNumPartitions() == 3  # one Spark input partition per topic partition
+    rows = df.collect()
+    got = sorted((r.partition, r.offset, r.key, r.value) for r in rows)
+    expected = sorted((p.partition, p.offset, p.key, p.value) for p in produced)
+    assert got == expected
+    assert {r.topic for r in rows} == {topic}
+    assert {r.timestampType for r in rows} == {0}  # CreateTime
+    headered = [r for r in rows if r.key is None]
+    assert len(headered) == 1 and [(h.key, h.value) for h in headered[0].headers] == [("h", b"v")]
+    assert all(r.headers == [] for r in rows if r.key is not None)
+
+    # Per-partition JSON offsets, with -2 (earliest) and -1 (latest), as in Spark's Kafka source.
+    ends = {p: max(x.offset for x in produced if x.partition == p) + 1 for p in range(3)}
+    ranged = _read(
+        spark,
+        broker.bootstrap,
+        topic,
+        startingOffsets=json.dumps({topic: {"0": 10, "1": -2, "2": 5}}),
+        endingOffsets=json.dumps({topic: {"0": 20, "1": 3, "2": -1}}),
+    )
+    got = sorted((r.partition, r.offset) for r in ranged.select("partition", "offset").collect())
+    assert got == [(0, o) for o in range(10, 20)] + [(1, o) for o in range(3)] + [(2, o) for o in range(5, ends[2])]
+
+    # minPartitions splits big partitions into more Spark partitions without changing the rows.
+    split = _read(spark, broker.bootstrap, topic, minPartitions="8")
+    assert split.rdd.getNumPartitions() >= 8
+    assert split.count() == len(produced)
+    assert split.select("partition", "offset").distinct().count() == len(produced)
+
+
+def test_streaming_available_now_resumes_exactly_from_checkpoint(spark, broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    topic = _topic("spark-stream")
+    create_topic(broker.bootstrap, topic, 3)
+    first = produce(broker.bootstrap, topic, [(f"k{i % 5}", f"a{i}") for i in range(600)])
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run_once() -> list:
+        query = (
+            spark.readStream.format("kbus")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "250")
+            .load()
+            .selectExpr("partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(180)
+        assert query.exception() is None, query.exception()
+        return [p for p in query.recentProgress if p.numInputRows > 0]
+
+    batches = run_once()
+    assert sum(p.numInputRows for p in batches) == 600
+    assert len(batches) >= 3  # maxOffsetsPerTrigger=250 caps each micro-batch
+    assert all(p.numInputRows <= 250 + 3 for p in batches)
+
+    second = produce(broker.bootstrap, topic, [(f"k{i % 5}", f"b{i}") for i in range(400)])
+    batches = run_once()
+    assert sum(p.numInputRows for p in batches) == 400  # only the new records: resumed from the checkpoint
+    start = json.loads(batches[0].sources[0].startOffset)
+    assert start == {topic: {str(p): sum(1 for r in first if r.partition == p) for p in range(3)}}
+
+    rows = spark.read.parquet(str(out)).collect()
+    got = sorted((r.partition, r.offset, r.value) for r in rows)
+    expected = sorted((r.partition, r.offset, r.value.decode()) for r in first + second)
+    assert got == expected  # the union is the whole topic, nothing twice, nothing missed
+
+
+def test_streaming_picks_up_new_partitions(spark, broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    topic = _topic("spark-grow")
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, [(None, f"x{i}") for i in range(10)])
+    sink = f"grow_{uuid.uuid4().hex[:6]}"
+
+    def run_once() -> None:
+        query = (
+            spark.readStream.format("kbus")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("partition", "offset")
+            .writeStream.format("parquet")
+            .option("path", str(tmp_path / sink))
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None, query.exception()
+
+    run_once()
+    add_partitions(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, [(None, f"y{i}") for i in range(5)], partition=1)
+    run_once()
+    got = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / sink)).collect())
+    assert got == [(0, o) for o in range(10)] + [(1, o) for o in range(5)]  # new partition read from its start
+
+
+def test_batch_write_then_read_back(spark, broker) -> None:  # type: ignore[no-untyped-def]
+    topic = _topic("spark-write")
+    create_topic(broker.bootstrap, topic, 3)
+    data = [(f"trip-{i % 6}", f"{12.9 + i / 1000:.4f}, {77.5 + i / 1000:.4f}") for i in range(1000)]
+    df = spark.createDataFrame(data, "key string, value string").repartition(2)
+    df.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).save()
+
+    # Read back independently of Spark: every row arrived once, keyed records grouped by partition.
+    records = consume_all(broker.bootstrap, topic)
+    assert sorted((m.key().decode(), m.value().decode()) for m in records) == sorted(data)
+    partitions_per_key: dict[str, set[int]] = {}
+    for m in records:
+        partitions_per_key.setdefault(m.key().decode(), set()).add(m.partition())
+    assert all(len(ps) == 1 for ps in partitions_per_key.values())
+    back = _read(spark, broker.bootstrap, topic).selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v")
+    assert sorted(tuple(r) for r in back.collect()) == sorted(data)
+
+    # topic and partition and headers columns, binary values.
+    other = _topic("spark-write-cols")
+    create_topic(broker.bootstrap, other, 2)
+    rows = [(other, 1, b"\x01\x02", [("source", b"spark")]), (other, 0, b"\x03", [])]
+    cols = spark.createDataFrame(
+        rows, "topic string, partition int, value binary, headers array<struct<key:string,value:binary>>"
+    )
+    cols.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).mode("append").save()
+    got = sorted((m.partition(), m.value(), m.headers() or []) for m in consume_all(broker.bootstrap, other))
+    assert got == [(0, b"\x03", []), (1, b"\x01\x02", [("source", b"spark")])]
+
+
+def test_write_errors_fail_the_job(spark, broker) -> None:  # type: ignore[no-untyped-def]
+    topic = _topic("spark-write-err")
+    create_topic(broker.bootstrap, topic, 1)
+    bad = spark.createDataFrame([("v", 7)], "value string, partition int")
+    with pytest.raises(Exception, match=r"(?i)unknown.partition"):
+        bad.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).save()
+    no_value = spark.createDataFrame([("k",)], "key string")
+    with pytest.raises(Exception, match="'value' column"):
+        no_value.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).save()
+
+
+def test_streaming_topic_to_topic(spark, broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    source, target = _topic("spark-src"), _topic("spark-dst")
+    create_topic(broker.bootstrap, source, 2)
+    create_topic(broker.bootstrap, target, 2)
+    produced = produce(broker.bootstrap, source, [(f"k{i % 4}", f"m{i}") for i in range(500)])
+    query = (
+        spark.readStream.format("kbus")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("key", "upper(CAST(value AS STRING)) AS value")
+        .writeStream.format("kbus")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", target)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None, query.exception()
+    got = sorted((m.key(), m.value()) for m in consume_all(broker.bootstrap, target))
+    assert got == sorted((p.key, p.value.upper()) for p in produced)

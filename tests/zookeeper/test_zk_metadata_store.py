@@ -214,3 +214,25 @@ def test_producer_id_blocks_never_overlap(stores, raw_zk):
     assert a == [0, 1, 2] and b == 1000
     block = znode_json(raw_zk, "/latest_producer_id_block")
     assert block == {"version": 1, "broker": 2, "block_start": "1000", "block_end": "1999"}
+
+
+def test_controlled_shutdown_moves_leadership_before_the_session_closes(stores, raw_zk):
+    one = stores(1)
+    two = stores(2)
+    wait_for(lambda: len(one.brokers()) == 2)
+    one.create_topic("moving", 4, 2, {})
+    one.create_topic("stuck", 1, 1, {}, assignment={0: [1]})
+    wait_for(lambda: "stuck" in two.topics() and "moving" in two.topics())
+    assert 1 in {s.leader for s in two.topics()["moving"].partitions.values()}
+
+    stranded = one.controlled_shutdown()
+    assert stranded == [("stuck", 0)]
+    # broker 1 is still registered, yet every partition it could hand over is led by 2 without it in the ISR
+    assert raw_zk.exists("/brokers/ids/1")
+    wait_for(lambda: all(s.leader == 2 and s.isr == [2] for s in two.topics()["moving"].partitions.values()),
+             what="broker 2 sees the moved leaders")  # fmt: skip
+    for p in range(4):
+        assert znode_json(raw_zk, f"/brokers/topics/moving/partitions/{p}/state")["isr"] == [2]
+    one.stop()
+    wait_for(lambda: two.is_controller())
+    assert two.topics()["stuck"].partitions[0].leader == -1

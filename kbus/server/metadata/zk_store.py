@@ -239,6 +239,49 @@ class ZkMetadataStore:
         self._notify()
         return PartitionState(written.leader, written.leader_epoch, list(replicas), list(written.isr))
 
+    def controlled_shutdown(self) -> list[tuple[str, int]]:
+        """Before a clean stop: hand every partition this broker leads to another live in-sync replica and leave
+        every ISR (Kafka's controlled shutdown), so clients move on before the broker goes away. Returns the
+        partitions nobody could take over (no other live in-sync replica); they go offline when the session ends.
+        Writes are compare-and-set per partition, so a concurrent controller decision is never overwritten."""
+        zk = self._client()
+        me = self.broker_id
+        stranded: list[tuple[str, int]] = []
+        with self._cond:
+            work = [
+                (name, partition, assignment.partitions[partition])
+                for name, (assignment, _) in sorted(self._assignments.items())
+                for partition in sorted(assignment.partitions)
+                if me in assignment.partitions[partition]
+            ]
+        for name, partition, replicas in work:
+            for _ in range(5):
+                with self._cond:
+                    current = self._states.get(name, {}).get(partition)
+                    live = set(self._brokers)
+                if current is None or (current.leader != me and me not in current.isr):
+                    break
+                others = [b for b in replicas if b != me and b in live and b in current.isr]
+                if not others:
+                    stranded.append((name, partition))
+                    break
+                leader = others[0] if current.leader == me else current.leader
+                isr = tuple(b for b in current.isr if b != me)
+                proposed = LeaderAndIsr(leader, current.leader_epoch + 1, isr, current.controller_epoch,
+                                        current.zk_version)  # fmt: skip
+                written = zk.update_partition_state(name, partition, proposed)
+                if written is not None:
+                    with self._cond:
+                        self._states.setdefault(name, {})[partition] = written
+                        self._topics_view = None
+                    break
+                self._refresh_state(name, partition)
+        if work:
+            self._notify()
+        log.info("Controlled shutdown of broker %d: %d partition(s) left without another in-sync replica",
+                 me, len(stranded))  # fmt: skip
+        return stranded
+
     def allocate_producer_id(self) -> int:
         with self._pid_lock:
             if self._next_producer_id > self._producer_id_end:

@@ -127,13 +127,14 @@ def test_killed_member_partition_moves_no_loss_and_restart_resumes(broker: Broke
         SESSION_MS / 1000 + 20, "the dead member's partition to move",
     )
     moved_after = taken_at - killed_at
+    print(f"\npartition {lost_partition} of the killed member moved after {moved_after:.2f}s "
+          f"(session.timeout.ms={SESSION_MS})")
     # Detection takes session.timeout.ms after the last heartbeat; the survivors re-join within a heartbeat.
     assert moved_after < SESSION_MS / 1000 + 3, f"partition moved after {moved_after:.1f}s"
     assert sorted(p for m in survivors for p in (m.owned or [])) == [0, 1, 2]
 
     thread.join(60)
     assert done.is_set()
-    seen = set().union(*(set(m.values()) for m in members))
     wait_until(lambda: set().union(*(set(m.values()) for m in members)) >= set(values), 60,
                "every produced record to be consumed by someone")
     seen = set().union(*(set(m.values()) for m in members))

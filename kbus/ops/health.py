@@ -77,10 +77,10 @@ class PartitionView:
 
 def evaluate_metadata(broker_id: int, partitions: Iterable[PartitionView]) -> HealthReport:
     """Health of `broker_id` from cluster metadata: the partitions it is a replica of must have a leader, and the
-    ones it leads must have their whole replica set in sync."""
+    ones it leads must have their whole replica set in sync. broker_id -1 (unknown) checks every partition."""
     report = HealthReport(broker_id)
     for p in sorted(partitions, key=lambda v: (v.topic, v.index)):
-        if broker_id not in p.replicas:
+        if broker_id >= 0 and broker_id not in p.replicas:
             continue
         report.partitions += 1
         if p.leader < 0:
@@ -114,11 +114,31 @@ def check_over_wire(bootstrap: str, timeout: float = 10.0) -> HealthReport:
         for t in md.topics.values()
         for p in t.partitions.values()
     ]
-    report = evaluate_metadata(md.orig_broker_id, views)
+    report = evaluate_metadata(answering_broker(bootstrap, md.orig_broker_id, md.brokers.values()), views)
     for t in md.topics.values():
         if t.error is not None:
             report.problems.append(f"topic {t.topic}: {t.error.str()}")
     return report
+
+
+def answering_broker(bootstrap: str, orig_broker_id: int, brokers: Iterable[Any]) -> int:
+    """The id of the broker behind `bootstrap`. librdkafka reports metadata from a bootstrap connection as broker
+    -1, so match the address against the advertised brokers: host and port, else a unique port, else the only
+    broker; -1 when that is still ambiguous."""
+    if orig_broker_id >= 0:
+        return orig_broker_id
+    from kbus.cli.common import validate_bootstrap
+
+    host, port = validate_bootstrap(bootstrap)[0]
+    known = list(brokers)
+    for matches in (
+        [b.id for b in known if b.port == port and b.host == host],
+        [b.id for b in known if b.port == port],
+        [b.id for b in known],
+    ):
+        if len(matches) == 1:
+            return int(matches[0])
+    return -1
 
 
 def _quiet_logger() -> Any:

@@ -48,12 +48,8 @@ async def serve(config: KafkaConfig) -> None:
 
     broker = Broker(config)
     await broker.start()
-    server = KafkaServer(broker)
-    try:
-        await server.start()
-    except OSError as exc:
-        await broker.stop()
-        raise SystemExit(f"ERROR cannot listen on {config.listeners_raw}: {exc.strerror}") from None
+    # The metrics/health endpoint comes up before the Kafka listener, so whoever waits for the Kafka port
+    # (daemon mode, tests, orchestration) can scrape as soon as it answers.
     ops_endpoint = None
     if config.metrics_port >= 0:
         from kbus.ops.http_endpoint import start_for_broker
@@ -61,11 +57,18 @@ async def serve(config: KafkaConfig) -> None:
         try:
             ops_endpoint = await start_for_broker(broker, config.metrics_host, config.metrics_port)
         except OSError as exc:
-            await server.stop()
             await broker.stop()
             raise SystemExit(
                 f"ERROR cannot listen on metrics.port {config.metrics_host}:{config.metrics_port}: {exc.strerror}"
             ) from None
+    server = KafkaServer(broker)
+    try:
+        await server.start()
+    except OSError as exc:
+        if ops_endpoint is not None:
+            await ops_endpoint.stop()
+        await broker.stop()
+        raise SystemExit(f"ERROR cannot listen on {config.listeners_raw}: {exc.strerror}") from None
     log.info("[KafkaServer id=%d] started (kbus, cluster.id=%s)", broker.broker_id, broker.cluster_id)
     sd_notify("READY=1")
     stop = asyncio.Event()

@@ -21,7 +21,12 @@ fi
 
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q -e ".[test${KBUS_EXTRAS:-,spark}]" 2>&1 | grep -v "^WARNING: Location" || true
+mkdir -p logs
+if ! { .venv/bin/python -m pip install -q --upgrade pip &&
+       .venv/bin/python -m pip install -q -e ".[test${KBUS_EXTRAS-,spark}]"; } >logs/setup-pip.log 2>&1; then
+  tail -20 logs/setup-pip.log >&2
+  echo "setup: pip install failed (full log: logs/setup-pip.log)" >&2
+  exit 1
+fi
 .venv/bin/python -c "import kbus, confluent_kafka, kio" || { echo "setup: kbus did not install" >&2; exit 1; }
 echo "setup: ready (.venv/bin/kbus)"

@@ -85,7 +85,7 @@ def evaluate_metadata(broker_id: int, partitions: Iterable[PartitionView]) -> He
         report.partitions += 1
         if p.leader < 0:
             report.offline.append(f"{p.topic}-{p.index}")
-        elif p.leader == broker_id and len(p.isr) < len(p.replicas):
+        elif (broker_id < 0 or p.leader == broker_id) and len(p.isr) < len(p.replicas):
             report.under_replicated.append(f"{p.topic}-{p.index}")
     return report
 

@@ -8,6 +8,8 @@ need_pkgs=()
 command -v java >/dev/null 2>&1 || need_pkgs+=(default-jre-headless)
 [ -f /usr/share/java/zookeeper.jar ] || need_pkgs+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need_pkgs+=(kcat)
+# systemd-analyze validates the units in systemd/ (tests/ops); no running systemd is needed
+command -v systemd-analyze >/dev/null 2>&1 || need_pkgs+=(systemd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

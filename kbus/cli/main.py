@@ -16,5 +16,14 @@ import kbus.cli.zookeeper
 from kbus.cli.app import app
 
 
+def _fix_dashes(args: list[str]) -> list[str]:
+    """Blog posts (the seed articles among them) print `--from-beginning` with an en or em dash (U+2013, U+2014) after
+    typographic substitution; accept what users paste."""
+    return ["--" + a[1:] if a[:1] in ("\u2013", "\u2014") and len(a) > 1 else a for a in args]
+
+
 def main() -> None:
+    import sys
+
+    sys.argv[1:] = _fix_dashes(sys.argv[1:])
     app()

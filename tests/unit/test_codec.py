@@ -113,16 +113,3 @@ def test_build_drops_unknown_fields_and_converts_types():
     )
     assert part.error_code == ErrorCode.unknown_topic_or_partition
     assert not hasattr(part, "log_start_offset")
-
-
-def test_cli_accepts_typographic_dashes_from_blog_posts():
-    from kbus.cli.main import _fix_dashes
-
-    assert _fix_dashes(["--topic", "t", "\u2013from-beginning", "\u2014topic", "-", "x"]) == [
-        "--topic",
-        "t",
-        "--from-beginning",
-        "--topic",
-        "-",
-        "x",
-    ]

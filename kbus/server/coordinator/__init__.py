@@ -10,6 +10,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from kbus.protocol.record_batch import iter_complete_batches, read_header
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
 from kbus.server.coordinator.records import OFFSETS_TOPIC
 from kbus.server.coordinator.timers import TimerDriver
@@ -24,18 +25,52 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-class BrokerOffsetsLog:
-    """`OffsetsLog` over the broker's partition of `__consumer_offsets`."""
+class OffsetsCommitTimeout(Exception):
+    """The in-sync replicas did not acknowledge a coordinator append within offsets.commit.timeout.ms."""
 
-    def __init__(self, broker: Broker) -> None:
+
+class BrokerOffsetsLog:
+    """`OffsetsLog` over the broker's partitions of `__consumer_offsets`.
+
+    Appends wait for the in-sync replicas (Kafka's coordinator writes with acks=-1), so a commit that was
+    acknowledged survives the coordinator's failover. Loads read to the log end, not the high watermark: a freshly
+    elected leader's high watermark can trail records that were already acknowledged (Kafka loads the same way).
+    """
+
+    def __init__(self, broker: Broker, commit_timeout_ms: int = 5000) -> None:
         self._broker = broker
+        self._timeout = commit_timeout_ms / 1000
 
     async def append(self, partition: int, records: bytes) -> int:
-        return await self._broker.append_internal(OFFSETS_TOPIC, partition, records)
+        base = await self._broker.append_internal(OFFSETS_TOPIC, partition, records)
+        part = self._broker.get_partition(OFFSETS_TOPIC, partition)
+        if part is not None and part.replicated:
+            end = base + read_header(records).last_offset_delta + 1
+            if not await part.wait_for_high_watermark(end, self._timeout):
+                raise OffsetsCommitTimeout(f"{OFFSETS_TOPIC}-{partition}: replicas did not reach offset {end}")
+        return base
 
     async def read(self, partition: int) -> list[bytes]:
         # The partition is not served while it loads, so reading it off the loop cannot race our own appends.
-        return await asyncio.to_thread(lambda: list(self._broker.read_log(OFFSETS_TOPIC, partition)))
+        return await asyncio.to_thread(self._read_all, partition)
+
+    def _read_all(self, partition: int) -> list[bytes]:
+        part = self._broker.get_partition(OFFSETS_TOPIC, partition)
+        if part is None:
+            return []
+        log = part.log
+        offset, end = log.log_start_offset, log.log_end_offset
+        chunks = []
+        while offset < end:
+            chunk = log.read_bytes(offset, 1 << 20, max_offset=end)
+            last = None
+            for header in iter_complete_batches(chunk):
+                last = header
+            if last is None:
+                break
+            chunks.append(chunk)
+            offset = last.next_offset
+        return chunks
 
 
 def group_config(broker: Broker) -> GroupConfig:
@@ -65,8 +100,10 @@ def start(broker: Broker) -> GroupCoordinator:
         part = broker.get_partition(OFFSETS_TOPIC, partition)
         return part is not None and part.is_leader
 
+    raw: Any = getattr(broker.config, "raw", {}) or {}
+    offsets_log = BrokerOffsetsLog(broker, int(raw.get("offsets.commit.timeout.ms", 5000)))
     coordinator = GroupCoordinator(
-        group_config(broker), BrokerOffsetsLog(broker), wall_clock_ms,
+        group_config(broker), offsets_log, wall_clock_ms,
         partition_exists=partition_exists, topic_exists=topic_exists, leads_partition=leads_partition,
     )
     driver = TimerDriver(coordinator.timers, wall_clock_ms)

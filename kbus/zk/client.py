@@ -324,6 +324,28 @@ class KafkaZkClient:
         with contextlib.suppress(NoNodeError):
             self.zk.delete(paths.delete_topic_marker(topic))
 
+    # ---- preferred replica election ----
+
+    def get_preferred_replica_election(self, watch: Watch = None) -> list[tuple[str, int]] | None:
+        """The partitions an admin asked to move back to their preferred replica; None when no request."""
+        if self.zk.exists(paths.PREFERRED_REPLICA_ELECTION, watch=watch) is None:
+            return None
+        try:
+            data, _ = self.zk.get(paths.PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return None
+        return codec.decode_partition_list(data)
+
+    def request_preferred_replica_election(self, partitions: list[tuple[str, int]]) -> None:
+        try:
+            self.zk.create(paths.PREFERRED_REPLICA_ELECTION, codec.encode_partition_list(partitions), makepath=True)
+        except NodeExistsError:
+            raise MetadataError("Preferred replica leader election currently in progress for another request") from None
+
+    def delete_preferred_replica_election(self) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(paths.PREFERRED_REPLICA_ELECTION)
+
     # ---- producer ids ----
 
     def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:

@@ -225,3 +225,15 @@ def decode_producer_id_block_end(data: bytes | None) -> int:
     """The last id of the latest handed-out block, -1 when none was ever handed out."""
     body = _load(data)
     return int(body["block_end"]) if body else -1
+
+
+# ---- /admin/preferred_replica_election (PreferredReplicaElectionZNode) ----
+
+
+def encode_partition_list(partitions: Sequence[tuple[str, int]]) -> bytes:
+    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def decode_partition_list(data: bytes | None) -> list[tuple[str, int]]:
+    body = _load(data) or {}
+    return [(str(e["topic"]), int(e["partition"])) for e in body.get("partitions", [])]

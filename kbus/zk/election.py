@@ -50,3 +50,31 @@ def reconcile(
     # never shrink the ISR to nothing: the last member is the only safe future leader
     last = (current.leader,) if current.leader in current.isr else current.isr[-1:]
     return current.with_leader(NO_LEADER, last, controller_epoch)
+
+
+def preferred_leader(replicas: Sequence[int], current: LeaderAndIsr, live: Collection[int], controller_epoch: int
+                     ) -> LeaderAndIsr | None:  # fmt: skip
+    """Move leadership back to the preferred replica (the first assigned) once it is alive and in sync."""
+    if not replicas:
+        return None
+    preferred = replicas[0]
+    if current.leader == preferred or preferred not in live or preferred not in current.isr:
+        return None
+    return current.with_leader(preferred, current.isr, controller_epoch)
+
+
+def imbalanced_brokers(
+    assignments: dict[tuple[str, int], Sequence[int]], leaders: dict[tuple[str, int], int], percentage: int
+) -> set[int]:
+    """Brokers leading less than their share: more than `percentage`% of the partitions they are preferred for
+    are led by someone else (leader.imbalance.per.broker.percentage)."""
+    preferred_count: dict[int, int] = {}
+    not_leading: dict[int, int] = {}
+    for tp, replicas in assignments.items():
+        if not replicas:
+            continue
+        preferred = replicas[0]
+        preferred_count[preferred] = preferred_count.get(preferred, 0) + 1
+        if leaders.get(tp) != preferred:
+            not_leading[preferred] = not_leading.get(preferred, 0) + 1
+    return {b for b, n in preferred_count.items() if not_leading.get(b, 0) * 100 > percentage * n}

@@ -103,3 +103,11 @@ def test_paths_follow_zkdata():
     assert paths.parse("/config/topics/t") == ("config", "t")
     assert paths.parse("/controller") == ("controller",)
     assert paths.parse("/brokers/topics/t/partitions")[0] == "other"
+
+
+def test_preferred_replica_election_json():
+    data = codec.encode_partition_list([("t", 0), ("u", 3)])
+    entries = [{"topic": "t", "partition": 0}, {"topic": "u", "partition": 3}]
+    assert json.loads(data) == {"version": 1, "partitions": entries}
+    assert codec.decode_partition_list(data) == [("t", 0), ("u", 3)]
+    assert paths.parse("/admin/preferred_replica_election") == ("preferred_election",)

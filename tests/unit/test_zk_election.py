@@ -1,7 +1,7 @@
 """The controller's leader/ISR rules."""
 
 from kbus.zk.codec import LeaderAndIsr
-from kbus.zk.election import initial_state, reconcile
+from kbus.zk.election import imbalanced_brokers, initial_state, preferred_leader, reconcile
 
 
 def test_initial_state_first_live_replica_leads():
@@ -38,3 +38,21 @@ def test_out_of_sync_replica_never_leads_unless_unclean():
 def test_all_isr_dead_keeps_one_member():
     new = reconcile([1, 2, 3], LeaderAndIsr(2, 5, (1, 2), 1, 0), {3}, 2)
     assert new is not None and new.leader == -1 and new.isr == (2,) and new.leader_epoch == 6
+
+
+def test_preferred_leader_only_when_alive_and_in_sync():
+    cur = LeaderAndIsr(2, 3, (2, 1), 1, 7)
+    assert preferred_leader([1, 2], cur, {1, 2}, 4) == LeaderAndIsr(1, 4, (2, 1), 4, 7)
+    assert preferred_leader([1, 2], LeaderAndIsr(2, 3, (2,), 1), {1, 2}, 4) is None  # not in sync yet
+    assert preferred_leader([1, 2], cur, {2}, 4) is None  # not alive
+    assert preferred_leader([2, 1], cur, {1, 2}, 4) is None  # already leads
+
+
+def test_imbalance_per_broker_percentage():
+    replicas = {("t", p): ([1, 2] if p % 2 == 0 else [2, 1]) for p in range(20)}
+    balanced = {tp: r[0] for tp, r in replicas.items()}
+    assert imbalanced_brokers(replicas, balanced, 10) == set()
+    one_off = {**balanced, ("t", 0): 2}  # broker 1 leads 9 of its 10: exactly 10% is tolerated
+    assert imbalanced_brokers(replicas, one_off, 10) == set()
+    two_off = {**one_off, ("t", 2): 2}
+    assert imbalanced_brokers(replicas, two_off, 10) == {1}

@@ -236,3 +236,46 @@ def test_controlled_shutdown_moves_leadership_before_the_session_closes(stores, 
     one.stop()
     wait_for(lambda: two.is_controller())
     assert two.topics()["stuck"].partitions[0].leader == -1
+
+
+def test_preferred_leaders_return_once_back_in_sync(stores):
+    fast = {"leader_imbalance_check_interval_s": 0.5}
+    one = stores(1, **fast)
+    two = stores(2, **fast)
+    wait_for(lambda: len(one.brokers()) == 2)
+    topic = one.create_topic("pref", 4, 2, {})
+    preferred = {p: s.replicas[0] for p, s in topic.partitions.items()}
+    assert sorted(set(preferred.values())) == [1, 2]
+    one.stop()
+    wait_for(lambda: all(s.leader == 2 for s in two.topics()["pref"].partitions.values()))
+    back = stores(1, **fast)
+    time.sleep(1.5)  # several imbalance checks: broker 1 is alive but not in sync, so nothing moves yet
+    assert all(s.leader == 2 for s in two.topics()["pref"].partitions.values())
+    # the replication layer (the leader) lets broker 1 back into every ISR
+    for p in range(4):
+        assert two.alter_isr("pref", p, [2, 1]) is not None
+    wait_for(lambda: {p: s.leader for p, s in back.topics()["pref"].partitions.items()} == preferred,
+             what="auto leader rebalance restores preferred leaders")  # fmt: skip
+
+
+def test_admin_requested_preferred_replica_election(stores, zk_connect):
+    from kbus.zk.client import KafkaZkClient
+
+    no_auto = {"auto_leader_rebalance_enable": False}
+    one = stores(1, **no_auto)
+    two = stores(2, **no_auto)
+    wait_for(lambda: len(one.brokers()) == 2)
+    one.create_topic("manual", 1, 2, {}, assignment={0: [1, 2]})
+    wait_for(lambda: "manual" in two.topics())
+    initial = one.partition_state("manual", 0)
+    assert initial is not None and initial.leader == 1
+    one.controlled_shutdown()  # leadership moves to 2, broker 1 leaves the ISR
+    wait_for(lambda: one.topics()["manual"].partitions[0].leader == 2)
+    assert two.alter_isr("manual", 0, [2, 1]) is not None
+    admin = KafkaZkClient.connect(zk_connect, 6, 6)
+    try:
+        admin.request_preferred_replica_election([("manual", 0)])
+        wait_for(lambda: two.topics()["manual"].partitions[0].leader == 1, what="preferred replica elected")
+        wait_for(lambda: admin.get_preferred_replica_election() is None, what="request removed")
+    finally:
+        admin.close()

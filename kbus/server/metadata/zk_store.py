@@ -30,13 +30,14 @@ from kbus.zk.client import (
     TopicMarkedForDeletionError,
 )
 from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
-from kbus.zk.election import initial_state, reconcile
+from kbus.zk.election import imbalanced_brokers, initial_state, preferred_leader, reconcile
 
 log = logging.getLogger(__name__)
 
 Event = tuple[Any, ...]
 _RESYNC: Event = ("resync",)
 _STOP: Event = ("stop",)
+_REBALANCE: Event = ("rebalance",)
 # how long admin calls wait for the controller to act on what they wrote (Kafka's CreateTopics timeout role)
 ADMIN_WAIT_S = 10.0
 
@@ -55,6 +56,9 @@ class ZkMetadataStore:
         connection_timeout_ms: int | None = None,
         delete_topic_enable: bool = True,
         unclean_leader_election_enable: bool = False,
+        auto_leader_rebalance_enable: bool = True,
+        leader_imbalance_check_interval_s: float = 300.0,
+        leader_imbalance_per_broker_percentage: int = 10,
     ) -> None:
         """`ZkMetadataStore(connect, broker_id, host, port, ...)`, or the broker's form
         `ZkMetadataStore(connect, broker_id, BrokerInfo, KafkaConfig)`, which takes the advertised listeners,
@@ -70,6 +74,10 @@ class ZkMetadataStore:
                 connection_timeout_ms = config.zookeeper_connection_timeout_ms
                 delete_topic_enable = config.delete_topic_enable
                 unclean_leader_election_enable = config.unclean_leader_election_enable
+                raw = config.raw
+                auto_leader_rebalance_enable = raw.get("auto.leader.rebalance.enable", "true").lower() == "true"
+                leader_imbalance_check_interval_s = float(raw.get("leader.imbalance.check.interval.seconds", 300))
+                leader_imbalance_per_broker_percentage = int(raw.get("leader.imbalance.per.broker.percentage", 10))
         self.connect = connect
         self.broker_id = broker_id
         self._endpoints = endpoints or [Endpoint("PLAINTEXT", str(host), int(port))]
@@ -78,6 +86,10 @@ class ZkMetadataStore:
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
         self._delete_topic_enable = delete_topic_enable
         self._unclean_default = unclean_leader_election_enable
+        self._auto_rebalance = auto_leader_rebalance_enable
+        self._rebalance_interval_s = leader_imbalance_check_interval_s if auto_leader_rebalance_enable else 1e9
+        self._imbalance_percentage = leader_imbalance_per_broker_percentage
+        self._next_rebalance = time.monotonic() + self._rebalance_interval_s
 
         self._zk: KafkaZkClient | None = None
         self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
@@ -317,7 +329,11 @@ class ZkMetadataStore:
 
     def _run(self) -> None:
         while True:
-            batch = [self._events.get()]
+            try:
+                batch = [self._events.get(timeout=max(0.0, self._next_rebalance - time.monotonic()))]
+            except queue.Empty:
+                self._next_rebalance = time.monotonic() + self._rebalance_interval_s
+                batch = [_REBALANCE]
             with contextlib.suppress(queue.Empty):
                 while len(batch) < 10000:
                     batch.append(self._events.get_nowait())
@@ -339,6 +355,7 @@ class ZkMetadataStore:
     def _process(self, batch: Iterable[Event]) -> None:
         events = list(dict.fromkeys(batch))
         changed = False
+        was_controller = self._controller_epoch is not None
         if ("session_lost",) in events:
             with self._cond:
                 self._controller_epoch = None
@@ -350,6 +367,10 @@ class ZkMetadataStore:
         if self._controller_epoch is not None:
             try:
                 changed |= self._act_as_controller()
+                if _REBALANCE in events and self._auto_rebalance:
+                    changed |= self._elect_preferred_leaders(only_imbalanced=True)
+                if ("preferred_election",) in events or _RESYNC in events or not was_controller:
+                    changed |= self._run_preferred_replica_election()
             except ControllerMovedError:
                 log.info("Broker %d is no longer the controller", self.broker_id)
                 with self._cond:
@@ -379,7 +400,7 @@ class ZkMetadataStore:
             return self._refresh_deletions()
         if kind == "controller":
             return self._refresh_controller()
-        return False
+        return False  # rebalance and preferred_election are controller-only work, done after the refreshes
 
     def _resync(self) -> bool:
         zk = self._client()
@@ -494,6 +515,53 @@ class ZkMetadataStore:
             changed = controller != self._controller_id
             self._controller_id = controller
             self._controller_epoch = epoch
+        return changed
+
+    def _run_preferred_replica_election(self) -> bool:
+        """/admin/preferred_replica_election (kafka-preferred-replica-election.sh --zookeeper): move the listed
+        partitions to their preferred replica, then remove the request."""
+        zk = self._client()
+        request = zk.get_preferred_replica_election(watch=self._on_watch)
+        if request is None:
+            return False
+        changed = self._elect_preferred_leaders(only_imbalanced=False, partitions=set(request))
+        zk.delete_preferred_replica_election()
+        return changed
+
+    def _elect_preferred_leaders(self, only_imbalanced: bool, partitions: set[tuple[str, int]] | None = None) -> bool:
+        zk = self._client()
+        assert self._controller_epoch is not None
+        epoch, epoch_version = self._controller_epoch
+        with self._cond:
+            live = set(self._brokers)
+            replicas = {
+                (name, p): r
+                for name, (assignment, _) in self._assignments.items()
+                if name not in self._deleting
+                for p, r in assignment.partitions.items()
+            }
+            states = {(name, p): st for name, parts in self._states.items() for p, st in parts.items()}
+        wanted = set(replicas) if partitions is None else set(replicas) & partitions
+        if only_imbalanced:
+            lagging = imbalanced_brokers(replicas, {tp: st.leader for tp, st in states.items()},
+                                         self._imbalance_percentage)  # fmt: skip
+            wanted = {tp for tp in wanted if replicas[tp] and replicas[tp][0] in lagging}
+        changed = False
+        for name, partition in sorted(wanted):
+            current = states.get((name, partition))
+            proposed = current and preferred_leader(replicas[(name, partition)], current, live, epoch)
+            if not proposed:
+                continue
+            written = zk.update_partition_state(name, partition, proposed, epoch_version)
+            if written is None:
+                self._events.put(("state", name, partition))
+                continue
+            log.info("Controller %d: preferred replica %d leads %s-%d again", self.broker_id, written.leader,
+                     name, partition)  # fmt: skip
+            with self._cond:
+                if name in self._assignments:
+                    self._states.setdefault(name, {})[partition] = written
+            changed = True
         return changed
 
     def _forget_topic(self, name: str) -> None:

@@ -318,3 +318,15 @@ def test_console_style_simple_commit_without_membership(broker: BrokerProcess) -
         c.commit(offsets=[TopicPartition("no-such-topic-xyz", 0, 3)], asynchronous=False)
     assert info.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     c.close()
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets(broker: BrokerProcess) -> None:
+    gone, kept, group = create_topic(broker.bootstrap, 1), create_topic(broker.bootstrap, 1), uid("deleted")
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(gone, 0, 5), TopicPartition(kept, 0, 6)], asynchronous=False)
+    c.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([gone])[gone].result(15)
+    wait_until(lambda: committed(broker.bootstrap, group, gone, 1)[0][0] == -1001, 15,
+               "the deleted topic's offsets to disappear")
+    assert committed(broker.bootstrap, group, kept, 1)[0][0] == 6

@@ -511,3 +511,19 @@ def test_pending_member_that_never_returns_expires(version: int) -> None:
         assert first.member_id not in h.group().pending_members
 
     run(t)
+
+
+def test_periodic_sweep_removes_offsets_of_vanished_topics() -> None:
+    async def main() -> None:
+        h = Harness()
+        live: set[str] | None = None
+        h.coord._live_topics = lambda: live
+        await h.elect_all()
+        await h.coord.commit_offsets("s", "", None, -1, {("a", 0): OffsetAndMetadata(1, commit_timestamp=h.clock()),
+                                                         ("b", 0): OffsetAndMetadata(1, commit_timestamp=h.clock())})
+        assert await h.coord.expire_offsets() == 0, "an untrusted metadata view removes nothing"
+        live = {"a", "__consumer_offsets"}
+        assert await h.coord.expire_offsets() == 1
+        assert set(h.coord.groups["s"].offsets) == {("a", 0)}
+
+    asyncio.run(main())

@@ -7,6 +7,7 @@ GroupCoordinator as `broker.group_coordinator` and follows leadership of the off
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -93,8 +94,10 @@ def start(broker: Broker) -> GroupCoordinator:
         t = broker.metadata.topics().get(topic)
         return t is not None and partition in t.partitions
 
-    def topic_exists(topic: str) -> bool:
-        return topic in broker.metadata.topics()
+    def live_topics() -> set[str] | None:
+        names = set(broker.metadata.topics())
+        # __consumer_offsets exists whenever there is anything to clean up; without it the view is not loaded.
+        return names if OFFSETS_TOPIC in names else None
 
     def leads_partition(partition: int) -> bool:
         part = broker.get_partition(OFFSETS_TOPIC, partition)
@@ -104,24 +107,42 @@ def start(broker: Broker) -> GroupCoordinator:
     offsets_log = BrokerOffsetsLog(broker, int(raw.get("offsets.commit.timeout.ms", 5000)))
     coordinator = GroupCoordinator(
         group_config(broker), offsets_log, wall_clock_ms,
-        partition_exists=partition_exists, topic_exists=topic_exists, leads_partition=leads_partition,
+        partition_exists=partition_exists, live_topics=live_topics, leads_partition=leads_partition,
     )
     driver = TimerDriver(coordinator.timers, wall_clock_ms)
     driver.start()
     coordinator.driver = driver  # type: ignore[attr-defined]
 
     def on_leadership(topic: str, partition: int, is_leader: bool) -> None:
-        if topic == OFFSETS_TOPIC:
-            if is_leader:
-                coordinator.on_election(partition)
-            else:
-                coordinator.on_resignation(partition)
-        elif not is_leader and topic not in broker.metadata.topics():
-            # The topic was deleted: its committed offsets go with it (Kafka's handleDeletedPartitions).
-            coordinator._spawn(coordinator.on_topics_deleted([topic]))
+        if topic != OFFSETS_TOPIC:
+            return
+        if is_leader:
+            coordinator.on_election(partition)
+        else:
+            coordinator.on_resignation(partition)
+
+    loop = asyncio.get_running_loop()
+    known_topics: set[str] = set(live_topics() or ())
+
+    def on_metadata_change() -> None:
+        # Runs on the loop. A deleted topic takes its committed offsets with it (Kafka's handleDeletedPartitions).
+        current = live_topics()
+        if current is None:
+            return
+        gone = known_topics - current
+        known_topics.clear()
+        known_topics.update(current)
+        if gone:
+            coordinator._spawn(coordinator.on_topics_deleted(gone))
 
     broker.group_coordinator = coordinator
     broker.add_leadership_listener(on_leadership)
+    def metadata_changed() -> None:
+        # Metadata listeners may fire on any thread (kazoo's); after shutdown the loop is gone.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(on_metadata_change)
+
+    broker.metadata.add_listener(metadata_changed)
     coordinator._schedule_cleanup()
     return coordinator
 

@@ -110,7 +110,7 @@ class GroupCoordinator:
         clock_ms: Callable[[], int],
         *,
         partition_exists: Callable[[str, int], bool] | None = None,
-        topic_exists: Callable[[str], bool] | None = None,
+        live_topics: Callable[[], set[str] | None] | None = None,
         leads_partition: Callable[[int], bool] | None = None,
     ) -> None:
         self.config = config
@@ -122,7 +122,8 @@ class GroupCoordinator:
         self.loading: set[int] = set()
         self.active = True
         self._partition_exists = partition_exists
-        self._topic_exists = topic_exists
+        # The cluster's topic names, or None while the metadata cannot be trusted (e.g. not loaded yet).
+        self._live_topics = live_topics
         self._leads_partition = leads_partition
         self._tasks: set[asyncio.Task[Any]] = set()
         self._cleanup_scheduled = False
@@ -930,10 +931,10 @@ class GroupCoordinator:
         topic is deleted; a periodic sweep also catches deletions made while this broker was not leading)."""
         now = self.clock()
         retention = self.config.offsets_retention_ms
-        topic_exists = self._topic_exists
+        live = self._live_topics() if self._live_topics is not None else None
 
         def select(group: Group) -> list[TopicPartition]:
-            gone = [] if topic_exists is None else [tp for tp in group.offsets if not topic_exists(tp[0])]
+            gone = [] if live is None else [tp for tp in group.offsets if tp[0] not in live]
             return sorted(set(group.expired_offsets(now, retention)) | set(gone))
 
         groups = [g for g in self.groups.values() if g.partition in self.owned and not g.is_(GroupState.DEAD)]

@@ -253,7 +253,7 @@ def test_preferred_leaders_return_once_back_in_sync(stores):
     assert all(s.leader == 2 for s in two.topics()["pref"].partitions.values())
     # the replication layer (the leader) lets broker 1 back into every ISR
     for p in range(4):
-        assert two.alter_isr("pref", p, [2, 1]) is not None
+        wait_for(lambda p=p: two.alter_isr("pref", p, [2, 1]) is not None, what="leader expands the ISR")
     wait_for(lambda: {p: s.leader for p, s in back.topics()["pref"].partitions.items()} == preferred,
              what="auto leader rebalance restores preferred leaders")  # fmt: skip
 
@@ -270,8 +270,7 @@ def test_admin_requested_preferred_replica_election(stores, zk_connect):
     initial = one.partition_state("manual", 0)
     assert initial is not None and initial.leader == 1
     one.controlled_shutdown()  # leadership moves to 2, broker 1 leaves the ISR
-    wait_for(lambda: one.topics()["manual"].partitions[0].leader == 2)
-    assert two.alter_isr("manual", 0, [2, 1]) is not None
+    wait_for(lambda: two.alter_isr("manual", 0, [2, 1]) is not None, what="new leader expands the ISR")
     admin = KafkaZkClient.connect(zk_connect, 6, 6)
     try:
         admin.request_preferred_replica_election([("manual", 0)])

@@ -147,5 +147,6 @@ def test_killed_leader_is_replaced(zk_brokers):
     took = wait_for(lambda: set(leaders(two.bootstrap, "fo").values()) == {2}, timeout=30,
                     what="broker 2 leads every partition")  # fmt: skip
     print(f"kill -9 of broker 1 -> broker 2 reports itself leader of all partitions after {took:.2f}s")
-    assert took < 4.0 + 3.0, "within the session timeout plus a little"
-    assert time.monotonic() - t0 >= 0
+    # the session timeout, plus scheduling slack on a loaded machine
+    assert took < 4.0 + 6.0
+    assert time.monotonic() - t0 >= took

@@ -39,7 +39,7 @@ _RESYNC: Event = ("resync",)
 _STOP: Event = ("stop",)
 _REBALANCE: Event = ("rebalance",)
 # how long admin calls wait for the controller to act on what they wrote (Kafka's CreateTopics timeout role)
-ADMIN_WAIT_S = 10.0
+ADMIN_WAIT_S = 5.0
 
 
 class ZkMetadataStore:

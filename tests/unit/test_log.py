@@ -508,3 +508,34 @@ def test_flush_messages_moves_recovery_point(tmp_path: Path) -> None:
     lg.append_as_leader(batch(1))
     lg.flush()
     assert lg.recovery_point == 7
+
+
+def test_read_limits_match_a_brute_force_walk(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(1)
+    lg = open_log(tmp_path, index_interval_bytes=300)
+    for i in range(400):
+        lg.append_as_leader(batch(rng.randint(1, 4), value=b"z" * rng.randint(1, 300), key_prefix=f"{i}-"))
+    everything = lg.read(0, 1 << 30).to_bytes()
+    headers = list(rb.iter_batches(everything, verify_crc=True))
+    assert headers[-1].next_offset == lg.log_end_offset
+    for _ in range(300):
+        offset = rng.randrange(lg.log_end_offset)
+        max_bytes = rng.randint(1, 20_000)
+        max_offset = rng.choice([None, rng.randrange(lg.log_end_offset + 1)])
+        if max_offset is not None and offset >= max_offset:
+            continue
+        min_one = rng.random() < 0.8
+        expected, total = [], 0
+        for h in headers:
+            if h.last_offset < offset:
+                continue
+            if max_offset is not None and h.last_offset >= max_offset:
+                break
+            if total + h.size > max_bytes and not (total == 0 and min_one):
+                break
+            expected.append((h.base_offset, h.last_offset))
+            total += h.size
+        got = offsets_of(lg.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one).to_bytes())
+        assert got == expected, (offset, max_bytes, max_offset, min_one)

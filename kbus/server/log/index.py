@@ -141,6 +141,11 @@ class OffsetIndex(_IndexFile):
             return self.base_offset, 0
         return self.base_offset + self._offsets[i], self._positions[i]
 
+    def position_floor(self, position: int) -> int:
+        """The largest indexed batch position <= ``position`` (0, the first batch, if none)."""
+        i = bisect.bisect_right(self._positions, position) - 1
+        return self._positions[i] if i >= 0 else 0
+
     def last_entry(self) -> tuple[int, int]:
         if not self._offsets:
             return self.base_offset, 0

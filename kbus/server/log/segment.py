@@ -293,10 +293,11 @@ class LogSegment:
 
     # --- reading ----------------------------------------------------------------------------------------
 
-    def walk(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+    def walk(self, start: int = 0, end: int | None = None, *, window_size: int = _WALK_WINDOW
+             ) -> Iterator[BatchHeader]:
         """Headers of the whole batches in [start, end) without reading their records; stops at a torn tail.
 
-        Reads 64 KiB windows while batches are small, and just each 61-byte header once they are large.
+        Reads ``window_size`` windows while batches are small, and just each 61-byte header once they are large.
         """
         end = self.size if end is None else end
         fd = self.fd
@@ -308,7 +309,7 @@ class LogSegment:
         while end - pos >= RECORD_BATCH_OVERHEAD:
             rel = pos - window_start
             if rel + RECORD_BATCH_OVERHEAD > len(window):
-                want = RECORD_BATCH_OVERHEAD if last_size > 16384 else min(_WALK_WINDOW, end - pos)
+                want = RECORD_BATCH_OVERHEAD if last_size > 16384 else min(window_size, end - pos)
                 window = os.pread(fd, want, pos)
                 window_start = pos
                 rel = 0
@@ -359,7 +360,9 @@ class LogSegment:
     def find_batch(self, offset: int, end: int | None = None) -> BatchHeader | None:
         """The first batch whose last offset >= ``offset`` (the batch holding it, or the next one)."""
         _, position = self.index.lookup(offset)
-        for h in self.walk(position, end):
+        # the index is sparse (an entry per index.interval.bytes): only a short walk is left
+        window = min(_WALK_WINDOW, max(4096, 2 * self.config.index_interval_bytes))
+        for h in self.walk(position, end, window_size=window):
             if h.base_offset + h.last_offset_delta >= offset:
                 return h
         return None
@@ -368,28 +371,39 @@ class LogSegment:
         self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
     ) -> tuple[int, int, int] | None:
         """(position, size, first base offset) of whole batches from the one holding ``offset``; None if that
-        is past this segment. Size is 0 when the limits exclude even the first batch."""
+        is past this segment. Size is 0 when the limits exclude even the first batch.
+
+        Cost does not grow with the number of batches returned: both ends are found through the offset index
+        plus a walk of at most about one index interval.
+        """
         end = self.size  # appends may continue: look only at what was there when the read began
-        _, start = self.index.lookup(offset)
-        first: BatchHeader | None = None
-        total = 0
-        for h in self.walk(start, end):
-            last_offset = h.base_offset + h.last_offset_delta
-            if first is None:
-                if last_offset < offset:
-                    continue
-                first = h
-            if max_offset is not None and last_offset >= max_offset:
-                break
-            size = h.batch_length + LOG_OVERHEAD
-            if total + size > max_bytes and not (total == 0 and min_one_batch):
-                break
-            total += size
-            if total >= max_bytes:
-                break
+        first = self.find_batch(offset, end)
         if first is None:
             return None
-        return first.position, total, first.base_offset
+        start = first.position
+        limit = end
+        if max_offset is not None:
+            # batches holding max_offset or later are excluded (the high watermark is a batch boundary)
+            stop = self.find_batch(max_offset, end)
+            if stop is not None:
+                limit = stop.position
+        first_size = first.batch_length + LOG_OVERHEAD
+        if limit <= start:
+            return start, 0, first.base_offset
+        target = start + max_bytes
+        if target >= limit:
+            return start, limit - start, first.base_offset
+        if first_size > max_bytes:
+            return start, first_size if min_one_batch else 0, first.base_offset
+        # the last batch boundary at or below target: from the nearest indexed batch start, walk forward
+        boundary = max(self.index.position_floor(target), start)
+        window = min(_WALK_WINDOW, max(4096, 2 * self.config.index_interval_bytes))
+        for h in self.walk(boundary, limit, window_size=window):
+            batch_end = h.position + h.batch_length + LOG_OVERHEAD
+            if batch_end > target:
+                break
+            boundary = batch_end
+        return start, boundary - start, first.base_offset
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and everything after; returns bytes removed."""

@@ -276,8 +276,11 @@ def _run(
     timeout_ms: int | None,
     store_offsets: bool,
 ) -> int:
+    # Ctrl-C and SIGTERM only raise a flag, checked between records, so the count printed at the end is
+    # exactly the number of records written (a KeyboardInterrupt could land between a write and its count).
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     out = sys.stdout.buffer
     count = 0
     seen_errors: set[str] = set()
@@ -293,6 +296,8 @@ def _run(
             msgs = consumer.consume(num_messages=want, timeout=wait)
             printed = False
             for msg in msgs:
+                if stop.requested:
+                    break
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF and err.str() not in seen_errors:

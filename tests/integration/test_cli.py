@@ -269,3 +269,68 @@ def test_server_start_and_stop(tmp_path: Path) -> None:
             proc.kill()
             proc.wait(10)
         log.close()
+
+
+def test_shipped_config_files(broker) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    t = topic_name()
+    create(broker.bootstrap, t, 1)
+    sent = kbus("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", t,
+                "--producer.config", str(repo / "config" / "producer.properties"), stdin="from-config\n")
+    assert sent.returncode == 0, sent.stderr
+    # consumer.properties names a group (test-consumer-group), so this consumer subscribes and commits.
+    got = kbus("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", t, "--from-beginning",
+               "--consumer.config", str(repo / "config" / "consumer.properties"), "--max-messages", "1",
+               "--timeout-ms", "20000")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == "from-config\n"
+
+
+def test_prompt_only_on_a_terminal(broker) -> None:
+    import os
+
+    t = topic_name()
+    create(broker.bootstrap, t, 1)
+    master, slave = os.openpty()
+    proc = subprocess.Popen([KBUS, "console-producer", "--bootstrap-server", broker.bootstrap, "--topic", t],
+                            stdin=slave, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    try:
+        os.write(master, b"typed line\n")
+        os.write(master, b"\x04")  # Ctrl-D: end of input
+        assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 1024)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert seen.count(b">") >= 1
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    got = kbus("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", t, "--from-beginning",
+               "--max-messages", "1", "--timeout-ms", "20000")
+    assert got.stdout == "typed line\n"
+
+
+def test_ctrl_c_ends_the_consumer_with_a_count(broker) -> None:
+    import signal
+
+    t = topic_name()
+    create(broker.bootstrap, t, 1)
+    kbus("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", t, stdin="x\ny\n")
+    proc = subprocess.Popen([KBUS, "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", t,
+                             "--from-beginning"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "x\n"
+    assert proc.stdout.readline() == "y\n"
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "Processed a total of 2 messages", (err, _out)

@@ -63,8 +63,26 @@ _KAFKA_NAMES = {
     "INVALID_MSG": "CORRUPT_MESSAGE",
     "MSG_SIZE_TOO_LARGE": "MESSAGE_TOO_LARGE",
     "INVALID_MSG_SIZE": "INVALID_FETCH_SIZE",
-    "LEADER_NOT_AVAILABLE": "LEADER_NOT_AVAILABLE",
     "NOT_LEADER_FOR_PARTITION": "NOT_LEADER_OR_FOLLOWER",
+}
+
+# Kafka's own wording (org.apache.kafka.common.protocol.Errors) for codes librdkafka only names generically
+# ("Broker: Unknown topic or partition"); a message the broker sent itself is always kept instead.
+_KAFKA_MESSAGES = {
+    "UNKNOWN_TOPIC_OR_PARTITION": "This server does not host this topic-partition.",
+    "_UNKNOWN_PARTITION": "This server does not host this topic-partition.",
+    "_UNKNOWN_TOPIC": "This server does not host this topic-partition.",
+    "OFFSET_OUT_OF_RANGE": "The requested offset is not within the range of offsets maintained by the server.",
+    "INVALID_PARTITIONS": "Number of partitions is below 1.",
+    "INVALID_REPLICATION_FACTOR": "Replication factor is below 1 or larger than the number of available brokers.",
+    "TOPIC_ALREADY_EXISTS": "Topic with this name already exists.",
+    "INVALID_TOPIC_EXCEPTION": "The request attempted to perform an operation on an invalid topic.",
+    "GROUP_ID_NOT_FOUND": "The group id does not exist.",
+    "NON_EMPTY_GROUP": "The group is not empty.",
+    "INVALID_CONFIG": "Configuration is invalid.",
+    "POLICY_VIOLATION": "Request parameters do not satisfy the configured policy.",
+    "UNSUPPORTED_VERSION": "The version of API is not supported.",
+    "NOT_CONTROLLER": "This is not the correct controller for this cluster.",
 }
 
 # Offset specs accepted by list_offsets, as kafka-get-offsets.sh spells them.
@@ -116,6 +134,9 @@ class KafkaAdmin:
                 f"Timed out waiting for a broker at {self.bootstrap} ({what}): {err.str()}", name
             )
         text = err.str()
+        generic = text.startswith(("Broker: ", "Local: "))
+        if generic and name in _KAFKA_MESSAGES:
+            text = _KAFKA_MESSAGES[name]
         # librdkafka prefixes broker-side codes with "Broker: "; Kafka's tools print the plain message.
         text = text.removeprefix("Broker: ")
         return AdminError(text, name)
@@ -161,7 +182,8 @@ class KafkaAdmin:
         out: list[TopicDescription] = []
         for name in names:
             tmd = md.topics[name]
-            if tmd.error is not None and tmd.error.code() != KafkaError.NO_ERROR:
+            # A topic whose leaders are still being elected is described with "Leader: none", as Kafka does.
+            if tmd.error is not None and tmd.error.code() != KafkaError.NO_ERROR and not tmd.partitions:
                 raise self._error(tmd.error, f"describing topic {name}")
             parts = [
                 PartitionDescription(

@@ -8,6 +8,7 @@ __all__ = [
     "CorruptRecordError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTimestampError",
     "KafkaStorageError",
     "LogError",
     "OffsetOutOfRangeError",
@@ -44,6 +45,12 @@ class OutOfOrderSequenceError(LogError):
 
 class InvalidProducerEpochError(LogError):
     error_code = 47  # INVALID_PRODUCER_EPOCH
+
+
+class InvalidTimestampError(LogError):
+    """A CreateTime timestamp further from the broker's clock than message.timestamp.difference.max.ms."""
+
+    error_code = 32  # INVALID_TIMESTAMP
 
 
 class KafkaStorageError(LogError):

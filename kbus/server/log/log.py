@@ -17,8 +17,9 @@ from pathlib import Path
 
 from kbus.protocol import record_batch as rb
 from kbus.protocol.record_batch import LOG_OVERHEAD, BatchHeader
-from kbus.server.log.config import LogConfig
+from kbus.server.log.config import LONG_MAX, LogConfig
 from kbus.server.log.errors import (
+    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -34,6 +35,11 @@ TimeFn = Callable[[], int]
 
 # Segment fsyncs after a roll run here so the appending thread never waits for the disk.
 _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbus-log-flush")
+
+
+def _bounds_timestamps(config: LogConfig) -> bool:
+    return min(config.message_timestamp_difference_max_ms, config.message_timestamp_before_max_ms,
+               config.message_timestamp_after_max_ms) < LONG_MAX
 
 
 def now_ms() -> int:
@@ -238,6 +244,8 @@ class Log:
             next_offset = self.log_end_offset
             now = self._time_ms()
             log_append = config.log_append_time
+            if not log_append and _bounds_timestamps(config):
+                self._check_timestamps(headers, now)
             num_records = 0
             for h in headers:
                 if h.producer_id >= 0:
@@ -267,7 +275,8 @@ class Log:
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches that already carry their offsets (replication from the leader)."""
         buf = records if isinstance(records, bytes | bytearray) else bytes(records)
-        headers = self._validate(buf, check_size=False)
+        # compaction leaves offset gaps inside batches, and the leader already applied its size limit
+        headers = self._validate(buf, from_leader=True)
         with self._lock:
             self._check_open()
             first = headers[0].base_offset
@@ -291,13 +300,15 @@ class Log:
             return AppendResult(first, last, -1, self.log_start_offset, num_batches=len(headers),
                                 size_bytes=len(buf), num_records=num_records)
 
-    def _validate(self, buf: bytes | bytearray, *, check_size: bool = True) -> list[BatchHeader]:
+    def _validate(self, buf: bytes | bytearray, *, from_leader: bool = False) -> list[BatchHeader]:
         if not buf:
             raise rb.InvalidRecordError("produce request holds no record batch")
         headers = list(rb.iter_batches(buf, verify_crc=True))
+        if from_leader:
+            return headers
         max_size = self.config.max_message_bytes
         for h in headers:
-            if check_size and h.batch_length + LOG_OVERHEAD > max_size:
+            if h.batch_length + LOG_OVERHEAD > max_size:
                 raise RecordTooLargeError(
                     f"record batch of {h.batch_length + LOG_OVERHEAD} bytes is larger than max.message.bytes "
                     f"({max_size})"
@@ -311,6 +322,19 @@ class Log:
                 f"{len(buf)} bytes of records cannot fit in a segment of {self.config.segment_bytes} bytes"
             )
         return headers
+
+    def _check_timestamps(self, headers: list[BatchHeader], now: int) -> None:
+        """Every record's timestamp lies between the batch's base and max timestamps: checking those two
+        bounds all of them without reading a record."""
+        c = self.config
+        before = min(c.message_timestamp_difference_max_ms, c.message_timestamp_before_max_ms)
+        after = min(c.message_timestamp_difference_max_ms, c.message_timestamp_after_max_ms)
+        for h in headers:
+            if now - h.base_timestamp > before or h.max_timestamp - now > after:
+                raise InvalidTimestampError(
+                    f"timestamps {h.base_timestamp}..{h.max_timestamp} of the batch at offset delta 0 are out of "
+                    f"range of the broker's clock {now} (message.timestamp.*.max.ms)"
+                )
 
     def _write(self, buf: bytes | bytearray, headers: list[BatchHeader], first: int, last: int, now: int) -> None:
         seg = self._active
@@ -583,6 +607,20 @@ class Log:
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        with self._lock:
+            return self.producer_state.remove_expired(now_ms, expiration_ms)
+
+    def release(self) -> None:
+        """Close every fd without flushing (the log is being deleted)."""
+        with self._lock:
+            self.closed = True
+            for seg in self._segments:
+                seg.close()
+            for _, seg in self._pending_deletes:
+                seg.close()
+            self._pending_deletes = []
+
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
@@ -609,14 +647,8 @@ class Log:
                 self._pending_deletes = []
 
     def delete(self) -> None:
-        with self._lock:
-            if not self.closed:
-                self.closed = True
-                for seg in self._segments:
-                    seg.close()
-                for _, seg in self._pending_deletes:
-                    seg.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
+        self.release()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset}, "

@@ -20,6 +20,7 @@ from pathlib import Path
 from kbus.server.log.config import LogConfig
 from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.log import Log, TimeFn, now_ms, parse_topic_partition
+from kbus.server.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class LogManager:
         self.offline_dirs: list[Path] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._started = False
+        self.producer_id_expiration_ms = DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
     # --- startup ----------------------------------------------------------------------------------------
 
@@ -219,9 +221,7 @@ class LogManager:
             d = self._log_dir_of.pop(tp, None)
             if lg is None or d is None:
                 return
-            lg.closed = True
-            for seg in lg.segments:
-                seg.close()
+            lg.release()
             target = d / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
             try:
                 os.replace(lg.dir, target)
@@ -241,12 +241,14 @@ class LogManager:
     # --- background duties ------------------------------------------------------------------------------
 
     def run_retention(self, now_ms: int | None = None) -> int:
-        """One pass of the log cleaner's delete half (log.retention.check.interval.ms)."""
+        """One pass of the log cleaner's delete half (log.retention.check.interval.ms); also forgets producer
+        ids idle for producer.id.expiration.ms. Returns the number of segments deleted."""
         now = self._time_ms() if now_ms is None else now_ms
         deleted = 0
         for lg in list(self._logs.values()):
             try:
                 deleted += lg.enforce_retention(now)
+                lg.remove_expired_producers(now, self.producer_id_expiration_ms)
             except OSError as e:
                 log.error("retention of %s failed: %s", lg.dir, e)
         if deleted:

@@ -143,7 +143,10 @@ def start_daemon(name: str, config: str | None, overrides: list[str], log_dir: P
     except ConfigError as exc:
         raise DaemonError(f"ERROR {exc}") from None
     files = DaemonFiles.for_name(name, log_dir)
-    files.pid.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        files.pid.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DaemonError(f"ERROR cannot create log directory {files.pid.parent}: {exc.strerror}") from None
     running = live_pid(files.pid)
     if running:
         raise DaemonError(f"ERROR kbus server is already running (pid {running}, pid file {files.pid})")
@@ -156,7 +159,12 @@ def start_daemon(name: str, config: str | None, overrides: list[str], log_dir: P
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "NOTIFY_SOCKET": notify.name, LOG_DIR_ENV: str(files.pid.parent)}
     timeout = float(os.environ.get(START_TIMEOUT_ENV) or DEFAULT_START_TIMEOUT_S)
     try:
-        with open(files.out, "ab") as out:
+        out = open(files.out, "ab")  # noqa: SIM115 - handed to the child, closed right after the spawn
+    except OSError as exc:
+        notify.close()
+        raise DaemonError(f"ERROR cannot write {files.out}: {exc.strerror}") from None
+    try:
+        with out:
             since = out.tell()
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -199,6 +207,8 @@ def stop_from_pid_file(
     except ProcessLookupError:
         files.pid.unlink(missing_ok=True)
         return None
+    except PermissionError:
+        raise DaemonError(f"ERROR not allowed to stop kbus server {pid} (pid file {files.pid})") from None
     deadline = time.monotonic() + wait
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)

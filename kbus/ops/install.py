@@ -126,12 +126,14 @@ def _mkdir(path: Path, mode: int, owner: str | None) -> Callable[[], None]:
     return go
 
 
-def _write(path: Path, text: str, mode: int) -> Callable[[], None]:
+def _write(path: Path, text: str, mode: int, group: str | None = None) -> Callable[[], None]:
     def go() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.chmod(mode)
+        if group:
+            shutil.chown(tmp, "root", group)
         os.replace(tmp, path)
 
     return go
@@ -184,7 +186,11 @@ def install_plan(
         if path.exists() and not force:
             plan.append(Action(f"# keep existing {path} (--force replaces it)", _noop))
         else:
-            plan.append(Action(f"write {path} ({len(text.splitlines())} lines, mode 0644)", _write(path, text, 0o644)))
+            # root-owned, readable by the service's group only: configs may come to hold credentials
+            mode, group = (0o644, None) if staged else (0o640, USER)
+            owner_note = f", group {group}" if group else ""
+            desc = f"write {path} ({len(text.splitlines())} lines, mode {mode:04o}{owner_note})"
+            plan.append(Action(desc, _write(path, text, mode, group)))
     for dest, text in units.items():
         path = _under(root, dest)
         plan.append(Action(f"write {path} (ExecStart={kbus_bin} ..., mode 0644)", _write(path, text, 0o644)))

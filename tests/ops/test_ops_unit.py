@@ -364,3 +364,10 @@ def test_stale_pid_files(tmp_path: Path) -> None:
     assert daemon.live_pid(files.pid) is None
     assert daemon.stop_from_pid_file(log_dir=tmp_path) is None
     assert not files.pid.exists()
+
+
+def test_daemon_log_dir_that_cannot_be_created(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(daemon.DaemonError, match=r"^ERROR cannot create log directory .*file/logs: Not a directory$"):
+        daemon.start_daemon("server", None, [f"log.dirs={tmp_path / 'data'}"], log_dir=blocker / "logs")

@@ -568,3 +568,35 @@ def test_follower_accepts_batches_with_offset_gaps(tmp_path: Path) -> None:
         lg.append_as_leader(bytes(data))
     r = lg.append_as_follower(bytes(data))
     assert (r.first_offset, r.last_offset) == (0, 4) and lg.log_end_offset == 5
+
+
+def test_reads_while_appends_continue_see_only_whole_batches(tmp_path: Path) -> None:
+    import threading
+
+    lg = open_log(tmp_path, segment_bytes=20_000, index_interval_bytes=500)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(2000):
+                lg.append_as_leader(batch(1 + i % 5, key_prefix=f"w{i}-"))
+        except BaseException as e:  # surfaced by the assertion below
+            errors.append(e)
+        finally:
+            stop.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    reads = 0
+    while not stop.is_set() or reads < 10:
+        end = lg.log_end_offset
+        offset = reads * 7 % (end + 1)
+        data = lg.read(offset, 3000).to_bytes()
+        headers = list(rb.iter_batches(data, verify_crc=True))  # never a torn batch
+        if offset < end:
+            assert headers and headers[0].base_offset <= offset <= headers[0].last_offset
+        reads += 1
+    t.join()
+    assert not errors
+    assert [r.offset for r in all_records(lg)] == list(range(lg.log_end_offset))

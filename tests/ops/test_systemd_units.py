@@ -141,8 +141,9 @@ class Unit:
 
     def start(self) -> Unit:
         with open(self.journal, "ab") as out:
+            # systemd starts services in / with only the unit's environment (plus PATH)
             self.proc = subprocess.Popen(
-                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                self.argv, env=self.env, cwd="/", stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         return self
 

@@ -204,6 +204,8 @@ def iter_batches(buf: Buffer, *, verify_crc: bool = True) -> Iterator[BatchHeade
     end = len(buf)
     pos = 0
     view = memoryview(buf) if verify_crc else None
+    unpack = _HEADER.unpack_from
+    crc = _crc32c.crc32c
     while pos < end:
         remaining = end - pos
         if remaining < LOG_OVERHEAD + 5:  # need the length and magic at least
@@ -211,21 +213,24 @@ def iter_batches(buf: Buffer, *, verify_crc: bool = True) -> Iterator[BatchHeade
         magic = buf[pos + MAGIC_OFFSET]
         if magic != MAGIC_V2:
             raise InvalidRecordError(f"record batch at position {pos} has unsupported magic {magic}")
-        h = read_header(buf, pos)
-        if h.batch_length + LOG_OVERHEAD > remaining:
+        if remaining < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(f"record batch at position {pos} is truncated ({remaining} bytes)")
+        h = BatchHeader(pos, *unpack(buf, pos))
+        size = h.batch_length + LOG_OVERHEAD
+        if h.batch_length < MIN_BATCH_LENGTH or size > remaining:
             raise CorruptRecordError(
-                f"record batch at position {pos} claims {h.batch_length + LOG_OVERHEAD} bytes but only "
-                f"{remaining} remain"
+                f"record batch at position {pos} claims {size} bytes but {remaining} remain (minimum "
+                f"{RECORD_BATCH_OVERHEAD})"
             )
         if view is not None:
-            actual = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + LOG_OVERHEAD + h.batch_length])
+            actual = crc(view[pos + ATTRIBUTES_OFFSET : pos + size])
             if actual != h.crc:
                 raise CorruptRecordError(
                     f"record batch at position {pos} (base offset {h.base_offset}) is corrupt: stored crc "
                     f"{h.crc}, computed {actual}"
                 )
         yield h
-        pos += h.batch_length + LOG_OVERHEAD
+        pos += size
 
 
 def iter_complete_batches(
@@ -261,6 +266,14 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, offset: int) -> None:
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+_PREFIX_AND_EPOCH = struct.Struct(">qii")
+
+
+def set_base_offset_and_epoch(buf: bytearray | memoryview, pos: int, offset: int, length: int, epoch: int) -> None:
+    """Both patches the leader makes on every batch, in one call; ``length`` is rewritten unchanged."""
+    _PREFIX_AND_EPOCH.pack_into(buf, pos, offset, length, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, ts_ms: int) -> None:

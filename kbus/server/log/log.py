@@ -253,8 +253,7 @@ class Log:
                     if dup is not None:
                         return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
                                             duplicate=True)
-                rb.set_base_offset(buf, h.position, next_offset)
-                rb.set_partition_leader_epoch(buf, h.position, leader_epoch)
+                rb.set_base_offset_and_epoch(buf, h.position, next_offset, h.batch_length, leader_epoch)
                 h.base_offset = next_offset
                 h.partition_leader_epoch = leader_epoch
                 if log_append:

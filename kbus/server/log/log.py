@@ -66,7 +66,7 @@ class AppendResult:
     num_records: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class FetchData:
     """Whole batches at [position, position + size) of an open segment file.
 
@@ -331,8 +331,8 @@ class Log:
         for h in headers:
             if now - h.base_timestamp > before or h.max_timestamp - now > after:
                 raise InvalidTimestampError(
-                    f"timestamps {h.base_timestamp}..{h.max_timestamp} of the batch at offset delta 0 are out of "
-                    f"range of the broker's clock {now} (message.timestamp.*.max.ms)"
+                    f"record timestamps {h.base_timestamp}..{h.max_timestamp} are too far from the broker's clock "
+                    f"{now} (message.timestamp.difference/before/after.max.ms)"
                 )
 
     def _write(self, buf: bytes | bytearray, headers: list[BatchHeader], first: int, last: int, now: int) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
@@ -239,46 +240,81 @@ class KafkaZkClient:
             return None
         return codec.decode_partition_state(data, stat.version)
 
+    def get_partition_states(self, items: Sequence[tuple[str, int]], watch: Watch = None) -> list[LeaderAndIsr | None]:
+        """Many state reads pipelined (a leader change touches every partition a broker led)."""
+        pending = [self.zk.get_async(paths.partition_state(t, p), watch=watch) for t, p in items]
+        out: list[LeaderAndIsr | None] = []
+        for (topic, partition), result in zip(items, pending, strict=True):
+            try:
+                data, stat = result.get()
+                out.append(codec.decode_partition_state(data, stat.version))
+            except NoNodeError:
+                # not created yet: wait for its creation instead
+                out.append(self.get_partition_state(topic, partition, watch=watch))
+        return out
+
     def create_partition_state(
         self, topic: str, partition: int, state: LeaderAndIsr, epoch_version: int | None = None
     ) -> LeaderAndIsr | None:
         """Create the state znode (and its parents). None if it already exists or the topic is gone; with
         `epoch_version` the write is fenced by /controller_epoch, as a controller's writes are."""
-        path = paths.partition_state(topic, partition)
-        parent = paths.topic_partition(topic, partition)
-        if not self.topic_exists(topic):
-            return None
-        for p in (paths.topic_partitions(topic), parent):
-            with contextlib.suppress(NodeExistsError):
-                self.zk.create(p, b"")
-        tx = self.zk.transaction()
-        if epoch_version is not None:
-            tx.check(paths.CONTROLLER_EPOCH, epoch_version)
-        tx.create(path, codec.encode_partition_state(state))
-        failures = [r for r in tx.commit() if isinstance(r, Exception)]
-        if any(isinstance(r, BadVersionError) for r in failures):
-            raise ControllerMovedError("controller epoch changed: this broker is no longer the controller")
-        if failures:
-            return None
-        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, 0)
+        return self.create_partition_states([(topic, partition, state)], epoch_version)[0]
 
     def update_partition_state(
         self, topic: str, partition: int, state: LeaderAndIsr, epoch_version: int | None = None
     ) -> LeaderAndIsr | None:
         """Compare-and-set against state.zk_version. None if somebody else changed it first."""
-        path = paths.partition_state(topic, partition)
-        tx = self.zk.transaction()
-        if epoch_version is not None:
-            tx.check(paths.CONTROLLER_EPOCH, epoch_version)
-        tx.set_data(path, codec.encode_partition_state(state), version=state.zk_version)
-        results = tx.commit()
-        failures = [r for r in results if isinstance(r, Exception)]
-        if epoch_version is not None and isinstance(results[0], BadVersionError):
-            raise ControllerMovedError("controller epoch changed: this broker is no longer the controller")
-        if failures:
-            return None
-        stat: ZnodeStat = results[-1]
-        return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, stat.version)
+        return self.update_partition_states([(topic, partition, state)], epoch_version)[0]
+
+    def create_partition_states(
+        self, items: Sequence[tuple[str, int, LeaderAndIsr]], epoch_version: int | None = None
+    ) -> list[LeaderAndIsr | None]:
+        """Many state creations pipelined on the session (ZooKeeper applies one session's requests in order),
+        so a controller handling hundreds of partitions pays one round trip, not hundreds."""
+        parents = dict.fromkeys(
+            p
+            for topic, partition, _ in items
+            for p in (paths.topic_partitions(topic), paths.topic_partition(topic, partition))
+        )
+        for pending in [self.zk.create_async(p, b"") for p in parents]:
+            # exists already: fine; parent gone: the topic was deleted, and the state create below fails too
+            with contextlib.suppress(NodeExistsError, NoNodeError):
+                pending.get()
+        commits = []
+        for topic, partition, state in items:
+            tx = self.zk.transaction()
+            if epoch_version is not None:
+                tx.check(paths.CONTROLLER_EPOCH, epoch_version)
+            tx.create(paths.partition_state(topic, partition), codec.encode_partition_state(state))
+            commits.append(tx.commit_async())
+        out: list[LeaderAndIsr | None] = []
+        for (_, _, state), pending in zip(items, commits, strict=True):
+            results = pending.get()
+            out.append(None if _failed(results, epoch_version) else _written(state, 0))
+        return out
+
+    def update_partition_states(
+        self, items: Sequence[tuple[str, int, LeaderAndIsr]], epoch_version: int | None = None
+    ) -> list[LeaderAndIsr | None]:
+        """Pipelined compare-and-sets, each against its state's zk_version; None where somebody else won."""
+        commits = []
+        for topic, partition, state in items:
+            tx = self.zk.transaction()
+            if epoch_version is not None:
+                tx.check(paths.CONTROLLER_EPOCH, epoch_version)
+            tx.set_data(
+                paths.partition_state(topic, partition), codec.encode_partition_state(state), version=state.zk_version
+            )
+            commits.append(tx.commit_async())
+        out: list[LeaderAndIsr | None] = []
+        for (_, _, state), pending in zip(items, commits, strict=True):
+            results = pending.get()
+            if _failed(results, epoch_version):
+                out.append(None)
+            else:
+                stat: ZnodeStat = results[-1]
+                out.append(_written(state, stat.version))
+        return out
 
     # ---- topic configs ----
 
@@ -384,6 +420,17 @@ class KafkaZkClient:
                 self.zk.create(path, data, makepath=True)
             except NodeExistsError:
                 self.zk.set(path, data)
+
+
+def _failed(results: list[Any], epoch_version: int | None) -> bool:
+    """A multi's results: exceptions instead of raising. A failed epoch check means a newer controller."""
+    if epoch_version is not None and isinstance(results[0], BadVersionError):
+        raise ControllerMovedError("controller epoch changed: this broker is no longer the controller")
+    return any(isinstance(r, Exception) for r in results)
+
+
+def _written(state: LeaderAndIsr, zk_version: int) -> LeaderAndIsr:
+    return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, zk_version)
 
 
 def _delete_recursive(zk: KazooClient, path: str) -> None:

@@ -364,6 +364,9 @@ class ZkMetadataStore:
         else:
             for event in events:
                 changed |= self._apply(event)
+            with self._cond:
+                reads = [(e[1], e[2]) for e in events if e[0] == "state" and e[1] in self._assignments]
+            changed |= self._refresh_states(reads)
         if self._controller_epoch is not None:
             try:
                 changed |= self._act_as_controller()
@@ -393,7 +396,7 @@ class ZkMetadataStore:
         if kind == "topic":
             return event[1] in self._assignments and self._refresh_topic(event[1])
         if kind == "state":
-            return event[1] in self._assignments and self._refresh_state(event[1], event[2])
+            return False  # read together, pipelined, after the other events (see _process)
         if kind == "config":
             return event[1] in self._assignments and self._refresh_config(event[1])
         if kind == "delete_topics":
@@ -454,8 +457,24 @@ class ZkMetadataStore:
         changed = before is None or before[0] != assignment
         if before is None or reread:
             self._refresh_config(name)
-        for partition in missing:
-            changed |= self._refresh_state(name, partition)
+        changed |= self._refresh_states([(name, partition) for partition in missing])
+        return changed
+
+    def _refresh_states(self, items: list[tuple[str, int]]) -> bool:
+        if not items:
+            return False
+        fresh = self._client().get_partition_states(items, watch=self._on_watch)
+        changed = False
+        with self._cond:
+            for (name, partition), state in zip(items, fresh, strict=True):
+                states = self._states.setdefault(name, {})
+                if states.get(partition) == state:
+                    continue
+                if state is None:
+                    states.pop(partition, None)
+                else:
+                    states[partition] = state
+                changed = True
         return changed
 
     def _refresh_state(self, name: str, partition: int) -> bool:
@@ -591,6 +610,9 @@ class ZkMetadataStore:
             changed = True
         if deleting:
             self._refresh_deletions()
+        creations: list[tuple[str, int, LeaderAndIsr]] = []
+        updates: list[tuple[str, int, LeaderAndIsr]] = []
+        previous: dict[tuple[str, int], LeaderAndIsr] = {}
         for name, (assignment, version) in sorted(topics.items()):
             if assignment.topic_id is None:
                 # topics written by old tools carry no id; the controller gives them one (as Kafka 2.8 does)
@@ -606,34 +628,30 @@ class ZkMetadataStore:
                 current = states.get(name, {}).get(partition)
                 if current is None:
                     fresh = initial_state(replicas, live, epoch)
-                    if fresh is None:
-                        continue
-                    written = zk.create_partition_state(name, partition, fresh, epoch_version)
+                    if fresh is not None:
+                        creations.append((name, partition, fresh))
                 else:
                     proposed = reconcile(replicas, current, live, epoch, allow_unclean)
-                    if proposed is None:
-                        continue
-                    written = zk.update_partition_state(name, partition, proposed, epoch_version)
-                    if written is not None and written.leader != current.leader:
-                        log.info(
-                            "Controller %d: %s-%d leader %d -> %d (epoch %d, isr %s)",
-                            self.broker_id,
-                            name,
-                            partition,
-                            current.leader,
-                            written.leader,
-                            written.leader_epoch,
-                            list(written.isr),
-                        )
-                if written is None:
-                    # somebody else wrote first (a leader changing its ISR): read it and decide again
-                    changed |= self._refresh_state(name, partition)
-                    self._events.put(("state", name, partition))
-                    continue
-                with self._cond:
-                    if name in self._assignments:
-                        self._states.setdefault(name, {})[partition] = written
-                changed = True
+                    if proposed is not None:
+                        updates.append((name, partition, proposed))
+                        previous[(name, partition)] = current
+        # all writes pipelined: a broker death touching hundreds of partitions costs about one round trip
+        created = zk.create_partition_states(creations, epoch_version) if creations else []
+        updated = zk.update_partition_states(updates, epoch_version) if updates else []
+        for (name, partition, _), written in zip(creations + updates, created + updated, strict=True):
+            if written is None:
+                # somebody else wrote first (a leader changing its ISR): read it and decide again
+                changed |= self._refresh_state(name, partition)
+                self._events.put(("state", name, partition))
+                continue
+            before = previous.get((name, partition))
+            if before is not None and before.leader != written.leader:
+                log.info("Controller %d: %s-%d leader %d -> %d (leader epoch %d, isr %s)", self.broker_id, name,
+                         partition, before.leader, written.leader, written.leader_epoch, list(written.isr))  # fmt: skip
+            with self._cond:
+                if name in self._assignments:
+                    self._states.setdefault(name, {})[partition] = written
+            changed = True
         return changed
 
     # ---- helpers -------------------------------------------------------------------------------------------

@@ -122,6 +122,8 @@ class KafkaAdmin:
             self._client = AdminClient(conf)
         except KafkaException as exc:
             raise self._error(exc.args[0], "invalid admin client configuration") from None
+        except (TypeError, ValueError) as exc:
+            raise AdminError(f"Invalid admin client configuration: {exc}", "INVALID_CONFIG") from None
 
     # --- error handling -------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ librdkafka configuration, so the same .properties files work with kbus's tools."
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -54,9 +55,14 @@ def translate(props: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+class ClientConfigError(Exception):
+    """A configuration librdkafka refuses (bad value, wrong type): one line for the user."""
+
+
 def build_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) -> T:
     """Construct a librdkafka client, dropping (with a warning, as Kafka does for unknown configs) any
-    property librdkafka does not know instead of failing on it."""
+    property librdkafka does not know instead of failing on it, and turning "true"/"false" into the bools
+    confluent-kafka's Python-level settings insist on."""
     conf = dict(conf)
     while True:
         try:
@@ -64,11 +70,17 @@ def build_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) -
         except KafkaException as exc:
             err = exc.args[0]
             text = err.str() if hasattr(err, "str") else str(err)
-            marker = "No such configuration property: \""
+            marker = 'No such configuration property: "'
             if marker in text:
                 bad = text.split(marker, 1)[1].split('"', 1)[0]
                 if bad in conf:
                     warn(f"WARN The configuration '{bad}' was supplied but isn't a known config.")
                     del conf[bad]
                     continue
-            raise
+            raise ClientConfigError(text) from None
+        except (TypeError, ValueError) as exc:
+            m = re.match(r"Expected (\S+) to be bool type", str(exc))
+            if m and isinstance(conf.get(m.group(1)), str) and conf[m.group(1)].lower() in ("true", "false"):
+                conf[m.group(1)] = conf[m.group(1)].lower() == "true"
+                continue
+            raise ClientConfigError(str(exc)) from None

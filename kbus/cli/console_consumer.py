@@ -12,12 +12,12 @@ import time
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from kbus.admin.discovery import bootstrap_from_zookeeper
 from kbus.admin.errors import AdminError
 from kbus.cli.app import app
-from kbus.cli.client_config import build_client, translate
+from kbus.cli.client_config import ClientConfigError, build_client, translate
 from kbus.cli.common import (
     KafkaStyleCommand,
     UsageError,
@@ -28,7 +28,7 @@ from kbus.cli.common import (
     validate_bootstrap,
     warn,
 )
-from kbus.cli.formatter import ConsumedRecord, DefaultMessageFormatter
+from kbus.cli.formatter import DefaultMessageFormatter
 
 POLL_S = 0.5  # short polls keep Ctrl-C, SIGTERM and --timeout-ms responsive
 BATCH = 500
@@ -224,8 +224,8 @@ def console_consumer(
         consumer = build_client(Consumer, conf)
     except ConnectionError as exc:
         fail(f"ERROR {exc}")
-    except KafkaException as exc:
-        fail(f"ERROR Invalid consumer configuration: {exc.args[0].str()}")
+    except ClientConfigError as exc:
+        fail(f"ERROR Invalid consumer configuration: {exc}")
 
     try:
         if partition is not None:
@@ -282,6 +282,8 @@ def _run(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     out = sys.stdout.buffer
+    value_only = fmt.value_only and not noop
+    null, line_end = fmt.null_literal, fmt.line_separator
     count = 0
     seen_errors: set[str] = set()
     last_record = time.monotonic()
@@ -294,7 +296,9 @@ def _run(
                 wait = max(0.0, min(wait, timeout_ms / 1000 - (time.monotonic() - last_record)))
             want = BATCH if max_messages is None else min(BATCH, max_messages - count)
             msgs = consumer.consume(num_messages=want, timeout=wait)
-            printed = False
+            chunks: list[bytes] = []
+            last_of_partition: dict[tuple[str, int], Message] = {}
+            taken = 0
             for msg in msgs:
                 if stop.requested:
                     break
@@ -306,28 +310,29 @@ def _run(
                     if err.fatal():
                         raise KafkaException(err)
                     continue
-                ts_type, ts = msg.timestamp()
-                if not noop:
-                    out.write(
-                        fmt.format(
-                            ConsumedRecord(
-                                partition=msg.partition(),
-                                offset=msg.offset(),
-                                timestamp_type=ts_type,
-                                timestamp=ts,
-                                key=msg.key(),
-                                value=msg.value(),
-                                headers=msg.headers(),
-                            )
+                if value_only:
+                    value = msg.value()
+                    chunks.append((null if value is None else value) + line_end)
+                elif not noop:
+                    ts_type, ts = msg.timestamp()
+                    chunks.append(
+                        fmt.format_fields(
+                            msg.partition(), msg.offset(), ts_type, ts, msg.key(), msg.value(), msg.headers()
                         )
                     )
-                    printed = True
+                last_of_partition[(msg.topic(), msg.partition())] = msg
+                taken += 1
+            if taken:
+                # One write per batch: stdout may be unbuffered (PYTHONUNBUFFERED), and the count and the
+                # committed offsets must only cover records that reached the output.
+                if chunks:
+                    out.write(b"".join(chunks))
+                    out.flush()
+                count += taken
                 if store_offsets:
-                    consumer.store_offsets(message=msg)
-                count += 1
+                    for msg in last_of_partition.values():
+                        consumer.store_offsets(message=msg)
                 last_record = time.monotonic()
-            if printed:
-                out.flush()
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:

@@ -51,29 +51,48 @@ class DefaultMessageFormatter:
                 setattr(f, name.replace(".", "_"), props[name].encode("utf-8"))
         return f
 
+    @property
+    def value_only(self) -> bool:
+        """The default: just the value, so callers can skip gathering the other fields."""
+        return self.print_value and not (
+            self.print_timestamp or self.print_partition or self.print_offset or self.print_headers or self.print_key
+        )
+
     def format(self, r: ConsumedRecord) -> bytes:
         """One record as the bytes Kafka's formatter writes (line separator included when the value is)."""
+        return self.format_fields(r.partition, r.offset, r.timestamp_type, r.timestamp, r.key, r.value, r.headers)
+
+    def format_fields(
+        self,
+        partition: int,
+        offset: int,
+        timestamp_type: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]] | None,
+    ) -> bytes:
         fields: list[bytes] = []
         if self.print_timestamp:
-            name = _TIMESTAMP_NAMES.get(r.timestamp_type)
-            fields.append(f"{name}:{r.timestamp}".encode() if name else b"NO_TIMESTAMP")
+            name = _TIMESTAMP_NAMES.get(timestamp_type)
+            fields.append(f"{name}:{timestamp}".encode() if name else b"NO_TIMESTAMP")
         if self.print_partition:
-            fields.append(b"Partition:%d" % r.partition)
+            fields.append(b"Partition:%d" % partition)
         if self.print_offset:
-            fields.append(b"Offset:%d" % r.offset)
+            fields.append(b"Offset:%d" % offset)
         if self.print_headers:
-            if r.headers:
+            if headers:
                 fields.append(
                     self.headers_separator.join(
-                        k.encode("utf-8") + b":" + (self.null_literal if v is None else v) for k, v in r.headers
+                        k.encode("utf-8") + b":" + (self.null_literal if v is None else v) for k, v in headers
                     )
                 )
             else:
                 fields.append(b"NO_HEADERS")
         if self.print_key:
-            fields.append(self.null_literal if r.key is None else r.key)
+            fields.append(self.null_literal if key is None else key)
         if self.print_value:
-            fields.append(self.null_literal if r.value is None else r.value)
+            fields.append(self.null_literal if value is None else value)
         if not fields:
             return b""
         # Fields are joined by key.separator; the last one ends the record with line.separator.

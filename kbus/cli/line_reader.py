@@ -11,7 +11,7 @@ class LineReaderError(Exception):
     """A line (or the reader properties) that the reader cannot make sense of; Kafka's KafkaException text."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ProducerLine:
     key: bytes | None
     value: bytes | None
@@ -107,6 +107,9 @@ class LineMessageReader:
     def read(self, line: str) -> ProducerLine:
         """`line` without its line terminator."""
         self.line_number += 1
+        if not (self.parse_key or self.parse_headers) and self.null_marker is None:
+            # The common case (plain values) skips the parsing machinery: this runs once per input line.
+            return ProducerLine(None, line.encode("utf-8", errors="surrogateescape"), [])
         headers = self._split(self.parse_headers, line, 0, self.headers_delimiter, "headers delimiter")
         header_end = 0 if headers is None else len(headers) + len(self.headers_delimiter)
         key = self._split(self.parse_key, line, header_end, self.key_separator, "key separator")

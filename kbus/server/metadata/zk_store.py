@@ -566,12 +566,14 @@ class ZkMetadataStore:
                                          self._imbalance_percentage)  # fmt: skip
             wanted = {tp for tp in wanted if replicas[tp] and replicas[tp][0] in lagging}
         changed = False
+        moves: list[tuple[str, int, LeaderAndIsr]] = []
         for name, partition in sorted(wanted):
             current = states.get((name, partition))
             proposed = current and preferred_leader(replicas[(name, partition)], current, live, epoch)
-            if not proposed:
-                continue
-            written = zk.update_partition_state(name, partition, proposed, epoch_version)
+            if proposed:
+                moves.append((name, partition, proposed))
+        written_all = zk.update_partition_states(moves, epoch_version) if moves else []
+        for (name, partition, _), written in zip(moves, written_all, strict=True):
             if written is None:
                 self._events.put(("state", name, partition))
                 continue

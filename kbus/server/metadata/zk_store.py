@@ -128,7 +128,12 @@ class ZkMetadataStore:
         self._zk = zk
         zk.zk.add_listener(self._on_session_state)
         # the first full read and election happen before start() returns, so the broker starts with a view
-        self._process([_RESYNC])
+        try:
+            self._process([_RESYNC])
+        except BaseException:
+            self._zk = None
+            zk.close()
+            raise
         self._thread = threading.Thread(target=self._run, name=f"zk-metadata-{self.broker_id}", daemon=True)
         self._thread.start()
         log.info(

@@ -59,16 +59,16 @@ class _Delivery:
         self.failed = 0
 
     def __call__(self, err: KafkaError | None, msg: Message) -> None:
-        if err is None:
-            return
+        if err is not None:
+            self.report(msg.key(), msg.value(), err.str())
+
+    def report(self, key: bytes | None, value: bytes | None, error: str) -> None:
         self.failed += 1
-        key = msg.key()
-        value = msg.value()
         key_desc = "null" if key is None else f"{len(key)} bytes"
         value_desc = "null" if value is None else f"{len(value)} bytes"
         warn(
             f"ERROR Error when sending message to topic {self.topic} with key: {key_desc}, "
-            f"value: {value_desc} with error: {err.str()}"
+            f"value: {value_desc} with error: {error}"
         )
 
 
@@ -257,6 +257,10 @@ def _run(producer: Producer, topic: str, reader: LineMessageReader, sync: bool) 
                     break
                 except BufferError:
                     producer.poll(0.1)  # local queue full: let deliveries drain
+                except KafkaException as exc:
+                    # Refused before sending (e.g. larger than message.max.bytes): reported like a failed send.
+                    delivery.report(rec.key, rec.value, exc.args[0].str())
+                    break
             if sync:
                 producer.flush()
             elif reader.line_number % POLL_EVERY == 0:

@@ -334,3 +334,32 @@ def test_ctrl_c_ends_the_consumer_with_a_count(broker) -> None:
     assert proc.returncode == 0
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "Processed a total of 2 messages", (err, _out)
+
+
+def test_delivery_errors_are_reported(broker) -> None:
+    t = topic_name()
+    res = kbus("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", t,
+               "--config", "max.message.bytes=200")
+    assert res.returncode == 0, res.stderr
+    sent = kbus("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", t, "--sync",
+                stdin="small\n" + "x" * 1000 + "\nafter\n")
+    assert sent.returncode == 1
+    assert "Traceback" not in sent.stderr
+    errors = [line for line in sent.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1
+    assert errors[0].startswith(f"ERROR Error when sending message to topic {t} with key: null, value: 1000 bytes")
+    got = kbus("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", t, "--from-beginning",
+               "--max-messages", "2", "--timeout-ms", "20000")
+    assert got.stdout == "small\nafter\n"
+
+
+def test_missing_topic_without_auto_create(broker_factory) -> None:
+    b = broker_factory({"auto.create.topics.enable": "false"})
+    sent = kbus("console-producer", "--bootstrap-server", b.bootstrap, "--topic", "nowhere", stdin="x\n")
+    assert_one_line_error(sent)
+    assert "Topic nowhere not present in metadata" in sent.stderr
+    got = kbus("console-consumer", "--bootstrap-server", b.bootstrap, "--topic", "nowhere", "--timeout-ms", "1000")
+    assert_one_line_error(got)
+    assert "Topic nowhere does not exist" in got.stderr
+    offsets = kbus("get-offsets", "--bootstrap-server", b.bootstrap, "--topic", "nowhere")
+    assert_one_line_error(offsets)

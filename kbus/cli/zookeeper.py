@@ -171,3 +171,8 @@ def zookeeper_shell(
     cmd = launcher.shell_command(install, server, list(ctx.args))
     sys.stdout.flush()
     raise typer.Exit(subprocess.call(cmd))
+
+
+# Kafka's script names, for users typing what the articles say (zookeeper-server-start.sh config/...)
+app.command("zookeeper-server-start", hidden=True)(zookeeper_start)
+app.command("zookeeper-server-stop", hidden=True)(zookeeper_stop)

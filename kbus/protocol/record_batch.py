@@ -508,6 +508,28 @@ def build_batch(
     return bytes(out)
 
 
+def rebuild_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:
+    """Re-encode a batch keeping only ``records`` (as decoded from it): base offset, last offset delta,
+    timestamps, producer fields, leader epoch and codec stay, so offsets and sequences keep their meaning.
+    Used by log compaction."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    body = bytearray()
+    for r in records:
+        _encode_record(body, r.offset_delta, r.timestamp_delta, r.key, r.value, r.headers)
+    payload = compress(header.compression, bytes(body))
+    out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+    _HEADER.pack_into(
+        out, 0, header.base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+        header.partition_leader_epoch, MAGIC_V2, 0, header.attributes, header.last_offset_delta,
+        header.base_timestamp, header.max_timestamp, header.producer_id, header.producer_epoch,
+        header.base_sequence, len(records),
+    )
+    out[RECORDS_OFFSET:] = payload
+    _UINT32.pack_into(out, CRC_OFFSET, _crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
 def decode_records(buf: Buffer, header: BatchHeader | None = None) -> list[Record]:
     """Decode every record of one batch (decompressing if needed)."""
     if header is None:

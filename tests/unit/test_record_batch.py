@@ -209,3 +209,20 @@ def test_decode_rejects_garbage_records() -> None:
     struct.pack_into(">i", buf, rb.RECORDS_COUNT_OFFSET, 2)  # claims one more record than it holds
     with pytest.raises(rb.CorruptRecordError):
         rb.decode_records(buf)
+
+
+@pytest.mark.parametrize("codec", [0, 1, 4])
+def test_rebuild_batch_keeps_offsets_and_header_fields(codec: int) -> None:
+    buf = rb.build_batch([(f"k{i}".encode(), f"v{i}".encode(), 100 + i) for i in range(5)], base_offset=40,
+                         producer_id=3, producer_epoch=1, base_sequence=7, partition_leader_epoch=2,
+                         compression=codec)
+    h = rb.read_header(buf)
+    recs = rb.decode_records(buf, h)
+    out = rb.rebuild_batch(h, [recs[1], recs[4]])
+    h2 = rb.read_header(out)
+    assert h2.is_valid(out)
+    assert (h2.base_offset, h2.last_offset, h2.records_count) == (40, 44, 2)
+    assert (h2.producer_id, h2.producer_epoch, h2.base_sequence, h2.partition_leader_epoch) == (3, 1, 7, 2)
+    assert h2.compression == codec and h2.max_timestamp == 104
+    kept = rb.decode_records(out, h2)
+    assert [(r.offset, r.key, r.timestamp) for r in kept] == [(41, b"k1", 101), (44, b"k4", 104)]

@@ -27,7 +27,14 @@ from kbus.server.log.errors import (
     UnexpectedAppendOffsetError,
 )
 from kbus.server.log.producer_state import ProducerStateManager
-from kbus.server.log.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment, pread_all
+from kbus.server.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    LogSegment,
+    complete_interrupted_swaps,
+    pread_all,
+)
 
 log = logging.getLogger(__name__)
 
@@ -131,9 +138,10 @@ class Log:
         return self
 
     def _load(self, recovery_point: int, log_start_offset: int | None, clean_shutdown: bool) -> None:
-        # leftovers of interrupted deletes and of a segment swap this layer never performs
+        complete_interrupted_swaps(self.dir)
+        # leftovers of interrupted deletes and of cleaning that did not reach the swap
         for p in self.dir.iterdir():
-            if p.name.endswith((DELETED_SUFFIX, ".cleaned", ".swap")):
+            if p.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
                 p.unlink(missing_ok=True)
         bases = []
         for p in self.dir.glob(f"*{LOG_SUFFIX}"):
@@ -587,6 +595,16 @@ class Log:
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
         return count
+
+    def _replace_segment(self, old: LogSegment, new: LogSegment) -> None:
+        """Put a rewritten (compacted) segment in place of ``old``, whose files were already renamed."""
+        i = self._segments.index(old)
+        self._segments[i] = new
+        delay = self.config.file_delete_delay_ms
+        if delay <= 0:
+            old.delete_files()
+        else:
+            self._pending_deletes.append((self._time_ms() + delay, old))
 
     def _delete_segment(self, seg: LogSegment) -> None:
         delay = self.config.file_delete_delay_ms

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
@@ -92,6 +93,8 @@ class LogManager:
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._started = False
         self.producer_id_expiration_ms = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+        self._cleaner_offsets: dict[TopicPartition, int] = {}
+        self._cleaner_lock = threading.Lock()
 
     # --- startup ----------------------------------------------------------------------------------------
 
@@ -134,6 +137,7 @@ class LogManager:
         self.had_clean_shutdown[d] = clean
         recovery_points = read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        self._cleaner_offsets.update(read_checkpoint(d / CLEANER_OFFSET_CHECKPOINT))
         for child in sorted(d.iterdir()):
             if not child.is_dir():
                 continue
@@ -222,6 +226,7 @@ class LogManager:
             if lg is None or d is None:
                 return
             lg.release()
+            self._cleaner_offsets.pop(tp, None)
             target = d / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
             try:
                 os.replace(lg.dir, target)
@@ -255,6 +260,34 @@ class LogManager:
             self.checkpoint()
         return deleted
 
+    def run_cleaner(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """One pass of log compaction over logs with cleanup.policy=compact whose dirty ratio reaches
+        min.cleanable.dirty.ratio. CPU-heavy (it decodes records): run it on a background thread. Returns the
+        number of segments rewritten."""
+        from kbus.server.log.cleaner import clean_log
+
+        now = self._time_ms() if now_ms is None else now_ms
+        rewritten = 0
+        with self._cleaner_lock:
+            for tp, lg in list(self._logs.items()):
+                if not lg.config.compact_enabled or lg.closed:
+                    continue
+                first_dirty = self._cleaner_offsets.get(tp, 0)
+                if first_dirty > lg.log_end_offset:  # the log was truncated below the checkpoint
+                    first_dirty = 0
+                first_dirty = max(first_dirty, lg.log_start_offset)
+                try:
+                    result = clean_log(lg, first_dirty, now, force=force)
+                except (OSError, ValueError) as e:
+                    log.error("compaction of %s failed: %s", lg.dir, e)
+                    continue
+                if result is not None:
+                    self._cleaner_offsets[tp] = result.next_dirty_offset
+                    rewritten += result.segments_rewritten
+            if rewritten:
+                self.checkpoint()
+        return rewritten
+
     def run_flush(self, now_ms: int | None = None) -> int:
         """Flush logs whose flush.ms has elapsed (log.flush.scheduler.interval.ms)."""
         now = self._time_ms() if now_ms is None else now_ms
@@ -277,6 +310,9 @@ class LogManager:
             write_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs.items()})
             write_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
                              {tp: lg.log_start_offset for tp, lg in logs.items() if lg.log_start_offset > 0})
+            cleaned = {tp: o for tp, o in self._cleaner_offsets.items() if tp in logs}
+            if cleaned or (d / CLEANER_OFFSET_CHECKPOINT).exists():
+                write_checkpoint(d / CLEANER_OFFSET_CHECKPOINT, cleaned)
         except OSError as e:
             log.error("cannot write checkpoints in %s: %s", d, e)
 

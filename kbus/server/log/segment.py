@@ -33,6 +33,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 _WALK_WINDOW = 64 * 1024
 _RECOVERY_CHUNK = 1 << 20
@@ -436,3 +438,15 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
+
+
+def complete_interrupted_swaps(directory: Path) -> None:
+    """A ``<base>.log.swap`` is a complete cleaned segment (see cleaner.py): finish replacing the original.
+    Its index files described the old layout, so they go and are rebuilt from the log."""
+    for swap in directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}"):
+        target = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
+        base = target.name[: -len(LOG_SUFFIX)]
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (directory / (base + suffix)).unlink(missing_ok=True)
+        os.replace(swap, target)
+        log.warning("%s: completed the swap of cleaned segment %s interrupted by a crash", directory, base)

@@ -169,6 +169,9 @@ def console_consumer(
     formatter: Annotated[
         str | None, typer.Option("--formatter", help="Only Kafka's DefaultMessageFormatter/NoOpMessageFormatter")
     ] = None,
+    formatter_config: Annotated[
+        str | None, typer.Option("--formatter-config", help="Formatter properties file (--property wins)")
+    ] = None,
     consumer_property: Annotated[
         list[str] | None, typer.Option("--consumer-property", help="Consumer config key=value (repeatable)")
     ] = None,
@@ -208,7 +211,8 @@ def console_consumer(
         noop = formatter in NOOP_FORMATTERS
         if formatter is not None and formatter not in FORMATTERS and not noop:
             raise UsageError(f"Formatter {formatter} is not supported; use DefaultMessageFormatter")
-        fmt = DefaultMessageFormatter.from_properties(parse_key_values(prop, "--property"))
+        formatter_props = load_properties(formatter_config) if formatter_config else {}
+        fmt = DefaultMessageFormatter.from_properties({**formatter_props, **parse_key_values(prop, "--property")})
         file_props = load_properties(consumer_config) if consumer_config else {}
         cli_props = parse_key_values(consumer_property, "--consumer-property")
         conf, user_group = build_consumer_config(

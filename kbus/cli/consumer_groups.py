@@ -7,6 +7,7 @@ import re
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -202,6 +203,10 @@ def consumer_groups(
     by_duration: Annotated[
         str | None, typer.Option("--by-duration", help="Reset to the offset this long ago (ISO-8601, e.g. PT1H)")
     ] = None,
+    from_file: Annotated[
+        str | None, typer.Option("--from-file", help="Reset to the offsets of a CSV file (as --export writes)")
+    ] = None,
+    export: Annotated[bool, typer.Option("--export", help="Print the reset plan as CSV")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show the new offsets (the default)")] = False,
     execute: Annotated[bool, typer.Option("--execute", help="Commit the new offsets")] = False,
     timeout: Annotated[int, typer.Option("--timeout", help="Timeout for admin calls, in ms")] = 10000,
@@ -232,10 +237,10 @@ def consumer_groups(
         elif delete:
             code = _delete(admin, groups)
         else:
-            code = _reset(
-                admin, groups, topic or [], all_topics, to_earliest, to_latest, to_current, to_offset, shift_by,
-                to_datetime, by_duration, dry_run, execute,
+            scenario = ResetScenario(
+                to_earliest, to_latest, to_current, to_offset, shift_by, to_datetime, by_duration, from_file
             )
+            code = _reset(admin, groups, topic or [], all_topics, scenario, dry_run, execute, export)
     except UsageError as exc:
         fail(str(exc))
     except AdminError as exc:
@@ -328,29 +333,78 @@ def _group_error(err: AdminError | None) -> str:
     return messages.get(err.name, err.message)
 
 
+@dataclass(frozen=True)
+class ResetScenario:
+    """Exactly one of Kafka's reset targets."""
+
+    to_earliest: bool = False
+    to_latest: bool = False
+    to_current: bool = False
+    to_offset: int | None = None
+    shift_by: int | None = None
+    to_datetime: str | None = None
+    by_duration: str | None = None
+    from_file: str | None = None
+
+    def check(self) -> None:
+        chosen = [self.to_earliest, self.to_latest, self.to_current, self.to_offset is not None,
+                  self.shift_by is not None, self.to_datetime is not None, self.by_duration is not None,
+                  self.from_file is not None]
+        if sum(chosen) != 1:
+            raise UsageError(
+                "One of the reset scenarios must be specified: --to-earliest, --to-latest, --to-current, "
+                "--to-offset, --shift-by, --to-datetime, --by-duration, --from-file"
+            )
+
+
+def parse_reset_csv(text: str, groups: list[str]) -> dict[str, list[tuple[str, int, int]]]:
+    """--from-file: `topic,partition,offset` lines (one group) or `group,topic,partition,offset` (several),
+    the format --export writes."""
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        try:
+            if len(cells) == 3 and len(groups) == 1:
+                out.setdefault(groups[0], []).append((cells[0], int(cells[1]), int(cells[2])))
+            elif len(cells) == 4:
+                out.setdefault(cells[0], []).append((cells[1], int(cells[2]), int(cells[3])))
+            else:
+                raise ValueError
+        except ValueError:
+            raise UsageError(
+                f"Line {number} of the reset file is not topic,partition,offset (or group,topic,partition,offset "
+                f"with several groups): {line!r}"
+            ) from None
+    return out
+
+
+def format_reset_csv(plan: list[tuple[str, str, int, int]], several_groups: bool) -> list[str]:
+    if several_groups:
+        return [f"{g},{t},{p},{o}" for g, t, p, o in plan]
+    return [f"{t},{p},{o}" for _, t, p, o in plan]
+
+
 def _reset(
     admin: KafkaAdmin,
     groups: list[str],
     topics: list[str],
     all_topics: bool,
-    to_earliest: bool,
-    to_latest: bool,
-    to_current: bool,
-    to_offset: int | None,
-    shift_by: int | None,
-    to_datetime: str | None,
-    by_duration: str | None,
+    scenario: ResetScenario,
     dry_run: bool,
     execute: bool,
+    export: bool,
 ) -> int:
-    scenarios = [to_earliest, to_latest, to_current, to_offset is not None, shift_by is not None,
-                 to_datetime is not None, by_duration is not None]
-    if sum(scenarios) != 1:
-        raise UsageError(
-            "One of the reset scenarios must be specified: --to-earliest, --to-latest, --to-current, "
-            "--to-offset, --shift-by, --to-datetime, --by-duration"
-        )
-    if bool(topics) == all_topics:
+    scenario.check()
+    from_file: dict[str, list[tuple[str, int, int]]] | None = None
+    if scenario.from_file is not None:
+        try:
+            text = Path(scenario.from_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"Cannot read {scenario.from_file}: {exc.strerror or exc}") from None
+        from_file = parse_reset_csv(text, groups)
+    elif bool(topics) == all_topics:
         raise UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
     if dry_run and execute:
         raise UsageError("Option [dry-run] cannot be used with [execute]")
@@ -367,13 +421,17 @@ def _reset(
             )
             code = 1
             continue
-        committed = {(o.topic, o.partition): o for o in admin.list_group_offsets(desc.group_id) if o.offset >= 0}
-        partitions = _reset_scope(admin, topics) if topics else sorted(committed)
-        new = _new_offsets(admin, partitions, committed, to_earliest, to_latest, to_current, to_offset, shift_by,
-                           to_datetime, by_duration)
+        if from_file is not None:
+            new = sorted(from_file.get(desc.group_id, []))
+        else:
+            committed = {(o.topic, o.partition): o for o in admin.list_group_offsets(desc.group_id) if o.offset >= 0}
+            partitions = _reset_scope(admin, topics) if topics else sorted(committed)
+            new = _new_offsets(admin, partitions, committed, scenario)
         per_group[desc.group_id] = new
         plans += [(desc.group_id, t, p, o) for t, p, o in new]
-    if plans:
+    if export:
+        print("\n".join(format_reset_csv(plans, len(groups) > 1)))
+    elif plans:
         print()
         print("\n".join(format_reset_plan(plans)))
     if execute:
@@ -399,13 +457,7 @@ def _new_offsets(
     admin: KafkaAdmin,
     partitions: list[tuple[str, int]],
     committed: dict[tuple[str, int], GroupOffset],
-    to_earliest: bool,
-    to_latest: bool,
-    to_current: bool,
-    to_offset: int | None,
-    shift_by: int | None,
-    to_datetime: str | None,
-    by_duration: str | None,
+    scenario: ResetScenario,
 ) -> list[tuple[str, int, int]]:
     if not partitions:
         return []
@@ -415,11 +467,11 @@ def _new_offsets(
     def clamp(tp: tuple[str, int], offset: int) -> int:
         return min(max(offset, earliest[tp]), latest[tp])
 
-    if to_datetime is not None or by_duration is not None:
+    if scenario.to_datetime is not None or scenario.by_duration is not None:
         ts = (
-            parse_datetime_ms(to_datetime)
-            if to_datetime is not None
-            else int(datetime.now(UTC).timestamp() * 1000) - parse_duration_ms(by_duration or "")
+            parse_datetime_ms(scenario.to_datetime)
+            if scenario.to_datetime is not None
+            else int(datetime.now(UTC).timestamp() * 1000) - parse_duration_ms(scenario.by_duration or "")
         )
         found = {(o.topic, o.partition): o.offset for o in admin.list_offsets(partitions, ts)}
         # No record at or after the time: the end of the log, as Kafka does.
@@ -427,17 +479,17 @@ def _new_offsets(
     out: list[tuple[str, int, int]] = []
     for tp in partitions:
         current = committed[tp].offset if tp in committed else None
-        if to_earliest:
+        if scenario.to_earliest:
             new = earliest[tp]
-        elif to_latest:
+        elif scenario.to_latest:
             new = latest[tp]
-        elif to_current:
+        elif scenario.to_current:
             new = current if current is not None else latest[tp]
-        elif to_offset is not None:
-            new = clamp(tp, to_offset)
+        elif scenario.to_offset is not None:
+            new = clamp(tp, scenario.to_offset)
         else:
-            assert shift_by is not None
+            assert scenario.shift_by is not None
             base = current if current is not None else latest[tp]
-            new = clamp(tp, base + shift_by)
+            new = clamp(tp, base + scenario.shift_by)
         out.append((tp[0], tp[1], new))
     return out

@@ -148,3 +148,16 @@ def test_server_process_detection() -> None:
     assert _is_server(["python", "-m", "kbus.cli.main", "server-start"]) == 4
     assert _is_server(["/venv/bin/kbus", "server-stop"]) is None
     assert _is_server(["bash", "-c", "kbus server-start x"]) is None
+
+
+def test_reset_csv_round_trip() -> None:
+    from kbus.cli.consumer_groups import format_reset_csv, parse_reset_csv
+
+    plan = [("g", "t", 0, 5), ("g", "t", 1, 7)]
+    one = "\n".join(format_reset_csv(plan, several_groups=False))
+    assert one == "t,0,5\nt,1,7"
+    assert parse_reset_csv(one, ["g"]) == {"g": [("t", 0, 5), ("t", 1, 7)]}
+    many = "\n".join(format_reset_csv([*plan, ("h", "u", 0, 1)], several_groups=True))
+    assert parse_reset_csv(many, ["g", "h"]) == {"g": [("t", 0, 5), ("t", 1, 7)], "h": [("u", 0, 1)]}
+    with pytest.raises(UsageError, match="Line 1"):
+        parse_reset_csv("t,0,x", ["g"])

@@ -64,6 +64,9 @@ def build_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) -
     property librdkafka does not know instead of failing on it, and turning "true"/"false" into the bools
     confluent-kafka's Python-level settings insist on."""
     conf = dict(conf)
+    if "debug" in conf:
+        # Our tools silence librdkafka's own log lines; someone asking for debug output wants them all.
+        conf.pop("log_level", None)
     while True:
         try:
             return factory(conf)

@@ -190,6 +190,11 @@ def console_consumer(
     try:
         if bool(topic) == bool(include):
             raise UsageError("Exactly one of --include/--topic is required.")
+        if include:
+            try:
+                re.compile(include.strip().replace(",", "|"))
+            except re.error as exc:
+                raise UsageError(f"Invalid --include regular expression '{include}': {exc}") from None
         if zookeeper and not bootstrap_server:
             bootstrap_server = bootstrap_from_zookeeper(zookeeper)
         validate_bootstrap(bootstrap_server)

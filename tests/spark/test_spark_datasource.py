@@ -138,7 +138,9 @@ def test_batch_write_then_read_back(spark, broker) -> None:  # type: ignore[no-u
     create_topic(broker.bootstrap, topic, 3)
     data = [(f"trip-{i % 6}", f"{12.9 + i / 1000:.4f}, {77.5 + i / 1000:.4f}") for i in range(1000)]
     df = spark.createDataFrame(data, "key string, value string").repartition(2)
-    df.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).save()
+    df.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).mode(
+        "append"
+    ).save()
 
     # Read back independently of Spark: every row arrived once, keyed records grouped by partition.
     records = consume_all(broker.bootstrap, topic)
@@ -167,10 +169,14 @@ def test_write_errors_fail_the_job(spark, broker) -> None:  # type: ignore[no-un
     create_topic(broker.bootstrap, topic, 1)
     bad = spark.createDataFrame([("v", 7)], "value string, partition int")
     with pytest.raises(Exception, match=r"(?i)unknown.partition"):
-        bad.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).save()
+        bad.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).mode(
+            "append"
+        ).save()
     no_value = spark.createDataFrame([("k",)], "key string")
     with pytest.raises(Exception, match="'value' column"):
-        no_value.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).save()
+        no_value.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).mode(
+            "append"
+        ).save()
 
 
 def test_streaming_topic_to_topic(spark, broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

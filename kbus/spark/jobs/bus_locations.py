@@ -103,7 +103,8 @@ def _haversine_km(a: str, b: str) -> str:
 
 
 def parse_locations(raw: Any) -> Any:
-    """Records -> (trip, timestamp, offset, lat, lon); values that are not "lat, lon" are dropped."""
+    """Records -> (trip, timestamp, offset, lat, lon); values that are not "lat, lon" are dropped
+    (try_cast: Spark 4 runs in ANSI mode, where a plain cast of a bad value fails the query)."""
     from pyspark.sql import functions as F
 
     parts = F.split(F.col("value").cast("string"), ",")
@@ -113,8 +114,8 @@ def parse_locations(raw: Any) -> Any:
             "timestamp",
             "partition",
             "offset",
-            F.trim(parts.getItem(0)).cast("double").alias("lat"),
-            F.trim(parts.getItem(1)).cast("double").alias("lon"),
+            F.trim(parts.getItem(0)).try_cast("double").alias("lat"),
+            F.trim(parts.getItem(1)).try_cast("double").alias("lon"),
         )
         .where("trip IS NOT NULL AND lat IS NOT NULL AND lon IS NOT NULL")
         .where("lat BETWEEN -90 AND 90 AND lon BETWEEN -180 AND 180")

@@ -18,18 +18,21 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import (
     AdminClient,
+    AlterConfigOpType,
     ConfigResource,
     ConfigSource,
     NewPartitions,
     NewTopic,
     OffsetSpec,
 )
+from confluent_kafka.admin import ConfigEntry as CfgEntry
 
 from kbus.admin.errors import AdminError
 from kbus.admin.models import (
     BrokerNode,
     ClusterDescription,
     ConfigEntry,
+    ConfigSynonym,
     DeletedRecords,
     GroupDescription,
     GroupListing,
@@ -89,6 +92,35 @@ _KAFKA_MESSAGES = {
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+
+
+def _resource_type(entity_type: str) -> Any:
+    try:
+        return {"topic": ConfigResource.Type.TOPIC, "broker": ConfigResource.Type.BROKER}[entity_type]
+    except KeyError:
+        raise AdminError(f"Unsupported entity type {entity_type}", "INVALID_REQUEST") from None
+
+
+def _source_name(source: Any) -> str:
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return str(source)
+
+
+def _config_entry(e: Any) -> ConfigEntry:
+    synonyms = [
+        ConfigSynonym(_source_name(s.source), s.name, s.value) for s in (e.synonyms or {}).values()
+    ]
+    return ConfigEntry(
+        name=e.name,
+        value=e.value,
+        is_default=e.is_default,
+        is_sensitive=e.is_sensitive,
+        is_read_only=e.is_read_only,
+        source=_source_name(e.source),
+        synonyms=synonyms,
+    )
 
 
 def _group_state(state: Any) -> str:
@@ -249,22 +281,24 @@ class KafkaAdmin:
             }
         return out
 
-    def describe_topic_configs(self, name: str) -> list[ConfigEntry]:
+    def describe_configs(self, entity_type: str, name: str) -> list[ConfigEntry]:
+        """Every config of a topic or broker ("" for the cluster-wide broker defaults), with its synonyms."""
         futures = self._client.describe_configs(
-            [ConfigResource(ConfigResource.Type.TOPIC, name)], request_timeout=self.timeout_s
+            [ConfigResource(_resource_type(entity_type), name)], request_timeout=self.timeout_s
         )
-        entries = self._wait(next(iter(futures.values())), f"describing configs of topic {name}")
-        return [
-            ConfigEntry(
-                name=e.name,
-                value=e.value,
-                is_default=e.is_default,
-                is_sensitive=e.is_sensitive,
-                is_read_only=e.is_read_only,
-                source=ConfigSource(e.source).name if isinstance(e.source, int) else str(e.source),
-            )
-            for e in sorted(entries.values(), key=lambda e: e.name)
-        ]
+        entries = self._wait(next(iter(futures.values())), f"describing configs of {entity_type} {name}")
+        return [_config_entry(e) for e in sorted(entries.values(), key=lambda e: e.name)]
+
+    def describe_topic_configs(self, name: str) -> list[ConfigEntry]:
+        return self.describe_configs("topic", name)
+
+    def alter_configs(self, entity_type: str, name: str, set_: dict[str, str], delete: list[str]) -> None:
+        """IncrementalAlterConfigs: set some keys and remove others, leaving the rest alone."""
+        ops = [CfgEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_.items()]
+        ops += [CfgEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+        resource = ConfigResource(_resource_type(entity_type), name, incremental_configs=ops)
+        futures = self._client.incremental_alter_configs([resource], request_timeout=self.timeout_s)
+        self._wait(next(iter(futures.values())), f"altering configs of {entity_type} {name}")
 
     def create_topic(
         self,

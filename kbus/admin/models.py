@@ -44,6 +44,13 @@ class ClusterDescription:
 
 
 @dataclass(frozen=True)
+class ConfigSynonym:
+    source: str  # Kafka's ConfigSource names: DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, ...
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True)
 class ConfigEntry:
     name: str
     value: str | None
@@ -51,6 +58,7 @@ class ConfigEntry:
     is_sensitive: bool = False
     is_read_only: bool = False
     source: str = "UNKNOWN"
+    synonyms: list[ConfigSynonym] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

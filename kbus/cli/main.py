@@ -3,6 +3,7 @@ importing the module is all it takes (one import line per module below)."""
 
 # Command modules (import for their registration side effect).
 # ruff: noqa: F401
+import kbus.cli.configs
 import kbus.cli.console_consumer
 import kbus.cli.console_producer
 import kbus.cli.consumer_groups

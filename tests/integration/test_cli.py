@@ -363,3 +363,30 @@ def test_missing_topic_without_auto_create(broker_factory) -> None:
     assert "Topic nowhere does not exist" in got.stderr
     offsets = kbus("get-offsets", "--bootstrap-server", b.bootstrap, "--topic", "nowhere")
     assert_one_line_error(offsets)
+
+
+def test_configs_describe_and_alter(broker) -> None:
+    t = topic_name()
+    create(broker.bootstrap, t, 1)
+    b = broker.bootstrap
+    empty = kbus("configs", "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", t, "--describe")
+    assert empty.returncode == 0, empty.stderr
+    assert empty.stdout == f"Dynamic configs for topic {t} are:\n"
+    done = kbus("configs", "--bootstrap-server", b, "--topic", t, "--alter",
+                "--add-config", "retention.ms=86400000,cleanup.policy=[compact,delete]")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"Completed updating config for topic {t}.\n"
+    lines = kbus("configs", "--bootstrap-server", b, "--topic", t, "--describe").stdout.splitlines()
+    assert lines[0] == f"Dynamic configs for topic {t} are:"
+    assert any(line.startswith("  cleanup.policy=compact,delete sensitive=false synonyms={") for line in lines)
+    assert any(line.startswith("  retention.ms=86400000 sensitive=false ") for line in lines)
+    # kafka-topics --describe shows the overrides too.
+    first = kbus("topics", "--bootstrap-server", b, "--describe", "--topic", t).stdout.splitlines()[0]
+    assert "retention.ms=86400000" in first
+    removed = kbus("configs", "--bootstrap-server", b, "--topic", t, "--alter", "--delete-config", "retention.ms")
+    assert removed.returncode == 0, removed.stderr
+    assert "retention.ms" not in kbus("configs", "--bootstrap-server", b, "--topic", t, "--describe").stdout
+    bad = kbus("configs", "--bootstrap-server", b, "--topic", t, "--alter", "--add-config", "no.such.config=1")
+    assert_one_line_error(bad)
+    missing = kbus("configs", "--bootstrap-server", b, "--topic", "no-such-topic", "--alter", "--add-config", "a=b")
+    assert_one_line_error(missing)

@@ -161,3 +161,22 @@ def test_reset_csv_round_trip() -> None:
     assert parse_reset_csv(many, ["g", "h"]) == {"g": [("t", 0, 5), ("t", 1, 7)], "h": [("u", 0, 1)]}
     with pytest.raises(UsageError, match="Line 1"):
         parse_reset_csv("t,0,x", ["g"])
+
+
+def test_configs_add_config_and_entry_layout() -> None:
+    from kbus.admin.models import ConfigEntry, ConfigSynonym
+    from kbus.cli.configs import format_entry, parse_add_config
+
+    assert parse_add_config("k1=v1,k2=[v1,v2],k3=v3") == {"k1": "v1", "k2": "v1,v2", "k3": "v3"}
+    with pytest.raises(UsageError, match='"key=val"'):
+        parse_add_config("novalue")
+    entry = ConfigEntry(
+        "retention.ms", "1000", source="DYNAMIC_TOPIC_CONFIG",
+        synonyms=[ConfigSynonym("DYNAMIC_TOPIC_CONFIG", "retention.ms", "1000"),
+                  ConfigSynonym("DEFAULT_CONFIG", "log.retention.hours", "168")],
+    )
+    assert format_entry(entry) == (
+        "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, "
+        "DEFAULT_CONFIG:log.retention.hours=168}"
+    )
+    assert format_entry(ConfigEntry("password", "x", is_sensitive=True)) == "  password=null sensitive=true synonyms={}"

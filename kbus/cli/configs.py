@@ -1,0 +1,185 @@
+"""`kbus configs`: kafka-configs.sh for topics and brokers — describe configs (with their synonyms) and change
+them with IncrementalAlterConfigs, over the wire or, for topics, straight to ZooKeeper (--zookeeper)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kbus.admin.errors import AdminError
+from kbus.admin.kafka import KafkaAdmin
+from kbus.admin.models import ConfigEntry
+from kbus.cli.app import app
+from kbus.cli.client_config import translate
+from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
+
+_ENTITY_TYPES = {"topics": "topic", "brokers": "broker"}
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """Kafka's --add-config 'k1=v1,k2=[v1,v2],k3=v3': commas inside brackets belong to the value."""
+    items: list[str] = []
+    depth = 0
+    current = ""
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+            continue
+        current += ch
+    if current:
+        items.append(current)
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f'Invalid entity config: all configs to be added must be in the format "key=val": {item}')
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def format_entry(e: ConfigEntry) -> str:
+    synonyms = ", ".join(f"{s.source}:{s.name}={s.value}" for s in e.synonyms)
+    value = "null" if e.is_sensitive or e.value is None else e.value
+    return f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}"
+
+
+@app.command("configs", cls=KafkaStyleCommand)
+def configs(
+    bootstrap_server: Annotated[
+        str | None, typer.Option("--bootstrap-server", help="The broker(s) to connect to, host:port,...")
+    ] = None,
+    zookeeper: Annotated[
+        str | None, typer.Option("--zookeeper", help="Topics only: change configs straight in ZooKeeper")
+    ] = None,
+    command_config: Annotated[
+        str | None, typer.Option("--command-config", help="Admin client .properties file")
+    ] = None,
+    describe: Annotated[bool, typer.Option("--describe", help="List configs of the entity")] = False,
+    alter: Annotated[bool, typer.Option("--alter", help="Change configs of the entity")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="With --describe: every config, not only overrides")] = False,
+    entity_type: Annotated[str | None, typer.Option("--entity-type", help="topics or brokers")] = None,
+    entity_name: Annotated[str | None, typer.Option("--entity-name", help="Topic name or broker id")] = None,
+    topic: Annotated[
+        str | None, typer.Option("--topic", help="Shorthand for --entity-type topics --entity-name")
+    ] = None,
+    broker: Annotated[
+        str | None, typer.Option("--broker", help="Shorthand for --entity-type brokers --entity-name")
+    ] = None,
+    add_config: Annotated[str | None, typer.Option("--add-config", help="k1=v1,k2=[v1,v2],k3=v3 to set")] = None,
+    add_config_file: Annotated[
+        str | None, typer.Option("--add-config-file", help=".properties file of configs to set")
+    ] = None,
+    delete_config: Annotated[str | None, typer.Option("--delete-config", help="k1,k2 to remove")] = None,
+) -> None:
+    """Describe and change topic and broker configs (kafka-configs.sh)."""
+    try:
+        if describe == alter:
+            raise UsageError("Command must include exactly one action: --describe, --alter")
+        kind, name = _entity(entity_type, entity_name, topic, broker)
+        to_set = parse_add_config(add_config) if add_config else {}
+        if add_config_file:
+            to_set.update(load_properties(add_config_file))
+        to_delete = [k.strip() for k in (delete_config or "").split(",") if k.strip()]
+        if alter and not (to_set or to_delete):
+            raise UsageError(
+                "At least one of --add-config, --add-config-file or --delete-config must be specified with --alter"
+            )
+        if bool(bootstrap_server) == bool(zookeeper):
+            raise UsageError("Exactly one of --bootstrap-server or --zookeeper must be specified")
+        if zookeeper:
+            code = _via_zookeeper(zookeeper, kind, name, describe, to_set, to_delete)
+        else:
+            assert bootstrap_server is not None
+            check_reachable(bootstrap_server)
+            conf = translate(load_properties(command_config)) if command_config else {}
+            admin = KafkaAdmin(bootstrap_server, conf)
+            try:
+                code = _via_wire(admin, kind, name, describe, all_, to_set, to_delete)
+            finally:
+                admin.close()
+    except UsageError as exc:
+        fail(str(exc))
+    except (AdminError, ConnectionError) as exc:
+        fail(f"Error while executing config command with args: {exc}")
+    raise typer.Exit(code)
+
+
+def _entity(
+    entity_type: str | None, entity_name: str | None, topic: str | None, broker: str | None
+) -> tuple[str, str | None]:
+    if topic is not None:
+        return "topic", topic
+    if broker is not None:
+        return "broker", broker
+    if entity_type is None:
+        raise UsageError("--entity-type must be specified (topics or brokers)")
+    if entity_type not in _ENTITY_TYPES:
+        raise UsageError(f"Invalid entity type {entity_type}, the entity type must be one of topics, brokers")
+    return _ENTITY_TYPES[entity_type], entity_name
+
+
+def _via_wire(
+    admin: KafkaAdmin,
+    kind: str,
+    name: str | None,
+    describe: bool,
+    all_: bool,
+    to_set: dict[str, str],
+    to_delete: list[str],
+) -> int:
+    if describe:
+        if name is None:
+            names = admin.list_topics() if kind == "topic" else [str(b.id) for b in admin.describe_cluster().brokers]
+        else:
+            names = [name]
+        for n in names:
+            entries = admin.describe_configs(kind, n)
+            if not all_:
+                wanted = "DYNAMIC_TOPIC_CONFIG" if kind == "topic" else "DYNAMIC_BROKER_CONFIG"
+                entries = [e for e in entries if e.source == wanted]
+            heading = "All configs" if all_ else "Dynamic configs"
+            print(f"{heading} for {kind} {n} are:")
+            for e in entries:
+                print(format_entry(e))
+        return 0
+    if name is None:
+        raise UsageError(f"an entity name must be specified with --alter of {kind}s")
+    if kind == "topic" and name not in admin.list_topics():
+        raise AdminError(f"The topic '{name}' does not exist.", "UNKNOWN_TOPIC_OR_PARTITION")
+    admin.alter_configs(kind, name, to_set, to_delete)
+    print(f"Completed updating config for {kind} {name}.")
+    return 0
+
+
+def _via_zookeeper(
+    connect: str, kind: str, name: str | None, describe: bool, to_set: dict[str, str], to_delete: list[str]
+) -> int:
+    if kind != "topic":
+        raise UsageError("--zookeeper only manages topic configs; use --bootstrap-server for brokers")
+    from kbus.admin.zookeeper import ZkTopicAdmin
+
+    admin = ZkTopicAdmin(connect)
+    try:
+        if describe:
+            names = [name] if name is not None else admin.list_topics()
+            for t in admin.describe_topics(names):
+                # Kafka 2.x's ZooKeeper-mode layout.
+                print(f"Configs for topic '{t.name}' are {','.join(f'{k}={v}' for k, v in t.configs.items())}")
+            return 0
+        if name is None:
+            raise UsageError("an entity name must be specified with --alter of topics")
+        changes: dict[str, str | None] = {**to_set, **dict.fromkeys(to_delete)}
+        admin.alter_topic_configs(name, changes)
+        print(f"Completed updating config for entity: topic '{name}'.")
+        return 0
+    finally:
+        admin.close()

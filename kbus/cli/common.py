@@ -126,29 +126,18 @@ def check_reachable(bootstrap: str, option: str = "--bootstrap-server") -> None:
     raise ConnectionError(f"Could not connect to any broker ({'; '.join(reasons)})")
 
 
-# Typographic dashes that articles (and word processors) put in front of options (U+2013 "from-beginning").
-_FANCY_DASHES = ("\u2013", "\u2014", "\u2012", "\u2212")
-
-
 class KafkaStyleCommand(TyperCommand):
-    """Command-line quirks of Kafka's scripts that click does not model:
-
-    - options listed in `optional_values` may stand alone and then take the given value (Kafka's
-      `--compression-codec` means gzip, `consumer-groups --list --state` means every state);
-    - an option typed with an en or em dash, as copied from a web page, is read as "--"."""
+    """Options listed in `optional_values` may stand alone and then take the given value, as in Kafka's
+    scripts (`--compression-codec` alone means gzip, `consumer-groups --list --state` means every state);
+    click options otherwise always need a value. (Typographic dashes pasted from articles are fixed for every
+    command in kbus.cli.main.)"""
 
     optional_values: dict[str, str] = {}
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        fixed: list[str] = []
-        for arg in args:
-            if arg[:1] in _FANCY_DASHES and len(arg) > 1 and arg[1:2].isalpha():
-                warn(f"WARN '{arg}' read as '--{arg[1:]}'")
-                arg = "--" + arg[1:]
-            fixed.append(arg)
         out: list[str] = []
-        for i, arg in enumerate(fixed):
+        for i, arg in enumerate(args):
             out.append(arg)
-            if arg in self.optional_values and (i + 1 == len(fixed) or fixed[i + 1].startswith("--")):
+            if arg in self.optional_values and (i + 1 == len(args) or args[i + 1].startswith("--")):
                 out.append(self.optional_values[arg])
         return super().parse_args(ctx, out)

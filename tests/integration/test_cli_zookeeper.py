@@ -32,6 +32,14 @@ def test_seed_002_hello_kafka_through_zookeeper(tmp_path: Path, zk_connect: str)
                    "--max-messages", "1", "--timeout-ms", "20000")
         assert got.returncode == 0, got.stderr
         assert got.stdout == "The first message\n"
-        assert "read as '--topic'" in got.stderr
+
+        # Kafka 2.x's kafka-configs.sh --zookeeper for topic overrides.
+        changed = kbus("configs", "--zookeeper", zk_connect, "--entity-type", "topics", "--entity-name", "Hello-Kafka",
+                       "--alter", "--add-config", "retention.ms=3600000")
+        assert changed.returncode == 0, changed.stderr
+        assert changed.stdout == "Completed updating config for entity: topic 'Hello-Kafka'.\n"
+        shown = kbus("configs", "--zookeeper", zk_connect, "--entity-type", "topics", "--entity-name", "Hello-Kafka",
+                     "--describe")
+        assert shown.stdout == "Configs for topic 'Hello-Kafka' are retention.ms=3600000\n"
     finally:
         broker.stop()

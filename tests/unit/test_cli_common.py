@@ -141,14 +141,12 @@ def test_match_topics_is_a_full_regex_with_commas() -> None:
     assert match_topics("[", names) == []
 
 
-def test_kafka_style_command_dashes_and_optional_values() -> None:
+def test_kafka_style_command_optional_values() -> None:
     from typer.testing import CliRunner
 
     from kbus.cli.main import app
 
-    runner = CliRunner()
-    # An en dash copied from an article still names the option; the bare --state of --list takes no value.
-    res = runner.invoke(app, ["consumer-groups", "\u2013list", "--state"])
-    assert "read as '--list'" in res.stderr
+    # The bare --state of --list takes no value, so parsing gets as far as the missing bootstrap server.
+    res = CliRunner().invoke(app, ["consumer-groups", "--list", "--state"])
     assert 'Missing required argument "[bootstrap-server]"' in res.stderr
     assert res.exit_code == 1

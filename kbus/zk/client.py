@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -107,27 +109,49 @@ class KafkaZkClient:
 
     # ---- brokers ----
 
-    def register_broker(self, broker_id: int, endpoints: list[Endpoint], rack: str | None = None) -> None:
+    def register_broker(
+        self, broker_id: int, endpoints: list[Endpoint], rack: str | None = None, wait_s: float = 0.0
+    ) -> None:
+        """Create the ephemeral /brokers/ids/<id>. Another session's node is either a live duplicate or the
+        registration of this broker's previous, crashed run, which ZooKeeper removes once that session times out.
+        So wait up to `wait_s` for it to go before calling it a duplicate."""
         path = paths.broker(broker_id)
         data = codec.encode_broker(endpoints, rack)
-        try:
-            self.zk.create(path, data, ephemeral=True)
-            return
-        except NodeExistsError:
-            pass
-        # our own node from this very session (a retried create) is fine; anybody else's is a conflict
-        try:
-            _, stat = self.zk.get(path)
-        except NoNodeError:
-            self.zk.create(path, data, ephemeral=True)
-            return
-        if stat.ephemeralOwner == self.session_id:
-            self.zk.set(path, data)
-            return
-        raise BrokerIdInUseError(
-            f"broker.id {broker_id} is already registered in ZooKeeper ({path} is owned by live session "
-            f"0x{stat.ephemeralOwner:x}); every broker needs a unique broker.id"
-        )
+        deadline = time.monotonic() + wait_s
+        waited = False
+        gone = threading.Event()
+        while True:
+            try:
+                self.zk.create(path, data, ephemeral=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                _, stat = self.zk.get(path)
+            except NoNodeError:
+                continue
+            if stat.ephemeralOwner == self.session_id:  # our own node (a retried create)
+                self.zk.set(path, data)
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BrokerIdInUseError(
+                    f"broker.id {broker_id} is already registered in ZooKeeper ({path} is owned by live session "
+                    f"0x{stat.ephemeralOwner:x}); every broker needs a unique broker.id"
+                )
+            if not waited:
+                log.warning(
+                    "%s is held by session 0x%x: waiting up to %.0f s for it to expire (a crashed earlier run of "
+                    "this broker) before treating broker.id %d as a duplicate",
+                    path,
+                    stat.ephemeralOwner,
+                    remaining,
+                    broker_id,
+                )
+                waited = True
+            gone.clear()
+            if self.zk.exists(path, watch=lambda _event: gone.set()) is not None:
+                gone.wait(min(remaining, 1.0))
 
     def get_broker_ids(self, watch: Watch = None) -> list[int]:
         return sorted(int(c) for c in self._children(paths.BROKER_IDS, watch) if c.isdigit())

@@ -126,7 +126,11 @@ def test_topic_id_text_is_kafkas_on_both_paths(zk_brokers, zk_connect):
 
 def test_duplicate_broker_id_process_exits_with_clear_error(zk_brokers, tmp_path, zk_connect):
     zk_brokers(1)
-    twin = BrokerProcess(tmp_path / "twin", {"zookeeper.connect": zk_connect, "broker.id": "1"})
+    # the twin waits one session timeout for the registration to vanish (it could be its own crashed run)
+    twin = BrokerProcess(
+        tmp_path / "twin",
+        {"zookeeper.connect": zk_connect, "broker.id": "1", "zookeeper.session.timeout.ms": "4000"},
+    )
     with pytest.raises(RuntimeError):
         twin.start(timeout=30)
     log = twin.log_text()

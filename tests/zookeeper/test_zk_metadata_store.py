@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -67,9 +69,12 @@ def test_broker_registration_writes_kafka_znodes(stores, raw_zk):
 def test_duplicate_broker_id_is_refused(stores, zk_connect, raw_zk):
     first = stores(1)
     owner = raw_zk.get("/brokers/ids/1")[1].ephemeralOwner
-    twin = ZkMetadataStore(zk_connect, 1, "127.0.0.1", 9999, session_timeout_ms=6000)
+    twin = ZkMetadataStore(zk_connect, 1, "127.0.0.1", 9999, session_timeout_ms=6000, registration_wait_ms=800)
+    started = time.monotonic()
     with pytest.raises(BrokerIdInUseError, match=r"broker.id 1 is already registered"):
         twin.start()
+    # it gave a possibly crashed predecessor's session the chance to expire before giving up
+    assert time.monotonic() - started >= 0.8
     # the first broker's registration is untouched
     assert raw_zk.get("/brokers/ids/1")[1].ephemeralOwner == owner
     assert [b.port for b in first.brokers()] == [9091]
@@ -278,3 +283,29 @@ def test_admin_requested_preferred_replica_election(stores, zk_connect):
         wait_for(lambda: admin.get_preferred_replica_election() is None, what="request removed")
     finally:
         admin.close()
+
+
+CRASHING_BROKER = """
+import sys, time
+from kbus.server.metadata.zk_store import ZkMetadataStore
+ZkMetadataStore(sys.argv[1], 7, "127.0.0.1", 9097, session_timeout_ms=4000).start()
+print("registered", flush=True)
+time.sleep(600)
+"""
+
+
+def test_restart_after_crash_waits_for_the_old_session(stores, zk_connect, raw_zk):
+    proc = subprocess.Popen([sys.executable, "-c", CRASHING_BROKER, zk_connect], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "registered"
+        old_owner = raw_zk.get("/brokers/ids/7")[1].ephemeralOwner
+    finally:
+        proc.kill()  # kill -9: the session lingers until ZooKeeper times it out
+        proc.wait()
+    started = time.monotonic()
+    again = stores(7, session_timeout_ms=4000)
+    took = time.monotonic() - started
+    assert raw_zk.get("/brokers/ids/7")[1].ephemeralOwner not in (0, old_owner)
+    assert [b.broker_id for b in again.brokers()] == [7]
+    print(f"restart after kill -9 registered after {took:.2f}s (session timeout 4 s)")
+    assert 0.5 < took < 10

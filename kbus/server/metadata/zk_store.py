@@ -59,6 +59,7 @@ class ZkMetadataStore:
         auto_leader_rebalance_enable: bool = True,
         leader_imbalance_check_interval_s: float = 300.0,
         leader_imbalance_per_broker_percentage: int = 10,
+        registration_wait_ms: int | None = None,
     ) -> None:
         """`ZkMetadataStore(connect, broker_id, host, port, ...)`, or the broker's form
         `ZkMetadataStore(connect, broker_id, BrokerInfo, KafkaConfig)`, which takes the advertised listeners,
@@ -83,6 +84,10 @@ class ZkMetadataStore:
         self._endpoints = endpoints or [Endpoint("PLAINTEXT", str(host), int(port))]
         self._rack = rack
         self._session_timeout_s = session_timeout_ms / 1000
+        # a restart right after a crash finds its own old registration until that session times out
+        if registration_wait_ms is None:
+            registration_wait_ms = session_timeout_ms + 1000
+        self._registration_wait_s = registration_wait_ms / 1000
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
         self._delete_topic_enable = delete_topic_enable
         self._unclean_default = unclean_leader_election_enable
@@ -121,7 +126,7 @@ class ZkMetadataStore:
         try:
             zk.ensure_persistent_paths()
             self.cluster_id = zk.get_or_create_cluster_id()
-            zk.register_broker(self.broker_id, self._endpoints, self._rack)
+            zk.register_broker(self.broker_id, self._endpoints, self._rack, self._registration_wait_s)
         except BaseException:
             zk.close()
             raise
@@ -412,7 +417,7 @@ class ZkMetadataStore:
 
     def _resync(self) -> bool:
         zk = self._client()
-        zk.register_broker(self.broker_id, self._endpoints, self._rack)
+        zk.register_broker(self.broker_id, self._endpoints, self._rack, self._registration_wait_s)
         self._refresh_brokers()
         self._refresh_topic_list(reread=True)
         self._refresh_deletions()

@@ -104,12 +104,15 @@ class Broker:
                 res = coordinator.start(self)
                 if asyncio.iscoroutine(res):
                     await res
-        self._tasks.append(
-            asyncio.create_task(self._periodic(self.config.log_retention_check_interval_ms, self._run_retention))
-        )
-        self._tasks.append(
-            asyncio.create_task(self._periodic(self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint))
-        )
+        cfg = self.config
+        # File-heavy housekeeping runs on worker threads (the logs lock themselves); ISR checks stay on the loop.
+        for interval, fn, in_thread in (
+            (cfg.log_retention_check_interval_ms, self._run_retention, True),
+            (cfg.log_flush_offset_checkpoint_interval_ms, self._checkpoint, True),
+            (cfg.log_cleaner_backoff_ms, self._run_cleaner, True),
+            (max(cfg.replica_lag_time_max_ms // 2, 100), self._shrink_isr_all, False),
+        ):
+            self._tasks.append(asyncio.create_task(self._periodic(interval, fn, in_thread)))
 
     async def stop(self) -> None:
         self.stopping = True
@@ -152,11 +155,14 @@ class Broker:
                     f"#\n#{time.ctime()}\nversion=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n",
                 )
 
-    async def _periodic(self, interval_ms: int, fn: Callable[[], None]) -> None:
+    async def _periodic(self, interval_ms: int, fn: Callable[[], None], in_thread: bool = False) -> None:
         while True:
             await asyncio.sleep(max(interval_ms, 100) / 1000)
             try:
-                fn()
+                if in_thread:
+                    await asyncio.to_thread(fn)
+                else:
+                    fn()
             except Exception:
                 log.exception("periodic task %s failed", fn.__name__)
 
@@ -165,6 +171,15 @@ class Broker:
         deleted = self.log_manager.run_retention(int(time.time() * 1000))
         if deleted:
             log.info("Retention deleted %d segment(s)", deleted)
+
+    def _run_cleaner(self) -> None:
+        """Log compaction (cleanup.policy=compact, e.g. __consumer_offsets)."""
+        assert self.log_manager is not None
+        if not self.config.log_cleaner_enable:
+            return
+        rewritten = self.log_manager.run_cleaner()
+        if rewritten:
+            log.info("Log cleaner rewrote %d segment(s)", rewritten)
 
     def _checkpoint(self) -> None:
         assert self.log_manager is not None

@@ -91,6 +91,8 @@ BROKER_CONFIGS: dict[str, tuple[str, type, object]] = {
     "log.flush.offset.checkpoint.interval.ms": ("log_flush_offset_checkpoint_interval_ms", int, 60000),
     "log.message.timestamp.type": ("log_message_timestamp_type", str, "CreateTime"),
     "log.cleanup.policy": ("log_cleanup_policy", str, "delete"),
+    "log.cleaner.enable": ("log_cleaner_enable", bool, True),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", int, 15000),
     "message.max.bytes": ("message_max_bytes", int, 1048588),
     "socket.request.max.bytes": ("socket_request_max_bytes", int, 104857600),
     "socket.send.buffer.bytes": ("socket_send_buffer_bytes", int, 102400),
@@ -154,6 +156,8 @@ class KafkaConfig:
     log_flush_offset_checkpoint_interval_ms: int = 60000
     log_message_timestamp_type: str = "CreateTime"
     log_cleanup_policy: str = "delete"
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 104857600
     socket_send_buffer_bytes: int = 102400

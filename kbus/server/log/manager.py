@@ -161,8 +161,9 @@ class LogManager:
             self._log_dir_of[tp] = d
         # from now on a crash must trigger recovery
         marker.unlink(missing_ok=True)
-        log.info("loaded %d logs from %s (%s shutdown)", sum(1 for v in self._log_dir_of.values() if v == d), d,
-                 "clean" if clean else "unclean")
+        count = sum(1 for v in self._log_dir_of.values() if v == d)
+        after = "clean shutdown" if clean else ("unclean shutdown" if count else "no previous logs")
+        log.info("loaded %d logs from %s (%s)", count, d, after)
 
     def _open_existing(
         self, path: Path, config: LogConfig, recovery_point: int, log_start: int | None, clean: bool

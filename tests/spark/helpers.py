@@ -112,3 +112,14 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 30) -> list:
         return out
     finally:
         consumer.close()
+
+
+def delete_records_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, partition, offset)]).values():
+        future.result(timeout=30)
+
+
+def topic_exists(bootstrap: str, topic: str) -> bool:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return topic in admin.list_topics(timeout=10).topics

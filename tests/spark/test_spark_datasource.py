@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from pathlib import Path
 
 import pytest
+from pyspark.errors import StreamingQueryException
 
-from tests.spark.helpers import add_partitions, consume_all, create_topic, produce
+from tests.spark.helpers import (
+    add_partitions,
+    consume_all,
+    create_topic,
+    delete_records_before,
+    produce,
+    topic_exists,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -202,3 +211,53 @@ def test_streaming_topic_to_topic(spark, broker, tmp_path: Path) -> None:  # typ
     assert query.exception() is None, query.exception()
     got = sorted((m.key(), m.value()) for m in consume_all(broker.bootstrap, target))
     assert got == sorted((p.key, p.value.upper()) for p in produced)
+
+
+def test_deleted_data_follows_fail_on_data_loss(spark, broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    topic = _topic("spark-loss")
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, [(None, f"a{i}") for i in range(100)])
+    out, checkpoint = tmp_path / "out", tmp_path / "ck"
+
+    def start(fail_on_data_loss: str):  # type: ignore[no-untyped-def]
+        query = (
+            spark.readStream.format("kbus")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("failOnDataLoss", fail_on_data_loss)
+            .load()
+            .selectExpr("offset", "CAST(value AS STRING) AS value")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        with contextlib.suppress(StreamingQueryException):  # the failure is checked through query.exception()
+            query.awaitTermination(120)
+        return query
+
+    assert start("true").exception() is None
+    produce(broker.bootstrap, topic, [(None, f"b{i}") for i in range(100)])
+    delete_records_before(broker.bootstrap, topic, 0, 150)  # offsets 100..149 go before the query saw them
+
+    failed = start("true")
+    assert failed.exception() is not None
+    assert "failOnDataLoss" in str(failed.exception())
+
+    assert start("false").exception() is None  # same checkpoint: skips what is gone, reads the rest
+    offsets = sorted(r.offset for r in spark.read.parquet(str(out)).collect())
+    assert offsets == list(range(100)) + list(range(150, 200))
+
+    # Batch: explicit offsets below the log start offset.
+    explicit = {"startingOffsets": json.dumps({topic: {"0": 120}})}
+    with pytest.raises(Exception, match="no longer on the broker"):
+        _read(spark, broker.bootstrap, topic, **explicit).collect()
+    assert _read(spark, broker.bootstrap, topic, failOnDataLoss="false", **explicit).count() == 50
+
+
+def test_missing_topic_reads_empty_and_is_not_created(spark, broker) -> None:  # type: ignore[no-untyped-def]
+    topic = _topic("spark-missing")
+    assert _read(spark, broker.bootstrap, topic).count() == 0
+    assert not topic_exists(broker.bootstrap, topic)

@@ -9,7 +9,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 cleanup() {
   if [ "${KEEP_RUNNING:-0}" != 1 ]; then
-    kbus server-stop >/dev/null 2>&1 || true
+    kbus server-stop config/server.properties >/dev/null 2>&1 || true
     kbus zookeeper-stop >/dev/null 2>&1 || true
   fi
 }

@@ -60,7 +60,15 @@ def _start(config_path: Path, daemon: bool) -> int:
     install = launcher.find_install()
     endpoint = launcher.client_endpoint(props)
     log_dir = _log_dir()
-    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        probe = log_dir / ".kbus-write-test"
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        raise ZooKeeperSetupError(
+            f"cannot write the log/pid directory {log_dir} ({e.strerror}); set {LOG_DIR_ENV}"
+        ) from None
     pid_path = launcher.pid_file(log_dir)
     running = launcher.live_server_pid(pid_path)
     if running:

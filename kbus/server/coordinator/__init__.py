@@ -133,7 +133,7 @@ def start(broker: Broker) -> GroupCoordinator:
         known_topics.clear()
         known_topics.update(current)
         if gone:
-            coordinator._spawn(coordinator.on_topics_deleted(gone))
+            coordinator.run_in_background(coordinator.on_topics_deleted(gone))
 
     broker.group_coordinator = coordinator
     broker.add_leadership_listener(on_leadership)

@@ -138,7 +138,7 @@ class GroupCoordinator:
         if partition in self.owned or partition in self.loading:
             return
         self.loading.add(partition)
-        self._spawn(self._load(partition))
+        self.run_in_background(self._load(partition))
         self._schedule_cleanup()
 
     def on_resignation(self, partition: int) -> None:
@@ -402,9 +402,10 @@ class GroupCoordinator:
                 # The known instance came back with a compatible subscription: no rebalance, just persist the
                 # new member id and hand back the current generation.
                 assignment = {m.member_id: m.assignment for m in group.members.values()}
-                generation = group.generation_id
-                self._spawn(self._finish_static_rejoin(group, member, old_member_id, new_member_id, instance_id,
-                                                       old, assignment, generation, current_leader, skip_ok))
+                self.run_in_background(self._finish_static_rejoin(
+                    group, member, old_member_id, new_member_id, instance_id, old, assignment, current_leader,
+                    skip_ok,
+                ))
             else:
                 self._maybe_prepare_rebalance(group, f"static member {instance_id} changed protocols")
         elif group.is_(GroupState.COMPLETING_REBALANCE):
@@ -413,7 +414,7 @@ class GroupCoordinator:
 
     async def _finish_static_rejoin(self, group: Group, member: Member, old_member_id: str, new_member_id: str,
                                     instance_id: str, old: tuple[list[tuple[str, bytes]], int, int],
-                                    assignment: dict[str, bytes], generation: int, current_leader: str,
+                                    assignment: dict[str, bytes], current_leader: str,
                                     skip_ok: bool) -> None:
         error = await self._store_group(group, assignment)
         if not self._live(group) or member.join_future is None:
@@ -513,7 +514,7 @@ class GroupCoordinator:
         group.init_next_generation(self.clock())
         if group.is_(GroupState.EMPTY):
             log.info("Group %s with generation %d is now empty", group.group_id, group.generation_id)
-            self._spawn(self._store_group(group, {}))
+            self.run_in_background(self._store_group(group, {}))
             return
         log.info("Stabilized group %s generation %d (__consumer_offsets-%d) with %d members", group.group_id,
                  group.generation_id, group.partition, group.size)
@@ -639,7 +640,7 @@ class GroupCoordinator:
         group.pending_sync_members.discard(member_id)
         if group.is_leader(member_id):
             full = {m: assignments.get(m, b"") for m in group.members}
-            self._spawn(self._store_leader_assignment(group, generation_id, full))
+            self.run_in_background(self._store_leader_assignment(group, generation_id, full))
         return await fut
 
     async def _store_leader_assignment(self, group: Group, generation: int, assignment: dict[str, bytes]) -> None:
@@ -956,14 +957,14 @@ class GroupCoordinator:
 
         def fire() -> None:
             self._cleanup_scheduled = False
-            self._spawn(self.expire_offsets())
+            self.run_in_background(self.expire_offsets())
             self._schedule_cleanup()
 
         self.timers.schedule(("cleanup",), self.clock() + interval, fire)
 
     # ================================================================ lifecycle
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
+    def run_in_background(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)

@@ -3,7 +3,9 @@
 One thread (like Kafka's controller event thread) owns every reaction to ZooKeeper: watches only enqueue the
 path that changed, the thread re-reads it (leaving a fresh one-shot watch), updates the in-memory view the broker
 reads, and, when this broker holds /controller, applies the controller's rules: partition states for new
-partitions, leader election from the ISR when brokers die, topic deletion. Listeners hear about every change.
+partitions, leader election from the ISR when brokers die, topic deletion, preferred-leader rebalancing.
+Listeners hear about every change. Beyond the MetadataStore protocol, the broker gets `alter_isr` (leaders
+changing their ISR), `controlled_shutdown`, `allocate_producer_id` and `controller_id`.
 """
 
 from __future__ import annotations

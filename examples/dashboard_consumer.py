@@ -22,21 +22,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bootstrap-server", default="localhost:9092", help="broker host:port")
     parser.add_argument("--topic", default="abc-bus-location")
     parser.add_argument("--group", default="abc-dashboard", help="consumer group id (default: abc-dashboard)")
-    parser.add_argument("--from-beginning", action="store_true",
-                        help="start at the earliest offset when the group has no committed offset")
+    parser.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at the earliest offset when the group has no committed offset",
+    )
     parser.add_argument("--max-messages", type=int, default=0, help="exit after this many records (0: run forever)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    consumer = Consumer({
-        "bootstrap.servers": args.bootstrap_server,
-        "group.id": args.group,
-        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-        # Commit only what has been printed: the offset is stored after processing, auto-commit ships it.
-        "enable.auto.offset.store": False,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap_server,
+            "group.id": args.group,
+            "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+            # Commit only what has been printed: the offset is stored after processing, auto-commit ships it.
+            "enable.auto.offset.store": False,
+        }
+    )
     running = True
 
     def stop(_signum: int, _frame: FrameType | None) -> None:

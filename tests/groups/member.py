@@ -78,8 +78,13 @@ def run_member(argv: list[str]) -> int:
             c.incremental_assign(partitions)
         else:
             c.assign(partitions)
-        emit(event="assign", partitions=sorted(tp.partition for tp in partitions), owned=owned(),
-             protocol="COOPERATIVE" if cooperative else "EAGER", t=time.time())
+        emit(
+            event="assign",
+            partitions=sorted(tp.partition for tp in partitions),
+            owned=owned(),
+            protocol="COOPERATIVE" if cooperative else "EAGER",
+            t=time.time(),
+        )
 
     def on_revoke(c: Any, partitions: list[Any]) -> None:
         if cooperative:
@@ -105,11 +110,34 @@ def run_member(argv: list[str]) -> int:
 
 
 class MemberProcess:
-    def __init__(self, bootstrap: str, group: str, topic: str, *, name: str, strategy: str | None = None,
-                 instance_id: str | None = None, session_ms: int = 6000, stderr_path: str | None = None,
-                 debug: str = "") -> None:
-        cmd = [sys.executable, "-m", "tests.groups.member", "--bootstrap", bootstrap, "--group", group,
-               "--topic", topic, "--session-ms", str(session_ms), "--client-id", name]
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        *,
+        name: str,
+        strategy: str | None = None,
+        instance_id: str | None = None,
+        session_ms: int = 6000,
+        stderr_path: str | None = None,
+        debug: str = "",
+    ) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "tests.groups.member",
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--session-ms",
+            str(session_ms),
+            "--client-id",
+            name,
+        ]
         if strategy:
             cmd += ["--strategy", strategy]
         if instance_id:
@@ -121,8 +149,9 @@ class MemberProcess:
         self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
         self._lock = threading.Lock()
         stderr = open(stderr_path, "ab") if stderr_path else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

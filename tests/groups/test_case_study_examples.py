@@ -27,14 +27,29 @@ ASSIGNED = re.compile(r"^Assigned partitions: \[(?P<ps>[0-9, ]*)\]$")
 class Dashboard:
     def __init__(self, bootstrap: str, topic: str, group: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "examples/dashboard_consumer.py", "--bootstrap-server", bootstrap, "--topic", topic,
-             "--group", group, "--from-beginning"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            [
+                sys.executable,
+                "examples/dashboard_consumer.py",
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                topic,
+                "--group",
+                group,
+                "--from-beginning",
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         self.records: list[tuple[int, str, str]] = []
         self.assigned: list[int] | None = None
-        self._threads = [threading.Thread(target=self._out, daemon=True),
-                         threading.Thread(target=self._err, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._out, daemon=True),
+            threading.Thread(target=self._err, daemon=True),
+        ]
         for t in self._threads:
             t.start()
 
@@ -75,9 +90,20 @@ def dashboards() -> Iterator[list[Dashboard]]:
 
 def run_fleet(bootstrap: str, topic: str, rounds: int) -> None:
     subprocess.run(
-        [sys.executable, "examples/fleet_producer.py", "--bootstrap-server", bootstrap, "--topic", topic,
-         "--rounds", str(rounds)],
-        cwd=REPO, check=True, timeout=60, capture_output=True,
+        [
+            sys.executable,
+            "examples/fleet_producer.py",
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--rounds",
+            str(rounds),
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=60,
+        capture_output=True,
     )
 
 
@@ -87,8 +113,11 @@ def test_three_dashboards_split_the_fleet(broker: BrokerProcess, dashboards: lis
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(15)
     for _ in range(3):
         dashboards.append(Dashboard(broker.bootstrap, topic, group))
-    wait_until(lambda: sorted(p for d in dashboards for p in (d.assigned or [9, 9])) == [0, 1, 2], 45,
-               "each dashboard to own one partition")
+    wait_until(
+        lambda: sorted(p for d in dashboards for p in (d.assigned or [9, 9])) == [0, 1, 2],
+        45,
+        "each dashboard to own one partition",
+    )
     run_fleet(broker.bootstrap, topic, rounds=10)
     wait_until(lambda: sum(len(d.records) for d in dashboards) >= 60, 45, "60 location updates on the dashboards")
 

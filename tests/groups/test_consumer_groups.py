@@ -58,12 +58,12 @@ def members() -> Iterator[list[MemberProcess]]:
 
 def settled(members: list[MemberProcess], expect: dict[str, list[int]] | None = None) -> bool:
     owned = [m.owned for m in members]
-    return all(o is not None for o in owned) and (expect is None or all(
-        m.owned == expect[m.name] for m in members))
+    return all(o is not None for o in owned) and (expect is None or all(m.owned == expect[m.name] for m in members))
 
 
-def test_three_members_each_own_one_partition_and_a_fourth_is_idle(broker: BrokerProcess,
-                                                                    members: list[MemberProcess]) -> None:
+def test_three_members_each_own_one_partition_and_a_fourth_is_idle(
+    broker: BrokerProcess, members: list[MemberProcess]
+) -> None:
     topic, group = create_topic(broker.bootstrap, 3), uid("abc-dashboard")
     for i in range(3):
         members.append(MemberProcess(broker.bootstrap, group, topic, name=f"dash-{i}"))
@@ -92,8 +92,9 @@ def test_three_members_each_own_one_partition_and_a_fourth_is_idle(broker: Broke
     assert all(m.host == "/127.0.0.1" for m in desc.members)
 
 
-def test_killed_member_partition_moves_no_loss_and_restart_resumes(broker: BrokerProcess,
-                                                                    members: list[MemberProcess]) -> None:
+def test_killed_member_partition_moves_no_loss_and_restart_resumes(
+    broker: BrokerProcess, members: list[MemberProcess]
+) -> None:
     topic, group = create_topic(broker.bootstrap, 3), uid("abc-dashboard")
     for i in range(3):
         members.append(MemberProcess(broker.bootstrap, group, topic, name=f"dash-{i}", session_ms=SESSION_MS))
@@ -122,21 +123,34 @@ def test_killed_member_partition_moves_no_loss_and_restart_resumes(broker: Broke
     killed_at = time.time()
     survivors = members[1:]
     taken_at = wait_until(
-        lambda: next((e["t"] for m in survivors for e in m.snapshot()
-                      if e["event"] == "assign" and e["t"] > killed_at and lost_partition in e["owned"]), None),
-        SESSION_MS / 1000 + 20, "the dead member's partition to move",
+        lambda: next(
+            (
+                e["t"]
+                for m in survivors
+                for e in m.snapshot()
+                if e["event"] == "assign" and e["t"] > killed_at and lost_partition in e["owned"]
+            ),
+            None,
+        ),
+        SESSION_MS / 1000 + 20,
+        "the dead member's partition to move",
     )
     moved_after = taken_at - killed_at
-    print(f"\npartition {lost_partition} of the killed member moved after {moved_after:.2f}s "
-          f"(session.timeout.ms={SESSION_MS})")
+    print(
+        f"\npartition {lost_partition} of the killed member moved after {moved_after:.2f}s "
+        f"(session.timeout.ms={SESSION_MS})"
+    )
     # Detection takes session.timeout.ms after the last heartbeat; the survivors re-join within a heartbeat.
     assert moved_after < SESSION_MS / 1000 + 3, f"partition moved after {moved_after:.1f}s"
     assert sorted(p for m in survivors for p in (m.owned or [])) == [0, 1, 2]
 
     thread.join(60)
     assert done.is_set()
-    wait_until(lambda: set().union(*(set(m.values()) for m in members)) >= set(values), 60,
-               "every produced record to be consumed by someone")
+    wait_until(
+        lambda: set().union(*(set(m.values()) for m in members)) >= set(values),
+        60,
+        "every produced record to be consumed by someone",
+    )
     seen = set().union(*(set(m.values()) for m in members))
     assert seen == set(values), "at-least-once: nothing lost across the rebalance"
 
@@ -181,21 +195,28 @@ def test_cooperative_sticky_rebalances_incrementally(broker: BrokerProcess, memb
     assert sorted(p for e in revoke_events for p in e["partitions"]) == b.owned
     assert all(e["owned"] for e in revoke_events)
     produce(broker.bootstrap, topic, [f"w{i}" for i in range(40)], 4)
-    wait_until(lambda: len([v for v in a.values() + b.values() if v.startswith("w")]) >= 40, 30,
-               "both members to consume after the rebalance")
+    wait_until(
+        lambda: len([v for v in a.values() + b.values() if v.startswith("w")]) >= 40,
+        30,
+        "both members to consume after the rebalance",
+    )
     assert not [e for m in (a, b) for e in m.snapshot() if e["event"] == "error"]
 
 
-def test_static_membership_keeps_assignment_across_quick_restart(broker: BrokerProcess,
-                                                                 members: list[MemberProcess]) -> None:
+def test_static_membership_keeps_assignment_across_quick_restart(
+    broker: BrokerProcess, members: list[MemberProcess]
+) -> None:
     topic, group = create_topic(broker.bootstrap, 2), uid("static")
     a = MemberProcess(broker.bootstrap, group, topic, name="a", instance_id="dash-a", session_ms=SESSION_MS)
     members.append(a)
     wait_until(lambda: a.owned == [0, 1], 45, "a to own both partitions")
     b = MemberProcess(broker.bootstrap, group, topic, name="b", instance_id="dash-b", session_ms=SESSION_MS)
     members.append(b)
-    wait_until(lambda: a.owned is not None and len(a.owned) == 1 and b.owned is not None and len(b.owned) == 1,
-               45, "a 1/1 split")
+    wait_until(
+        lambda: a.owned is not None and len(a.owned) == 1 and b.owned is not None and len(b.owned) == 1,
+        45,
+        "a 1/1 split",
+    )
     time.sleep(1)
     before_a = len([e for e in a.snapshot() if e["event"] in ("assign", "revoke")])
     b_partitions = b.owned
@@ -205,8 +226,9 @@ def test_static_membership_keeps_assignment_across_quick_restart(broker: BrokerP
     wait_until(lambda: b2.owned is not None, 30, "the restarted static member's assignment")
     assert b2.owned == b_partitions
     time.sleep(SESSION_MS / 1000 + 1)  # past the old session: still no rebalance
-    assert len([e for e in a.snapshot() if e["event"] in ("assign", "revoke")]) == before_a, \
+    assert len([e for e in a.snapshot() if e["event"] in ("assign", "revoke")]) == before_a, (
         "the other member saw no rebalance"
+    )
     assert b2.owned == b_partitions
 
 
@@ -215,15 +237,23 @@ def test_committed_offsets_and_metadata_survive_broker_restart(broker_factory: o
     topic, group = create_topic(b.bootstrap, 2), uid("restart")
     produce(b.bootstrap, topic, [f"v{i}" for i in range(20)], 2)
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False})
-    c.commit(offsets=[TopicPartition(topic, 0, 7, metadata="checkpoint: batch 3"),
-                      TopicPartition(topic, 1, 4, metadata="")], asynchronous=False)
+    c.commit(
+        offsets=[TopicPartition(topic, 0, 7, metadata="checkpoint: batch 3"), TopicPartition(topic, 1, 4, metadata="")],
+        asynchronous=False,
+    )
     got = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=15)
     assert [(tp.offset, tp.metadata) for tp in got] == [(7, "checkpoint: batch 3"), (4, "")]
     c.close()
     b.restart()
     assert committed(b.bootstrap, group, topic, 2) == {0: (7, "checkpoint: batch 3"), 1: (4, "")}
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     c.subscribe([topic])
     seen: dict[int, int] = {}
     deadline = time.monotonic() + 45
@@ -238,8 +268,14 @@ def test_committed_offsets_and_metadata_survive_broker_restart(broker_factory: o
 def test_admin_views_and_delete(broker: BrokerProcess) -> None:
     topic, group = create_topic(broker.bootstrap, 1), uid("admin")
     produce(broker.bootstrap, topic, ["x"], 1)
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "client.id": "viewer"})
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "client.id": "viewer",
+        }
+    )
     c.subscribe([topic])
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -268,8 +304,14 @@ def test_kafka_python_group_consumer(broker: BrokerProcess) -> None:
 
     topic, group = create_topic(broker.bootstrap, 2), uid("kp")
     produce(broker.bootstrap, topic, [f"v{i}" for i in range(20)], 2)
-    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
-                             auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=15000)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=15000,
+    )
     got = []
     for record in consumer:
         got.append(record.value.decode())
@@ -288,8 +330,13 @@ def test_aiokafka_group_consumer(broker: BrokerProcess) -> None:
     produce(broker.bootstrap, topic, [f"v{i}" for i in range(20)], 2)
 
     async def consume() -> list[str]:
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
-                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=broker.bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         await consumer.start()
         got: list[str] = []
         try:
@@ -327,6 +374,9 @@ def test_deleting_a_topic_deletes_its_committed_offsets(broker: BrokerProcess) -
     c.close()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.delete_topics([gone])[gone].result(15)
-    wait_until(lambda: committed(broker.bootstrap, group, gone, 1)[0][0] == -1001, 15,
-               "the deleted topic's offsets to disappear")
+    wait_until(
+        lambda: committed(broker.bootstrap, group, gone, 1)[0][0] == -1001,
+        15,
+        "the deleted topic's offsets to disappear",
+    )
     assert committed(broker.bootstrap, group, kept, 1)[0][0] == 6

@@ -49,15 +49,26 @@ def test_committed_offsets_survive_coordinator_failover(cluster: Cluster) -> Non
     topic, group = f"fo-{uuid.uuid4().hex[:6]}", f"fo-group-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 3)])[topic].result(20)
-    wait_until(lambda: len(cluster.partitions(topic)) == 2 and all(
-        len(isr) == 3 for _, isr in cluster.partitions(topic).values()), 30, "full ISRs")
+    wait_until(
+        lambda: (
+            len(cluster.partitions(topic)) == 2 and all(len(isr) == 3 for _, isr in cluster.partitions(topic).values())
+        ),
+        30,
+        "full ISRs",
+    )
     p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i in range(20):
         p.produce(topic, value=f"v{i}", partition=i % 2)
     assert p.flush(30) == 0
 
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     seen = 0
     deadline = time.monotonic() + 60
@@ -66,8 +77,10 @@ def test_committed_offsets_survive_coordinator_failover(cluster: Cluster) -> Non
         if m is not None and not m.error():
             seen += 1
     assert seen == 20
-    c.commit(offsets=[TopicPartition(topic, 0, 10, metadata="batch-a"),
-                      TopicPartition(topic, 1, 10, metadata="batch-b")], asynchronous=False)
+    c.commit(
+        offsets=[TopicPartition(topic, 0, 10, metadata="batch-a"), TopicPartition(topic, 1, 10, metadata="batch-b")],
+        asynchronous=False,
+    )
     c.close()
     expected = {0: (10, "batch-a"), 1: (10, "batch-b")}
     assert committed(cluster.bootstrap, group, topic) == expected
@@ -75,10 +88,16 @@ def test_committed_offsets_survive_coordinator_failover(cluster: Cluster) -> Non
     coordinator = admin.describe_consumer_groups([group])[group].result(15).coordinator.id
     cluster.brokers[coordinator].kill()
     started = time.monotonic()
-    wait_until(lambda: committed(cluster.bootstrap, group, topic) == expected, 60,
-               "the committed offsets on the new coordinator", interval=0.5)
-    print(f"\ngroup {group}: coordinator {coordinator} killed; offsets served again after "
-          f"{time.monotonic() - started:.1f}s")
+    wait_until(
+        lambda: committed(cluster.bootstrap, group, topic) == expected,
+        60,
+        "the committed offsets on the new coordinator",
+        interval=0.5,
+    )
+    print(
+        f"\ngroup {group}: coordinator {coordinator} killed; offsets served again after "
+        f"{time.monotonic() - started:.1f}s"
+    )
     admin2 = AdminClient({"bootstrap.servers": cluster.bootstrap})
     new_coordinator = admin2.describe_consumer_groups([group])[group].result(15).coordinator.id
     assert new_coordinator != coordinator
@@ -87,8 +106,14 @@ def test_committed_offsets_survive_coordinator_failover(cluster: Cluster) -> Non
     for i in range(4):
         p.produce(topic, value=f"late{i}", partition=i % 2)
     assert p.flush(30) == 0
-    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     settle = 0.0
     got: list[tuple[int, int]] = []

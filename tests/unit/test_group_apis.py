@@ -29,7 +29,9 @@ class FakeBroker:
         self.clock = FakeClock()
         self.group_coordinator = GroupCoordinator(
             GroupConfig(offsets_topic_num_partitions=4, initial_rebalance_delay_ms=0, min_session_timeout_ms=1000),
-            MemoryLog(), self.clock, partition_exists=lambda t, p: t == "t" and p < 2,
+            MemoryLog(),
+            self.clock,
+            partition_exists=lambda t, p: t == "t" and p < 2,
         )
         self.ensured: list[str] = []
 
@@ -50,8 +52,11 @@ def request(api_key: int, version: int, /, **fields: Any) -> Any:
             return tuple(build(nested(cls, name), **v) for v in value)
         return value
 
-    names = {"protocols": "JoinGroupRequestProtocol", "assignments": "SyncGroupRequestAssignment",
-             "members": "MemberIdentity"}
+    names = {
+        "protocols": "JoinGroupRequestProtocol",
+        "assignments": "SyncGroupRequestAssignment",
+        "members": "MemberIdentity",
+    }
     out = {k: convert(v, names.get(k, "")) for k, v in fields.items()}
     msg = build(cls, **out)
     # Round-trip through the wire so the handler sees exactly what a client would send.
@@ -92,7 +97,9 @@ def test_find_coordinator(version: int) -> None:
         if version >= 4:
             r = await call(b, 10, version, key_type=0, coordinator_keys=("g1", "g2"))
             assert [(c.key, c.node_id, c.port, c.error_code) for c in r.coordinators] == [
-                ("g1", 0, 9092, E.none), ("g2", 0, 9092, E.none)]
+                ("g1", 0, 9092, E.none),
+                ("g2", 0, 9092, E.none),
+            ]
         else:
             r = await call(b, 10, version, key="g1")
             assert (r.error_code, r.node_id, r.host, r.port) == (E.none, 0, "127.0.0.1", 9092)
@@ -106,8 +113,14 @@ def test_join_sync_heartbeat_commit_fetch_leave(version: int) -> None:
     async def main() -> None:
         b = FakeBroker()
         await elected(b)
-        join = {"group_id": "g", "session_timeout": 10000, "rebalance_timeout": 20000, "member_id": "",
-                "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"\x00\x00"}]}
+        join = {
+            "group_id": "g",
+            "session_timeout": 10000,
+            "rebalance_timeout": 20000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"\x00\x00"}],
+        }
         if version >= 4:
             r = await call(b, 11, version, **join)
             assert r.error_code == E.member_id_required
@@ -121,20 +134,44 @@ def test_join_sync_heartbeat_commit_fetch_leave(version: int) -> None:
         assert r.protocol_name == "range" and [m.member_id for m in r.members] == [r.member_id]
         member = r.member_id
         sync_v = min(version, API_TABLE[14].max_version)
-        s = await call(b, 14, sync_v, group_id="g", generation_id=1, member_id=member, protocol_type="consumer",
-                       protocol_name="range", assignments=[{"member_id": member, "assignment": b"A"}])
+        s = await call(
+            b,
+            14,
+            sync_v,
+            group_id="g",
+            generation_id=1,
+            member_id=member,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=[{"member_id": member, "assignment": b"A"}],
+        )
         assert s.error_code == E.none and s.assignment == b"A"
         hb = await call(b, 12, min(version, 4), group_id="g", generation_id=1, member_id=member)
         assert hb.error_code == E.none
         commit_v = max(2, min(version, 9))
-        c = await call(b, 8, commit_v, group_id="g", generation_id_or_member_epoch=1, member_id=member,
-                       topics=(build(nested(request_type(8, commit_v), "OffsetCommitRequestTopic"), name="t",
-                                     partitions=(build(nested(request_type(8, commit_v),
-                                                              "OffsetCommitRequestPartition"),
-                                                       partition_index=0, committed_offset=42,
-                                                       committed_metadata="meta"),)),))
-        assert [(t.name, p.partition_index, p.error_code) for t in c.topics for p in t.partitions] == [
-            ("t", 0, E.none)]
+        c = await call(
+            b,
+            8,
+            commit_v,
+            group_id="g",
+            generation_id_or_member_epoch=1,
+            member_id=member,
+            topics=(
+                build(
+                    nested(request_type(8, commit_v), "OffsetCommitRequestTopic"),
+                    name="t",
+                    partitions=(
+                        build(
+                            nested(request_type(8, commit_v), "OffsetCommitRequestPartition"),
+                            partition_index=0,
+                            committed_offset=42,
+                            committed_metadata="meta",
+                        ),
+                    ),
+                ),
+            ),
+        )
+        assert [(t.name, p.partition_index, p.error_code) for t in c.topics for p in t.partitions] == [("t", 0, E.none)]
         leave_v = min(version, 5)
         if leave_v >= 3:
             lv = await call(b, 13, leave_v, group_id="g", members=[{"member_id": member}])
@@ -151,8 +188,13 @@ def test_offset_fetch(version: int) -> None:
     async def main() -> None:
         b = FakeBroker()
         await elected(b)
-        errs = await b.group_coordinator.commit_offsets("g", "", None, -1, {
-            ("t", 0): apis.OffsetAndMetadata(5, 2, "m", 1), ("t", 1): apis.OffsetAndMetadata(6, -1, "", 1)})
+        errs = await b.group_coordinator.commit_offsets(
+            "g",
+            "",
+            None,
+            -1,
+            {("t", 0): apis.OffsetAndMetadata(5, 2, "m", 1), ("t", 1): apis.OffsetAndMetadata(6, -1, "", 1)},
+        )
         assert set(errs.values()) == {E.none}
         cls = request_type(9, version)
         if version >= 8:
@@ -160,8 +202,10 @@ def test_offset_fetch(version: int) -> None:
             group = build(nested(cls, "OffsetFetchRequestGroup"), group_id="g", topics=(topic,))
             all_group = build(nested(cls, "OffsetFetchRequestGroup"), group_id="g", topics=None)
             r = await call(b, 9, version, groups=(group, all_group))
-            parts = [[(p.partition_index, p.committed_offset, p.metadata) for t in g.topics for p in t.partitions]
-                     for g in r.groups]
+            parts = [
+                [(p.partition_index, p.committed_offset, p.metadata) for t in g.topics for p in t.partitions]
+                for g in r.groups
+            ]
             assert sorted(parts[0]) == [(0, 5, "m"), (1, 6, ""), (2, -1, "")]
             assert sorted(parts[1]) == [(0, 5, "m"), (1, 6, "")]
         else:
@@ -192,7 +236,9 @@ def test_admin_apis_all_versions(key: int) -> None:
             elif key == 42:
                 r = await call(b, 42, version, groups_names=("g", "missing"))
                 assert [(x.group_id, x.error_code) for x in r.results] == [
-                    ("g", E.none), ("missing", E.group_id_not_found)]
+                    ("g", E.none),
+                    ("missing", E.group_id_not_found),
+                ]
             else:
                 cls = request_type(47, version)
                 part = build(nested(cls, "OffsetDeleteRequestPartition"), partition_index=0)

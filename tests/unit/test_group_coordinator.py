@@ -63,8 +63,12 @@ class Harness:
     def __init__(self, log: MemoryLog | None = None, **config: Any) -> None:
         self.clock = FakeClock()
         self.log = log or MemoryLog()
-        cfg = {"offsets_topic_num_partitions": 4, "initial_rebalance_delay_ms": 0,
-               "min_session_timeout_ms": 1000, **config}
+        cfg = {
+            "offsets_topic_num_partitions": 4,
+            "initial_rebalance_delay_ms": 0,
+            "min_session_timeout_ms": 1000,
+            **config,
+        }
         self.coord = GroupCoordinator(GroupConfig(**cfg), self.log, self.clock)
 
     async def elect_all(self) -> None:
@@ -81,16 +85,34 @@ class Harness:
             await self.coord.settle()
             await asyncio.sleep(0)
 
-    def join(self, group: str = "g", member_id: str = "", *, instance: str | None = None, protocols: Any = None,
-             session: int = SESSION, rebalance: int = REBALANCE, version: int = 5,
-             topics: tuple[str, ...] = ("t",)) -> asyncio.Task[JoinResult]:
+    def join(
+        self,
+        group: str = "g",
+        member_id: str = "",
+        *,
+        instance: str | None = None,
+        protocols: Any = None,
+        session: int = SESSION,
+        rebalance: int = REBALANCE,
+        version: int = 5,
+        topics: tuple[str, ...] = ("t",),
+    ) -> asyncio.Task[JoinResult]:
         protocols = protocols or [("range", subscription(*topics))]
-        return asyncio.ensure_future(self.coord.join_group(
-            group, member_id, instance, require_known_member_id=version >= 4,
-            supports_skip_assignment=version >= 9, client_id="client", client_host="/127.0.0.1",
-            rebalance_timeout_ms=rebalance, session_timeout_ms=session, protocol_type="consumer",
-            protocols=protocols,
-        ))
+        return asyncio.ensure_future(
+            self.coord.join_group(
+                group,
+                member_id,
+                instance,
+                require_known_member_id=version >= 4,
+                supports_skip_assignment=version >= 9,
+                client_id="client",
+                client_host="/127.0.0.1",
+                rebalance_timeout_ms=rebalance,
+                session_timeout_ms=session,
+                protocol_type="consumer",
+                protocols=protocols,
+            )
+        )
 
     async def join_new(self, group: str = "g", **kw: Any) -> asyncio.Task[JoinResult]:
         """A v4+ dynamic member: MEMBER_ID_REQUIRED first, then the real (parked) join."""
@@ -101,12 +123,25 @@ class Harness:
         await asyncio.sleep(0)
         return task
 
-    def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
-             group: str = "g", instance: str | None = None) -> asyncio.Task[Any]:
-        return asyncio.ensure_future(self.coord.sync_group(
-            group, generation, member_id, group_instance_id=instance, protocol_type="consumer",
-            protocol_name="range", assignments=assignments or {},
-        ))
+    def sync(
+        self,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        group: str = "g",
+        instance: str | None = None,
+    ) -> asyncio.Task[Any]:
+        return asyncio.ensure_future(
+            self.coord.sync_group(
+                group,
+                generation,
+                member_id,
+                group_instance_id=instance,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=assignments or {},
+            )
+        )
 
     def group(self, name: str = "g") -> Any:
         return self.coord.groups[name]
@@ -349,10 +384,16 @@ def test_invalid_session_timeout_and_group_id() -> None:
 
 def test_simple_commit_fetch_and_metadata_round_trip() -> None:
     async def t(h: Harness) -> None:
-        errs = await h.coord.commit_offsets("simple", "", None, -1, {
-            ("t", 0): OffsetAndMetadata(10, 3, "my metadata", h.clock()),
-            ("t", 1): OffsetAndMetadata(20, -1, "", h.clock()),
-        })
+        errs = await h.coord.commit_offsets(
+            "simple",
+            "",
+            None,
+            -1,
+            {
+                ("t", 0): OffsetAndMetadata(10, 3, "my metadata", h.clock()),
+                ("t", 1): OffsetAndMetadata(20, -1, "", h.clock()),
+            },
+        )
         assert set(errs.values()) == {E.none}
         err, got = h.coord.fetch_offsets("simple", [("t", 0), ("t", 2)])
         assert err == E.none
@@ -443,8 +484,16 @@ def test_stable_group_keeps_offsets_of_subscribed_topics() -> None:
     async def t(h: Harness) -> None:
         leader, follower, gen = await stable_pair(h)
         now = h.clock()
-        await h.coord.commit_offsets("g", leader, None, gen, {("t", 0): OffsetAndMetadata(1, commit_timestamp=now),
-                                                              ("old", 0): OffsetAndMetadata(1, commit_timestamp=now)})
+        await h.coord.commit_offsets(
+            "g",
+            leader,
+            None,
+            gen,
+            {
+                ("t", 0): OffsetAndMetadata(1, commit_timestamp=now),
+                ("old", 0): OffsetAndMetadata(1, commit_timestamp=now),
+            },
+        )
         h.clock.now += 120_000
         for m in (leader, follower):
             h.coord.heartbeat("g", gen, m, None)
@@ -457,8 +506,9 @@ def test_stable_group_keeps_offsets_of_subscribed_topics() -> None:
 def test_offset_delete_respects_subscriptions() -> None:
     async def t(h: Harness) -> None:
         leader, _follower, gen = await stable_pair(h)
-        await h.coord.commit_offsets("g", leader, None, gen, {("t", 0): OffsetAndMetadata(1),
-                                                              ("x", 0): OffsetAndMetadata(2)})
+        await h.coord.commit_offsets(
+            "g", leader, None, gen, {("t", 0): OffsetAndMetadata(1), ("x", 0): OffsetAndMetadata(2)}
+        )
         err, per = await h.coord.delete_offsets("g", [("t", 0), ("x", 0)])
         assert err == E.none and per == {("t", 0): E.group_subscribed_to_topic, ("x", 0): E.none}
         assert set(h.group().offsets) == {("t", 0)}
@@ -469,8 +519,9 @@ def test_offset_delete_respects_subscriptions() -> None:
 
 def test_deleted_topics_lose_their_offsets() -> None:
     async def t(h: Harness) -> None:
-        await h.coord.commit_offsets("s", "", None, -1, {("gone", 0): OffsetAndMetadata(1),
-                                                         ("kept", 0): OffsetAndMetadata(1)})
+        await h.coord.commit_offsets(
+            "s", "", None, -1, {("gone", 0): OffsetAndMetadata(1), ("kept", 0): OffsetAndMetadata(1)}
+        )
         assert await h.coord.on_topics_deleted(["gone"]) == 1
         assert set(h.coord.groups["s"].offsets) == {("kept", 0)}
 
@@ -519,8 +570,16 @@ def test_periodic_sweep_removes_offsets_of_vanished_topics() -> None:
         live: set[str] | None = None
         h.coord._live_topics = lambda: live
         await h.elect_all()
-        await h.coord.commit_offsets("s", "", None, -1, {("a", 0): OffsetAndMetadata(1, commit_timestamp=h.clock()),
-                                                         ("b", 0): OffsetAndMetadata(1, commit_timestamp=h.clock())})
+        await h.coord.commit_offsets(
+            "s",
+            "",
+            None,
+            -1,
+            {
+                ("a", 0): OffsetAndMetadata(1, commit_timestamp=h.clock()),
+                ("b", 0): OffsetAndMetadata(1, commit_timestamp=h.clock()),
+            },
+        )
         assert await h.coord.expire_offsets() == 0, "an untrusted metadata view removes nothing"
         live = {"a", "__consumer_offsets"}
         assert await h.coord.expire_offsets() == 1

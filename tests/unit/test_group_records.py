@@ -75,9 +75,15 @@ def test_offset_value_v4_flexible_decodes() -> None:
 
 def test_group_value_v3_round_trip() -> None:
     rec = GroupMetadataRecord(
-        protocol_type="consumer", generation=4, protocol="range", leader="c-1", current_state_timestamp=99,
-        members=[MemberRecord("c-1", "instance-a", "c", "/127.0.0.1", 300000, 10000, b"sub", b"assign"),
-                 MemberRecord("c-2", None, "c", "/127.0.0.1", 300000, 10000, b"", b"")],
+        protocol_type="consumer",
+        generation=4,
+        protocol="range",
+        leader="c-1",
+        current_state_timestamp=99,
+        members=[
+            MemberRecord("c-1", "instance-a", "c", "/127.0.0.1", 300000, 10000, b"sub", b"assign"),
+            MemberRecord("c-2", None, "c", "/127.0.0.1", 300000, 10000, b"", b""),
+        ],
     )
     raw = group_metadata_value(rec)
     assert raw[:2] == b"\x00\x03"

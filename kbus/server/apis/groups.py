@@ -87,13 +87,21 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any
         for key in req.coordinator_keys:
             error, node_id, host, port = _find_coordinator(broker, key, key_type)
             coordinators.append(
-                ctx.nested("Coordinator", key=key, node_id=node_id, host=host, port=port, error_code=error,
-                           error_message=_error_message(error))
+                ctx.nested(
+                    "Coordinator",
+                    key=key,
+                    node_id=node_id,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=_error_message(error),
+                )
             )
         return ctx.build(throttle_time=0, coordinators=coordinators)
     error, node_id, host, port = _find_coordinator(broker, req.key, key_type)
-    return ctx.build(throttle_time=0, error_code=error, error_message=_error_message(error), node_id=node_id,
-                     host=host, port=port)
+    return ctx.build(
+        throttle_time=0, error_code=error, error_message=_error_message(error), node_id=node_id, host=host, port=port
+    )
 
 
 # ---------------------------------------------------------------- JoinGroup / SyncGroup / Heartbeat / LeaveGroup
@@ -104,8 +112,14 @@ async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     version = ctx.api_version
     coordinator = _coordinator(broker)
     if coordinator is None:
-        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, generation_id=-1,
-                         member_id=req.member_id, protocol_name=None if version >= 7 else "", leader="")
+        return ctx.build(
+            throttle_time=0,
+            error_code=E.coordinator_not_available,
+            generation_id=-1,
+            member_id=req.member_id,
+            protocol_name=None if version >= 7 else "",
+            leader="",
+        )
     result = await coordinator.join_group(
         req.group_id,
         req.member_id,
@@ -151,8 +165,13 @@ async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         protocol_name=getattr(req, "protocol_name", None),
         assignments={a.member_id: bytes(a.assignment) for a in req.assignments},
     )
-    return ctx.build(throttle_time=0, error_code=result.error, protocol_type=result.protocol_type,
-                     protocol_name=result.protocol_name, assignment=result.assignment)
+    return ctx.build(
+        throttle_time=0,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
 
 
 @api(12, 0, 4)
@@ -160,8 +179,9 @@ async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(broker)
     if coordinator is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
-    error = coordinator.heartbeat(req.group_id, req.generation_id, req.member_id,
-                                  getattr(req, "group_instance_id", None))
+    error = coordinator.heartbeat(
+        req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
+    )
     return ctx.build(throttle_time=0, error_code=error)
 
 
@@ -211,19 +231,22 @@ async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         errors = dict.fromkeys(offsets, E.coordinator_not_available)
     else:
         errors = await coordinator.commit_offsets(
-            req.group_id, req.member_id, getattr(req, "group_instance_id", None),
-            req.generation_id_or_member_epoch, offsets,
+            req.group_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            req.generation_id_or_member_epoch,
+            offsets,
         )
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for (topic, partition), error in errors.items():
-        by_topic[topic].append(ctx.nested("OffsetCommitResponsePartition", partition_index=partition,
-                                          error_code=error))
+        by_topic[topic].append(ctx.nested("OffsetCommitResponsePartition", partition_index=partition, error_code=error))
     topics = [ctx.nested("OffsetCommitResponseTopic", name=name, partitions=parts) for name, parts in by_topic.items()]
     return ctx.build(throttle_time=0, topics=topics)
 
 
-def _fetch_group(coordinator: GroupCoordinator | None, group_id: str,
-                 requested: list[tuple[str, int]] | None) -> tuple[int, dict[tuple[str, int], Any]]:
+def _fetch_group(
+    coordinator: GroupCoordinator | None, group_id: str, requested: list[tuple[str, int]] | None
+) -> tuple[int, dict[tuple[str, int], Any]]:
     if coordinator is None:
         return E.coordinator_not_available, {}
     return coordinator.fetch_offsets(group_id, requested)
@@ -235,8 +258,9 @@ def _requested(topics: Any) -> list[tuple[str, int]] | None:
     return [(t.name, p) for t in topics for p in t.partition_indexes]
 
 
-def _offset_topics(ctx: RequestContext, offsets: dict[tuple[str, int], Any], *, partition_cls: str,
-                   topic_cls: str, error: int = E.none) -> list[Any]:
+def _offset_topics(
+    ctx: RequestContext, offsets: dict[tuple[str, int], Any], *, partition_cls: str, topic_cls: str, error: int = E.none
+) -> list[Any]:
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for (topic, partition), om in offsets.items():
         by_topic[topic].append(
@@ -259,21 +283,27 @@ async def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         groups = []
         for g in req.groups:
             error, offsets = _fetch_group(coordinator, g.group_id, _requested(g.topics))
-            topics = _offset_topics(ctx, offsets, partition_cls="OffsetFetchResponsePartitions",
-                                    topic_cls="OffsetFetchResponseTopics")
-            groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics,
-                                     error_code=error))
+            topics = _offset_topics(
+                ctx, offsets, partition_cls="OffsetFetchResponsePartitions", topic_cls="OffsetFetchResponseTopics"
+            )
+            groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
         return ctx.build(throttle_time=0, groups=groups)
     requested = _requested(req.topics)
     error, offsets = _fetch_group(coordinator, req.group_id, requested)
     if error != E.none and ctx.api_version < 2:
         # v1 has no group-level error: report it on every requested partition.
         offsets = dict.fromkeys(requested or [], None)
-        topics = _offset_topics(ctx, offsets, partition_cls="OffsetFetchResponsePartition",
-                                topic_cls="OffsetFetchResponseTopic", error=error)
+        topics = _offset_topics(
+            ctx,
+            offsets,
+            partition_cls="OffsetFetchResponsePartition",
+            topic_cls="OffsetFetchResponseTopic",
+            error=error,
+        )
     else:
-        topics = _offset_topics(ctx, offsets, partition_cls="OffsetFetchResponsePartition",
-                                topic_cls="OffsetFetchResponseTopic")
+        topics = _offset_topics(
+            ctx, offsets, partition_cls="OffsetFetchResponsePartition", topic_cls="OffsetFetchResponseTopic"
+        )
     return ctx.build(throttle_time=0, topics=topics, error_code=error)
 
 
@@ -287,8 +317,7 @@ async def offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         error, errors = await coordinator.delete_offsets(req.group_id, partitions)
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for (topic, partition), err in errors.items():
-        by_topic[topic].append(ctx.nested("OffsetDeleteResponsePartition", partition_index=partition,
-                                          error_code=err))
+        by_topic[topic].append(ctx.nested("OffsetDeleteResponsePartition", partition_index=partition, error_code=err))
     topics = [ctx.nested("OffsetDeleteResponseTopic", name=n, partitions=ps) for n, ps in by_topic.items()]
     return ctx.build(throttle_time=0, error_code=error, topics=topics)
 
@@ -303,8 +332,13 @@ async def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, groups=[])
     error, overviews = coordinator.list_groups(getattr(req, "states_filter", ()), getattr(req, "types_filter", ()))
     groups = [
-        ctx.nested("ListedGroup", group_id=o.group_id, protocol_type=o.protocol_type, group_state=o.state,
-                   group_type=o.group_type)
+        ctx.nested(
+            "ListedGroup",
+            group_id=o.group_id,
+            protocol_type=o.protocol_type,
+            group_state=o.state,
+            group_type=o.group_type,
+        )
         for o in overviews
     ]
     return ctx.build(throttle_time=0, error_code=error, groups=groups)
@@ -323,9 +357,15 @@ async def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         else:
             error, summary = coordinator.describe_group(group_id)
         members = [
-            ctx.nested("DescribedGroupMember", member_id=m.member_id, group_instance_id=m.group_instance_id,
-                       client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
-                       member_assignment=m.assignment)
+            ctx.nested(
+                "DescribedGroupMember",
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata,
+                member_assignment=m.assignment,
+            )
             for m in summary.members
         ]
         described.append(

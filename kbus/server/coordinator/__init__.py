@@ -106,8 +106,12 @@ def start(broker: Broker) -> GroupCoordinator:
     raw: Any = getattr(broker.config, "raw", {}) or {}
     offsets_log = BrokerOffsetsLog(broker, int(raw.get("offsets.commit.timeout.ms", 5000)))
     coordinator = GroupCoordinator(
-        group_config(broker), offsets_log, wall_clock_ms,
-        partition_exists=partition_exists, live_topics=live_topics, leads_partition=leads_partition,
+        group_config(broker),
+        offsets_log,
+        wall_clock_ms,
+        partition_exists=partition_exists,
+        live_topics=live_topics,
+        leads_partition=leads_partition,
     )
     driver = TimerDriver(coordinator.timers, wall_clock_ms)
     driver.start()
@@ -137,6 +141,7 @@ def start(broker: Broker) -> GroupCoordinator:
 
     broker.group_coordinator = coordinator
     broker.add_leadership_listener(on_leadership)
+
     def metadata_changed() -> None:
         # Metadata listeners may fire on any thread (kazoo's); after shutdown the loop is gone.
         with contextlib.suppress(RuntimeError):

@@ -273,8 +273,9 @@ class GroupCoordinator:
             return JoinResult(E.group_max_size_reached, "")
         args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
         if is_unknown:
-            self._do_new_member_join(group, group_instance_id, require_known_member_id,
-                                     supports_skip_assignment, args, fut, respond)
+            self._do_new_member_join(
+                group, group_instance_id, require_known_member_id, supports_skip_assignment, args, fut, respond
+            )
         else:
             self._do_current_member_join(group, member_id, group_instance_id, args, fut, respond)
         self._check_join(group)
@@ -289,9 +290,16 @@ class GroupCoordinator:
             )
         return group.has(member_id) or group.size < self.config.max_size
 
-    def _do_new_member_join(self, group: Group, instance_id: str | None, require_known: bool, skip_ok: bool,
-                            args: tuple[Any, ...], fut: asyncio.Future[JoinResult],
-                            respond: Callable[[JoinResult], None]) -> None:
+    def _do_new_member_join(
+        self,
+        group: Group,
+        instance_id: str | None,
+        require_known: bool,
+        skip_ok: bool,
+        args: tuple[Any, ...],
+        fut: asyncio.Future[JoinResult],
+        respond: Callable[[JoinResult], None],
+    ) -> None:
         client_id, _host, rebalance_ms, session_ms, protocol_type, protocols = args
         if group.is_(GroupState.DEAD):
             return respond(JoinResult(E.coordinator_not_available, ""))
@@ -302,14 +310,24 @@ class GroupCoordinator:
             old_member_id = group.static_member_id(instance_id)
             if old_member_id is not None:
                 return self._update_static_member_and_rebalance(
-                    group, old_member_id, new_member_id, instance_id, protocols, rebalance_ms, session_ms,
-                    fut, skip_ok,
+                    group,
+                    old_member_id,
+                    new_member_id,
+                    instance_id,
+                    protocols,
+                    rebalance_ms,
+                    session_ms,
+                    fut,
+                    skip_ok,
                 )
             return self._add_member_and_rebalance(group, new_member_id, instance_id, args, fut)
         if require_known:
             group.pending_members.add(new_member_id)
-            self.timers.schedule(("pending", group.group_id, new_member_id), self.clock() + session_ms,
-                                 lambda: self._on_expire_pending(group, new_member_id))
+            self.timers.schedule(
+                ("pending", group.group_id, new_member_id),
+                self.clock() + session_ms,
+                lambda: self._on_expire_pending(group, new_member_id),
+            )
             return respond(JoinResult(E.member_id_required, new_member_id))
         return self._add_member_and_rebalance(group, new_member_id, None, args, fut)
 
@@ -323,9 +341,15 @@ class GroupCoordinator:
             return None
         return None if group.has(member_id) else E.unknown_member_id
 
-    def _do_current_member_join(self, group: Group, member_id: str, instance_id: str | None,
-                                args: tuple[Any, ...], fut: asyncio.Future[JoinResult],
-                                respond: Callable[[JoinResult], None]) -> None:
+    def _do_current_member_join(
+        self,
+        group: Group,
+        member_id: str,
+        instance_id: str | None,
+        args: tuple[Any, ...],
+        fut: asyncio.Future[JoinResult],
+        respond: Callable[[JoinResult], None],
+    ) -> None:
         _client_id, _host, rebalance_ms, session_ms, protocol_type, protocols = args
         if group.is_(GroupState.DEAD):
             return respond(JoinResult(E.coordinator_not_available, member_id))
@@ -353,8 +377,15 @@ class GroupCoordinator:
             return respond(self._join_result(group, member, include_members=False))
         return respond(JoinResult(E.unknown_member_id, member_id))
 
-    def _join_result(self, group: Group, member: Member, *, include_members: bool,
-                     skip_assignment: bool = False, leader_id: str | None = None) -> JoinResult:
+    def _join_result(
+        self,
+        group: Group,
+        member: Member,
+        *,
+        include_members: bool,
+        skip_assignment: bool = False,
+        leader_id: str | None = None,
+    ) -> JoinResult:
         return JoinResult(
             E.none,
             member.member_id,
@@ -366,11 +397,26 @@ class GroupCoordinator:
             members=group.current_member_metadata() if include_members else (),
         )
 
-    def _add_member_and_rebalance(self, group: Group, member_id: str, instance_id: str | None,
-                                  args: tuple[Any, ...], fut: asyncio.Future[JoinResult]) -> None:
+    def _add_member_and_rebalance(
+        self,
+        group: Group,
+        member_id: str,
+        instance_id: str | None,
+        args: tuple[Any, ...],
+        fut: asyncio.Future[JoinResult],
+    ) -> None:
         client_id, client_host, rebalance_ms, session_ms, protocol_type, protocols = args
-        member = Member(member_id, instance_id, client_id, client_host, rebalance_ms, session_ms, protocol_type,
-                        list(protocols), is_new=True)
+        member = Member(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_ms,
+            session_ms,
+            protocol_type,
+            list(protocols),
+            is_new=True,
+        )
         if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
         group.add(member, fut)
@@ -378,20 +424,37 @@ class GroupCoordinator:
         self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
 
-    def _update_member_and_rebalance(self, group: Group, member: Member, protocols: list[tuple[str, bytes]],
-                                     rebalance_ms: int, session_ms: int, fut: asyncio.Future[JoinResult]) -> None:
+    def _update_member_and_rebalance(
+        self,
+        group: Group,
+        member: Member,
+        protocols: list[tuple[str, bytes]],
+        rebalance_ms: int,
+        session_ms: int,
+        fut: asyncio.Future[JoinResult],
+    ) -> None:
         group.update_member(member, list(protocols), rebalance_ms, session_ms, fut)
         self._maybe_prepare_rebalance(group, f"member {member.member_id} re-joined")
 
     def _update_static_member_and_rebalance(
-        self, group: Group, old_member_id: str, new_member_id: str, instance_id: str,
-        protocols: list[tuple[str, bytes]], rebalance_ms: int, session_ms: int,
-        fut: asyncio.Future[JoinResult], skip_ok: bool,
+        self,
+        group: Group,
+        old_member_id: str,
+        new_member_id: str,
+        instance_id: str,
+        protocols: list[tuple[str, bytes]],
+        rebalance_ms: int,
+        session_ms: int,
+        fut: asyncio.Future[JoinResult],
+        skip_ok: bool,
     ) -> None:
         current_leader = group.leader_id or ""
         member = group.replace_static_member(
-            instance_id, old_member_id, new_member_id,
-            JoinResult(E.fenced_instance_id, old_member_id), SyncResult(E.fenced_instance_id),
+            instance_id,
+            old_member_id,
+            new_member_id,
+            JoinResult(E.fenced_instance_id, old_member_id),
+            SyncResult(E.fenced_instance_id),
         )
         self.timers.cancel(("hb", group.group_id, old_member_id))
         self._schedule_heartbeat(group, member)
@@ -402,20 +465,37 @@ class GroupCoordinator:
                 # The known instance came back with a compatible subscription: no rebalance, just persist the
                 # new member id and hand back the current generation.
                 assignment = {m.member_id: m.assignment for m in group.members.values()}
-                self.run_in_background(self._finish_static_rejoin(
-                    group, member, old_member_id, new_member_id, instance_id, old, assignment, current_leader,
-                    skip_ok,
-                ))
+                self.run_in_background(
+                    self._finish_static_rejoin(
+                        group,
+                        member,
+                        old_member_id,
+                        new_member_id,
+                        instance_id,
+                        old,
+                        assignment,
+                        current_leader,
+                        skip_ok,
+                    )
+                )
             else:
                 self._maybe_prepare_rebalance(group, f"static member {instance_id} changed protocols")
         elif group.is_(GroupState.COMPLETING_REBALANCE):
             # The leader may already hold the old member id; only a new generation can assign the new one.
             self._prepare_rebalance(group, f"static member {instance_id} re-joined during CompletingRebalance")
 
-    async def _finish_static_rejoin(self, group: Group, member: Member, old_member_id: str, new_member_id: str,
-                                    instance_id: str, old: tuple[list[tuple[str, bytes]], int, int],
-                                    assignment: dict[str, bytes], current_leader: str,
-                                    skip_ok: bool) -> None:
+    async def _finish_static_rejoin(
+        self,
+        group: Group,
+        member: Member,
+        old_member_id: str,
+        new_member_id: str,
+        instance_id: str,
+        old: tuple[list[tuple[str, bytes]], int, int],
+        assignment: dict[str, bytes],
+        current_leader: str,
+        skip_ok: bool,
+    ) -> None:
         error = await self._store_group(group, assignment)
         if not self._live(group) or member.join_future is None:
             return
@@ -435,8 +515,7 @@ class GroupCoordinator:
         if skip_ok:
             # JoinGroup v9+ (KIP-814): tell a returning static leader it leads, but skip the assignor.
             is_leader = group.is_leader(new_member_id)
-            member.complete_join(self._join_result(group, member, include_members=is_leader,
-                                                   skip_assignment=is_leader))
+            member.complete_join(self._join_result(group, member, include_members=is_leader, skip_assignment=is_leader))
         else:
             # Older clients: report the old leader id so the returning leader does not run a pointless
             # assignment a Stable group would ignore.
@@ -463,8 +542,13 @@ class GroupCoordinator:
             self.timers.schedule(key, now + group.rebalance_timeout_ms(), lambda: self._on_join_expire(group))
             group.join_kind = "normal"
         group.transition_to(GroupState.PREPARING_REBALANCE, now)
-        log.info("Preparing to rebalance group %s with old generation %d (__consumer_offsets-%d) (reason: %s)",
-                 group.group_id, group.generation_id, group.partition, reason)
+        log.info(
+            "Preparing to rebalance group %s with old generation %d (__consumer_offsets-%d) (reason: %s)",
+            group.group_id,
+            group.generation_id,
+            group.partition,
+            reason,
+        )
         self._check_join(group)
 
     def _check_join(self, group: Group) -> None:
@@ -486,8 +570,11 @@ class GroupCoordinator:
             group.new_member_added = False
             next_delay = min(delay, remaining)
             next_remaining = max(remaining - delay, 0)
-            self.timers.schedule(("join", group.group_id), self.clock() + next_delay,
-                                 lambda: self._on_initial_join_expire(group, next_delay, next_remaining))
+            self.timers.schedule(
+                ("join", group.group_id),
+                self.clock() + next_delay,
+                lambda: self._on_initial_join_expire(group, next_delay, next_remaining),
+            )
         else:
             self._on_complete_join(group)
 
@@ -497,8 +584,7 @@ class GroupCoordinator:
 
     def _on_complete_join(self, group: Group) -> None:
         for member in [m for m in group.not_yet_rejoined_members() if not m.is_static]:
-            log.info("Group %s removed dynamic member %s who did not re-join in time", group.group_id,
-                     member.member_id)
+            log.info("Group %s removed dynamic member %s who did not re-join in time", group.group_id, member.member_id)
             member.complete_sync(SyncResult(E.unknown_member_id))
             group.remove(member.member_id)
             self.timers.cancel(("hb", group.group_id, member.member_id))
@@ -508,16 +594,24 @@ class GroupCoordinator:
             # Nobody re-joined: keep waiting until session timeouts clear out the silent members.
             log.error("Group %s could not complete rebalance because no members rejoined", group.group_id)
             group.join_kind = "normal"
-            self.timers.schedule(("join", group.group_id), self.clock() + group.rebalance_timeout_ms(),
-                                 lambda: self._on_join_expire(group))
+            self.timers.schedule(
+                ("join", group.group_id),
+                self.clock() + group.rebalance_timeout_ms(),
+                lambda: self._on_join_expire(group),
+            )
             return
         group.init_next_generation(self.clock())
         if group.is_(GroupState.EMPTY):
             log.info("Group %s with generation %d is now empty", group.group_id, group.generation_id)
             self.run_in_background(self._store_group(group, {}))
             return
-        log.info("Stabilized group %s generation %d (__consumer_offsets-%d) with %d members", group.group_id,
-                 group.generation_id, group.partition, group.size)
+        log.info(
+            "Stabilized group %s generation %d (__consumer_offsets-%d) with %d members",
+            group.group_id,
+            group.generation_id,
+            group.partition,
+            group.size,
+        )
         for member in list(group.members.values()):
             result = self._join_result(group, member, include_members=group.is_leader(member.member_id))
             member.complete_join(result)
@@ -525,8 +619,11 @@ class GroupCoordinator:
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         generation = group.generation_id
-        self.timers.schedule(("sync", group.group_id), self.clock() + group.rebalance_timeout_ms(),
-                             lambda: self._on_expire_pending_sync(group, generation))
+        self.timers.schedule(
+            ("sync", group.group_id),
+            self.clock() + group.rebalance_timeout_ms(),
+            lambda: self._on_expire_pending_sync(group, generation),
+        )
 
     def _remove_sync_expiration(self, group: Group) -> None:
         group.pending_sync_members.clear()
@@ -570,8 +667,9 @@ class GroupCoordinator:
         member.heartbeat_satisfied = False
         member_id = member.member_id
         deadline = self.clock() + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
-        self.timers.schedule(("hb", group.group_id, member_id), deadline,
-                             lambda: self._on_expire_heartbeat(group, member_id))
+        self.timers.schedule(
+            ("hb", group.group_id, member_id), deadline, lambda: self._on_expire_heartbeat(group, member_id)
+        )
 
     def _on_expire_heartbeat(self, group: Group, member_id: str) -> None:
         if not self._live(group):
@@ -600,9 +698,17 @@ class GroupCoordinator:
 
     # ================================================================ SyncGroup
 
-    async def sync_group(self, group_id: str, generation_id: int, member_id: str, *,
-                         group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
-                         assignments: dict[str, bytes]) -> SyncResult:
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        *,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
         error = self.validate_group_status(group_id, "sync")
         if error == E.coordinator_load_in_progress:
             # The rebalance state was lost: make the member re-join without rediscovering the coordinator.
@@ -720,9 +826,14 @@ class GroupCoordinator:
 
     # ================================================================ offsets
 
-    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                             generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
-                             ) -> dict[TopicPartition, int]:
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, int]:
         error = self.validate_group_status(group_id, "commit")
         if error is not None:
             return dict.fromkeys(offsets, error)
@@ -742,8 +853,9 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, group.get(member_id))
         return await self._store_offsets(group, offsets)
 
-    def _validate_offset_commit(self, group: Group, generation_id: int, member_id: str,
-                                instance_id: str | None) -> int | None:
+    def _validate_offset_commit(
+        self, group: Group, generation_id: int, member_id: str, instance_id: str | None
+    ) -> int | None:
         if group.is_(GroupState.DEAD):
             return E.coordinator_not_available
         if generation_id < 0 and group.is_(GroupState.EMPTY):
@@ -757,8 +869,9 @@ class GroupCoordinator:
             return E.unknown_member_id
         return None
 
-    async def _store_offsets(self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]
-                             ) -> dict[TopicPartition, int]:
+    async def _store_offsets(
+        self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, int]:
         result: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -789,8 +902,9 @@ class GroupCoordinator:
         result.update(dict.fromkeys(valid, error))
         return result
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
-                      ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
         """(group error, committed offset or None per partition; every committed partition when None asked)."""
         error = self.validate_group_status(group_id, "fetch")
         if error is not None:
@@ -801,8 +915,9 @@ class GroupCoordinator:
             return E.none, dict(committed)
         return E.none, {tp: committed.get(tp) for tp in partitions}
 
-    async def delete_offsets(self, group_id: str, partitions: list[TopicPartition]
-                             ) -> tuple[int, dict[TopicPartition, int]]:
+    async def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[int, dict[TopicPartition, int]]:
         error = self.validate_group_status(group_id, "offset_delete")
         if error is not None:
             return error, {}
@@ -848,13 +963,18 @@ class GroupCoordinator:
         stable = group.is_(GroupState.STABLE)
         members = tuple(
             MemberSummary(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                m.metadata(group.protocol_name) if stable else b"", m.assignment if stable else b"",
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(group.protocol_name) if stable else b"",
+                m.assignment if stable else b"",
             )
             for m in group.members.values()
         )
-        return E.none, GroupSummary(group.state.value, group.protocol_type or "",
-                                    (group.protocol_name or "") if stable else "", members)
+        return E.none, GroupSummary(
+            group.state.value, group.protocol_type or "", (group.protocol_name or "") if stable else "", members
+        )
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         errors: dict[str, int] = {}
@@ -879,8 +999,9 @@ class GroupCoordinator:
 
     # ================================================================ cleanup and persistence
 
-    async def _cleanup_group_metadata(self, groups: list[Group],
-                                      select: Callable[[Group], list[TopicPartition]]) -> int:
+    async def _cleanup_group_metadata(
+        self, groups: list[Group], select: Callable[[Group], list[TopicPartition]]
+    ) -> int:
         """Remove the selected offsets of each group and, when a group ends up Empty with no offsets (or Dead),
         the group itself; tombstones go to the log so compaction and reloads agree."""
         removed_total = 0
@@ -905,8 +1026,9 @@ class GroupCoordinator:
             try:
                 await self.log.append(partition, build_batch(records, timestamp_ms=now))
             except Exception as exc:
-                log.warning("Failed to write %d tombstone(s) to __consumer_offsets-%d: %s", len(records),
-                            partition, exc)
+                log.warning(
+                    "Failed to write %d tombstone(s) to __consumer_offsets-%d: %s", len(records), partition, exc
+                )
         return removed_total
 
     async def _store_group(self, group: Group, assignment: dict[str, bytes]) -> int:

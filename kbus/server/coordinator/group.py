@@ -34,9 +34,7 @@ class GroupState(enum.Enum):
 
 
 _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
-    ),
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
     GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
@@ -208,8 +206,9 @@ class Group:
         self.pending_sync_members.discard(member_id)
         return member
 
-    def replace_static_member(self, instance_id: str, old_member_id: str, new_member_id: str,
-                              fenced: JoinResult, fenced_sync: SyncResult) -> Member:
+    def replace_static_member(
+        self, instance_id: str, old_member_id: str, new_member_id: str, fenced: JoinResult, fenced_sync: SyncResult
+    ) -> Member:
         member = self.members.pop(old_member_id)
         # A duplicate instance with a parked request is fenced at once.
         member.complete_join(fenced)
@@ -224,8 +223,14 @@ class Group:
         self.static_members[instance_id] = new_member_id
         return member
 
-    def update_member(self, member: Member, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                      session_timeout_ms: int, join_future: asyncio.Future[JoinResult] | None) -> None:
+    def update_member(
+        self,
+        member: Member,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        join_future: asyncio.Future[JoinResult] | None,
+    ) -> None:
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
@@ -323,9 +328,7 @@ class Group:
         return self.subscribed is not None and topic in self.subscribed
 
     def current_member_metadata(self) -> tuple[tuple[str, str | None, bytes], ...]:
-        return tuple(
-            (m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()
-        )
+        return tuple((m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values())
 
     # ---- offsets
     def has_offsets(self) -> bool:
@@ -359,8 +362,7 @@ class Group:
         if self.protocol_type is not None and self.is_(GroupState.EMPTY):
             state_ts = self.current_state_timestamp
             return expired(lambda om: state_ts if state_ts >= 0 else om.commit_timestamp, set())
-        if (self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.subscribed is not None
-                and self.is_(GroupState.STABLE)):
+        if self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.subscribed is not None and self.is_(GroupState.STABLE):
             return expired(lambda om: om.commit_timestamp, self.subscribed)
         if self.protocol_type is None:
             return expired(lambda om: om.commit_timestamp, set())
@@ -370,8 +372,13 @@ class Group:
     def to_record(self, assignment: dict[str, bytes] | None = None) -> GroupMetadataRecord:
         members = [
             MemberRecord(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                m.session_timeout_ms, m.metadata(self.protocol_name),
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata(self.protocol_name),
                 m.assignment if assignment is None else assignment.get(m.member_id, b""),
             )
             for m in self.members.values()
@@ -394,8 +401,14 @@ class Group:
         group.current_state_timestamp = rec.current_state_timestamp
         for mr in rec.members:
             member = Member(
-                mr.member_id, mr.group_instance_id, mr.client_id, mr.client_host, mr.rebalance_timeout_ms,
-                mr.session_timeout_ms, rec.protocol_type, [(rec.protocol or "", mr.subscription)],
+                mr.member_id,
+                mr.group_instance_id,
+                mr.client_id,
+                mr.client_host,
+                mr.rebalance_timeout_ms,
+                mr.session_timeout_ms,
+                rec.protocol_type,
+                [(rec.protocol or "", mr.subscription)],
                 assignment=mr.assignment,
             )
             group.members[member.member_id] = member

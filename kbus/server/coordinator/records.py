@@ -264,8 +264,16 @@ def decode_group_value(value: bytes) -> GroupMetadataRecord:
         assignment = r.bytes_() or b""
         r.tagged_fields()
         members.append(
-            MemberRecord(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout,
-                         subscription, assignment)
+            MemberRecord(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                assignment,
+            )
         )
     r.tagged_fields()
     return GroupMetadataRecord(protocol_type, generation, protocol, leader, state_ts, members)

@@ -9,10 +9,10 @@ rounds=${1:-3}; shift || true
 KBENCH=${KBENCH:-../shared/bench/kbench.py}
 OUT=${OUT:-bench/results.jsonl}
 PY=.venv/bin/python
-work=$(mktemp -d)
+work=$(mktemp -d); echo "work dir: $work" >&2
 zkport=12181
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KEEP_WORK:-}" ] || rm -rf "$work"; }
 trap cleanup EXIT
 
 printf 'dataDir=%s/zk\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n' "$work" $zkport \
@@ -43,7 +43,7 @@ for r in $(seq "$rounds"); do
     sed -n 's/.*Leader: \([0-9]*\).*/\1/p' | head -1)
   leader_pid_var="pid_$leader"
   echo "== round $r: kbus 3 brokers, RF=3, leader $leader" >&2
-  $PY "$KBENCH" all -b "$bootstrap" --topic "$topic" --broker-pid "${!leader_pid_var}" --label kbus-3x-rf3 \
+  $PY "$KBENCH" all -b "$bootstrap" --topic "$topic" --broker-pid "${!leader_pid_var}" --label kbus-3x-rf3 --replication-factor 3 \
     --out "$OUT" --quiet "$@" >/dev/null || echo "   (run reported invalid: see $OUT)" >&2
 done
 $PY "$KBENCH" report "$OUT" --baseline tansu

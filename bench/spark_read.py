@@ -75,7 +75,9 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int) -> float:
         if i % 10000 == 0:
             producer.poll(0)
     assert producer.flush(120) == 0 and not errors, errors[:3]
-    return records / (time.perf_counter() - t0)
+    rate = records / (time.perf_counter() - t0)
+    del producer  # disconnect now, not when the broker is already gone
+    return rate
 
 
 def raw_consume(bootstrap: str, topic: str, partitions: int, records: int) -> float:
@@ -115,6 +117,7 @@ def spark_read(bootstrap: str, topic: str, records: int, runs: int, min_partitio
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )

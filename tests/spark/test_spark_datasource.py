@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import uuid
 from pathlib import Path
@@ -261,3 +262,30 @@ def test_missing_topic_reads_empty_and_is_not_created(spark, broker) -> None:  #
     topic = _topic("spark-missing")
     assert _read(spark, broker.bootstrap, topic).count() == 0
     assert not topic_exists(broker.bootstrap, topic)
+
+
+def test_pattern_assign_and_timestamp_positions(spark, broker) -> None:  # type: ignore[no-untyped-def]
+    prefix = _topic("spark-pat")
+    a, b = f"{prefix}-a", f"{prefix}-b"
+    create_topic(broker.bootstrap, a, 2)
+    create_topic(broker.bootstrap, b, 1)
+    base = 1_700_000_000_000
+    for i in range(20):  # one record per second of (fake) event time in each partition
+        produce(broker.bootstrap, a, [(None, f"a{i}")], partition=i % 2, timestamp_ms=base + 1000 * i)
+    produce(broker.bootstrap, b, [(None, f"b{i}") for i in range(5)])
+
+    def load(**options: str):  # type: ignore[no-untyped-def]
+        return spark.read.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).options(**options).load()
+
+    by_pattern = load(subscribePattern=f"{prefix}-.*")
+    assert sorted(tuple(r) for r in by_pattern.groupBy("topic").count().collect()) == [(a, 20), (b, 5)]
+    assigned = load(assign=json.dumps({a: [1]}))
+    assert {(r.topic, r.partition) for r in assigned.collect()} == {(a, 1)}
+    assert assigned.count() == 10
+
+    # startingTimestamp / endingTimestamp go through ListOffsets by timestamp (first offset at or after it).
+    window = load(subscribe=a, startingTimestamp=str(base + 10_000), endingTimestamp=str(base + 16_000))
+    got = sorted(r.value.decode() for r in window.collect())
+    assert got == [f"a{i}" for i in range(10, 16)]
+    timestamps = sorted(r.timestamp for r in window.select("timestamp").collect())
+    assert int(timestamps[0].replace(tzinfo=dt.UTC).timestamp() * 1000) == base + 10_000

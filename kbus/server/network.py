@@ -8,6 +8,7 @@ A malformed frame closes only that connection, with one log line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import socket
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("kbus.network")
 _conn_ids = itertools.count(1)
 WRITE_HIGH_WATER = 4 << 20
+PRODUCE_KEY = b"\x00\x00"
+MAX_PIPELINED = 64  # produce requests one connection may have waiting on replicas at once
 
 
 def unsupported_version_response(header: RequestHeader) -> bytes:
@@ -87,42 +90,79 @@ class KafkaServer:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn_id = f"{peer[0]}:{peer[1]}-{next(_conn_ids)}"
+        responses: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue()
+        sender = asyncio.create_task(self._send_responses(responses, writer, conn_id))
+        inflight: set[asyncio.Task[bytes | None]] = set()
+        try:
+            while not sender.done():
+                frame = await self._read_frame(reader, conn_id)
+                if frame is None:
+                    return
+                # Produce requests are pipelined: each appends at once (tasks start in arrival order, so appends keep
+                # the client's order) and then waits for its replicas concurrently with the next ones. Everything
+                # else runs alone, after what came before, as in Kafka. Responses leave in request order.
+                pipelined = frame[:2] == PRODUCE_KEY
+                if inflight and (not pipelined or len(inflight) >= MAX_PIPELINED):
+                    await asyncio.wait(
+                        inflight, return_when=asyncio.ALL_COMPLETED if not pipelined else asyncio.FIRST_COMPLETED
+                    )
+                handler = asyncio.create_task(self._handle(frame, peer, conn_id))
+                inflight.add(handler)
+                handler.add_done_callback(inflight.discard)
+                responses.put_nowait(handler)
+                if not pipelined:
+                    await asyncio.wait({handler})
+        except (ConnectionError, asyncio.CancelledError):
+            for t in inflight:
+                t.cancel()
+        finally:
+            responses.put_nowait(None)
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sender
+            self._connections.discard(task)
+            writer.close()
+
+    async def _read_frame(self, reader: asyncio.StreamReader, conn_id: str) -> bytes | None:
+        """The next request frame, or None when the connection should close (EOF or a bad size prefix)."""
         max_frame = self.config.socket_request_max_bytes
         try:
-            while True:
-                try:
-                    prefix = await reader.readexactly(4)
-                except asyncio.IncompleteReadError as exc:
-                    if exc.partial:
-                        log.warning("Closing connection %s: truncated frame size", conn_id)
-                    return
-                size = int.from_bytes(prefix, "big", signed=True)
-                if size < 0 or size > max_frame:
-                    log.warning(
-                        "Closing connection %s: frame of %d bytes exceeds socket.request.max.bytes=%d",
-                        conn_id,
-                        size,
-                        max_frame,
-                    )
-                    return
-                try:
-                    frame = await reader.readexactly(size)
-                except asyncio.IncompleteReadError:
-                    log.warning("Closing connection %s: truncated frame (%d of %d bytes)", conn_id, 0, size)
-                    return
-                response = await self._handle(frame, peer, conn_id)
-                if response is not None:
-                    writer.write(response)
+            prefix = await reader.readexactly(4)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                log.warning("Closing connection %s: truncated frame size", conn_id)
+            return None
+        size = int.from_bytes(prefix, "big", signed=True)
+        if size < 0 or size > max_frame:
+            log.warning(
+                "Closing connection %s: frame of %d bytes outside [0, socket.request.max.bytes=%d]",
+                conn_id,
+                size,
+                max_frame,
+            )
+            return None
+        try:
+            return await reader.readexactly(size)
+        except asyncio.IncompleteReadError as exc:
+            log.warning("Closing connection %s: truncated frame (%d of %d bytes)", conn_id, len(exc.partial), size)
+            return None
+
+    async def _send_responses(
+        self, responses: asyncio.Queue[asyncio.Task[bytes | None] | None], writer: asyncio.StreamWriter, conn_id: str
+    ) -> None:
+        try:
+            while (handler := await responses.get()) is not None:
+                data = await handler
+                if data is not None:
+                    writer.write(data)
                     if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                         await writer.drain()
         except ProtocolError as exc:
             log.warning("Closing connection %s: %s", conn_id, exc)
+            writer.close()
         except (ConnectionError, asyncio.CancelledError):
-            pass
+            writer.close()
         except Exception:
             log.exception("Closing connection %s after an unexpected error", conn_id)
-        finally:
-            self._connections.discard(task)
             writer.close()
 
     async def _handle(self, frame: bytes, peer: tuple[Any, ...], conn_id: str) -> bytes | None:

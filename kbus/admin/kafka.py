@@ -93,6 +93,8 @@ EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
 
+_URL_SAFE = str.maketrans("+/", "-_")
+
 
 def _resource_type(entity_type: str) -> Any:
     try:
@@ -251,7 +253,8 @@ class KafkaAdmin:
                 desc = fut.result(timeout=self.timeout_s + 1)
             except (KafkaException, TimeoutError):
                 continue
-            tid = str(desc.topic_id) if desc.topic_id is not None else ""
+            # librdkafka prints standard base64 (+/); Kafka's Uuid.toString is URL-safe base64 (-_)
+            tid = str(desc.topic_id).translate(_URL_SAFE) if desc.topic_id is not None else ""
             if tid and tid != "AAAAAAAAAAAAAAAAAAAAAA":  # the zero UUID, base64: Kafka omits it
                 ids[name] = tid
         return ids

@@ -107,11 +107,6 @@ def same_topic_ids(describe_output: str) -> str:
     return re.sub(r"TopicId: (\S+)", canonical, describe_output)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kbus/admin/kafka.py prints librdkafka's standard-base64 topic id (+/); Kafka's Uuid.toString and the "
-    "--zookeeper path use URL-safe base64 (-_)",
-)
 def test_topic_id_text_is_kafkas_on_both_paths(zk_brokers, zk_connect):
     broker = zk_brokers(1)
     # enough topics that some id almost surely contains a character where the two alphabets differ

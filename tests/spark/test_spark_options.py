@@ -119,3 +119,23 @@ def test_split_ranges_for_min_partitions() -> None:
     p0 = sorted((r.start, r.end) for r in pieces if r.partition == 0)
     assert p0[0][0] == 0 and p0[-1][1] == 900
     assert all(a[1] == b[0] for a, b in itertools.pairwise(p0))
+
+
+def test_register_warns_when_workers_run_another_python() -> None:
+    import sys
+    from types import SimpleNamespace
+
+    import kbus.spark
+    from kbus.spark.datasource import KbusDataSource
+
+    registered: list[type] = []
+
+    def fake(python: str) -> SimpleNamespace:
+        return SimpleNamespace(
+            sparkContext=SimpleNamespace(pythonExec=python), dataSource=SimpleNamespace(register=registered.append)
+        )
+
+    with pytest.warns(UserWarning, match="PYSPARK_PYTHON"):
+        kbus.spark.register(fake("/usr/bin/python3-elsewhere"))
+    kbus.spark.register(fake(sys.executable))
+    assert registered == [KbusDataSource, KbusDataSource]

@@ -83,7 +83,7 @@ class Broker:
         first_dir = self.config.log_dirs[0]
         for d in self.config.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self._load_identity(first_dir)
+        meta = self._load_identity(first_dir)
         info = BrokerInfo(self.broker_id, self.advertised.host, self.advertised.port)
         if self.config.zookeeper_connect:
             zk = importlib.import_module("kbus.server.metadata.zk_store")
@@ -93,10 +93,16 @@ class Broker:
         self.log_manager = LogManager(self.config.log_dirs, self.default_log_config())
         await asyncio.to_thread(self.log_manager.startup)
         self.metadata.add_listener(self._schedule_reconcile)
-        await asyncio.to_thread(self.metadata.start)
-        cluster_id = getattr(self.metadata, "cluster_id", None)
-        if cluster_id:
-            self.cluster_id = cluster_id
+        try:
+            await asyncio.to_thread(self.metadata.start)
+            try:
+                self._settle_cluster_id(meta)
+            except RuntimeError:
+                self.metadata.stop()
+                raise
+        except BaseException:
+            self.log_manager.shutdown()  # leave the logs clean: the next start needs no recovery
+            raise
         self.reconcile()
         with contextlib.suppress(ModuleNotFoundError):
             coordinator = importlib.import_module("kbus.server.coordinator")
@@ -113,6 +119,25 @@ class Broker:
             (max(cfg.replica_lag_time_max_ms // 2, 100), self._shrink_isr_all, False),
         ):
             self._tasks.append(asyncio.create_task(self._periodic(interval, fn, in_thread)))
+
+    async def controlled_shutdown(self) -> None:
+        """Before a clean stop, hand leadership to other in-sync replicas (Kafka's controlled shutdown), so
+        clients move to the new leaders while this broker still answers them."""
+        move = getattr(self.metadata, "controlled_shutdown", None)
+        if move is None or not self.config.controlled_shutdown_enable:
+            return
+        led = [k for k, p in self.partitions.items() if p.is_leader and p.replicated]
+        try:
+            stranded = await asyncio.wait_for(asyncio.to_thread(move), timeout=30)
+        except Exception as exc:
+            log.warning("Controlled shutdown failed (%s); proceeding with an uncontrolled one", exc)
+            return
+        self.reconcile()
+        log.info(
+            "Controlled shutdown: moved leadership of %d partition(s); %d had no other in-sync replica",
+            len(led) - len(stranded),
+            len(stranded),
+        )
 
     async def stop(self) -> None:
         self.stopping = True
@@ -135,8 +160,8 @@ class Broker:
         if self.log_manager is not None:
             self.log_manager.shutdown()
 
-    def _load_identity(self, first_dir: Path) -> None:
-        """meta.properties (Kafka's file) pins broker.id and cluster.id to the data they describe."""
+    def _load_identity(self, first_dir: Path) -> dict[str, str]:
+        """meta.properties (Kafka's file) pins broker.id to the data it describes."""
         meta = read_meta_properties(first_dir)
         if self.broker_id < 0:
             self.broker_id = int(meta.get("broker.id", "0"))
@@ -146,9 +171,23 @@ class Broker:
                 f"in meta.properties under {first_dir}. If you moved your data, make sure your configured broker.id "
                 "matches."
             )
-        if not self.cluster_id:
-            self.cluster_id = meta.get("cluster.id") or new_cluster_id()
-        if meta.get("cluster.id") != self.cluster_id or meta.get("broker.id") != str(self.broker_id):
+        return meta
+
+    def _settle_cluster_id(self, meta: dict[str, str]) -> None:
+        """The cluster id comes from ZooKeeper (/cluster/id) in a cluster, else from meta.properties or a new one.
+        Data written for one cluster is never served in another (Kafka's InconsistentClusterIdException)."""
+        stored = meta.get("cluster.id")
+        from_metadata = getattr(self.metadata, "cluster_id", None)
+        if from_metadata:
+            if stored and stored != from_metadata:
+                raise RuntimeError(
+                    f"The Cluster ID {from_metadata} doesn't match stored clusterId {stored} in meta.properties. "
+                    "The broker is trying to join the wrong cluster. Configured zookeeper.connect may be wrong."
+                )
+            self.cluster_id = from_metadata
+        elif not self.cluster_id:
+            self.cluster_id = stored or new_cluster_id()
+        if stored != self.cluster_id or meta.get("broker.id") != str(self.broker_id):
             for d in self.config.log_dirs:
                 write_atomically(
                     d / "meta.properties",

@@ -80,6 +80,7 @@ async def serve(config: KafkaConfig) -> None:
     sd_notify("STOPPING=1")
     if ops_endpoint is not None:
         await ops_endpoint.stop()
+    await broker.controlled_shutdown()
     await server.stop()
     await broker.stop()
     log.info("[KafkaServer id=%d] shut down completed", broker.broker_id)

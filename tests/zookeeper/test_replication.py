@@ -212,3 +212,61 @@ def test_no_acknowledged_message_lost_when_leaders_and_controller_are_killed(clu
         order = [positions[v] for v in values]
         assert order == sorted(order), f"partition {p}: acknowledged messages out of order"
     print("leader failover times (s):", [round(t, 2) for t in failover_times])
+
+
+def test_sigterm_moves_leadership_first_so_producers_see_no_errors(cluster):
+    topic = "controlled"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})])[topic].result(20)
+    wait_for(
+        lambda: (
+            len(cluster.partitions(topic)) == 3 and all(len(isr) == 3 for _, isr in cluster.partitions(topic).values())
+        ),
+        timeout=30,
+        what="full ISRs",
+    )
+    errors: list[str] = []
+    acked = [0]
+    p = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "linger.ms": 2,
+            "log_level": 0,
+            "enable.idempotence": True,
+        }
+    )
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked[0] += 1
+        else:
+            errors.append(str(err))
+
+    victim = cluster.partitions(topic)[0][0]
+    stopped = threading.Thread(target=cluster.brokers[victim].stop)
+    deadline = time.monotonic() + 8
+    i = 0
+    while time.monotonic() < deadline:
+        p.produce(topic, value=b"%d" % i, partition=i % 3, on_delivery=on_delivery)
+        i += 1
+        p.poll(0.001)
+        if i == 500:
+            stopped.start()
+    assert p.flush(30) == 0
+    stopped.join(30)
+    assert not cluster.brokers[victim].alive
+    assert errors == []
+    assert acked[0] == i
+    assert "Controlled shutdown: moved leadership" in cluster.brokers[victim].log_text()
+    assert all(leader != victim for leader, _ in cluster.partitions(topic).values())
+
+
+def test_broker_refuses_to_join_another_cluster(tmp_path, zk_connect):
+    b = BrokerProcess(tmp_path / "b", {"zookeeper.connect": zk_connect, "broker.id": "7"}).start()
+    b.stop()
+    b.overrides["zookeeper.connect"] = zk_connect + "-elsewhere"
+    with pytest.raises(RuntimeError):
+        b.start(timeout=20)
+    assert "doesn't match stored clusterId" in b.log_text()
+    assert "Traceback" not in b.log_text()

@@ -3,6 +3,7 @@ DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DescribeC
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +96,9 @@ async def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> An
                 tid = ZERO_UUID
                 effective = broker.default_log_config().with_overrides(configs)
             else:
-                created = broker.metadata.create_topic(topic.name, partitions, rf, configs, assignment)
+                created = await asyncio.to_thread(
+                    broker.metadata.create_topic, topic.name, partitions, rf, configs, assignment
+                )
                 broker.reconcile()
                 tid, partitions = created.topic_id, len(created.partitions)
                 rf = len(next(iter(created.partitions.values())).replicas)
@@ -145,7 +148,7 @@ async def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> An
                 if topic is None:
                     raise UnknownTopicError("This server does not host this topic-partition.")
                 fields["topic_id"] = topic.topic_id
-                broker.metadata.delete_topic(name)
+                await asyncio.to_thread(broker.metadata.delete_topic, name)
                 broker.reconcile()
                 fields["error_code"] = ErrorCode.none
         except MetadataError as exc:
@@ -172,7 +175,7 @@ async def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -
             if t.count == current:
                 raise InvalidPartitionsError(f"Topic already has {current} partitions.")
             if not request.validate_only:
-                broker.metadata.create_partitions(t.name, t.count)
+                await asyncio.to_thread(broker.metadata.create_partitions, t.name, t.count)
                 broker.reconcile()
             fields["error_code"] = ErrorCode.none
         except MetadataError as exc:
@@ -288,7 +291,9 @@ async def describe_configs(broker: Broker, ctx: RequestContext, request: Any) ->
 
 
 # ------------------------------------------------------------------------------------------ AlterConfigs
-def _alter_topic(broker: Broker, name: str, changes: dict[str, str | None], validate_only: bool, replace: bool) -> None:
+async def _alter_topic(
+    broker: Broker, name: str, changes: dict[str, str | None], validate_only: bool, replace: bool
+) -> None:
     topic = broker.metadata.topics().get(name)
     if topic is None:
         raise UnknownTopicError(f"Topic {name} does not exist.")
@@ -296,11 +301,11 @@ def _alter_topic(broker: Broker, name: str, changes: dict[str, str | None], vali
         changes = {**dict.fromkeys(topic.configs), **changes}
     validate_topic_configs(changes)
     if not validate_only:
-        broker.metadata.alter_topic_configs(name, changes)
+        await asyncio.to_thread(broker.metadata.alter_topic_configs, name, changes)
         broker.reconcile()
 
 
-def _alter_responses(broker: Broker, ctx: RequestContext, request: Any, incremental: bool) -> list[Any]:
+async def _alter_responses(broker: Broker, ctx: RequestContext, request: Any, incremental: bool) -> list[Any]:
     out = []
     for res in request.resources:
         fields: dict[str, Any] = {
@@ -333,7 +338,7 @@ def _alter_responses(broker: Broker, ctx: RequestContext, request: Any, incremen
                             else [x for x in items if x not in vals]
                         )
                         changes[c.name] = ",".join(items) if items else None
-                _alter_topic(broker, res.resource_name, changes, request.validate_only, replace=not incremental)
+                await _alter_topic(broker, res.resource_name, changes, request.validate_only, replace=not incremental)
                 fields["error_code"] = ErrorCode.none
         except MetadataError as exc:
             code = error_code_for(exc)
@@ -347,12 +352,12 @@ def _alter_responses(broker: Broker, ctx: RequestContext, request: Any, incremen
 
 @api(33, 0, 2)
 async def alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Any:
-    return ctx.build(throttle_time=0, responses=_alter_responses(broker, ctx, request, incremental=False))
+    return ctx.build(throttle_time=0, responses=await _alter_responses(broker, ctx, request, incremental=False))
 
 
 @api(44, 0, 1)
 async def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Any:
-    return ctx.build(throttle_time=0, responses=_alter_responses(broker, ctx, request, incremental=True))
+    return ctx.build(throttle_time=0, responses=await _alter_responses(broker, ctx, request, incremental=True))
 
 
 # ------------------------------------------------------------------------------------------ DescribeCluster

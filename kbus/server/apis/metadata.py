@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -52,10 +53,14 @@ def _error_topic(ctx: RequestContext, name: str, code: ErrorCode) -> Any:
     return ctx.nested("MetadataResponseTopic", error_code=code, name=name, topic_id=None, partitions=())
 
 
-def auto_create(broker: Broker, name: str) -> TopicMetadata | None:
+async def auto_create(broker: Broker, name: str) -> TopicMetadata | None:
     try:
-        topic = broker.metadata.create_topic(
-            name, broker.config.num_partitions, broker.config.default_replication_factor, {}
+        topic = await asyncio.to_thread(
+            broker.metadata.create_topic,
+            name,
+            broker.config.num_partitions,
+            broker.config.default_replication_factor,
+            {},
         )
         log.info("Auto-created topic %s with %d partition(s)", name, len(topic.partitions))
     except TopicExistsError:
@@ -102,7 +107,7 @@ async def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                     continue
                 if allow_auto and not is_internal(name):
                     try:
-                        topic = auto_create(broker, name)
+                        topic = await auto_create(broker, name)
                     except MetadataError as exc:
                         entries.append(_error_topic(ctx, name, error_code_for(exc)))
                         continue

@@ -20,9 +20,10 @@ class Produced:
     value: bytes | None
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=10).values():
+    new = NewTopic(topic, partitions, 1, config=config or {})
+    for future in admin.create_topics([new], operation_timeout=10).values():
         future.result(timeout=30)
     wait_for_partitions(bootstrap, topic, partitions)
 

@@ -176,17 +176,21 @@ def test_batch_write_then_read_back(spark, broker) -> None:  # type: ignore[no-u
 
 def test_write_errors_fail_the_job(spark, broker) -> None:  # type: ignore[no-untyped-def]
     topic = _topic("spark-write-err")
-    create_topic(broker.bootstrap, topic, 1)
-    bad = spark.createDataFrame([("v", 7)], "value string, partition int")
+    create_topic(broker.bootstrap, topic, 1, config={"max.message.bytes": "1000"})
+
+    def write(df, **options: str) -> None:  # type: ignore[no-untyped-def]
+        writer = df.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic)
+        writer.options(**options).mode("append").save()
+
+    # The broker refuses the record (MESSAGE_TOO_LARGE): the task, and so the job, fails.
+    with pytest.raises(Exception, match=r"(?i)message size too large"):
+        write(spark.createDataFrame([("x" * 5000,)], "value string"))
+    # A local librdkafka error (no such partition) fails it too.
     with pytest.raises(Exception, match=r"(?i)unknown.partition"):
-        bad.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).mode(
-            "append"
-        ).save()
-    no_value = spark.createDataFrame([("k",)], "key string")
+        write(spark.createDataFrame([("v", 7)], "value string, partition int"))
     with pytest.raises(Exception, match="'value' column"):
-        no_value.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic).mode(
-            "append"
-        ).save()
+        write(spark.createDataFrame([("k",)], "key string"))
+    assert consume_all(broker.bootstrap, topic) == []
 
 
 def test_streaming_topic_to_topic(spark, broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -157,6 +157,7 @@ def main() -> int:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for f in admin.create_topics([NewTopic(topic, args.partitions, 1)]).values():
             f.result(30)
+        del admin
         time.sleep(1)
         produce_rate = produce(bootstrap, topic, args.records, args.value_size)
         raw = [raw_consume(bootstrap, topic, args.partitions, args.records) for _ in range(args.runs)]

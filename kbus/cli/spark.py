@@ -7,7 +7,6 @@ and every spark-submit option passed through unchanged (so `--help` reaches spar
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import typer
@@ -23,6 +22,12 @@ from kbus.spark.submit import (
     submit_command,
     submit_environment,
 )
+
+
+def _cache_dir() -> Path:
+    # Rebuilt on every submit (cheap), in one place rather than a new temp dir each time.
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kbus" / "spark"
 
 
 @app.command(
@@ -42,7 +47,7 @@ def spark_submit(ctx: typer.Context) -> None:
     py_files: Path | None = None
     if not is_local_master(args, env):
         # Executors elsewhere do not share this environment: ship kbus with the job.
-        py_files = build_kbus_zip(Path(tempfile.mkdtemp(prefix="kbus-spark-")))
+        py_files = build_kbus_zip(_cache_dir())
     cmd = submit_command(spark_home, args, py_files)
     # exec, not subprocess: signals go straight to the JVM and no orphaned Python driver is left behind.
     os.execve(cmd[0], cmd, env)

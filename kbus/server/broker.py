@@ -17,6 +17,8 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.config import KafkaConfig
 from kbus.server.log.config import LogConfig
@@ -317,27 +319,41 @@ class Broker:
             except Exception:
                 log.exception("leadership listener failed for %s-%d", topic, index)
 
-    async def append_records(self, part: Partition, records: bytes, acks: int, timeout_ms: int = 30000) -> AppendResult:
-        """Leader append. acks=-1 waits until every in-sync replica has the batch (the high watermark passes it)
-        and refuses up front when the ISR is smaller than min.insync.replicas."""
+    def append_records(self, part: Partition, records: bytes, acks: int) -> AppendResult:
+        """Leader append, synchronous so that appends keep the order requests arrived in. acks=-1 is refused up
+        front when the ISR is smaller than min.insync.replicas; wait_for_acks() then waits for the replicas."""
         min_isr = part.log.config.min_insync_replicas
         if acks == -1 and len(part.state.isr) < min_isr:
             raise NotEnoughReplicasError(
                 f"The size of the current ISR {part.state.isr} is insufficient to satisfy the min.isr requirement of "
                 f"{min_isr} for partition {part.topic}-{part.index}"
             )
-        result = part.append_as_leader(records)
+        return part.append_as_leader(records)
+
+    async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None:
+        """acks=-1: until every in-sync replica has the batch (the high watermark passes it)."""
         if acks != -1 or result.duplicate:
-            return result
+            return
         if not await part.wait_for_high_watermark(result.last_offset + 1, timeout_ms / 1000):
             if not part.is_leader:
                 raise NotLeaderError(f"Leadership of {part.topic}-{part.index} moved while waiting for replicas")
             raise RequestTimedOutError(f"Replicas of {part.topic}-{part.index} did not catch up in {timeout_ms} ms")
+        min_isr = part.log.config.min_insync_replicas
         if len(part.state.isr) < min_isr:
             raise NotEnoughReplicasAfterAppendError(
                 f"The ISR {part.state.isr} of {part.topic}-{part.index} shrank below min.insync.replicas={min_isr}"
             )
-        return result
+
+    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
+        """The partition if this broker leads it, else why not: UNKNOWN_TOPIC_OR_PARTITION when the cluster has no
+        such partition, NOT_LEADER_OR_FOLLOWER when another broker (or nobody, for now) leads it."""
+        part = self.partitions.get((topic, index))
+        if part is not None and part.is_leader:
+            return part, ErrorCode.none
+        t = self.metadata.topics().get(topic)
+        if t is None or index not in t.partitions:
+            return None, ErrorCode.unknown_topic_or_partition
+        return None, ErrorCode.not_leader_or_follower
 
     # ---------------------------------------------------------------- ISR maintenance (leader side)
     def follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int) -> None:

@@ -39,7 +39,7 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
     for ft in request.topics:
         parts_out = []
         for fp in ft.partitions:
-            part = broker.get_partition(ft.topic, fp.partition)
+            part, error = broker.leader_partition(ft.topic, fp.partition)
             fields: dict[str, Any] = {
                 "partition_index": fp.partition,
                 "high_watermark": -1,
@@ -50,13 +50,7 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
                 "records": None,
             }
             if part is None:
-                t = broker.metadata.topics().get(ft.topic)
-                known = t is not None and fp.partition in t.partitions
-                fields["error_code"] = (
-                    ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
-                )
-            elif not part.is_leader:
-                fields["error_code"] = ErrorCode.not_leader_or_follower
+                fields["error_code"] = error
             elif (err := _leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1))) is not None:
                 fields["error_code"] = err
             else:

@@ -27,12 +27,9 @@ async def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Any
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            part = broker.get_partition(t.name, p.partition_index)
-            if part is None or not part.is_leader:
-                known = broker.partition_leader(t.name, p.partition_index) is not None
-                fields["error_code"] = (
-                    ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
-                )
+            part, error = broker.leader_partition(t.name, p.partition_index)
+            if part is None:
+                fields["error_code"] = error
             else:
                 fields["error_code"] = ErrorCode.none
                 fields["leader_epoch"] = part.leader_epoch
@@ -63,9 +60,9 @@ async def delete_records(broker: Broker, ctx: RequestContext, request: Any) -> A
         parts = []
         for p in t.partitions:
             fields: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1}
-            part = broker.get_partition(t.name, p.partition_index)
-            if part is None or not part.is_leader:
-                fields["error_code"] = ErrorCode.unknown_topic_or_partition
+            part, error = broker.leader_partition(t.name, p.partition_index)
+            if part is None:
+                fields["error_code"] = error
             else:
                 offset = part.high_watermark if p.offset == -1 else p.offset
                 if offset < 0 or offset > part.high_watermark:

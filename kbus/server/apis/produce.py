@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -13,19 +14,17 @@ from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
-
-
-def _partition_error(broker: Broker, topic: str, index: int) -> ErrorCode:
-    """Why this broker cannot take writes for topic-index."""
-    t = broker.metadata.topics().get(topic)
-    if t is None or index not in t.partitions:
-        return ErrorCode.unknown_topic_or_partition
-    return ErrorCode.not_leader_or_follower
+    from kbus.server.log.log import AppendResult
+    from kbus.server.partition import Partition
 
 
 @api(0, 3, 9)
 async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+    """Every partition is appended before anything is awaited: with pipelined requests (network.py) that keeps
+    appends in the order requests arrived; the acks=all waits then run together."""
     acks = request.acks
+    timeout_ms = ms(request.timeout)
+    appended: list[tuple[dict[str, Any], Partition, AppendResult, str]] = []
     responses = []
     for topic_data in request.topic_data:
         name = topic_data.name
@@ -38,31 +37,50 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 "log_start_offset": -1,
                 "record_errors": (),
             }
-            part = broker.get_partition(name, pd.index)
+            parts.append(fields)
+            part, error = broker.leader_partition(name, pd.index)
             if acks not in (0, 1, -1):
                 fields["error_code"] = ErrorCode.invalid_required_acks
-            elif part is None or not part.is_leader:
-                fields["error_code"] = _partition_error(broker, name, pd.index)
+            elif part is None:
+                fields["error_code"] = error
             elif not pd.records:
                 fields["error_code"] = ErrorCode.corrupt_message
             else:
                 try:
-                    result = await broker.append_records(part, pd.records, acks, ms(request.timeout))
+                    result = broker.append_records(part, pd.records, acks)
                 except Exception as exc:
-                    fields["error_code"] = error_code_for(exc)
-                    fields["error_message"] = error_message(exc)
+                    fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
                 else:
-                    if not result.duplicate:
-                        METRICS.inc("kbus_messages_in_total", result.num_records, topic=name)
-                        METRICS.inc("kbus_bytes_in_total", result.size_bytes, topic=name)
-                    fields.update(
-                        error_code=ErrorCode.none,
-                        base_offset=result.first_offset,
-                        log_append_time=result.log_append_time_ms,
-                        log_start_offset=result.log_start_offset,
-                    )
-            parts.append(ctx.nested("PartitionProduceResponse", **fields))
-        responses.append(ctx.nested("TopicProduceResponse", name=name, partition_responses=parts))
+                    appended.append((fields, part, result, name))
+        responses.append((name, parts))
+    if appended:
+        outcomes = await asyncio.gather(
+            *(broker.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
+            return_exceptions=True,
+        )
+        for (fields, _, result, name), outcome in zip(appended, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                fields.update(error_code=error_code_for(outcome), error_message=error_message(outcome))
+                continue
+            if not result.duplicate:
+                METRICS.inc("kbus_messages_in_total", result.num_records, topic=name)
+                METRICS.inc("kbus_bytes_in_total", result.size_bytes, topic=name)
+            fields.update(
+                error_code=ErrorCode.none,
+                base_offset=result.first_offset,
+                log_append_time=result.log_append_time_ms,
+                log_start_offset=result.log_start_offset,
+            )
     if acks == 0:
         return None
-    return ctx.build(responses=responses, throttle_time=0)
+    return ctx.build(
+        responses=[
+            ctx.nested(
+                "TopicProduceResponse",
+                name=name,
+                partition_responses=[ctx.nested("PartitionProduceResponse", **f) for f in parts],
+            )
+            for name, parts in responses
+        ],
+        throttle_time=0,
+    )

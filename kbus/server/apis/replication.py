@@ -20,14 +20,9 @@ async def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, request: 
         parts = []
         for p in t.partitions:
             fields: dict[str, Any] = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
-            part = broker.get_partition(t.topic, p.partition)
+            part, error = broker.leader_partition(t.topic, p.partition)
             if part is None:
-                known = broker.partition_leader(t.topic, p.partition) is not None
-                fields["error_code"] = (
-                    ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
-                )
-            elif not part.is_leader:
-                fields["error_code"] = ErrorCode.not_leader_or_follower
+                fields["error_code"] = error
             elif (err := _leader_epoch_error(part, p.current_leader_epoch)) is not None:
                 fields["error_code"] = err
             else:

@@ -23,10 +23,10 @@ from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.config import KafkaConfig
 from kbus.server.log.config import LogConfig
 from kbus.server.log.log import AppendResult
-from kbus.server.log.manager import LogManager
+from kbus.server.log.manager import LogManager, read_checkpoint, write_checkpoint
 from kbus.server.metadata.errors import UnknownTopicError
 from kbus.server.metadata.local import LocalMetadataStore, write_atomically
-from kbus.server.metadata.types import BrokerInfo, TopicMetadata
+from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
 from kbus.server.metrics import METRICS
 from kbus.server.partition import Partition
 from kbus.server.replication.errors import (
@@ -40,11 +40,32 @@ from kbus.server.replication.fetcher import ReplicaFetcherManager
 log = logging.getLogger("kbus.server")
 
 LeadershipListener = Callable[[str, int, bool], None]
+HW_CHECKPOINT = "replication-offset-checkpoint"
+PARTITION_METADATA = "partition.metadata"
 
 
 def new_cluster_id() -> str:
     """Kafka's cluster id format: a URL-safe base64 UUID without padding."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def read_partition_topic_id(partition_dir: Path) -> uuid.UUID | None:
+    """Kafka's partition.metadata ("version: 0" / "topic_id: <base64 uuid>"), written since Kafka 2.8."""
+    try:
+        for line in (partition_dir / PARTITION_METADATA).read_text().splitlines():
+            if line.startswith("topic_id:"):
+                text = line.split(":", 1)[1].strip()
+                return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def write_partition_topic_id(partition_dir: Path, topic_id: uuid.UUID | None) -> None:
+    if topic_id is None or read_partition_topic_id(partition_dir) == topic_id:
+        return
+    text = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+    write_atomically(partition_dir / PARTITION_METADATA, f"version: 0\ntopic_id: {text}\n")
 
 
 def read_meta_properties(log_dir: Path) -> dict[str, str]:
@@ -78,6 +99,7 @@ class Broker:
         self.fetchers = ReplicaFetcherManager(self)
         self._isr_changes: set[tuple[str, int, int]] = set()
         self._background: set[asyncio.Task[None]] = set()
+        self._saved_high_watermarks: dict[tuple[str, int], int] = {}
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -94,6 +116,8 @@ class Broker:
             self.metadata = LocalMetadataStore(first_dir, info)
         self.log_manager = LogManager(self.config.log_dirs, self.default_log_config())
         await asyncio.to_thread(self.log_manager.startup)
+        for d in self.config.log_dirs:
+            self._saved_high_watermarks.update(read_checkpoint(d / HW_CHECKPOINT))
         self.metadata.add_listener(self._schedule_reconcile)
         try:
             await asyncio.to_thread(self.metadata.start)
@@ -117,6 +141,7 @@ class Broker:
         for interval, fn, in_thread in (
             (cfg.log_retention_check_interval_ms, self._run_retention, True),
             (cfg.log_flush_offset_checkpoint_interval_ms, self._checkpoint, True),
+            (cfg.replica_high_watermark_checkpoint_interval_ms, self._checkpoint_high_watermarks, True),
             (cfg.log_cleaner_backoff_ms, self._run_cleaner, True),
             (max(cfg.replica_lag_time_max_ms // 2, 100), self._shrink_isr_all, False),
         ):
@@ -151,6 +176,8 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         await self.fetchers.stop()
+        for task in list(self._background):
+            task.cancel()
         with contextlib.suppress(ModuleNotFoundError):
             coordinator = importlib.import_module("kbus.server.coordinator")
             if hasattr(coordinator, "stop"):
@@ -160,6 +187,7 @@ class Broker:
         if self.metadata is not None:
             self.metadata.stop()
         if self.log_manager is not None:
+            self._checkpoint_high_watermarks()
             self.log_manager.shutdown()
 
     def _load_identity(self, first_dir: Path) -> dict[str, str]:
@@ -226,6 +254,18 @@ class Broker:
         assert self.log_manager is not None
         self.log_manager.checkpoint()
 
+    def _checkpoint_high_watermarks(self) -> None:
+        """Kafka's replication-offset-checkpoint: where each replica's high watermark was, so a restarted
+        replica never shows consumers records that were not committed."""
+        assert self.log_manager is not None
+        by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.config.log_dirs}
+        for key, part in list(self.partitions.items()):
+            d = self.log_manager.log_dir_of(*key)
+            if d is not None and d in by_dir:
+                by_dir[d][key] = part.high_watermark
+        for d, offsets in by_dir.items():
+            write_checkpoint(d / HW_CHECKPOINT, offsets)
+
     # ---------------------------------------------------------------- partitions
     def default_log_config(self) -> LogConfig:
         return LogConfig.from_server_properties(self.config.raw)
@@ -249,7 +289,8 @@ class Broker:
 
     def reconcile(self) -> None:
         """Make the hosted partitions match the metadata: open logs for assigned replicas, delete logs of deleted
-        topics, become leader or follower as the partition states say, apply config changes."""
+        (or deleted and re-created) topics, become leader or follower as the partition states say, apply config
+        changes. One partition failing (e.g. its log dir) does not stop the others."""
         assert self.log_manager is not None
         topics = self.metadata.topics()
         wanted: set[tuple[str, int]] = set()
@@ -258,50 +299,82 @@ class Broker:
             for index, state in topic.partitions.items():
                 if self.broker_id not in state.replicas:
                     continue
-                key = (topic.name, index)
-                wanted.add(key)
-                part = self.partitions.get(key)
-                if part is None:
-                    plog = self.log_manager.get_log(topic.name, index) or self.log_manager.create_log(
-                        topic.name, index, config
-                    )
-                    if plog.config != config:
-                        self.log_manager.update_config(topic.name, config)
-                    part = Partition(topic.name, index, plog, state, self.broker_id)
-                    self.partitions[key] = part
-                    became_leader, became_follower = part.is_leader, not part.is_leader
-                else:
-                    was_leader = part.is_leader
-                    became_leader, became_follower = part.update_state(state)
-                    if part.log.config != config:
-                        self.log_manager.update_config(topic.name, config)
-                    if was_leader and not part.is_leader:
-                        self._notify_leadership(topic.name, index, False)
-                if part.is_leader:
-                    self.fetchers.unfollow(key)
-                    if became_leader:
-                        log.info(
-                            "Partition %s-%d: leader at epoch %d, isr %s",
-                            topic.name,
-                            index,
-                            state.leader_epoch,
-                            state.isr,
-                        )
-                        self._notify_leadership(topic.name, index, True)
-                elif state.leader >= 0:
-                    if became_follower or self.fetchers.assigned.get(key) != state.leader:
-                        self.fetchers.follow(key, state.leader)
-                else:
-                    self.fetchers.unfollow(key)
+                wanted.add((topic.name, index))
+                try:
+                    self._reconcile_partition(topic, index, state, config)
+                except Exception:
+                    log.exception("Could not apply metadata to partition %s-%d", topic.name, index)
         for key in [k for k in self.partitions if k not in wanted]:
-            part = self.partitions.pop(key)
+            self._drop_partition(key, delete_log=key[0] not in topics)
+
+    def _reconcile_partition(self, topic: TopicMetadata, index: int, state: PartitionState, config: LogConfig) -> None:
+        assert self.log_manager is not None
+        key = (topic.name, index)
+        part = self.partitions.get(key)
+        if part is not None and part.topic_id != topic.topic_id:
+            log.info("Topic %s was re-created (new topic id): dropping the old log of partition %d", *key)
+            self._drop_partition(key, delete_log=True)
+            part = None
+        if part is None:
+            part = self._open_partition(topic, index, state, config)
+            became_leader, became_follower = part.is_leader, not part.is_leader
+        else:
+            was_leader = part.is_leader
+            became_leader, became_follower = part.update_state(state)
+            if part.log.config != config:
+                self.log_manager.update_config(topic.name, config)
+            if was_leader and not part.is_leader:
+                self._notify_leadership(topic.name, index, False)
+        if part.is_leader:
             self.fetchers.unfollow(key)
-            part.fail_waiters()
-            if part.is_leader:
-                self._notify_leadership(key[0], key[1], False)
-            if key[0] not in topics:
-                self.log_manager.delete_log(*key)
-                log.info("Deleted log for partition %s-%d", *key)
+            if became_leader:
+                log.info(
+                    "Partition %s-%d: leader at epoch %d, isr %s", topic.name, index, state.leader_epoch, state.isr
+                )
+                self._notify_leadership(topic.name, index, True)
+        elif state.leader >= 0:
+            if became_follower or self.fetchers.assigned.get(key) != state.leader:
+                self.fetchers.follow(key, state.leader)
+        else:
+            self.fetchers.unfollow(key)
+
+    def _open_partition(self, topic: TopicMetadata, index: int, state: PartitionState, config: LogConfig) -> Partition:
+        """Open (or create) the local replica. A log left from an older topic of the same name (deleted and
+        re-created while this broker was away) is recognised by its partition.metadata topic id and discarded."""
+        assert self.log_manager is not None
+        plog = self.log_manager.get_log(topic.name, index)
+        if plog is not None and read_partition_topic_id(plog.dir) not in (None, topic.topic_id):
+            log.info("Log of %s-%d belongs to an older topic of that name: deleting it", topic.name, index)
+            self.log_manager.delete_log(topic.name, index)
+            plog = None
+        if plog is None:
+            plog = self.log_manager.create_log(topic.name, index, config)
+        elif plog.config != config:
+            self.log_manager.update_config(topic.name, config)
+        write_partition_topic_id(plog.dir, topic.topic_id)
+        part = Partition(
+            topic.name,
+            index,
+            plog,
+            state,
+            self.broker_id,
+            topic_id=topic.topic_id,
+            checkpointed_high_watermark=self._saved_high_watermarks.get((topic.name, index)),
+        )
+        self.partitions[(topic.name, index)] = part
+        return part
+
+    def _drop_partition(self, key: tuple[str, int], *, delete_log: bool) -> None:
+        assert self.log_manager is not None
+        part = self.partitions.pop(key)
+        self.fetchers.unfollow(key)
+        part.fail_waiters()
+        if part.is_leader:
+            self._notify_leadership(key[0], key[1], False)
+        if delete_log:
+            self.log_manager.delete_log(*key)
+            self._saved_high_watermarks.pop(key, None)
+            log.info("Deleted log for partition %s-%d", *key)
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -332,8 +405,9 @@ class Broker:
 
     async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None:
         """acks=-1: until every in-sync replica has the batch (the high watermark passes it)."""
-        if acks != -1 or result.duplicate:
+        if acks != -1:
             return
+        # a duplicate (a retried batch) answers with the original offsets, and still only once they are committed
         if not await part.wait_for_high_watermark(result.last_offset + 1, timeout_ms / 1000):
             if not part.is_leader:
                 raise NotLeaderError(f"Leadership of {part.topic}-{part.index} moved while waiting for replicas")
@@ -364,10 +438,15 @@ class Broker:
                 self._spawn(self._expand_isr(part, replica_id, key))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Background work that must not be garbage-collected mid-flight."""
+        """Background work that must not be garbage-collected mid-flight; its failures are logged."""
         task = asyncio.create_task(coro)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("Background task failed: %s", task.exception())
 
     async def _expand_isr(self, part: Partition, replica_id: int, key: tuple[str, int, int]) -> None:
         try:
@@ -407,9 +486,12 @@ class Broker:
         alter = getattr(self.metadata, "alter_isr", None)
         if alter is None:
             return False
+        epoch = part.state.leader_epoch
         state = await asyncio.to_thread(alter, part.topic, part.index, new_isr)
         if state is None or self.partitions.get((part.topic, part.index)) is not part:
             return False
+        if not part.is_leader or state.leader_epoch != epoch or part.state.leader_epoch != epoch:
+            return False  # leadership moved while we wrote: the store's listener brings the newer state
         part.update_state(state)
         return True
 

@@ -108,6 +108,7 @@ BROKER_CONFIGS: dict[str, tuple[str, type, object]] = {
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", int, 30000),
     "replica.fetch.max.bytes": ("replica_fetch_max_bytes", int, 1048576),
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", int, 500),
+    "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", int, 5000),
     "controlled.shutdown.enable": ("controlled_shutdown_enable", bool, True),
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", int, 50),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", int, 3),
@@ -173,6 +174,7 @@ class KafkaConfig:
     replica_lag_time_max_ms: int = 30000
     replica_fetch_max_bytes: int = 1048576
     replica_fetch_wait_max_ms: int = 500
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
     controlled_shutdown_enable: bool = True
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3

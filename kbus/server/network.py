@@ -96,7 +96,7 @@ class KafkaServer:
         try:
             while not sender.done():
                 frame = await self._read_frame(reader, conn_id)
-                if frame is None:
+                if frame is None or sender.done():  # EOF, a bad frame, or a failed response: stop reading
                     return
                 # Produce requests are pipelined: each appends at once (tasks start in arrival order, so appends keep
                 # the client's order) and then waits for its replicas concurrently with the next ones. Everything

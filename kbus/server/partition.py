@@ -31,20 +31,38 @@ class FollowerState:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log: Log, state: PartitionState, local_broker_id: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        log: Log,
+        state: PartitionState,
+        local_broker_id: int,
+        *,
+        topic_id: object = None,
+        checkpointed_high_watermark: int | None = None,
+    ) -> None:
         self.topic = topic
         self.index = index
+        self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
         self.state = state
-        # Everything in a sole replica's log is committed; a replicated leader recomputes this as followers fetch.
-        self.high_watermark = log.log_end_offset
+        # Everything in a sole replica's log is committed. A replica of a replicated partition starts from its
+        # checkpointed high watermark (Kafka's replication-offset-checkpoint), never from its log end: records past
+        # it may never have been committed, and consumers must not see them until the ISR has them.
+        if len(state.replicas) <= 1:
+            self.high_watermark = log.log_end_offset
+        else:
+            saved = checkpointed_high_watermark if checkpointed_high_watermark is not None else log.log_start_offset
+            self.high_watermark = max(log.log_start_offset, min(saved, log.log_end_offset))
         self.followers: dict[int, FollowerState] = {}
         self.epochs = self._load_epochs()
         self._waiters: set[asyncio.Future[None]] = set()
         self._hw_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         if self.is_leader:
             self._init_followers()
+            self.maybe_advance_high_watermark()  # a leader alone in its ISR commits what it has
 
     def _load_epochs(self) -> LeaderEpochCache:
         cache = LeaderEpochCache.load(self.log.dir)
@@ -120,9 +138,9 @@ class Partition:
     def update_follower(self, replica_id: int, fetch_offset: int, now: int) -> bool:
         """A follower fetched from `fetch_offset` (= its log end offset). Returns True when it should join the ISR."""
         f = self.followers.get(replica_id)
-        if f is None:
-            return False
         leo = self.log.log_end_offset
+        if f is None or not self.log.log_start_offset <= fetch_offset <= leo:
+            return False  # a diverged follower asking past our end is not "caught up" (it gets OFFSET_OUT_OF_RANGE)
         if fetch_offset >= leo:
             f.last_caught_up_ms = now
         elif fetch_offset >= f.last_fetch_leader_leo:
@@ -199,6 +217,20 @@ class Partition:
             self.log.truncate_to(offset)
         self.epochs.truncate_from_end(self.log.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The follower is behind the leader's log start: drop everything and continue from there."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.epochs.entries.clear()
+        self.epochs.save()
+        self.high_watermark = offset
+
+    def delete_records(self, before_offset: int) -> int:
+        """Advance the log start (DeleteRecords on the leader; the leader's log start on a follower)."""
+        start = self.log.delete_records(before_offset)
+        self.epochs.truncate_from_start(start)
+        self.high_watermark = max(self.high_watermark, start)
+        return start
 
     # ------------------------------------------------------------------ long-poll support
     def add_waiter(self, fut: asyncio.Future[None]) -> None:

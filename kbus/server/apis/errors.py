@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -10,6 +11,9 @@ from kbus.protocol.record_batch import CorruptRecordError, InvalidRecordError
 from kbus.server.log import errors as log_errors
 from kbus.server.metadata.errors import MetadataError
 from kbus.server.replication.errors import ReplicationError
+
+if TYPE_CHECKING:
+    from kbus.server.partition import Partition
 
 log = logging.getLogger("kbus.server.apis")
 
@@ -33,3 +37,15 @@ def error_code_for(exc: BaseException) -> ErrorCode:
 
 def error_message(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+def leader_epoch_error(part: Partition, current_leader_epoch: int) -> ErrorCode | None:
+    """KIP-320: a client that knows a newer epoch than ours (UNKNOWN_LEADER_EPOCH) or an older one
+    (FENCED_LEADER_EPOCH) must refresh its metadata; -1 means the client does not say."""
+    if current_leader_epoch < 0:
+        return None
+    if current_leader_epoch < part.leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    if current_leader_epoch > part.leader_epoch:
+        return ErrorCode.unknown_leader_epoch
+    return None

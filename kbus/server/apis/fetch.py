@@ -11,23 +11,12 @@ from kio.schema.errors import ErrorCode
 
 from kbus.protocol.codec import ms
 from kbus.protocol.record_batch import iter_complete_batches
-from kbus.server.apis.errors import error_code_for
+from kbus.server.apis.errors import error_code_for, leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
-    from kbus.server.partition import Partition
-
-
-def _leader_epoch_error(part: Partition, current_leader_epoch: int) -> ErrorCode | None:
-    if current_leader_epoch < 0:
-        return None
-    if current_leader_epoch < part.leader_epoch:
-        return ErrorCode.fenced_leader_epoch
-    if current_leader_epoch > part.leader_epoch:
-        return ErrorCode.unknown_leader_epoch
-    return None
 
 
 def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int) -> tuple[list[Any], int, list[Any]]:
@@ -51,7 +40,7 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
             }
             if part is None:
                 fields["error_code"] = error
-            elif (err := _leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1))) is not None:
+            elif (err := leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1))) is not None:
                 fields["error_code"] = err
             else:
                 if replica_id >= 0:
@@ -73,8 +62,7 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
                     fields["records"] = data
                     total += len(data)
                     remaining = max(remaining - len(data), 0)
-                    if not data:
-                        waits.append(part)
+                    waits.append(part)  # any healthy partition's next append may bring min_bytes closer
             parts_out.append(ctx.nested("PartitionData", **fields))
         topics_out.append(ctx.nested("FetchableTopicResponse", topic=ft.topic, partitions=parts_out))
     return topics_out, total, waits
@@ -84,7 +72,7 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
 async def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     replica_id = getattr(request, "replica_id", -1)
     deadline = time.monotonic() + ms(request.max_wait) / 1000
-    min_bytes = max(request.min_bytes, 1) if ms(request.max_wait) > 0 else 0
+    min_bytes = request.min_bytes if ms(request.max_wait) > 0 else 0  # Kafka: min_bytes <= 0 answers at once
     while True:
         topics_out, total, waits = _collect(broker, ctx, request, replica_id)
         timeout = deadline - time.monotonic()

@@ -6,13 +6,31 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kbus.server.apis.errors import error_code_for
+from kbus.server.apis.errors import error_code_for, leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
+    from kbus.server.partition import Partition
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def _lookup(part: Partition, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) for one ListOffsets query; (-1, -1) when no committed record matches."""
+    if timestamp == LATEST:
+        return part.high_watermark, -1
+    if timestamp == EARLIEST:
+        return part.log.log_start_offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = part.log.max_timestamp_and_offset()
+        if found is not None and found[1] < part.high_watermark:
+            return found[1], found[0]
+        return -1, -1
+    found = part.log.offset_for_timestamp(timestamp)
+    if found is not None and found[0] < part.high_watermark:
+        return found
+    return -1, -1
 
 
 @api(2, 1, 7)
@@ -30,22 +48,12 @@ async def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Any
             part, error = broker.leader_partition(t.name, p.partition_index)
             if part is None:
                 fields["error_code"] = error
+            elif (err := leader_epoch_error(part, getattr(p, "current_leader_epoch", -1))) is not None:
+                fields["error_code"] = err
             else:
-                fields["error_code"] = ErrorCode.none
-                fields["leader_epoch"] = part.leader_epoch
                 try:
-                    if p.timestamp == LATEST:
-                        fields["offset"] = part.high_watermark
-                    elif p.timestamp == EARLIEST:
-                        fields["offset"] = part.log.log_start_offset
-                    elif p.timestamp == MAX_TIMESTAMP:
-                        found = part.log.max_timestamp_and_offset()
-                        if found is not None:
-                            fields["offset"], fields["timestamp"] = found[1], found[0]
-                    else:
-                        found = part.log.offset_for_timestamp(p.timestamp)
-                        if found is not None and found[0] < part.high_watermark:
-                            fields["offset"], fields["timestamp"] = found
+                    fields["offset"], fields["timestamp"] = _lookup(part, p.timestamp)
+                    fields.update(error_code=ErrorCode.none, leader_epoch=part.leader_epoch)
                 except Exception as exc:
                     fields["error_code"] = error_code_for(exc)
             parts.append(ctx.nested("ListOffsetsPartitionResponse", **fields))
@@ -69,7 +77,7 @@ async def delete_records(broker: Broker, ctx: RequestContext, request: Any) -> A
                     fields["error_code"] = ErrorCode.offset_out_of_range
                 else:
                     try:
-                        fields["low_watermark"] = part.log.delete_records(offset)
+                        fields["low_watermark"] = part.delete_records(offset)
                         fields["error_code"] = ErrorCode.none
                     except Exception as exc:
                         fields["error_code"] = error_code_for(exc)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kbus.server.apis.fetch import _leader_epoch_error
+from kbus.server.apis.errors import leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ async def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, request: 
             part, error = broker.leader_partition(t.topic, p.partition)
             if part is None:
                 fields["error_code"] = error
-            elif (err := _leader_epoch_error(part, p.current_leader_epoch)) is not None:
+            elif (err := leader_epoch_error(part, p.current_leader_epoch)) is not None:
                 fields["error_code"] = err
             else:
                 epoch, end = part.epochs.end_offset_for(p.leader_epoch, part.log.log_end_offset)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -42,13 +42,17 @@ class ReplicaFetcher:
     def __init__(self, broker: Broker, leader_id: int) -> None:
         self.broker = broker
         self.leader_id = leader_id
-        self.partitions: dict[TopicPartition, bool] = {}  # value: needs truncation check first
+        # value: the generation of the truncation check still owed (0: none). follow() bumps it, so a check
+        # answered for an older leader epoch never clears the one a newer epoch needs.
+        self.partitions: dict[TopicPartition, int] = {}
+        self._generation = 0
         self._task: asyncio.Task[None] | None = None
         self._conn: KafkaConnection | None = None
         self._changed = asyncio.Event()
 
     def add(self, tp: TopicPartition) -> None:
-        self.partitions[tp] = True
+        self._generation += 1
+        self.partitions[tp] = self._generation
         self._changed.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -77,6 +81,14 @@ class ReplicaFetcher:
         return conn
 
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        finally:
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
+
+    async def _loop(self) -> None:
         while self.partitions and not self.broker.stopping:
             try:
                 conn = await self._connection()
@@ -101,7 +113,7 @@ class ReplicaFetcher:
         return part
 
     async def _truncate_pending(self, conn: KafkaConnection) -> None:
-        pending = [tp for tp, check in self.partitions.items() if check]
+        pending = {tp: gen for tp, gen in self.partitions.items() if gen}
         if not pending:
             return
         topics: dict[str, list[object]] = {}
@@ -135,18 +147,23 @@ class ReplicaFetcher:
                     continue
                 if p.error_code != ErrorCode.none:
                     continue  # stale metadata on one side; retried on the next round
-                self._truncate(part, p.leader_epoch, p.end_offset)
-                self.partitions[tp] = False
+                done = self._truncate(part, p.leader_epoch, p.end_offset)
+                if done and self.partitions.get(tp) == pending.get(tp):
+                    self.partitions[tp] = 0
 
-    def _truncate(self, part: Partition, leader_epoch: int, leader_end_offset: int) -> None:
-        """KIP-279: truncate to where the leader's copy of our latest common epoch ends."""
+    def _truncate(self, part: Partition, leader_epoch: int, leader_end_offset: int) -> bool:
+        """KIP-279: truncate to where the leader's copy of our latest common epoch ends. Returns True when the
+        logs now agree; False when another round is needed (the leader's epoch was not ours, so an older epoch
+        may still diverge: ask again with our new latest epoch)."""
         leo = part.log.log_end_offset
+        done = True
         if leader_epoch == UNDEFINED_EPOCH or leader_end_offset == UNDEFINED_OFFSET:
             target = min(part.high_watermark, leo) if part.epochs.latest_epoch != UNDEFINED_EPOCH else leo
         elif leader_epoch == part.epochs.latest_epoch:
             target = min(leader_end_offset, leo)
         else:
-            _, local_end = part.epochs.end_offset_for(leader_epoch, leo)
+            local_epoch, local_end = part.epochs.end_offset_for(leader_epoch, leo)
+            done = local_epoch == leader_epoch
             target = min(leader_end_offset, local_end if local_end >= 0 else leo, leo)
         if target < leo:
             log.info(
@@ -160,13 +177,14 @@ class ReplicaFetcher:
                 leader_end_offset,
             )
             part.truncate_to(target)
+        return done or target >= leo
 
     async def _fetch_once(self, conn: KafkaConnection) -> None:
         cfg = self.broker.config
         topics: dict[str, list[object]] = {}
-        for tp, check in self.partitions.items():
+        for tp, gen in self.partitions.items():
             part = self._partition(tp)
-            if part is None or check:
+            if part is None or gen:
                 continue
             topics.setdefault(tp[0], []).append(
                 build(
@@ -198,18 +216,25 @@ class ReplicaFetcher:
             rack_id="",
         )
         resp = await conn.request(req, FetchResp, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 30)
+        progress = failed = False
         for t in resp.responses:
             for p in t.partitions:
                 tp = (t.topic, p.partition_index)
                 part = self._partition(tp)
                 if part is None or tp not in self.partitions:
                     continue
-                self._apply(part, tp, p)
+                progress |= bool(p.records)
+                failed |= not self._apply(part, tp, p)
+        if failed and not progress:
+            # e.g. UNKNOWN_LEADER_EPOCH while the leader learns of its new epoch: back off instead of spinning
+            # (Kafka's replica.fetch.backoff.ms)
+            await asyncio.sleep(RETRY_BACKOFF_S)
 
-    def _apply(self, part: Partition, tp: TopicPartition, p: object) -> None:
-        code = p.error_code  # type: ignore[attr-defined]
+    def _apply(self, part: Partition, tp: TopicPartition, p: Any) -> bool:
+        """Apply one partition of a fetch response; False when it carried an error."""
+        code = p.error_code
         if code == ErrorCode.none:
-            records = p.records or b""  # type: ignore[attr-defined]
+            records = p.records or b""
             leo = part.log.log_end_offset
             if records:
                 # drop whole batches we already have; a batch straddling our end means we cut inside it
@@ -222,24 +247,25 @@ class ReplicaFetcher:
                         part.truncate_to(h.base_offset)
                     break
                 records = records[start:]
-            part.append_as_follower(records, p.high_watermark)  # type: ignore[attr-defined]
-        elif code == ErrorCode.offset_out_of_range:
-            leader_start = p.log_start_offset  # type: ignore[attr-defined]
-            if part.log.log_end_offset < leader_start:
-                log.info("%s-%d is behind the leader's log start %d: starting over there", *tp, leader_start)
-                part.log.truncate_fully_and_start_at(leader_start)
-                part.epochs.truncate_from_end(leader_start)
+            part.append_as_follower(records, p.high_watermark)
+            if part.log.log_start_offset < p.log_start_offset <= part.log.log_end_offset:
+                part.delete_records(p.log_start_offset)  # DeleteRecords and retention on the leader reach followers
+            return True
+        if code == ErrorCode.offset_out_of_range:
+            if part.log.log_end_offset < p.log_start_offset:
+                log.info("%s-%d is behind the leader's log start %d: starting over there", *tp, p.log_start_offset)
+                part.truncate_fully_and_start_at(p.log_start_offset)
             else:
-                self.partitions[tp] = True  # ahead of the leader: redo the epoch check
-        elif code in (
+                self.add(tp)  # ahead of the leader: redo the epoch check
+        elif code not in (
             ErrorCode.fenced_leader_epoch,
             ErrorCode.unknown_leader_epoch,
             ErrorCode.not_leader_or_follower,
             ErrorCode.unknown_topic_or_partition,
         ):
-            pass  # metadata is moving; the next reconcile re-targets this partition
-        else:
             log.warning("Fetch of %s-%d from leader %d failed: %s", *tp, self.leader_id, code.name)
+        # (the others mean metadata is moving: the next reconcile re-targets this partition)
+        return False
 
 
 class ReplicaFetcherManager:

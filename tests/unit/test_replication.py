@@ -1,0 +1,101 @@
+"""Replication logic without sockets: leader epochs, follower truncation (KIP-279), the high watermark."""
+
+from __future__ import annotations
+
+import uuid
+
+from kbus.protocol.record_batch import build_batch
+from kbus.server.broker import read_partition_topic_id, write_partition_topic_id
+from kbus.server.log.config import LogConfig
+from kbus.server.log.log import Log
+from kbus.server.metadata.types import PartitionState
+from kbus.server.partition import Partition
+from kbus.server.replication.epochs import UNDEFINED_EPOCH, LeaderEpochCache
+from kbus.server.replication.fetcher import ReplicaFetcher
+
+
+def follower_with(tmp_path, epochs_and_counts: list[tuple[int, int]], replicas=(1, 2)) -> Partition:
+    """A follower (broker 2, leader 1) whose log holds `count` single-record batches per epoch."""
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    offset = 0
+    for epoch, count in epochs_and_counts:
+        for _ in range(count):
+            log.append_as_follower(build_batch([(None, b"x")], base_offset=offset, partition_leader_epoch=epoch))
+            offset += 1
+    return Partition("t", 0, log, PartitionState(1, 9, list(replicas), list(replicas)), 2)
+
+
+def test_epoch_cache_end_offsets_like_kafka(tmp_path):
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    for epoch, start in ((1, 0), (2, 40), (4, 60)):
+        cache.assign(epoch, start)
+    assert cache.end_offset_for(4, 80) == (4, 80)
+    assert cache.end_offset_for(3, 80) == (2, 60)
+    assert cache.end_offset_for(1, 80) == (1, 40)
+    assert cache.end_offset_for(0, 80) == (UNDEFINED_EPOCH, -1)
+    cache.truncate_from_end(50)
+    assert cache.entries == [(1, 0), (2, 40)]
+    assert LeaderEpochCache.load(tmp_path).entries == [(1, 0), (2, 40)]  # persisted
+    cache.truncate_from_start(45)
+    assert cache.entries == [(2, 45)]
+
+
+def test_follower_cache_is_rebuilt_from_batch_headers(tmp_path):
+    part = follower_with(tmp_path, [(1, 50), (3, 30)])
+    assert part.epochs.entries == [(1, 0), (3, 50)]
+
+
+def test_truncation_takes_as_many_rounds_as_epochs_diverge(tmp_path):
+    # follower: epoch 1 for 0-49, epoch 3 for 50-79; leader: epoch 1 for 0-39, 2 for 40-59, 4 from 60
+    part = follower_with(tmp_path, [(1, 50), (3, 30)])
+    leader = LeaderEpochCache(None, [(1, 0), (2, 40), (4, 60)])
+    fetcher = ReplicaFetcher(broker=None, leader_id=1)  # type: ignore[arg-type]
+    rounds = 0
+    while True:
+        rounds += 1
+        epoch, end = leader.end_offset_for(part.epochs.latest_epoch, 100)
+        if fetcher._truncate(part, epoch, end):
+            break
+    assert rounds == 2
+    assert part.log.log_end_offset == 40  # offsets 40-49 were epoch 1 here but epoch 2 on the leader
+    assert part.epochs.entries == [(1, 0)]
+
+
+def test_truncation_keeps_a_log_that_agrees(tmp_path):
+    part = follower_with(tmp_path, [(1, 50)])
+    fetcher = ReplicaFetcher(broker=None, leader_id=1)  # type: ignore[arg-type]
+    assert fetcher._truncate(part, 1, 70)
+    assert part.log.log_end_offset == 50
+
+
+def test_replicated_replica_starts_from_its_checkpointed_high_watermark(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    for i in range(10):
+        log.append_as_follower(build_batch([(None, b"x")], base_offset=i, partition_leader_epoch=0))
+    state = PartitionState(2, 1, [1, 2], [1, 2])
+    assert Partition("t", 0, log, state, 2, checkpointed_high_watermark=6).high_watermark == 6
+    assert Partition("t", 0, log, state, 2, checkpointed_high_watermark=None).high_watermark == 0
+    # a sole replica commits everything it has
+    assert Partition("t", 0, log, PartitionState(2, 1, [2], [2]), 2).high_watermark == 10
+
+
+def test_leader_high_watermark_is_the_isr_minimum_and_ignores_diverged_fetches(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    part = Partition("t", 0, log, PartitionState(1, 0, [1, 2, 3], [1, 2, 3]), 1)
+    for _ in range(10):
+        part.append_as_leader(build_batch([(None, b"x")]))
+    assert part.high_watermark == 0  # followers have not fetched yet
+    assert not part.update_follower(2, 10, 1000)
+    assert part.high_watermark == 0
+    part.update_follower(3, 7, 1000)
+    assert part.high_watermark == 7
+    part.update_follower(3, 25, 1000)  # beyond our log end: not a position, it diverged
+    assert part.followers[3].log_end_offset == 7 and part.high_watermark == 7
+
+
+def test_partition_metadata_file_round_trip(tmp_path):
+    tid = uuid.uuid4()
+    assert read_partition_topic_id(tmp_path) is None
+    write_partition_topic_id(tmp_path, tid)
+    assert read_partition_topic_id(tmp_path) == tid
+    assert (tmp_path / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")

@@ -27,6 +27,7 @@ def cluster(tmp_path: Path, zk_connect: str) -> Iterator[Cluster]:  # noqa: F811
     c = Cluster(tmp_path, zk_connect)
     for i in c.brokers:
         c.start_broker(i)
+    c.wait_until_all_see_each_other()
     yield c
     for b in c.brokers.values():
         try:

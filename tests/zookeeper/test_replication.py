@@ -54,6 +54,22 @@ class Cluster:
                     raise
                 time.sleep(1)
 
+    def wait_until_all_see_each_other(self) -> None:
+        """Each broker learns of the others through a ZooKeeper watch, a moment after they register."""
+        live = [b for b in self.brokers.values() if b.alive]
+
+        def everyone_sees_all() -> bool:
+            for b in live:
+                try:
+                    md = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0}).list_topics(timeout=5)
+                except Exception:
+                    return False
+                if len(md.brokers) != len(live):
+                    return False
+            return True
+
+        wait_for(everyone_sees_all, timeout=30, what="every broker seeing every other")
+
     def metadata(self):
         return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=5)
 
@@ -75,6 +91,7 @@ def cluster(tmp_path, zk_connect) -> Iterator[Cluster]:
     c = Cluster(tmp_path, zk_connect)
     for i in c.brokers:
         c.start_broker(i)
+    c.wait_until_all_see_each_other()
     yield c
     for b in c.brokers.values():
         try:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -17,23 +15,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.groups.member import wait_until
 from tests.zookeeper.conftest import zk_connect, zookeeper  # noqa: F401  (fixtures)
-from tests.zookeeper.test_replication import Cluster
+from tests.zookeeper.test_replication import Cluster, cluster  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, zk_connect: str) -> Iterator[Cluster]:  # noqa: F811
-    c = Cluster(tmp_path, zk_connect)
-    for i in c.brokers:
-        c.start_broker(i)
-    c.wait_until_all_see_each_other()
-    yield c
-    for b in c.brokers.values():
-        try:
-            b.stop()
-        except Exception:
-            b.kill()
 
 
 def committed(bootstrap: str, group: str, topic: str) -> dict[int, tuple[int, str | None]] | None:
@@ -46,7 +30,7 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, tuple[int, st
     return {tp.partition: (tp.offset, tp.metadata) for tp in res.topic_partitions}
 
 
-def test_committed_offsets_survive_coordinator_failover(cluster: Cluster) -> None:
+def test_committed_offsets_survive_coordinator_failover(cluster: Cluster) -> None:  # noqa: F811 (fixture)
     topic, group = f"fo-{uuid.uuid4().hex[:6]}", f"fo-group-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 3)])[topic].result(20)

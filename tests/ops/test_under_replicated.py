@@ -1,7 +1,7 @@
 """Health and metrics tell an operator about a follower that fell out of sync: 2 kbus brokers on a real ZooKeeper,
 one replicated partition led by broker 1; broker 2 is frozen (SIGSTOP) while writes go on, then thawed.
 
-Whichever notices first shrinks the ISR: the leader's lag check or the controller when broker 2's ZooKeeper
+The leader's lag check (replica.lag.time.max.ms) shrinks the ISR well before broker 2's ZooKeeper
 session expires; thawed, broker 2 catches up and the leader expands the ISR again (kbus_isr_expands_total)."""
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def test_out_of_sync_follower_shows_in_health_and_metrics(tmp_path: Path, zookee
 
     common = {
         "zookeeper.connect": zookeeper.connect,
-        "zookeeper.session.timeout.ms": "6000",
+        # the session outlives the lag limit, so it is the leader's own lag check that shrinks the ISR
+        "zookeeper.session.timeout.ms": "15000",
         "replica.lag.time.max.ms": "2000",
     }
     m1 = free_port()
@@ -115,7 +116,7 @@ def test_out_of_sync_follower_shows_in_health_and_metrics(tmp_path: Path, zookee
         assert bad.returncode == 1
         assert bad.stderr.strip() == "ERROR broker 1 is not healthy: 1 under-replicated partitions (urp-0)"
         assert metric(m1, "kbus_under_replicated_partitions") == 1
-        assert metric(m1, "kbus_isr_shrinks_total") >= 0  # rendered from startup, even before any shrink
+        assert metric(m1, "kbus_isr_shrinks_total") >= 1
         status, body = http(m1, "/health")
         assert status == 503 and json.loads(body)["under_replicated_partitions"] == ["urp-0"]
 

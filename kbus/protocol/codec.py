@@ -20,6 +20,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from kbus.protocol.record_batch import CorruptRecordError, decode_unsigned_varint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
@@ -75,18 +77,11 @@ class FrameDecoder:
 
 
 def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ProtocolError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise ProtocolError("varint too long")
+    """An unsigned varint (tagged-field counts and sizes); truncation is a ProtocolError here."""
+    try:
+        return decode_unsigned_varint(buf, pos)
+    except CorruptRecordError as exc:
+        raise ProtocolError(str(exc)) from None
 
 
 @cache

@@ -20,6 +20,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kbus.protocol.record_batch import iter_complete_batches
+from kbus.server import coordinator
 from kbus.server.config import KafkaConfig
 from kbus.server.log.config import LogConfig
 from kbus.server.log.log import AppendResult
@@ -130,12 +131,7 @@ class Broker:
             self.log_manager.shutdown()  # leave the logs clean: the next start needs no recovery
             raise
         self.reconcile()
-        with contextlib.suppress(ModuleNotFoundError):
-            coordinator = importlib.import_module("kbus.server.coordinator")
-            if hasattr(coordinator, "start"):
-                res = coordinator.start(self)
-                if asyncio.iscoroutine(res):
-                    await res
+        coordinator.start(self)
         cfg = self.config
         # File-heavy housekeeping runs on worker threads (the logs lock themselves); ISR checks stay on the loop.
         for interval, fn, in_thread in (
@@ -178,12 +174,7 @@ class Broker:
         await self.fetchers.stop()
         for task in list(self._background):
             task.cancel()
-        with contextlib.suppress(ModuleNotFoundError):
-            coordinator = importlib.import_module("kbus.server.coordinator")
-            if hasattr(coordinator, "stop"):
-                res = coordinator.stop(self)
-                if asyncio.iscoroutine(res):
-                    await res
+        await coordinator.stop(self)
         if self.metadata is not None:
             self.metadata.stop()
         if self.log_manager is not None:

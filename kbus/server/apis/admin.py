@@ -48,6 +48,15 @@ def _config_type(value: str) -> int:
         return CONFIG_TYPE_STRING
 
 
+def _admin_error(exc: MetadataError) -> dict[str, Any]:
+    """A refused admin request: its Kafka error, INVALID_REQUEST for anything without a more specific code."""
+    code = error_code_for(exc)
+    return {
+        "error_code": ErrorCode.invalid_request if code == ErrorCode.unknown_server_error else code,
+        "error_message": error_message(exc),
+    }
+
+
 # ------------------------------------------------------------------------------------------ CreateTopics
 def _check_create(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] | None, dict[str, str]]:
     validate_topic_name(topic.name)
@@ -116,11 +125,7 @@ async def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> An
                 for k, v in effective.to_properties().items()
             ]
         except MetadataError as exc:
-            code = error_code_for(exc)
-            fields.update(
-                error_code=ErrorCode.invalid_request if code == ErrorCode.unknown_server_error else code,
-                error_message=error_message(exc),
-            )
+            fields.update(_admin_error(exc))
         results.append(ctx.nested("CreatableTopicResult", **fields))
     return ctx.build(throttle_time=0, topics=results)
 
@@ -281,11 +286,7 @@ async def describe_configs(broker: Broker, ctx: RequestContext, request: Any) ->
                 continue
             fields["error_code"] = ErrorCode.none
         except MetadataError as exc:
-            code = error_code_for(exc)
-            fields.update(
-                error_code=ErrorCode.invalid_request if code == ErrorCode.unknown_server_error else code,
-                error_message=error_message(exc),
-            )
+            fields.update(_admin_error(exc))
         results.append(ctx.nested("DescribeConfigsResult", **fields))
     return ctx.build(throttle_time=0, results=results)
 
@@ -341,11 +342,7 @@ async def _alter_responses(broker: Broker, ctx: RequestContext, request: Any, in
                 await _alter_topic(broker, res.resource_name, changes, request.validate_only, replace=not incremental)
                 fields["error_code"] = ErrorCode.none
         except MetadataError as exc:
-            code = error_code_for(exc)
-            fields.update(
-                error_code=ErrorCode.invalid_request if code == ErrorCode.unknown_server_error else code,
-                error_message=error_message(exc),
-            )
+            fields.update(_admin_error(exc))
         out.append(ctx.nested("AlterConfigsResourceResponse", **fields))
     return out
 

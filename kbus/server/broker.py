@@ -97,8 +97,9 @@ class Broker:
         self._reconcile_scheduled = False
         self.advertised = config.advertised_listeners[0]
         self.stopping = False
+        self.shutting_down = False  # controlled shutdown under way: lead nothing new, follow nothing
         self.fetchers = ReplicaFetcherManager(self)
-        self._isr_changes: set[tuple[str, int, int]] = set()
+        self._isr_changes: set[tuple[str, int]] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._saved_high_watermarks: dict[tuple[str, int], int] = {}
 
@@ -150,6 +151,7 @@ class Broker:
         if move is None or not self.config.controlled_shutdown_enable:
             return
         led = [k for k, p in self.partitions.items() if p.is_leader and p.replicated]
+        self.shutting_down = True
         try:
             stranded = await asyncio.wait_for(asyncio.to_thread(move), timeout=30)
         except Exception as exc:
@@ -228,7 +230,9 @@ class Broker:
 
     def _run_retention(self) -> None:
         assert self.log_manager is not None
-        deleted = self.log_manager.run_retention(int(time.time() * 1000))
+        # a leader keeps what its followers may still need: nothing at or above the high watermark goes
+        high_watermarks = {key: part.high_watermark for key, part in list(self.partitions.items())}
+        deleted = self.log_manager.run_retention(int(time.time() * 1000), high_watermarks)
         if deleted:
             log.info("Retention deleted %d segment(s)", deleted)
 
@@ -323,7 +327,7 @@ class Broker:
                     "Partition %s-%d: leader at epoch %d, isr %s", topic.name, index, state.leader_epoch, state.isr
                 )
                 self._notify_leadership(topic.name, index, True)
-        elif state.leader >= 0:
+        elif state.leader >= 0 and not self.shutting_down:  # a broker on its way out does not rejoin ISRs
             if became_follower or self.fetchers.assigned.get(key) != state.leader:
                 self.fetchers.follow(key, state.leader)
         else:
@@ -423,8 +427,8 @@ class Broker:
     # ---------------------------------------------------------------- ISR maintenance (leader side)
     def follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
         if part.update_follower(replica_id, fetch_offset, int(time.time() * 1000)):
-            key = (part.topic, part.index, replica_id)
-            if key not in self._isr_changes:
+            key = (part.topic, part.index)
+            if key not in self._isr_changes:  # one ISR change per partition at a time
                 self._isr_changes.add(key)
                 self._spawn(self._expand_isr(part, replica_id, key))
 
@@ -439,7 +443,7 @@ class Broker:
         if not task.cancelled() and task.exception() is not None:
             log.warning("Background task failed: %s", task.exception())
 
-    async def _expand_isr(self, part: Partition, replica_id: int, key: tuple[str, int, int]) -> None:
+    async def _expand_isr(self, part: Partition, replica_id: int, key: tuple[str, int]) -> None:
         try:
             if replica_id in part.state.isr or not part.is_leader:
                 return
@@ -457,12 +461,12 @@ class Broker:
                 continue
             lagging = part.lagging_replicas(now, self.config.replica_lag_time_max_ms)
             if lagging:
-                key = (part.topic, part.index, -1)
+                key = (part.topic, part.index)
                 if key not in self._isr_changes:
                     self._isr_changes.add(key)
                     self._spawn(self._shrink_isr(part, lagging, key))
 
-    async def _shrink_isr(self, part: Partition, lagging: list[int], key: tuple[str, int, int]) -> None:
+    async def _shrink_isr(self, part: Partition, lagging: list[int], key: tuple[str, int]) -> None:
         try:
             new_isr = [r for r in part.state.isr if r not in lagging]
             if await self._alter_isr(part, new_isr):
@@ -477,8 +481,9 @@ class Broker:
         alter = getattr(self.metadata, "alter_isr", None)
         if alter is None:
             return False
-        epoch = part.state.leader_epoch
-        state = await asyncio.to_thread(alter, part.topic, part.index, new_isr)
+        based_on = part.state
+        epoch = based_on.leader_epoch
+        state = await asyncio.to_thread(alter, part.topic, part.index, new_isr, based_on)
         if state is None or self.partitions.get((part.topic, part.index)) is not part:
             return False
         if not part.is_leader or state.leader_epoch != epoch or part.state.leader_epoch != epoch:

@@ -377,6 +377,10 @@ class KafkaZkClient:
     def get_topic_deletions(self, watch: Watch = None) -> list[str]:
         return sorted(self._children(paths.DELETE_TOPICS, watch))
 
+    def remove_topic_deletion_marker(self, topic: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(paths.delete_topic_marker(topic))
+
     def delete_topic_znodes(self, topic: str) -> None:
         """What the controller does once a topic's replicas are gone: assignment, states, config, marker."""
         for path in (paths.topic(topic), paths.topic_config(topic)):

@@ -93,7 +93,8 @@ def clean_log(lg: Log, first_dirty_offset: int, now_ms: int, *, force: bool = Fa
                     latest[r.key] = r.offset
 
     # 2. rewrite each cleanable segment
-    keep_last_batch = {e.last_offset for e in lg.producer_state.producers.values() if e.batches}
+    with lg._lock:  # appends on the event loop add producers while this thread reads them
+        keep_last_batch = {e.last_offset for e in lg.producer_state.producers.values() if e.batches}
     tombstone_horizon = now_ms - config.delete_retention_ms
     result = CleanResult(next_dirty_offset=end_offset)
     for seg in segments:

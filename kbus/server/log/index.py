@@ -130,8 +130,9 @@ class OffsetIndex(_IndexFile):
             return
         if self.is_full or not 0 <= rel <= _INT32_MAX:
             return
-        self._offsets.append(rel)
+        # positions first: a reader on another thread bisects _offsets and then indexes _positions
         self._positions.append(position)
+        self._offsets.append(rel)
         self._pending += _OFFSET_ENTRY.pack(rel, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
@@ -207,8 +208,9 @@ class TimeIndex(_IndexFile):
         rel = offset - self.base_offset
         if (self._offsets and rel < self._offsets[-1]) or not 0 <= rel <= _INT32_MAX:
             return
-        self._timestamps.append(timestamp)
+        # offsets first: a reader on another thread bisects _timestamps and then indexes _offsets
         self._offsets.append(rel)
+        self._timestamps.append(timestamp)
         self._pending += _TIME_ENTRY.pack(timestamp, rel)
 
     def lookup(self, timestamp: int) -> tuple[int, int]:

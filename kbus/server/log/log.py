@@ -6,6 +6,7 @@ Offsets are assigned by patching batch headers; records are never decoded on the
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import shutil
 import threading
@@ -134,7 +135,13 @@ class Log:
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, config, time_ms)
         with self._lock:
-            self._load(recovery_point, log_start_offset, clean_shutdown)
+            try:
+                self._load(recovery_point, log_start_offset, clean_shutdown)
+            except BaseException:
+                for seg in self._segments:  # a log that fails to load must not keep its files open
+                    with contextlib.suppress(OSError):
+                        seg.close()
+                raise
         return self
 
     def _load(self, recovery_point: int, log_start_offset: int | None, clean_shutdown: bool) -> None:
@@ -154,9 +161,8 @@ class Log:
             seg = LogSegment.open(self.dir, base, self.config)
             self._segments.append(seg)
             self._bases.append(base)
-            needs_recovery = not clean_shutdown and (
-                base >= recovery_point or (i + 1 < len(bases) and bases[i + 1] > recovery_point)
-            )
+            # from the segment holding the recovery point on (the active one included), as Kafka does
+            needs_recovery = not clean_shutdown and (i + 1 == len(bases) or bases[i + 1] > recovery_point)
             try:
                 truncated = seg.recover(verify_crc=True) if needs_recovery else seg.load_indexes()
             except OSError as e:
@@ -554,8 +560,9 @@ class Log:
                 self._delete_segments_locked(lambda seg, nxt: nxt is not None and nxt.base_offset <= before_offset)
             return self.log_start_offset
 
-    def enforce_retention(self, now_ms: int | None = None) -> int:
-        """retention.ms and retention.bytes, whole segments from the oldest, never the active one."""
+    def enforce_retention(self, now_ms: int | None = None, *, max_offset: int | None = None) -> int:
+        """retention.ms and retention.bytes, whole segments from the oldest, never the active one, and never a
+        segment holding offsets at or above ``max_offset`` (the high watermark: followers may still need them)."""
         now = self._time_ms() if now_ms is None else now_ms
         with self._lock:
             if self.closed:
@@ -563,15 +570,20 @@ class Log:
             deleted = 0
             config = self.config
             if config.delete_enabled:
+                limit = self.log_end_offset if max_offset is None else max_offset
+
+                def committed(nxt: LogSegment | None) -> bool:
+                    return nxt is not None and nxt.base_offset <= limit
+
                 if config.retention_ms >= 0:
                     deleted += self._delete_segments_locked(
-                        lambda seg, nxt: now - seg.largest_timestamp > config.retention_ms
+                        lambda seg, nxt: committed(nxt) and now - seg.largest_timestamp > config.retention_ms
                     )
                 if config.retention_bytes >= 0:
                     excess = [self.size_bytes - config.retention_bytes]
 
                     def over(seg: LogSegment, nxt: LogSegment | None) -> bool:
-                        if excess[0] - seg.size >= 0:
+                        if committed(nxt) and excess[0] - seg.size >= 0:
                             excess[0] -= seg.size
                             return True
                         return False

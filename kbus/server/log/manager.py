@@ -246,14 +246,16 @@ class LogManager:
 
     # --- background duties ------------------------------------------------------------------------------
 
-    def run_retention(self, now_ms: int | None = None) -> int:
+    def run_retention(self, now_ms: int | None = None, high_watermarks: Mapping[TopicPartition, int] | None = None
+                      ) -> int:
         """One pass of the log cleaner's delete half (log.retention.check.interval.ms); also forgets producer
         ids idle for producer.id.expiration.ms. Returns the number of segments deleted."""
         now = self._time_ms() if now_ms is None else now_ms
         deleted = 0
         for lg in list(self._logs.values()):
             try:
-                deleted += lg.enforce_retention(now)
+                hw = None if high_watermarks is None else high_watermarks.get((lg.topic, lg.partition))
+                deleted += lg.enforce_retention(now, max_offset=hw)
                 lg.remove_expired_producers(now, self.producer_id_expiration_ms)
             except OSError as e:
                 log.error("retention of %s failed: %s", lg.dir, e)

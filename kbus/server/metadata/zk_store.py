@@ -174,7 +174,8 @@ class ZkMetadataStore:
                 self._topics_view = {
                     name: self._topic_metadata(name, assignment)
                     for name, (assignment, _) in sorted(self._assignments.items())
-                    if name not in self._deleting
+                    # with delete.topic.enable=false a marker deletes nothing (the controller drops it)
+                    if name not in self._deleting or not self._delete_topic_enable
                 }
             return dict(self._topics_view)
 
@@ -239,7 +240,9 @@ class ZkMetadataStore:
 
     # ---- writes (replication and transactions) ------------------------------------------------------------
 
-    def alter_isr(self, topic: str, partition: int, isr: list[int]) -> PartitionState | None:
+    def alter_isr(
+        self, topic: str, partition: int, isr: list[int], expected: PartitionState | None = None
+    ) -> PartitionState | None:
         """The partition leader shrinking/expanding its ISR (Kafka 2.x writes it straight to the state znode,
         compare-and-set on the version it last saw). None when this broker is not the leader any more or the
         state moved on; the fresh state arrives through the listener."""
@@ -248,6 +251,11 @@ class ZkMetadataStore:
             current = self._states.get(topic, {}).get(partition)
             replicas = self._assignments.get(topic, (TopicAssignment({}, None), 0))[0].partitions.get(partition)
         if current is None or replicas is None or current.leader != self.broker_id:
+            return None
+        if expected is not None and (
+            list(current.isr) != list(expected.isr) or current.leader_epoch != expected.leader_epoch
+        ):
+            # the decision was made on an ISR that has changed since (e.g. a concurrent shrink): decide again
             return None
         proposed = LeaderAndIsr(
             current.leader, current.leader_epoch, tuple(isr), current.controller_epoch, current.zk_version
@@ -622,7 +630,13 @@ class ZkMetadataStore:
             self._forget_topic(name)
             topics.pop(name, None)
             changed = True
-        if deleting:
+        if not self._delete_topic_enable and self._deleting:
+            # Kafka's controller removes deletion requests it will not honour
+            for name in sorted(self._deleting):
+                log.warning("Ignoring deletion of topic %s: delete.topic.enable=false", name)
+                zk.remove_topic_deletion_marker(name)
+            changed = True
+        if deleting or (not self._delete_topic_enable and self._deleting):
             self._refresh_deletions()
         creations: list[tuple[str, int, LeaderAndIsr]] = []
         updates: list[tuple[str, int, LeaderAndIsr]] = []

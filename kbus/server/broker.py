@@ -13,19 +13,18 @@ import importlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server import coordinator
 from kbus.server.config import KafkaConfig
 from kbus.server.log.config import LogConfig
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogManager, read_checkpoint, write_checkpoint
-from kbus.server.metadata.errors import UnknownTopicError
+from kbus.server.metadata.errors import InvalidReplicationFactorError
 from kbus.server.metadata.local import LocalMetadataStore, write_atomically
 from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
 from kbus.server.metrics import METRICS
@@ -513,37 +512,23 @@ class Broker:
         return next((b for b in self.live_brokers() if b.broker_id == leader), None)
 
     # ---------------------------------------------------------------- internal topics (group coordinator)
-    def ensure_topic(
+    async def ensure_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
     ) -> TopicMetadata:
+        """An internal topic, created on first use. A standalone broker is a cluster of one, so it lowers the
+        replication factor; a cluster refuses until enough brokers are up (an internal topic created with too
+        few replicas would stay under-replicated forever), as Kafka does."""
         existing = self.metadata.topics().get(name)
         if existing is not None:
             return existing
-        rf = max(1, min(replication_factor, len(self.live_brokers())))
-        topic = self.metadata.create_topic(name, num_partitions, rf, configs)
+        live = len(self.live_brokers())
+        if isinstance(self.metadata, LocalMetadataStore):
+            replication_factor = max(1, min(replication_factor, live))
+        elif replication_factor > live:
+            raise InvalidReplicationFactorError(
+                f"Number of alive brokers '{live}' does not meet the required replication factor "
+                f"'{replication_factor}' for the internal topic {name}"
+            )
+        topic = await asyncio.to_thread(self.metadata.create_topic, name, num_partitions, replication_factor, configs)
         self.reconcile()
         return topic
-
-    async def append_internal(self, topic: str, index: int, records: bytes) -> int:
-        part = self.get_partition(topic, index)
-        if part is None or not part.is_leader:
-            raise UnknownTopicError(f"this broker does not lead {topic}-{index}")
-        return part.append_as_leader(records).first_offset
-
-    def read_log(self, topic: str, index: int, start_offset: int = 0) -> Iterator[bytes]:
-        part = self.get_partition(topic, index)
-        if part is None:
-            return
-        offset = max(start_offset, part.log.log_start_offset)
-        while offset < part.high_watermark:
-            data = part.log.read(offset, 1 << 20, max_offset=part.high_watermark)
-            chunk = data.to_bytes()
-            if not chunk:
-                return
-            yield chunk
-            last = None
-            for h in iter_complete_batches(chunk):
-                last = h
-            if last is None:
-                return
-            offset = last.next_offset

@@ -35,7 +35,7 @@ class FakeBroker:
         )
         self.ensured: list[str] = []
 
-    def ensure_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
+    async def ensure_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
         self.ensured.append(name)
         assert configs["cleanup.policy"] == "compact"
 

@@ -586,3 +586,58 @@ def test_periodic_sweep_removes_offsets_of_vanished_topics() -> None:
         assert set(h.coord.groups["s"].offsets) == {("a", 0)}
 
     asyncio.run(main())
+
+
+def test_offset_delete_writes_tombstones_that_survive_a_reload() -> None:
+    async def t(h: Harness) -> None:
+        await h.coord.commit_offsets(
+            "simple", "", None, -1, {("x", 0): OffsetAndMetadata(5), ("y", 0): OffsetAndMetadata(6)}
+        )
+        error, per_partition = await h.coord.delete_offsets("simple", [("x", 0)])
+        assert error == E.none and per_partition == {("x", 0): E.none}
+        h2 = Harness(log=h.log)
+        await h2.elect_all()
+        offsets = h2.coord.fetch_offsets("simple", None)[1]
+        assert ("x", 0) not in offsets and offsets[("y", 0)].offset == 6
+        await h2.coord.shutdown()
+
+    run(t)
+
+
+class GatedLog(MemoryLog):
+    """Each read takes its snapshot at once but returns only when its gate opens."""
+
+    def __init__(self, shared: MemoryLog) -> None:
+        super().__init__()
+        self.batches = shared.batches
+        self.gates: list[asyncio.Event] = []
+
+    async def read(self, partition: int) -> list[bytes]:
+        snapshot = list(self.batches[partition])
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        await gate.wait()
+        return snapshot
+
+
+def test_a_newer_election_wins_over_an_older_load() -> None:
+    async def t(h: Harness) -> None:
+        await h.coord.commit_offsets("g2", "", None, -1, {("t", 0): OffsetAndMetadata(10)})
+        gated = GatedLog(h.log)
+        h2 = Harness(log=gated)
+        p = h2.coord.partition_for("g2")
+        h2.coord.on_election(p)  # load #1 snapshots offset 10...
+        await asyncio.sleep(0.01)
+        h2.coord.on_resignation(p)
+        await h.coord.commit_offsets("g2", "", None, -1, {("t", 0): OffsetAndMetadata(20)})
+        h2.coord.on_election(p)  # load #2 snapshots offset 20
+        await asyncio.sleep(0.01)
+        assert len(gated.gates) == 2
+        gated.gates[0].set()  # the stale load finishes first
+        await asyncio.sleep(0.05)
+        gated.gates[1].set()
+        await h2.coord.settle()
+        assert h2.coord.fetch_offsets("g2", None)[1][("t", 0)].offset == 20
+        await h2.coord.shutdown()
+
+    run(t)

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode as E
 
 from kbus.protocol.codec import ms
 from kbus.server.apis.registry import RequestContext, api
-from kbus.server.coordinator.records import OFFSETS_TOPIC, OffsetAndMetadata, partition_for
+from kbus.server.coordinator.records import OFFSETS_TOPIC, OffsetAndMetadata
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
@@ -40,14 +40,14 @@ def _client_host(ctx: RequestContext) -> str:
 # ---------------------------------------------------------------- FindCoordinator
 
 
-def _find_group_coordinator(broker: Broker, key: str) -> tuple[int, int, str, int]:
+async def _find_group_coordinator(broker: Broker, key: str) -> tuple[int, int, str, int]:
     """(error, node_id, host, port). Creates __consumer_offsets on first use, as Kafka does."""
     coordinator = _coordinator(broker)
     if coordinator is None:
         return E.coordinator_not_available, -1, "", -1
     cfg = broker.config
     try:
-        broker.ensure_topic(
+        await broker.ensure_topic(
             OFFSETS_TOPIC,
             cfg.offsets_topic_num_partitions,
             cfg.offsets_topic_replication_factor,
@@ -60,15 +60,15 @@ def _find_group_coordinator(broker: Broker, key: str) -> tuple[int, int, str, in
     except Exception as exc:
         log.warning("Could not create %s: %s", OFFSETS_TOPIC, exc)
         return E.coordinator_not_available, -1, "", -1
-    leader = broker.partition_leader(OFFSETS_TOPIC, partition_for(key, cfg.offsets_topic_num_partitions))
+    leader = broker.partition_leader(OFFSETS_TOPIC, coordinator.partition_for(key))
     if leader is None:
         return E.coordinator_not_available, -1, "", -1
     return E.none, leader.broker_id, leader.host, leader.port
 
 
-def _find_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, int, str, int]:
+async def _find_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
-        return _find_group_coordinator(broker, key)
+        return await _find_group_coordinator(broker, key)
     finder = getattr(broker, "find_transaction_coordinator", None)
     if key_type == TRANSACTION_KEY_TYPE and finder is not None:
         return finder(key)
@@ -85,7 +85,7 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any
     if ctx.api_version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
-            error, node_id, host, port = _find_coordinator(broker, key, key_type)
+            error, node_id, host, port = await _find_coordinator(broker, key, key_type)
             coordinators.append(
                 ctx.nested(
                     "Coordinator",
@@ -98,7 +98,7 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any
                 )
             )
         return ctx.build(throttle_time=0, coordinators=coordinators)
-    error, node_id, host, port = _find_coordinator(broker, req.key, key_type)
+    error, node_id, host, port = await _find_coordinator(broker, req.key, key_type)
     return ctx.build(
         throttle_time=0, error_code=error, error_message=_error_message(error), node_id=node_id, host=host, port=port
     )

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from kbus.protocol.codec import ms
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
+from kbus.server.metadata.validation import is_internal
 from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
@@ -43,6 +44,11 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 fields["error_code"] = ErrorCode.invalid_required_acks
             elif part is None:
                 fields["error_code"] = error
+            elif is_internal(name):  # only the broker writes __consumer_offsets, as in Kafka
+                fields.update(
+                    error_code=ErrorCode.invalid_topic_exception,
+                    error_message=f"Cannot append to internal topic {name}",
+                )
             elif not pd.records:
                 fields["error_code"] = ErrorCode.corrupt_message
             else:

@@ -11,7 +11,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from kbus.protocol.record_batch import iter_complete_batches, read_header
+from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
 from kbus.server.coordinator.records import OFFSETS_TOPIC
 from kbus.server.coordinator.timers import TimerDriver
@@ -43,13 +43,14 @@ class BrokerOffsetsLog:
         self._timeout = commit_timeout_ms / 1000
 
     async def append(self, partition: int, records: bytes) -> int:
-        base = await self._broker.append_internal(OFFSETS_TOPIC, partition, records)
-        part = self._broker.get_partition(OFFSETS_TOPIC, partition)
-        if part is not None and part.replicated:
-            end = base + read_header(records).last_offset_delta + 1
-            if not await part.wait_for_high_watermark(end, self._timeout):
-                raise OffsetsCommitTimeout(f"{OFFSETS_TOPIC}-{partition}: replicas did not reach offset {end}")
-        return base
+        """acks=-1 with min.insync.replicas, as Kafka's coordinator writes: NOT_ENOUGH_REPLICAS and a timeout
+        both surface as exceptions (the coordinator answers COORDINATOR_NOT_AVAILABLE)."""
+        part, error = self._broker.leader_partition(OFFSETS_TOPIC, partition)
+        if part is None:
+            raise OffsetsCommitTimeout(f"{OFFSETS_TOPIC}-{partition}: not the leader ({error.name})")
+        result = self._broker.append_records(part, records, -1)
+        await self._broker.wait_for_acks(part, result, -1, int(self._timeout * 1000))
+        return result.first_offset
 
     async def read(self, partition: int) -> list[bytes]:
         # The partition is not served while it loads, so reading it off the loop cannot race our own appends.
@@ -105,10 +106,17 @@ def start(broker: Broker) -> GroupCoordinator:
 
     raw: Any = getattr(broker.config, "raw", {}) or {}
     offsets_log = BrokerOffsetsLog(broker, int(raw.get("offsets.commit.timeout.ms", 5000)))
+
+    def offsets_partitions() -> int | None:
+        # groups map onto the partitions the topic really has, whatever the config says now
+        t = broker.metadata.topics().get(OFFSETS_TOPIC)
+        return len(t.partitions) if t is not None else None
+
     coordinator = GroupCoordinator(
         group_config(broker),
         offsets_log,
         wall_clock_ms,
+        offsets_partitions=offsets_partitions,
         partition_exists=partition_exists,
         live_topics=live_topics,
         leads_partition=leads_partition,

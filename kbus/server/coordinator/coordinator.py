@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -18,7 +19,13 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
-from kbus.protocol.record_batch import build_batch, decode_records, iter_complete_batches
+from kbus.protocol.record_batch import (
+    CorruptRecordError,
+    InvalidRecordError,
+    build_batch,
+    decode_records,
+    iter_complete_batches,
+)
 from kbus.server.coordinator.group import (
     Group,
     GroupState,
@@ -109,17 +116,19 @@ class GroupCoordinator:
         offsets_log: OffsetsLog,
         clock_ms: Callable[[], int],
         *,
+        offsets_partitions: Callable[[], int | None] | None = None,
         partition_exists: Callable[[str, int], bool] | None = None,
         live_topics: Callable[[], set[str] | None] | None = None,
         leads_partition: Callable[[int], bool] | None = None,
     ) -> None:
         self.config = config
         self.log = offsets_log
+        self._offsets_partitions = offsets_partitions
         self.clock = clock_ms
         self.timers = Timers()
         self.groups: dict[str, Group] = {}
         self.owned: set[int] = set()
-        self.loading: set[int] = set()
+        self.loading: dict[int, object] = {}  # partition -> the token of the load in flight
         self.active = True
         self._partition_exists = partition_exists
         # The cluster's topic names, or None while the metadata cannot be trusted (e.g. not loaded yet).
@@ -131,37 +140,41 @@ class GroupCoordinator:
     # ================================================================ ownership and loading
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+        count = self._offsets_partitions() if self._offsets_partitions is not None else None
+        return partition_for(group_id, count or self.config.offsets_topic_num_partitions)
 
     def on_election(self, partition: int) -> None:
         """This broker now leads `partition` of __consumer_offsets: load its groups and offsets."""
         if partition in self.owned or partition in self.loading:
             return
-        self.loading.add(partition)
-        self.run_in_background(self._load(partition))
+        token = object()  # this election's load; a resign + re-elect starts another whose result must win
+        self.loading[partition] = token
+        self.run_in_background(self._load(partition, token))
         self._schedule_cleanup()
 
     def on_resignation(self, partition: int) -> None:
         self.owned.discard(partition)
-        self.loading.discard(partition)
+        self.loading.pop(partition, None)
         for group in [g for g in self.groups.values() if g.partition == partition]:
             self._unload(group)
 
-    async def _load(self, partition: int) -> None:
+    async def _load(self, partition: int, token: object) -> None:
         try:
             chunks = await self.log.read(partition)
-            groups = self._replay(partition, chunks)
+            # decoding every record is CPU work proportional to the partition: keep it off the event loop
+            groups = await asyncio.to_thread(self._replay, partition, chunks)
         except Exception:
             log.exception("Loading __consumer_offsets-%d failed", partition)
-            self.loading.discard(partition)
+            if self.loading.get(partition) is token:
+                del self.loading[partition]
             return
-        if partition not in self.loading:  # resigned while loading
+        if self.loading.get(partition) is not token:  # resigned (and maybe re-elected) while loading
             return
         for group in groups:
             self.groups[group.group_id] = group
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
-        self.loading.discard(partition)
+        del self.loading[partition]
         self.owned.add(partition)
         log.info("Loaded %d group(s) from __consumer_offsets-%d", len(groups), partition)
 
@@ -172,7 +185,12 @@ class GroupCoordinator:
             for header in iter_complete_batches(chunk):
                 if header.is_control:
                     continue
-                for rec in decode_records(chunk, header):
+                try:
+                    records = decode_records(chunk, header)
+                except (CorruptRecordError, InvalidRecordError, ValueError) as exc:
+                    log.warning("Skipping undecodable batch at offset %d: %s", header.base_offset, exc)
+                    continue
+                for rec in records:
                     if rec.key is None:
                         continue
                     try:
@@ -185,7 +203,7 @@ class GroupCoordinator:
                                 offsets.setdefault(key.group, {})[tp] = decode_offset_value(rec.value)
                         elif isinstance(key, GroupKey):
                             metadata[key.group] = None if rec.value is None else decode_group_value(rec.value)
-                    except (RecordFormatError, UnicodeDecodeError) as exc:
+                    except (RecordFormatError, UnicodeDecodeError, struct.error, ValueError) as exc:
                         log.warning("Skipping undecodable record at offset %d: %s", rec.offset, exc)
         out = []
         for group_id in set(offsets) | set(metadata):
@@ -199,11 +217,10 @@ class GroupCoordinator:
         return out
 
     def _unload(self, group: Group) -> None:
-        previous = group.state
         group.state = GroupState.DEAD
         for member in group.members.values():
-            if previous is GroupState.PREPARING_REBALANCE:
-                member.complete_join(JoinResult(E.not_coordinator, member.member_id))
+            # any JoinGroup still waiting (a rebalance, or a static member's re-join being stored) gets an answer
+            member.complete_join(JoinResult(E.not_coordinator, member.member_id))
             member.complete_sync(SyncResult(E.not_coordinator))
         self.timers.cancel_where(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] == group.group_id)
         self.groups.pop(group.group_id, None)
@@ -497,7 +514,12 @@ class GroupCoordinator:
         skip_ok: bool,
     ) -> None:
         error = await self._store_group(group, assignment)
-        if not self._live(group) or member.join_future is None:
+        if member.join_future is None:
+            return
+        if not self._live(group) or not group.has(member.member_id):
+            fut, member.join_future = member.join_future, None
+            if not fut.done():  # unloaded or removed meanwhile: never leave the member waiting
+                fut.set_result(JoinResult(E.not_coordinator if not self._live(group) else E.unknown_member_id, ""))
             return
         if error != E.none:
             # The new member id could not be persisted: restore the old one and fail this join.
@@ -933,7 +955,7 @@ class GroupCoordinator:
         else:
             return E.non_empty_group, {}
         if eligible:
-            await self._cleanup_group_metadata([group], lambda g: g.remove_offsets(eligible))
+            await self._cleanup_group_metadata([group], lambda g: list(eligible))
             errors.update(dict.fromkeys(eligible, E.none))
         return E.none, errors
 

@@ -231,11 +231,17 @@ class LogManager:
             target = d / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
             try:
                 os.replace(lg.dir, target)
+                renamed = True
             except OSError as e:
                 log.warning("cannot rename %s for deletion: %s", lg.dir, e)
-                target = lg.dir
+                target, renamed = lg.dir, False
             _fsync_dir(d)
-            shutil.rmtree(target, ignore_errors=True)
+            if renamed:
+                # a big topic takes a while to remove: do it off the caller's thread (the broker's event loop);
+                # the name is already unique, and a crash mid-way is finished at the next startup
+                threading.Thread(target=shutil.rmtree, args=(target, True), name="delete-log", daemon=True).start()
+            else:
+                shutil.rmtree(target, ignore_errors=True)
             self._checkpoint_dir(d)
 
     def update_config(self, topic: str, config: LogConfig) -> None:

@@ -11,8 +11,8 @@ import datetime
 import io
 import struct
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import MISSING, dataclass, fields, is_dataclass
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, fields
 from functools import cache
 from typing import Any
 
@@ -49,31 +49,13 @@ class RequestHeader:
     flexible: bool
 
 
-class FrameDecoder:
-    """Splits a byte stream into Kafka frames (h11-style: feed bytes, pull frames)."""
-
-    def __init__(self, max_frame_bytes: int) -> None:
-        self._buf = bytearray()
-        self._max = max_frame_bytes
-
-    def feed(self, data: bytes) -> None:
-        self._buf += data
-
-    def frames(self) -> Iterator[bytes]:
-        buf = self._buf
-        while len(buf) >= 4:
-            (size,) = _I32.unpack_from(buf, 0)
-            if size < 0 or size > self._max:
-                raise ProtocolError(f"frame size {size} outside [0, socket.request.max.bytes={self._max}]")
-            if len(buf) < 4 + size:
-                return
-            frame = bytes(buf[4 : 4 + size])
-            del buf[: 4 + size]
-            yield frame
-
-    @property
-    def buffered(self) -> int:
-        return len(self._buf)
+def frame_size(prefix: bytes, max_frame_bytes: int) -> int:
+    """The payload size a frame's 4-byte prefix announces; ProtocolError when it is negative or larger than
+    socket.request.max.bytes (the connection is then closed before anything is buffered)."""
+    (size,) = _I32.unpack(prefix)
+    if size < 0 or size > max_frame_bytes:
+        raise ProtocolError(f"frame of {size} bytes outside [0, socket.request.max.bytes={max_frame_bytes}]")
+    return size
 
 
 def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -239,7 +221,3 @@ def ms(value: Any) -> int:
     if isinstance(value, datetime.datetime):
         return int(value.timestamp() * 1000)
     return int(value)
-
-
-def is_message(value: Any) -> bool:
-    return is_dataclass(value)

@@ -494,9 +494,6 @@ class Broker:
         return self.metadata.allocate_producer_id()
 
     # ---------------------------------------------------------------- cluster view
-    def advertised_endpoint(self) -> tuple[str, int]:
-        return self.advertised.host, self.advertised.port
-
     def live_brokers(self) -> list[BrokerInfo]:
         return self.metadata.brokers()
 

@@ -25,6 +25,7 @@ from kbus.protocol.codec import (
     build,
     decode_request,
     encode_response,
+    frame_size,
     nested,
     parse_request_header,
     response_type,
@@ -131,14 +132,10 @@ class KafkaServer:
             if exc.partial:
                 log.warning("Closing connection %s: truncated frame size", conn_id)
             return None
-        size = int.from_bytes(prefix, "big", signed=True)
-        if size < 0 or size > max_frame:
-            log.warning(
-                "Closing connection %s: frame of %d bytes outside [0, socket.request.max.bytes=%d]",
-                conn_id,
-                size,
-                max_frame,
-            )
+        try:
+            size = frame_size(prefix, max_frame)
+        except ProtocolError as exc:
+            log.warning("Closing connection %s: %s", conn_id, exc)
             return None
         try:
             return await reader.readexactly(size)

@@ -8,12 +8,12 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kbus.protocol.codec import (
-    FrameDecoder,
     ProtocolError,
     UnsupportedVersionError,
     build,
     decode_request,
     encode_response,
+    frame_size,
     nested,
     parse_request_header,
     response_type,
@@ -29,21 +29,14 @@ def always(_k: int, _v: int) -> bool:
     return True
 
 
-def test_frame_decoder_splits_and_waits_for_whole_frames():
-    d = FrameDecoder(1000)
-    d.feed(struct.pack(">i", 3) + b"abc" + struct.pack(">i", 5) + b"de")
-    assert list(d.frames()) == [b"abc"]
-    d.feed(b"fgh")
-    assert list(d.frames()) == [b"defgh"]
-    assert d.buffered == 0
+def test_frame_size_reads_the_prefix():
+    assert frame_size(struct.pack(">i", 1000), 1000) == 1000
 
 
 @pytest.mark.parametrize("size", [-1, 1001])
-def test_frame_decoder_rejects_bad_sizes(size):
-    d = FrameDecoder(1000)
-    d.feed(struct.pack(">i", size))
+def test_frame_size_rejects_bad_sizes(size):
     with pytest.raises(ProtocolError):
-        list(d.frames())
+        frame_size(struct.pack(">i", size), 1000)
 
 
 def test_flexible_header_and_body_decode():

@@ -9,12 +9,14 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "LogError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "TransactionCoordinatorFencedError",
     "UnexpectedAppendOffsetError",
 ]
 
@@ -63,3 +65,15 @@ class UnexpectedAppendOffsetError(LogError):
     """A follower append whose first offset is below the log end offset."""
 
     error_code = -1
+
+
+class InvalidTxnStateError(LogError):
+    """A non-transactional write from a producer with an open transaction."""
+
+    error_code = 48  # INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A transaction marker from a coordinator older than the one that wrote the last marker."""
+
+    error_code = 52  # TRANSACTION_COORDINATOR_FENCED

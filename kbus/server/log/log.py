@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbus.protocol import record_batch as rb
+from kbus.protocol.control import EndTxnMarker, parse_marker
 from kbus.protocol.record_batch import LOG_OVERHEAD, BatchHeader
 from kbus.server.log.config import LONG_MAX, LogConfig
 from kbus.server.log.errors import (
@@ -27,7 +28,7 @@ from kbus.server.log.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from kbus.server.log.producer_state import ProducerStateManager
+from kbus.server.log.producer_state import CompletedTxn, ProducerStateManager
 from kbus.server.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -36,6 +37,7 @@ from kbus.server.log.segment import (
     complete_interrupted_swaps,
     pread_all,
 )
+from kbus.server.log.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,8 @@ class Log:
         self.log_end_offset = 0
         self.recovery_point = 0
         self.producer_state = ProducerStateManager(directory)
+        # transactions completed by a marker the high watermark has not passed yet: they still bound the LSO
+        self._unreplicated_txns: list[CompletedTxn] = []
         self._unflushed_records = 0
         self._last_flush_ms = time_ms()
         self.closed = False
@@ -167,6 +171,8 @@ class Log:
                 truncated = seg.recover(verify_crc=True) if needs_recovery else seg.load_indexes()
             except OSError as e:
                 raise KafkaStorageError(f"cannot read {seg.log_path}: {e}") from e
+            if needs_recovery:
+                seg.txn_index.truncate_to(seg.next_offset)  # markers lost with a torn tail are not indexed
             if truncated and i + 1 < len(bases):
                 # data after a corrupt batch cannot be trusted, nor can later segments
                 log.warning("%s: deleting %d segment(s) after corrupt segment %d", self.dir,
@@ -197,9 +203,26 @@ class Log:
 
     def _load_producer_state(self) -> None:
         replay_from = self.producer_state.load(self._segments[0].base_offset, self.log_end_offset)
-        for h in self._iter_headers_from(replay_from):
-            if h.producer_id >= 0:
-                self.producer_state.replay(h)
+        i = self._segment_for(replay_from)
+        for seg in self._segments[i:]:
+            if seg.next_offset <= replay_from:
+                continue
+            first = seg.find_batch(replay_from) if seg.base_offset < replay_from else None
+            for h in seg.walk(first.position if first is not None else 0):
+                if h.producer_id < 0:
+                    continue
+                marker = _read_marker(seg, h) if h.is_control else None
+                completed = self.producer_state.replay(h, marker)
+                if completed is not None:
+                    # re-index an abort whose index entry a crash lost (an indexed one is not added twice)
+                    self._index_completed(completed, seg)
+        self._unreplicated_txns = []
+
+    def _index_completed(self, completed: CompletedTxn, seg: LogSegment) -> None:
+        if completed.is_aborted:
+            lso = self.producer_state.last_stable_offset_after(completed)
+            seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                            lso))
 
     def _iter_headers_from(self, offset: int) -> Iterator[BatchHeader]:
         i = max(0, bisect.bisect_right(self._bases, offset) - 1)
@@ -245,12 +268,21 @@ class Log:
     # --- appends ----------------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0, from_coordinator: bool = False
     ) -> AppendResult:
         """Validate, assign offsets from the log end, stamp LogAppendTime if configured, dedupe idempotent
-        retries, write."""
+        retries, write. Only a transaction coordinator (WriteTxnMarkers) may write control batches."""
         buf = bytearray(records)
         headers = self._validate(buf)
+        markers: dict[int, EndTxnMarker] = {}
+        for h in headers:
+            if h.is_control:
+                if not from_coordinator:
+                    raise rb.InvalidRecordError("clients may not produce control batches")
+                marker = parse_marker(memoryview(buf)[h.position : h.position + h.size])
+                if marker is None:
+                    raise rb.InvalidRecordError("control batch without a transaction marker")
+                markers[h.position] = marker
         with self._lock:
             self._check_open()
             config = self.config
@@ -261,12 +293,15 @@ class Log:
             if not log_append and _bounds_timestamps(config):
                 self._check_timestamps(headers, now)
             num_records = 0
+            completed: list[CompletedTxn] = []
             for h in headers:
                 if h.producer_id >= 0:
                     dup = append.check(h)
                     if dup is not None:
                         return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
                                             duplicate=True)
+                    if h.is_control:
+                        append.check_marker(h, markers[h.position])
                 rb.set_base_offset_and_epoch(buf, h.position, next_offset, h.batch_length, leader_epoch)
                 h.base_offset = next_offset
                 h.partition_leader_epoch = leader_epoch
@@ -275,12 +310,17 @@ class Log:
                     h.max_timestamp = now
                     h.attributes |= rb.TIMESTAMP_TYPE_MASK
                 if h.producer_id >= 0:
-                    append.stage(h, next_offset)
+                    done = append.stage(h, next_offset, markers.get(h.position))
+                    if done is not None:
+                        completed.append(done)
                 next_offset += h.last_offset_delta + 1
                 num_records += h.records_count
             first_offset = self.log_end_offset
             self._write(buf, headers, first_offset, next_offset - 1, now)
             append.commit()
+            for done in completed:
+                self._index_completed(done, self._active)
+                self._unreplicated_txns.append(done)
             self._after_append(num_records, now)
             return AppendResult(first_offset, next_offset - 1, now if log_append else -1, self.log_start_offset,
                                 num_batches=len(headers), size_bytes=len(buf), num_records=num_records)
@@ -307,7 +347,11 @@ class Log:
             self._write(buf, headers, first, last, now)
             for h in headers:
                 if h.producer_id >= 0:
-                    self.producer_state.replay(h)
+                    marker = parse_marker(memoryview(buf)[h.position : h.position + h.size]) if h.is_control else None
+                    done = self.producer_state.replay(h, marker)
+                    if done is not None:
+                        self._index_completed(done, self._active)
+                        self._unreplicated_txns.append(done)
             num_records = sum(h.records_count for h in headers)
             self._after_append(num_records, now)
             return AppendResult(first, last, -1, self.log_start_offset, num_batches=len(headers),
@@ -456,6 +500,33 @@ class Log:
                 return EMPTY_FETCH
             return FetchData(seg.fd, position, size, first_offset, seg.base_offset)
         return EMPTY_FETCH
+
+    # --- transactions -----------------------------------------------------------------------------------
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's LSO: the high watermark, lowered to the first offset of the oldest transaction that is still
+        open or whose marker the high watermark has not passed."""
+        with self._lock:
+            self._unreplicated_txns = [t for t in self._unreplicated_txns if t.last_offset >= high_watermark]
+            lso = high_watermark
+            first = self.producer_state.first_unstable_offset()
+            if first is not None:
+                lso = min(lso, first)
+            for t in self._unreplicated_txns:
+                lso = min(lso, t.first_offset)
+            return max(lso, self.log_start_offset)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), for a read_committed fetch."""
+        with self._lock:
+            segments = self._segments[self._segment_for(fetch_offset):]
+        out: list[AbortedTxn] = []
+        for seg in segments:
+            found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+            out.extend(found)
+            if complete or seg.base_offset >= upper_bound:
+                break
+        return out
 
     def read_bytes(self, offset: int, max_bytes: int, **kw: object) -> bytes:
         return self.read(offset, max_bytes, **kw).to_bytes()  # type: ignore[arg-type]
@@ -685,3 +756,11 @@ class Log:
 
 
 __all__ = ["EMPTY_FETCH", "AppendResult", "FetchData", "Log", "now_ms", "parse_topic_partition"]
+
+
+def _read_marker(seg: LogSegment, h: BatchHeader) -> EndTxnMarker | None:
+    try:
+        return parse_marker(pread_all(seg.fd, h.size, h.position))
+    except (ValueError, OSError) as e:
+        log.warning("%s: unreadable control batch at offset %d: %s", seg.log_path, h.base_offset, e)
+        return None

@@ -16,8 +16,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbus.protocol.control import EndTxnMarker
 from kbus.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
-from kbus.server.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from kbus.server.log.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,16 @@ class BatchMetadata:
     first_offset: int
     last_offset: int
     timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by a marker at ``last_offset`` (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 @dataclass
@@ -69,7 +85,8 @@ class ProducerStateEntry:
                 return b
         return None
 
-    def add_batch(self, h: BatchHeader, first_offset: int) -> None:
+    def add_batch(self, h: BatchHeader, first_offset: int, marker: EndTxnMarker | None = None) -> CompletedTxn | None:
+        """Record a stored batch; for a transaction marker, return the transaction it completes."""
         if h.producer_epoch != self.producer_epoch:
             self.producer_epoch = h.producer_epoch
             self.batches.clear()
@@ -79,9 +96,18 @@ class ProducerStateEntry:
                                               h.max_timestamp))
         self.last_timestamp = max(self.last_timestamp, h.max_timestamp)
         if h.is_control:
+            completed = None
+            if marker is not None:
+                self.coordinator_epoch = max(self.coordinator_epoch, marker.coordinator_epoch)
+                # a marker with no open transaction (a retried EndTxn) completes an empty one: nothing to index
+                if self.current_txn_first_offset is not None:
+                    completed = CompletedTxn(self.producer_id, self.current_txn_first_offset, first_offset,
+                                             marker.is_abort)
             self.current_txn_first_offset = None
-        elif h.is_transactional and self.current_txn_first_offset is None:
+            return completed
+        if h.is_transactional and self.current_txn_first_offset is None:
             self.current_txn_first_offset = first_offset
+        return None
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -120,6 +146,12 @@ class ProducerAppend:
                 f"Epoch of producer {h.producer_id} is {h.producer_epoch}, which is smaller than the last seen "
                 f"epoch {entry.producer_epoch}"
             )
+        if not h.is_transactional and entry.current_txn_first_offset is not None \
+                and h.producer_epoch == entry.producer_epoch:
+            raise InvalidTxnStateError(
+                f"Expected transactional write from producer {h.producer_id} at offset "
+                f"{entry.current_txn_first_offset} but found a non-transactional batch"
+            )
         if h.base_sequence == NO_SEQUENCE:
             return None
         if h.producer_epoch != entry.producer_epoch:
@@ -145,9 +177,23 @@ class ProducerAppend:
             )
         return None
 
-    def stage(self, h: BatchHeader, first_offset: int) -> None:
+    def check_marker(self, h: BatchHeader, marker: EndTxnMarker) -> None:
+        """Kafka's appendEndTxnMarker checks: the marker's epoch and coordinator epoch may not go backwards."""
         entry, _ = self._entry(h.producer_id)
-        entry.add_batch(h, first_offset)
+        if h.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Transaction marker epoch {h.producer_epoch} of producer {h.producer_id} is older than the "
+                f"current epoch {entry.producer_epoch}"
+            )
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"Invalid coordinator epoch for producer {h.producer_id}: {marker.coordinator_epoch} "
+                f"(marker), {entry.coordinator_epoch} (current)"
+            )
+
+    def stage(self, h: BatchHeader, first_offset: int, marker: EndTxnMarker | None = None) -> CompletedTxn | None:
+        entry, _ = self._entry(h.producer_id)
+        return entry.add_batch(h, first_offset, marker)
 
     def commit(self) -> None:
         self._manager.producers.update(self._staged)
@@ -161,12 +207,24 @@ class ProducerStateManager:
     def begin_append(self, *, validate: bool = True) -> ProducerAppend:
         return ProducerAppend(self, validate=validate)
 
-    def replay(self, h: BatchHeader) -> None:
+    def replay(self, h: BatchHeader, marker: EndTxnMarker | None = None) -> CompletedTxn | None:
         """Rebuild state from a stored batch (recovery, follower appends): no validation."""
         entry = self.producers.get(h.producer_id)
         if entry is None:
             entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
-        entry.add_batch(h, h.base_offset)
+        return entry.add_batch(h, h.base_offset, marker)
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """Kafka's lastStableOffset(completedTxn): the first offset of the oldest other open transaction, else
+        the offset after the marker."""
+        offsets = [e.current_txn_first_offset for e in self.producers.values()
+                   if e.current_txn_first_offset is not None and e.producer_id != completed.producer_id]
+        return min(offsets) if offsets else completed.last_offset + 1
+
+    def ongoing_transactions(self) -> list[tuple[int, int, int]]:
+        """(producer id, epoch, first offset) of every open transaction (DescribeProducers, find-hanging)."""
+        return [(e.producer_id, e.producer_epoch, e.current_txn_first_offset) for e in self.producers.values()
+                if e.current_txn_first_offset is not None]
 
     def get(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)

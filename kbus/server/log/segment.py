@@ -26,6 +26,7 @@ from kbus.protocol.record_batch import (
 from kbus.server.log.config import LogConfig
 from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.index import OffsetIndex, TimeIndex
+from kbus.server.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / (prefix + TIME_INDEX_SUFFIX), base_offset, config.max_time_index_entries
         )
+        self.txn_index = TransactionIndex(directory / (prefix + TXN_INDEX_SUFFIX))
         self.next_offset = base_offset  # one past the last offset stored here
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -97,6 +99,7 @@ class LogSegment:
         seg = cls(directory, base_offset, config, fd, 0)
         seg.index.reset()
         seg.time_index.reset()
+        seg.txn_index.reset()
         return seg
 
     @classmethod
@@ -241,11 +244,13 @@ class LogSegment:
         self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         self.index.path = self.index.path.with_name(self.index.path.name + DELETED_SUFFIX)
         self.time_index.path = self.time_index.path.with_name(self.time_index.path.name + DELETED_SUFFIX)
+        self.txn_index.rename(self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX))
 
     def delete_files(self) -> None:
         self.close()
         for path in (self.log_path, self.index.path, self.time_index.path):
             path.unlink(missing_ok=True)
+        self.txn_index.delete()
 
     # --- append -----------------------------------------------------------------------------------------
 
@@ -415,6 +420,7 @@ class LogSegment:
         removed = self.size - h.position
         self._truncate_file(h.position)
         self.time_index.truncate_to_offset(h.base_offset)
+        self.txn_index.truncate_to(h.base_offset)
         # recompute what the dropped batches contributed
         ts, ts_offset = self.time_index.last_entry()
         self.max_timestamp, self.offset_of_max_timestamp = ts, ts_offset

@@ -1,0 +1,134 @@
+"""Transactions in the log: markers complete transactions, the LSO, the aborted-transaction index (.txnindex)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from kbus.protocol import record_batch as rb
+from kbus.protocol.control import ABORT, COMMIT, build_marker_batch, parse_marker
+from kbus.server.log import Log, LogConfig
+from kbus.server.log.errors import InvalidTxnStateError, TransactionCoordinatorFencedError
+from kbus.server.log.txn_index import ENTRY_SIZE, AbortedTxn
+
+
+def txn_batch(seq: int, n: int = 2, pid: int = 7, epoch: int = 0) -> bytes:
+    return rb.build_batch([(b"k", b"v")] * n, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                          is_transactional=True)
+
+
+def plain(n: int = 1) -> bytes:
+    return rb.build_batch([(None, b"x")] * n)
+
+
+def marker(pid: int = 7, epoch: int = 0, commit: bool = False, coordinator_epoch: int = 0) -> bytes:
+    return build_marker_batch(pid, epoch, commit, coordinator_epoch)
+
+
+def test_marker_round_trip() -> None:
+    m = parse_marker(marker(commit=True, coordinator_epoch=4))
+    assert m is not None and m.control_type == COMMIT and m.coordinator_epoch == 4
+    m = parse_marker(marker(commit=False))
+    assert m is not None and m.control_type == ABORT and m.is_abort
+
+
+def test_clients_cannot_write_markers(tmp_path: Path) -> None:
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    with pytest.raises(rb.InvalidRecordError):
+        lg.append_as_leader(marker())
+    assert lg.log_end_offset == 0
+    lg.close()
+
+
+def test_open_transaction_holds_the_lso_and_abort_is_indexed(tmp_path: Path) -> None:
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(plain())  # 0
+    lg.append_as_leader(txn_batch(0))  # 1-2, open transaction
+    lg.append_as_leader(plain())  # 3
+    assert lg.last_stable_offset(high_watermark=4) == 1
+    lg.append_as_leader(marker(commit=False), from_coordinator=True)  # 4: ABORT
+    # the marker is not replicated yet (HW 4): the transaction still bounds the LSO
+    assert lg.last_stable_offset(high_watermark=4) == 1
+    assert lg.last_stable_offset(high_watermark=5) == 5
+    aborted = lg.collect_aborted_txns(0, 5)
+    assert aborted == [AbortedTxn(7, 1, 4, 5)]
+    assert lg.collect_aborted_txns(5, 6) == []
+    index = tmp_path / "t-0" / "00000000000000000000.txnindex"
+    data = index.read_bytes()
+    assert len(data) == ENTRY_SIZE
+    assert struct.unpack(">hqqqq", data) == (0, 7, 1, 4, 5)
+    lg.close()
+
+
+def test_commit_is_not_indexed_and_lso_skips_past_other_open_txn(tmp_path: Path) -> None:
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(txn_batch(0, pid=1))  # 0-1
+    lg.append_as_leader(txn_batch(0, pid=2))  # 2-3
+    lg.append_as_leader(marker(pid=1, commit=False), from_coordinator=True)  # 4
+    assert lg.collect_aborted_txns(0, 10) == [AbortedTxn(1, 0, 4, 2)]  # LSO after it: pid 2's first offset
+    assert lg.last_stable_offset(high_watermark=5) == 2
+    lg.append_as_leader(marker(pid=2, commit=True), from_coordinator=True)  # 5
+    assert lg.last_stable_offset(high_watermark=6) == 6
+    assert len(lg.collect_aborted_txns(0, 10)) == 1
+    lg.close()
+
+
+def test_non_transactional_write_inside_a_transaction_is_refused(tmp_path: Path) -> None:
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(txn_batch(0))
+    idem = rb.build_batch([(b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=2)
+    with pytest.raises(InvalidTxnStateError):
+        lg.append_as_leader(idem)
+    lg.close()
+
+
+def test_older_coordinator_epoch_is_fenced(tmp_path: Path) -> None:
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(txn_batch(0))
+    lg.append_as_leader(marker(commit=True, coordinator_epoch=3), from_coordinator=True)
+    lg.append_as_leader(txn_batch(2))
+    with pytest.raises(TransactionCoordinatorFencedError):
+        lg.append_as_leader(marker(commit=True, coordinator_epoch=2), from_coordinator=True)
+    lg.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_state_survives_restart(tmp_path: Path, clean: bool) -> None:
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(txn_batch(0, pid=1))  # 0-1
+    lg.append_as_leader(marker(pid=1, commit=False), from_coordinator=True)  # 2
+    lg.append_as_leader(txn_batch(0, pid=2))  # 3-4 still open
+    if clean:
+        lg.close()
+    else:  # a crash: no snapshot, no clean marker, and the index entry lost
+        lg.flush()
+        (tmp_path / "t-0" / "00000000000000000000.txnindex").unlink()
+        for seg in lg.segments:
+            seg.close()
+    lg = Log.open(tmp_path / "t-0", LogConfig(), clean_shutdown=clean, recovery_point=0)
+    assert lg.last_stable_offset(high_watermark=5) == 3
+    assert lg.collect_aborted_txns(0, 5) == [AbortedTxn(1, 0, 2, 3)]
+    lg.close()
+
+
+def test_truncation_drops_index_entries(tmp_path: Path) -> None:
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(txn_batch(0))  # 0-1
+    lg.append_as_leader(marker(commit=False), from_coordinator=True)  # 2
+    lg.truncate_to(2)
+    assert lg.collect_aborted_txns(0, 10) == []
+    lg.close()
+
+
+def test_follower_indexes_aborts(tmp_path: Path) -> None:
+    leader = Log.open(tmp_path / "a-0", LogConfig())
+    leader.append_as_leader(txn_batch(0))
+    leader.append_as_leader(marker(commit=False), from_coordinator=True)
+    data = leader.read_bytes(0, 1 << 20)
+    follower = Log.open(tmp_path / "b-0", LogConfig())
+    follower.append_as_follower(data)
+    assert follower.collect_aborted_txns(0, 3) == [AbortedTxn(7, 0, 2, 3)]
+    leader.close()
+    follower.close()

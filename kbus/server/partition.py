@@ -124,6 +124,11 @@ class Partition:
                 leos.append(f.log_end_offset if f is not None else -1)
         return leos
 
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may see: the HW, lowered by open or not yet replicated transactions."""
+        return self.log.last_stable_offset(self.high_watermark)
+
     def maybe_advance_high_watermark(self) -> bool:
         if not self.is_leader:
             return False

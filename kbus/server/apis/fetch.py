@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int) -> tuple[list[Any], int, list[Any]]:
     """One pass over the requested partitions: (per-topic responses, bytes gathered, partitions to wait on)."""
+    read_committed = replica_id < 0 and getattr(request, "isolation_level", 0) == 1
     remaining = max(request.max_bytes if ctx.api_version >= 3 else 2**31 - 1, 0)
     total = 0
     waits = []
@@ -46,8 +47,10 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
                 if replica_id >= 0:
                     broker.follower_fetched(part, replica_id, fp.fetch_offset)
                 hw = part.high_watermark
-                max_offset = part.log.log_end_offset if replica_id >= 0 else hw
-                fields.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=part.log.log_start_offset)
+                lso = part.last_stable_offset
+                # read_committed consumers stop at the LSO; followers read to the log end
+                max_offset = part.log.log_end_offset if replica_id >= 0 else lso if read_committed else hw
+                fields.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=part.log.log_start_offset)
                 try:
                     if fp.fetch_offset >= max_offset and fp.fetch_offset <= part.log.log_end_offset:
                         data = b""
@@ -60,6 +63,11 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
                 else:
                     fields["error_code"] = ErrorCode.none
                     fields["records"] = data
+                    if read_committed:
+                        fields["aborted_transactions"] = [
+                            ctx.nested("AbortedTransaction", producer_id=a.producer_id, first_offset=a.first_offset)
+                            for a in part.log.collect_aborted_txns(fp.fetch_offset, max_offset)
+                        ]
                     total += len(data)
                     remaining = max(remaining - len(data), 0)
                     waits.append(part)  # any healthy partition's next append may bring min_bytes closer

@@ -16,10 +16,10 @@ if TYPE_CHECKING:
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
-def _lookup(part: Partition, timestamp: int) -> tuple[int, int]:
+def _lookup(part: Partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
     """(offset, timestamp) for one ListOffsets query; (-1, -1) when no committed record matches."""
     if timestamp == LATEST:
-        return part.high_watermark, -1
+        return (part.last_stable_offset if read_committed else part.high_watermark), -1
     if timestamp == EARLIEST:
         return part.log.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:
@@ -36,6 +36,7 @@ def _lookup(part: Partition, timestamp: int) -> tuple[int, int]:
 @api(2, 1, 7)
 async def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     topics = []
+    read_committed = getattr(request, "isolation_level", 0) == 1
     for t in request.topics:
         parts = []
         for p in t.partitions:
@@ -52,7 +53,7 @@ async def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Any
                 fields["error_code"] = err
             else:
                 try:
-                    fields["offset"], fields["timestamp"] = _lookup(part, p.timestamp)
+                    fields["offset"], fields["timestamp"] = _lookup(part, p.timestamp, read_committed)
                     fields.update(error_code=ErrorCode.none, leader_epoch=part.leader_epoch)
                 except Exception as exc:
                     fields["error_code"] = error_code_for(exc)

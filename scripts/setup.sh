@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine for kbus: Debian packages (Apache ZooKeeper, kcat, Java), a virtualenv in .venv
+# Sets up a fresh machine for kbus: Debian packages (Apache ZooKeeper, kcat, a JDK, Maven), a virtualenv in .venv
 # with kbus and its test/spark extras. Safe to run again; it skips what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_pkgs=()
-command -v java >/dev/null 2>&1 || need_pkgs+=(default-jre-headless)
+# a JDK and Maven: Apache Kafka's jars and the Java client tests (scripts/kafka-jars.sh, tests/java)
+command -v javac >/dev/null 2>&1 || need_pkgs+=(default-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need_pkgs+=(maven)
 [ -f /usr/share/java/zookeeper.jar ] || need_pkgs+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need_pkgs+=(kcat)
 # systemd-analyze validates the units in systemd/ (tests/ops); no running systemd is needed

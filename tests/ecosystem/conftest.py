@@ -1,0 +1,19 @@
+"""Fixtures for the ecosystem tests: Apache Kafka's jars (fetched once per session by scripts/kafka-jars.sh)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ecosystem.kafka_jars import KafkaDistribution, distribution
+
+
+@pytest.fixture(scope="session")
+def kafka39() -> KafkaDistribution:
+    """Apache Kafka 3.9's broker and tools jars (the script's pinned 3.9.x)."""
+    return distribution()
+
+
+@pytest.fixture(scope="session")
+def kafka28() -> KafkaDistribution:
+    """Apache Kafka 2.8, whose tools still take --zookeeper."""
+    return distribution("2.8.2")

@@ -7,12 +7,9 @@ the log never sees a request.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import importlib
 import logging
 import time
-import uuid
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -21,12 +18,20 @@ from kio.schema.errors import ErrorCode
 
 from kbus.server import coordinator
 from kbus.server.config import KafkaConfig
+from kbus.server.identity import (
+    read_meta_properties,
+    read_partition_topic_id,
+    settle_broker_id,
+    settle_cluster_id,
+    write_meta_properties,
+    write_partition_topic_id,
+)
 from kbus.server.log.config import LogConfig
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogManager, read_checkpoint, write_checkpoint
 from kbus.server.metadata.errors import InvalidReplicationFactorError
-from kbus.server.metadata.local import LocalMetadataStore, write_atomically
-from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
+from kbus.server.metadata.local import LocalMetadataStore
+from kbus.server.metadata.types import BrokerInfo, MetadataStore, PartitionState, TopicMetadata
 from kbus.server.metrics import METRICS
 from kbus.server.partition import Partition
 from kbus.server.replication.errors import (
@@ -41,43 +46,6 @@ log = logging.getLogger("kbus.server")
 
 LeadershipListener = Callable[[str, int, bool], None]
 HW_CHECKPOINT = "replication-offset-checkpoint"
-PARTITION_METADATA = "partition.metadata"
-
-
-def new_cluster_id() -> str:
-    """Kafka's cluster id format: a URL-safe base64 UUID without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-
-
-def read_partition_topic_id(partition_dir: Path) -> uuid.UUID | None:
-    """Kafka's partition.metadata ("version: 0" / "topic_id: <base64 uuid>"), written since Kafka 2.8."""
-    try:
-        for line in (partition_dir / PARTITION_METADATA).read_text().splitlines():
-            if line.startswith("topic_id:"):
-                text = line.split(":", 1)[1].strip()
-                return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def write_partition_topic_id(partition_dir: Path, topic_id: uuid.UUID | None) -> None:
-    if topic_id is None or read_partition_topic_id(partition_dir) == topic_id:
-        return
-    text = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
-    write_atomically(partition_dir / PARTITION_METADATA, f"version: 0\ntopic_id: {text}\n")
-
-
-def read_meta_properties(log_dir: Path) -> dict[str, str]:
-    path = log_dir / "meta.properties"
-    if not path.exists():
-        return {}
-    out = {}
-    for line in path.read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
 
 
 class Broker:
@@ -85,7 +53,20 @@ class Broker:
         self.config = config
         self.broker_id = config.broker_id
         self.cluster_id = config.cluster_id
-        self.metadata: Any = None
+        first_dir = config.log_dirs[0]
+        for d in config.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self._meta = read_meta_properties(first_dir)
+        self.broker_id = settle_broker_id(self.broker_id, self._meta, first_dir)
+        self.advertised = config.advertised_listeners[0]
+        info = BrokerInfo(self.broker_id, self.advertised.host, self.advertised.port)
+        self.metadata: MetadataStore
+        if config.zookeeper_connect:
+            from kbus.server.metadata.zk_store import ZkMetadataStore  # kazoo only where ZooKeeper is used
+
+            self.metadata = ZkMetadataStore.for_broker(config, self.broker_id, info)
+        else:
+            self.metadata = LocalMetadataStore(first_dir, info)
         self.log_manager: LogManager | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.group_coordinator: Any = None
@@ -94,7 +75,6 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._reconcile_scheduled = False
-        self.advertised = config.advertised_listeners[0]
         self.stopping = False
         self.shutting_down = False  # controlled shutdown under way: lead nothing new, follow nothing
         self.fetchers = ReplicaFetcherManager(self)
@@ -105,16 +85,7 @@ class Broker:
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        first_dir = self.config.log_dirs[0]
-        for d in self.config.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-        meta = self._load_identity(first_dir)
-        info = BrokerInfo(self.broker_id, self.advertised.host, self.advertised.port)
-        if self.config.zookeeper_connect:
-            zk = importlib.import_module("kbus.server.metadata.zk_store")
-            self.metadata = zk.ZkMetadataStore(self.config.zookeeper_connect, self.broker_id, info, self.config)
-        else:
-            self.metadata = LocalMetadataStore(first_dir, info)
+        meta = self._meta
         self.log_manager = LogManager(self.config.log_dirs, self.default_log_config())
         await asyncio.to_thread(self.log_manager.startup)
         for d in self.config.log_dirs:
@@ -123,7 +94,8 @@ class Broker:
         try:
             await asyncio.to_thread(self.metadata.start)
             try:
-                self._settle_cluster_id(meta)
+                self.cluster_id = settle_cluster_id(self.cluster_id, self.metadata.cluster_id, meta)
+                write_meta_properties(self.config.log_dirs, meta, self.broker_id, self.cluster_id)
             except RuntimeError:
                 self.metadata.stop()
                 raise
@@ -146,9 +118,9 @@ class Broker:
     async def controlled_shutdown(self) -> None:
         """Before a clean stop, hand leadership to other in-sync replicas (Kafka's controlled shutdown), so
         clients move to the new leaders while this broker still answers them."""
-        move = getattr(self.metadata, "controlled_shutdown", None)
-        if move is None or not self.config.controlled_shutdown_enable:
+        if not self.config.controlled_shutdown_enable:
             return
+        move = self.metadata.controlled_shutdown
         led = [k for k, p in self.partitions.items() if p.is_leader and p.replicated]
         self.shutting_down = True
         try:
@@ -176,45 +148,10 @@ class Broker:
         for task in list(self._background):
             task.cancel()
         await coordinator.stop(self)
-        if self.metadata is not None:
-            self.metadata.stop()
+        self.metadata.stop()
         if self.log_manager is not None:
             self._checkpoint_high_watermarks()
             self.log_manager.shutdown()
-
-    def _load_identity(self, first_dir: Path) -> dict[str, str]:
-        """meta.properties (Kafka's file) pins broker.id to the data it describes."""
-        meta = read_meta_properties(first_dir)
-        if self.broker_id < 0:
-            self.broker_id = int(meta.get("broker.id", "0"))
-        elif "broker.id" in meta and int(meta["broker.id"]) != self.broker_id:
-            raise RuntimeError(
-                f"Configured broker.id {self.broker_id} doesn't match stored broker.id {meta['broker.id']} "
-                f"in meta.properties under {first_dir}. If you moved your data, make sure your configured broker.id "
-                "matches."
-            )
-        return meta
-
-    def _settle_cluster_id(self, meta: dict[str, str]) -> None:
-        """The cluster id comes from ZooKeeper (/cluster/id) in a cluster, else from meta.properties or a new one.
-        Data written for one cluster is never served in another (Kafka's InconsistentClusterIdException)."""
-        stored = meta.get("cluster.id")
-        from_metadata = getattr(self.metadata, "cluster_id", None)
-        if from_metadata:
-            if stored and stored != from_metadata:
-                raise RuntimeError(
-                    f"The Cluster ID {from_metadata} doesn't match stored clusterId {stored} in meta.properties. "
-                    "The broker is trying to join the wrong cluster. Configured zookeeper.connect may be wrong."
-                )
-            self.cluster_id = from_metadata
-        elif not self.cluster_id:
-            self.cluster_id = stored or new_cluster_id()
-        if stored != self.cluster_id or meta.get("broker.id") != str(self.broker_id):
-            for d in self.config.log_dirs:
-                write_atomically(
-                    d / "meta.properties",
-                    f"#\n#{time.ctime()}\nversion=0\nbroker.id={self.broker_id}\ncluster.id={self.cluster_id}\n",
-                )
 
     async def _periodic(self, interval_ms: int, fn: Callable[[], None], in_thread: bool = False) -> None:
         while True:
@@ -477,9 +414,7 @@ class Broker:
             self._isr_changes.discard(key)
 
     async def _alter_isr(self, part: Partition, new_isr: list[int]) -> bool:
-        alter = getattr(self.metadata, "alter_isr", None)
-        if alter is None:
-            return False
+        alter = self.metadata.alter_isr
         based_on = part.state
         epoch = based_on.leader_epoch
         state = await asyncio.to_thread(alter, part.topic, part.index, new_isr, based_on)
@@ -498,8 +433,7 @@ class Broker:
         return self.metadata.brokers()
 
     def controller_id(self) -> int:
-        get = getattr(self.metadata, "controller_id", None)
-        return get() if get else self.broker_id
+        return self.metadata.controller_id()
 
     def partition_leader(self, topic: str, index: int) -> BrokerInfo | None:
         t = self.metadata.topics().get(topic)

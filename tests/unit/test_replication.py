@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from kbus.protocol.record_batch import build_batch
-from kbus.server.broker import read_partition_topic_id, write_partition_topic_id
+from kbus.server.identity import read_partition_topic_id, write_partition_topic_id
 from kbus.server.log.config import LogConfig
 from kbus.server.log.log import Log
 from kbus.server.metadata.types import PartitionState

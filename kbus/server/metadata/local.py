@@ -49,6 +49,7 @@ class LocalMetadataStore:
         self._topics: dict[str, TopicMetadata] = {}
         self._next_producer_id = 0
         self._producer_id_limit = 0
+        self.cluster_id = ""  # a standalone broker keeps its cluster id in meta.properties
 
     # ---- lifecycle ----
     def start(self) -> None:
@@ -157,6 +158,16 @@ class LocalMetadataStore:
                     topic.configs[k] = v
             self._save()
         self._notify()
+
+    def alter_isr(
+        self, topic: str, partition: int, isr: list[int], expected: PartitionState | None = None
+    ) -> PartitionState | None:
+        """Every partition here has one replica, always its whole ISR: no change is ever made (None)."""
+        return None
+
+    def controlled_shutdown(self) -> list[tuple[str, int]]:
+        """There is no other broker to hand leadership to; nothing to move."""
+        return []
 
     def allocate_producer_id(self) -> int:
         with self._lock:

@@ -33,10 +33,23 @@ class BrokerInfo:
 
 
 class MetadataStore(Protocol):
+    """Where the broker's cluster metadata lives: a JSON file for a standalone broker (`local.py`), ZooKeeper in a
+    cluster (`zk_store.py`). Calls may block (ZooKeeper round trips): the broker makes them off its event loop,
+    except the reads, which answer from memory. Listeners may be called on any thread."""
+
+    # "" until start() when the store does not know it (a standalone broker keeps it in meta.properties)
+    cluster_id: str
+
     def start(self) -> None: ...
     def stop(self) -> None: ...
+
+    # ---- reads (from memory)
     def brokers(self) -> list[BrokerInfo]: ...
     def topics(self) -> dict[str, TopicMetadata]: ...
+    def controller_id(self) -> int: ...
+    def add_listener(self, callback: Callable[[], None]) -> None: ...
+
+    # ---- topic administration
     def create_topic(
         self,
         name: str,
@@ -48,4 +61,18 @@ class MetadataStore(Protocol):
     def delete_topic(self, name: str) -> None: ...
     def create_partitions(self, name: str, total_count: int) -> TopicMetadata: ...
     def alter_topic_configs(self, name: str, configs: dict[str, str | None]) -> None: ...
-    def add_listener(self, callback: Callable[[], None]) -> None: ...
+
+    # ---- replication and producers
+    def alter_isr(
+        self, topic: str, partition: int, isr: list[int], expected: PartitionState | None = None
+    ) -> PartitionState | None:
+        """A partition leader changing its ISR, compare-and-set against the state it decided on (`expected`).
+        The new state, or None when this broker no longer leads or the state moved on."""
+        ...
+
+    def controlled_shutdown(self) -> list[tuple[str, int]]:
+        """Move leadership of this broker's partitions to other in-sync replicas before a clean stop; the
+        partitions nobody could take over."""
+        ...
+
+    def allocate_producer_id(self) -> int: ...

@@ -1,11 +1,10 @@
-"""ZkMetadataStore: cluster metadata kept in ZooKeeper with Kafka 2.x's znode layout, plus the controller.
+"""ZkMetadataStore: cluster metadata kept in ZooKeeper with Kafka 2.x's znode layout.
 
 One thread (like Kafka's controller event thread) owns every reaction to ZooKeeper: watches only enqueue the
 path that changed, the thread re-reads it (leaving a fresh one-shot watch), updates the in-memory view the broker
-reads, and, when this broker holds /controller, applies the controller's rules: partition states for new
-partitions, leader election from the ISR when brokers die, topic deletion, preferred-leader rebalancing.
-Listeners hear about every change. Beyond the MetadataStore protocol, the broker gets `alter_isr` (leaders
-changing their ISR), `controlled_shutdown`, `allocate_producer_id` and `controller_id`.
+reads, and, when this broker holds /controller, hands the view to the controller (`controller.py`): partition
+states for new partitions, leader election from the ISR when brokers die, topic deletion, preferred-leader
+rebalancing. Listeners hear about every change.
 """
 
 from __future__ import annotations
@@ -19,9 +18,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
+from kbus.server.config import KafkaConfig
+from kbus.server.metadata.controller import ClusterSnapshot, Controller, ControllerSettings, elect_controller
 from kbus.server.metadata.errors import UnknownTopicError
 from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
 from kbus.zk import paths
@@ -32,7 +33,6 @@ from kbus.zk.client import (
     TopicMarkedForDeletionError,
 )
 from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
-from kbus.zk.election import imbalanced_brokers, initial_state, preferred_leader, reconcile
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,36 @@ ADMIN_WAIT_S = 5.0
 
 
 class ZkMetadataStore:
+    """The MetadataStore of a broker in a cluster (see the module docstring)."""
+
+    @classmethod
+    def for_broker(cls, config: KafkaConfig, broker_id: int, info: BrokerInfo) -> ZkMetadataStore:
+        """The broker's store: advertised listeners, broker.rack, zookeeper.*.timeout.ms, delete.topic.enable,
+        unclean.leader.election.enable and the leader rebalance settings come from its config."""
+        raw = config.raw
+        auto_rebalance = raw.get("auto.leader.rebalance.enable", "true").lower() == "true"
+        return cls(
+            config.zookeeper_connect,
+            broker_id,
+            info.host,
+            info.port,
+            rack=info.rack or raw.get("broker.rack") or None,
+            endpoints=[Endpoint(lst.name, lst.host, lst.port) for lst in config.advertised_listeners],
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            delete_topic_enable=config.delete_topic_enable,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+            auto_leader_rebalance_enable=auto_rebalance,
+            leader_imbalance_check_interval_s=float(raw.get("leader.imbalance.check.interval.seconds", 300)),
+            leader_imbalance_per_broker_percentage=int(raw.get("leader.imbalance.per.broker.percentage", 10)),
+        )
+
     def __init__(
         self,
         connect: str,
         broker_id: int,
-        host: str | BrokerInfo,
-        port: int | Any,
+        host: str,
+        port: int,
         *,
         rack: str | None = None,
         endpoints: list[Endpoint] | None = None,
@@ -63,27 +87,9 @@ class ZkMetadataStore:
         leader_imbalance_per_broker_percentage: int = 10,
         registration_wait_ms: int | None = None,
     ) -> None:
-        """`ZkMetadataStore(connect, broker_id, host, port, ...)`, or the broker's form
-        `ZkMetadataStore(connect, broker_id, BrokerInfo, KafkaConfig)`, which takes the advertised listeners,
-        broker.rack, zookeeper.*.timeout.ms, delete.topic.enable and unclean.leader.election.enable from the
-        config."""
-        if isinstance(host, BrokerInfo):
-            info, config = host, port
-            host, port, rack = info.host, info.port, info.rack or rack
-            if config is not None:
-                endpoints = endpoints or [Endpoint(lst.name, lst.host, lst.port) for lst in config.advertised_listeners]
-                rack = rack or config.raw.get("broker.rack") or None
-                session_timeout_ms = config.zookeeper_session_timeout_ms
-                connection_timeout_ms = config.zookeeper_connection_timeout_ms
-                delete_topic_enable = config.delete_topic_enable
-                unclean_leader_election_enable = config.unclean_leader_election_enable
-                raw = config.raw
-                auto_leader_rebalance_enable = raw.get("auto.leader.rebalance.enable", "true").lower() == "true"
-                leader_imbalance_check_interval_s = float(raw.get("leader.imbalance.check.interval.seconds", 300))
-                leader_imbalance_per_broker_percentage = int(raw.get("leader.imbalance.per.broker.percentage", 10))
         self.connect = connect
         self.broker_id = broker_id
-        self._endpoints = endpoints or [Endpoint("PLAINTEXT", str(host), int(port))]
+        self._endpoints = endpoints or [Endpoint("PLAINTEXT", host, port)]
         self._rack = rack
         self._session_timeout_s = session_timeout_ms / 1000
         # a restart right after a crash finds its own old registration until that session times out
@@ -92,10 +98,8 @@ class ZkMetadataStore:
         self._registration_wait_s = registration_wait_ms / 1000
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
         self._delete_topic_enable = delete_topic_enable
-        self._unclean_default = unclean_leader_election_enable
         self._auto_rebalance = auto_leader_rebalance_enable
         self._rebalance_interval_s = leader_imbalance_check_interval_s if auto_leader_rebalance_enable else 1e9
-        self._imbalance_percentage = leader_imbalance_per_broker_percentage
         self._next_rebalance = time.monotonic() + self._rebalance_interval_s
 
         self._zk: KafkaZkClient | None = None
@@ -117,6 +121,14 @@ class ZkMetadataStore:
         self._controller_id = NO_LEADER
         self._controller_epoch: tuple[int, int] | None = None  # (epoch, znode version) while we are controller
         self._topics_view: dict[str, TopicMetadata] | None = None
+        self._controller = Controller(
+            broker_id,
+            self._client,
+            self,
+            ControllerSettings(
+                delete_topic_enable, unclean_leader_election_enable, leader_imbalance_per_broker_percentage
+            ),
+        )
         self._pid_lock = threading.Lock()
         self._next_producer_id = 0
         self._producer_id_end = -1
@@ -272,46 +284,11 @@ class ZkMetadataStore:
         return PartitionState(written.leader, written.leader_epoch, list(replicas), list(written.isr))
 
     def controlled_shutdown(self) -> list[tuple[str, int]]:
-        """Before a clean stop: hand every partition this broker leads to another live in-sync replica and leave
-        every ISR (Kafka's controlled shutdown), so clients move on before the broker goes away. Returns the
-        partitions nobody could take over (no other live in-sync replica); they go offline when the session ends.
-        Writes are compare-and-set per partition, so a concurrent controller decision is never overwritten."""
-        zk = self._client()
-        me = self.broker_id
-        stranded: list[tuple[str, int]] = []
-        with self._cond:
-            work = [
-                (name, partition, assignment.partitions[partition])
-                for name, (assignment, _) in sorted(self._assignments.items())
-                for partition in sorted(assignment.partitions)
-                if me in assignment.partitions[partition]
-            ]
-        for name, partition, replicas in work:
-            for _ in range(5):
-                with self._cond:
-                    current = self._states.get(name, {}).get(partition)
-                    live = set(self._brokers)
-                if current is None or (current.leader != me and me not in current.isr):
-                    break
-                others = [b for b in replicas if b != me and b in live and b in current.isr]
-                if not others:
-                    stranded.append((name, partition))
-                    break
-                leader = others[0] if current.leader == me else current.leader
-                isr = tuple(b for b in current.isr if b != me)
-                proposed = LeaderAndIsr(leader, current.leader_epoch + 1, isr, current.controller_epoch,
-                                        current.zk_version)  # fmt: skip
-                written = zk.update_partition_state(name, partition, proposed)
-                if written is not None:
-                    with self._cond:
-                        self._states.setdefault(name, {})[partition] = written
-                        self._topics_view = None
-                    break
-                self._refresh_state(name, partition)
-        if work:
+        """Hand leadership to other in-sync replicas before a clean stop (see Controller.controlled_shutdown).
+        Returns the partitions nobody could take over."""
+        stranded, touched = self._controller.controlled_shutdown()
+        if touched:
             self._notify()
-        log.info("Controlled shutdown of broker %d: %d partition(s) left without another in-sync replica",
-                 me, len(stranded))  # fmt: skip
         return stranded
 
     def allocate_producer_id(self) -> int:
@@ -389,11 +366,12 @@ class ZkMetadataStore:
             changed |= self._refresh_states(reads)
         if self._controller_epoch is not None:
             try:
-                changed |= self._act_as_controller()
+                epoch = self._controller_epoch
+                changed |= self._controller.act(epoch)
                 if _REBALANCE in events and self._auto_rebalance:
-                    changed |= self._elect_preferred_leaders(only_imbalanced=True)
+                    changed |= self._controller.elect_preferred_leaders(epoch, only_imbalanced=True)
                 if ("preferred_election",) in events or _RESYNC in events or not was_controller:
-                    changed |= self._run_preferred_replica_election()
+                    changed |= self._controller.run_preferred_replica_election(epoch, self._on_watch)
             except ControllerMovedError:
                 log.info("Broker %d is no longer the controller", self.broker_id)
                 with self._cond:
@@ -414,13 +392,13 @@ class ZkMetadataStore:
         if kind == "topics":
             return self._refresh_topic_list()
         if kind == "topic":
-            return event[1] in self._assignments and self._refresh_topic(event[1])
+            return event[1] in self._assignments and self.refresh_topic(event[1])
         if kind == "state":
             return False  # read together, pipelined, after the other events (see _process)
         if kind == "config":
             return event[1] in self._assignments and self._refresh_config(event[1])
         if kind == "delete_topics":
-            return self._refresh_deletions()
+            return self.refresh_deletions()
         if kind == "controller":
             return self._refresh_controller()
         return False  # rebalance and preferred_election are controller-only work, done after the refreshes
@@ -430,7 +408,7 @@ class ZkMetadataStore:
         zk.register_broker(self.broker_id, self._endpoints, self._rack, self._registration_wait_s)
         self._refresh_brokers()
         self._refresh_topic_list(reread=True)
-        self._refresh_deletions()
+        self.refresh_deletions()
         self._refresh_controller()
         return True
 
@@ -453,20 +431,20 @@ class ZkMetadataStore:
             known = set(self._assignments)
         changed = False
         for name in sorted(names if reread else names - known):
-            changed |= self._refresh_topic(name, reread)
+            changed |= self.refresh_topic(name, reread)
         for name in known - names:
-            self._forget_topic(name)
+            self.forget_topic(name)
             changed = True
         return changed
 
-    def _refresh_topic(self, name: str, reread: bool = False) -> bool:
+    def refresh_topic(self, name: str, reread: bool = False) -> bool:
         zk = self._client()
         found = zk.get_topic(name, watch=self._on_watch)
         if found is None:
             with self._cond:
                 known = name in self._assignments
             if known:
-                self._forget_topic(name)
+                self.forget_topic(name)
             return known
         assignment, version = found
         with self._cond:
@@ -497,7 +475,7 @@ class ZkMetadataStore:
                 changed = True
         return changed
 
-    def _refresh_state(self, name: str, partition: int) -> bool:
+    def refresh_state(self, name: str, partition: int) -> bool:
         state = self._client().get_partition_state(name, partition, watch=self._on_watch)
         with self._cond:
             states = self._states.setdefault(name, {})
@@ -517,7 +495,7 @@ class ZkMetadataStore:
             self._configs[name] = configs
             return True
 
-    def _refresh_deletions(self) -> bool:
+    def refresh_deletions(self) -> bool:
         marked = set(self._client().get_topic_deletions(watch=self._on_watch))
         with self._cond:
             if marked == self._deleting:
@@ -526,161 +504,47 @@ class ZkMetadataStore:
             return True
 
     def _refresh_controller(self) -> bool:
-        zk = self._client()
-        controller = zk.get_controller_id(watch=self._on_watch)
-        epoch = self._controller_epoch
-        # losing the race to a broker that is itself gone again would leave nobody trying: loop until some
-        # broker holds /controller
-        for _ in range(10):
-            if controller != NO_LEADER:
-                break
-            won = zk.try_become_controller(self.broker_id)
-            if won is not None:
-                epoch, controller = won, self.broker_id
-                log.info("Broker %d elected controller (epoch %d)", self.broker_id, won[0])
-            # re-arm the watch on /controller, and if we lost, see who won
-            current = zk.get_controller_id(watch=self._on_watch)
-            if won is None:
-                controller = current
-        if controller != self.broker_id:
-            epoch = None
-        elif epoch is None:
-            # /controller says us, but we hold no epoch: only adopt it if this session owns the node
-            with contextlib.suppress(NoNodeError):
-                _, stat = zk.zk.get(paths.CONTROLLER)
-                if stat.ephemeralOwner == zk.session_id:
-                    epoch = zk.get_controller_epoch()
+        controller, epoch = elect_controller(self._client(), self.broker_id, self._controller_epoch, self._on_watch)
         with self._cond:
             changed = controller != self._controller_id
             self._controller_id = controller
             self._controller_epoch = epoch
         return changed
 
-    def _run_preferred_replica_election(self) -> bool:
-        """/admin/preferred_replica_election (kafka-preferred-replica-election.sh --zookeeper): move the listed
-        partitions to their preferred replica, then remove the request."""
-        zk = self._client()
-        request = zk.get_preferred_replica_election(watch=self._on_watch)
-        if request is None:
-            return False
-        changed = self._elect_preferred_leaders(only_imbalanced=False, partitions=set(request))
-        zk.delete_preferred_replica_election()
-        return changed
+    # ---- what the controller reads and writes (ControllerView) -----------------------------------------------
 
-    def _elect_preferred_leaders(self, only_imbalanced: bool, partitions: set[tuple[str, int]] | None = None) -> bool:
-        zk = self._client()
-        assert self._controller_epoch is not None
-        epoch, epoch_version = self._controller_epoch
+    def snapshot(self) -> ClusterSnapshot:
         with self._cond:
-            live = set(self._brokers)
-            replicas = {
-                (name, p): r
-                for name, (assignment, _) in self._assignments.items()
-                if name not in self._deleting
-                for p, r in assignment.partitions.items()
-            }
-            states = {(name, p): st for name, parts in self._states.items() for p, st in parts.items()}
-        wanted = set(replicas) if partitions is None else set(replicas) & partitions
-        if only_imbalanced:
-            lagging = imbalanced_brokers(replicas, {tp: st.leader for tp, st in states.items()},
-                                         self._imbalance_percentage)  # fmt: skip
-            wanted = {tp for tp in wanted if replicas[tp] and replicas[tp][0] in lagging}
-        changed = False
-        moves: list[tuple[str, int, LeaderAndIsr]] = []
-        for name, partition in sorted(wanted):
-            current = states.get((name, partition))
-            proposed = current and preferred_leader(replicas[(name, partition)], current, live, epoch)
-            if proposed:
-                moves.append((name, partition, proposed))
-        written_all = zk.update_partition_states(moves, epoch_version) if moves else []
-        for (name, partition, _), written in zip(moves, written_all, strict=True):
-            if written is None:
-                self._events.put(("state", name, partition))
-                continue
-            log.info("Controller %d: preferred replica %d leads %s-%d again", self.broker_id, written.leader,
-                     name, partition)  # fmt: skip
-            with self._cond:
-                if name in self._assignments:
-                    self._states.setdefault(name, {})[partition] = written
-            changed = True
-        return changed
+            return ClusterSnapshot(
+                live=frozenset(self._brokers),
+                assignments=dict(self._assignments),
+                states={t: dict(s) for t, s in self._states.items()},
+                configs={t: dict(c) for t, c in self._configs.items()},
+                deleting=frozenset(self._deleting),
+            )
 
-    def _forget_topic(self, name: str) -> None:
+    def state_of(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        with self._cond:
+            return self._states.get(topic, {}).get(partition)
+
+    def live_broker_ids(self) -> set[int]:
+        with self._cond:
+            return set(self._brokers)
+
+    def record_state(self, topic: str, partition: int, state: LeaderAndIsr) -> None:
+        with self._cond:
+            if topic in self._assignments:
+                self._states.setdefault(topic, {})[partition] = state
+                self._topics_view = None
+
+    def request_state_read(self, topic: str, partition: int) -> None:
+        self._events.put(("state", topic, partition))
+
+    def forget_topic(self, name: str) -> None:
         with self._cond:
             self._assignments.pop(name, None)
             self._states.pop(name, None)
             self._configs.pop(name, None)
-
-    # ---- the controller ------------------------------------------------------------------------------------
-
-    def _act_as_controller(self) -> bool:
-        zk = self._client()
-        assert self._controller_epoch is not None
-        epoch, epoch_version = self._controller_epoch
-        changed = False
-        with self._cond:
-            live = set(self._brokers)
-            deleting = set(self._deleting) if self._delete_topic_enable else set()
-            topics = dict(self._assignments)
-            states = {t: dict(s) for t, s in self._states.items()}
-            configs = {t: dict(c) for t, c in self._configs.items()}
-        for name in sorted(deleting):
-            log.info("Controller %d deleting topic %s", self.broker_id, name)
-            zk.delete_topic_znodes(name)
-            self._forget_topic(name)
-            topics.pop(name, None)
-            changed = True
-        if not self._delete_topic_enable and self._deleting:
-            # Kafka's controller removes deletion requests it will not honour
-            for name in sorted(self._deleting):
-                log.warning("Ignoring deletion of topic %s: delete.topic.enable=false", name)
-                zk.remove_topic_deletion_marker(name)
-            changed = True
-        if deleting or (not self._delete_topic_enable and self._deleting):
-            self._refresh_deletions()
-        creations: list[tuple[str, int, LeaderAndIsr]] = []
-        updates: list[tuple[str, int, LeaderAndIsr]] = []
-        previous: dict[tuple[str, int], LeaderAndIsr] = {}
-        for name, (assignment, version) in sorted(topics.items()):
-            if assignment.topic_id is None:
-                # topics written by old tools carry no id; the controller gives them one (as Kafka 2.8 does)
-                with contextlib.suppress(BadVersionError, NoNodeError):
-                    with_id = TopicAssignment(
-                        assignment.partitions, uuid.uuid4(), assignment.adding_replicas, assignment.removing_replicas
-                    )
-                    zk.set_topic_assignment(name, with_id, version)
-                    changed |= self._refresh_topic(name)
-            unclean = configs.get(name, {}).get("unclean.leader.election.enable")
-            allow_unclean = self._unclean_default if unclean is None else unclean.lower() == "true"
-            for partition, replicas in sorted(assignment.partitions.items()):
-                current = states.get(name, {}).get(partition)
-                if current is None:
-                    fresh = initial_state(replicas, live, epoch)
-                    if fresh is not None:
-                        creations.append((name, partition, fresh))
-                else:
-                    proposed = reconcile(replicas, current, live, epoch, allow_unclean)
-                    if proposed is not None:
-                        updates.append((name, partition, proposed))
-                        previous[(name, partition)] = current
-        # all writes pipelined: a broker death touching hundreds of partitions costs about one round trip
-        created = zk.create_partition_states(creations, epoch_version) if creations else []
-        updated = zk.update_partition_states(updates, epoch_version) if updates else []
-        for (name, partition, _), written in zip(creations + updates, created + updated, strict=True):
-            if written is None:
-                # somebody else wrote first (a leader changing its ISR): read it and decide again
-                changed |= self._refresh_state(name, partition)
-                self._events.put(("state", name, partition))
-                continue
-            before = previous.get((name, partition))
-            if before is not None and before.leader != written.leader:
-                log.info("Controller %d: %s-%d leader %d -> %d (leader epoch %d, isr %s)", self.broker_id, name,
-                         partition, before.leader, written.leader, written.leader_epoch, list(written.isr))  # fmt: skip
-            with self._cond:
-                if name in self._assignments:
-                    self._states.setdefault(name, {})[partition] = written
-            changed = True
-        return changed
 
     # ---- helpers -------------------------------------------------------------------------------------------
 

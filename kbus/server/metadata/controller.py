@@ -1,0 +1,263 @@
+"""The controller (Kafka 2.x's KafkaController over ZooKeeper): the broker holding /controller decides partition
+states for new partitions, elects leaders from the ISR when brokers die, deletes topics and moves leadership back
+to preferred replicas. Every broker also runs the two leadership moves it makes for itself: winning the
+/controller election and its own controlled shutdown.
+
+The controller reads the cluster through a `ControllerView` (the ZooKeeper store's in-memory view, refreshed by its
+event thread, which is also the only thread calling in here) and writes through `KafkaZkClient`, every write
+compare-and-set against the controller epoch or the znode version it decided on. The decisions themselves are the
+pure functions of `kbus.zk.election`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kazoo.exceptions import BadVersionError, NoNodeError
+
+from kbus.zk import paths
+from kbus.zk.client import KafkaZkClient, Watch
+from kbus.zk.codec import NO_LEADER, LeaderAndIsr, TopicAssignment
+from kbus.zk.election import imbalanced_brokers, initial_state, preferred_leader, reconcile
+
+log = logging.getLogger("kbus.server.metadata.zk_store")
+
+ControllerEpoch = tuple[int, int]  # (epoch, znode version of /controller_epoch)
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """A consistent copy of the view, taken under the view's lock."""
+
+    live: frozenset[int]
+    assignments: dict[str, tuple[TopicAssignment, int]]
+    states: dict[str, dict[int, LeaderAndIsr]]
+    configs: dict[str, dict[str, str]]
+    deleting: frozenset[str]
+
+
+class ControllerView(Protocol):
+    """What the controller needs from the metadata view it acts on."""
+
+    def snapshot(self) -> ClusterSnapshot: ...
+    def state_of(self, topic: str, partition: int) -> LeaderAndIsr | None: ...
+    def live_broker_ids(self) -> set[int]: ...
+    def record_state(self, topic: str, partition: int, state: LeaderAndIsr) -> None: ...
+    def forget_topic(self, topic: str) -> None: ...
+    def refresh_state(self, topic: str, partition: int) -> bool: ...
+    def refresh_topic(self, topic: str) -> bool: ...
+    def refresh_deletions(self) -> bool: ...
+    def request_state_read(self, topic: str, partition: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    delete_topic_enable: bool = True
+    unclean_leader_election_enable: bool = False
+    leader_imbalance_per_broker_percentage: int = 10
+
+
+def elect_controller(
+    zk: KafkaZkClient, broker_id: int, held: ControllerEpoch | None, watch: Watch
+) -> tuple[int, ControllerEpoch | None]:
+    """Who holds /controller now, trying to take it when nobody does; with our epoch when it is us."""
+    controller = zk.get_controller_id(watch=watch)
+    epoch = held
+    # losing the race to a broker that is itself gone again would leave nobody trying: loop until some
+    # broker holds /controller
+    for _ in range(10):
+        if controller != NO_LEADER:
+            break
+        won = zk.try_become_controller(broker_id)
+        if won is not None:
+            epoch, controller = won, broker_id
+            log.info("Broker %d elected controller (epoch %d)", broker_id, won[0])
+        # re-arm the watch on /controller, and if we lost, see who won
+        current = zk.get_controller_id(watch=watch)
+        if won is None:
+            controller = current
+    if controller != broker_id:
+        return controller, None
+    if epoch is None:
+        # /controller says us, but we hold no epoch: only adopt it if this session owns the node
+        with contextlib.suppress(NoNodeError):
+            _, stat = zk.zk.get(paths.CONTROLLER)
+            if stat.ephemeralOwner == zk.session_id:
+                epoch = zk.get_controller_epoch()
+    return controller, epoch
+
+
+class Controller:
+    def __init__(
+        self,
+        broker_id: int,
+        client: Callable[[], KafkaZkClient],
+        view: ControllerView,
+        settings: ControllerSettings,
+    ) -> None:
+        self.broker_id = broker_id
+        self._client = client
+        self._view = view
+        self._settings = settings
+
+    # ---- the active controller's rules ----------------------------------------------------------------------
+
+    def act(self, controller_epoch: ControllerEpoch) -> bool:
+        """Delete marked topics, give new partitions their first state, re-elect leaders whose broker died.
+        Returns whether the view changed."""
+        zk = self._client()
+        epoch, epoch_version = controller_epoch
+        delete_enabled = self._settings.delete_topic_enable
+        snap = self._view.snapshot()
+        changed = False
+        topics = dict(snap.assignments)
+        deleting = snap.deleting if delete_enabled else frozenset()
+        for name in sorted(deleting):
+            log.info("Controller %d deleting topic %s", self.broker_id, name)
+            zk.delete_topic_znodes(name)
+            self._view.forget_topic(name)
+            topics.pop(name, None)
+            changed = True
+        if not delete_enabled and snap.deleting:
+            # Kafka's controller removes deletion requests it will not honour
+            for name in sorted(snap.deleting):
+                log.warning("Ignoring deletion of topic %s: delete.topic.enable=false", name)
+                zk.remove_topic_deletion_marker(name)
+            changed = True
+        if snap.deleting:
+            self._view.refresh_deletions()
+        creations: list[tuple[str, int, LeaderAndIsr]] = []
+        updates: list[tuple[str, int, LeaderAndIsr]] = []
+        previous: dict[tuple[str, int], LeaderAndIsr] = {}
+        for name, (assignment, version) in sorted(topics.items()):
+            if assignment.topic_id is None:
+                # topics written by old tools carry no id; the controller gives them one (as Kafka 2.8 does)
+                with contextlib.suppress(BadVersionError, NoNodeError):
+                    with_id = TopicAssignment(
+                        assignment.partitions, uuid.uuid4(), assignment.adding_replicas, assignment.removing_replicas
+                    )
+                    zk.set_topic_assignment(name, with_id, version)
+                    changed |= self._view.refresh_topic(name)
+            unclean = snap.configs.get(name, {}).get("unclean.leader.election.enable")
+            default_unclean = self._settings.unclean_leader_election_enable
+            allow_unclean = default_unclean if unclean is None else unclean.lower() == "true"
+            for partition, replicas in sorted(assignment.partitions.items()):
+                current = snap.states.get(name, {}).get(partition)
+                if current is None:
+                    fresh = initial_state(replicas, snap.live, epoch)
+                    if fresh is not None:
+                        creations.append((name, partition, fresh))
+                else:
+                    proposed = reconcile(replicas, current, snap.live, epoch, allow_unclean)
+                    if proposed is not None:
+                        updates.append((name, partition, proposed))
+                        previous[(name, partition)] = current
+        # all writes pipelined: a broker death touching hundreds of partitions costs about one round trip
+        created = zk.create_partition_states(creations, epoch_version) if creations else []
+        updated = zk.update_partition_states(updates, epoch_version) if updates else []
+        for (name, partition, _), written in zip(creations + updates, created + updated, strict=True):
+            if written is None:
+                # somebody else wrote first (a leader changing its ISR): read it and decide again
+                changed |= self._view.refresh_state(name, partition)
+                self._view.request_state_read(name, partition)
+                continue
+            before = previous.get((name, partition))
+            if before is not None and before.leader != written.leader:
+                log.info("Controller %d: %s-%d leader %d -> %d (leader epoch %d, isr %s)", self.broker_id, name,
+                         partition, before.leader, written.leader, written.leader_epoch, list(written.isr))  # fmt: skip
+            self._view.record_state(name, partition, written)
+            changed = True
+        return changed
+
+    def run_preferred_replica_election(self, controller_epoch: ControllerEpoch, watch: Watch) -> bool:
+        """/admin/preferred_replica_election (kafka-preferred-replica-election.sh --zookeeper): move the listed
+        partitions to their preferred replica, then remove the request."""
+        zk = self._client()
+        request = zk.get_preferred_replica_election(watch=watch)
+        if request is None:
+            return False
+        changed = self.elect_preferred_leaders(controller_epoch, only_imbalanced=False, partitions=set(request))
+        zk.delete_preferred_replica_election()
+        return changed
+
+    def elect_preferred_leaders(
+        self, controller_epoch: ControllerEpoch, only_imbalanced: bool, partitions: set[tuple[str, int]] | None = None
+    ) -> bool:
+        zk = self._client()
+        epoch, epoch_version = controller_epoch
+        snap = self._view.snapshot()
+        replicas = {
+            (name, p): r
+            for name, (assignment, _) in snap.assignments.items()
+            if name not in snap.deleting
+            for p, r in assignment.partitions.items()
+        }
+        states = {(name, p): st for name, parts in snap.states.items() for p, st in parts.items()}
+        wanted = set(replicas) if partitions is None else set(replicas) & partitions
+        if only_imbalanced:
+            lagging = imbalanced_brokers(replicas, {tp: st.leader for tp, st in states.items()},
+                                         self._settings.leader_imbalance_per_broker_percentage)  # fmt: skip
+            wanted = {tp for tp in wanted if replicas[tp] and replicas[tp][0] in lagging}
+        changed = False
+        moves: list[tuple[str, int, LeaderAndIsr]] = []
+        for name, partition in sorted(wanted):
+            current = states.get((name, partition))
+            proposed = current and preferred_leader(replicas[(name, partition)], current, snap.live, epoch)
+            if proposed:
+                moves.append((name, partition, proposed))
+        written_all = zk.update_partition_states(moves, epoch_version) if moves else []
+        for (name, partition, _), written in zip(moves, written_all, strict=True):
+            if written is None:
+                self._view.request_state_read(name, partition)
+                continue
+            log.info("Controller %d: preferred replica %d leads %s-%d again", self.broker_id, written.leader,
+                     name, partition)  # fmt: skip
+            self._view.record_state(name, partition, written)
+            changed = True
+        return changed
+
+    # ---- this broker's own leadership moves ------------------------------------------------------------------
+
+    def controlled_shutdown(self) -> tuple[list[tuple[str, int]], bool]:
+        """Before a clean stop: hand every partition this broker leads to another live in-sync replica and leave
+        every ISR (Kafka's controlled shutdown), so clients move on before the broker goes away. Returns the
+        partitions nobody could take over (no other live in-sync replica; they go offline when the session ends)
+        and whether there was anything to do. Writes are compare-and-set per partition, so a concurrent
+        controller decision is never overwritten."""
+        zk = self._client()
+        me = self.broker_id
+        stranded: list[tuple[str, int]] = []
+        snap = self._view.snapshot()
+        work = [
+            (name, partition, assignment.partitions[partition])
+            for name, (assignment, _) in sorted(snap.assignments.items())
+            for partition in sorted(assignment.partitions)
+            if me in assignment.partitions[partition]
+        ]
+        for name, partition, replicas in work:
+            for _ in range(5):
+                current = self._view.state_of(name, partition)
+                live = self._view.live_broker_ids()
+                if current is None or (current.leader != me and me not in current.isr):
+                    break
+                others = [b for b in replicas if b != me and b in live and b in current.isr]
+                if not others:
+                    stranded.append((name, partition))
+                    break
+                leader = others[0] if current.leader == me else current.leader
+                isr = tuple(b for b in current.isr if b != me)
+                proposed = LeaderAndIsr(leader, current.leader_epoch + 1, isr, current.controller_epoch,
+                                        current.zk_version)  # fmt: skip
+                written = zk.update_partition_state(name, partition, proposed)
+                if written is not None:
+                    self._view.record_state(name, partition, written)
+                    break
+                self._view.refresh_state(name, partition)
+        log.info("Controlled shutdown of broker %d: %d partition(s) left without another in-sync replica",
+                 me, len(stranded))  # fmt: skip
+        return stranded, bool(work)

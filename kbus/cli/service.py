@@ -28,6 +28,7 @@ def install_service(
 ) -> None:
     """Install kbus as systemd services: user kbus, /etc/kbus, /var/lib/kbus, /var/log/kbus, kbus-zookeeper.service
     and kbus.service; then `systemctl enable --now kbus`."""
+    import kbus
     from kbus.ops import install
 
     root = prefix.absolute()
@@ -37,7 +38,9 @@ def install_service(
         binary = kbus_bin.absolute() if kbus_bin else install.find_kbus_bin()
         if not (binary.is_file() and os.access(binary, os.X_OK)):
             raise install.InstallError(f"--kbus-bin {binary} is not an executable file")
-        plan = install.install_plan(binary, root, source or install.SOURCE_ROOT, force)
+        # the units run this very installation unless --kbus-bin names another: its package must be reachable too
+        package_dir = None if kbus_bin else Path(kbus.__file__).parent
+        plan = install.install_plan(binary, root, source or install.SOURCE_ROOT, force, package_dir)
         install.execute(plan, dry_run)
     except (install.InstallError, UsageError) as exc:
         fail(f"ERROR {exc}")

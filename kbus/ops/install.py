@@ -72,6 +72,54 @@ def unit_text(template: str, kbus_bin: Path) -> str:
     return template.replace(SHIPPED_KBUS, str(kbus_bin))
 
 
+# What the units' sandboxing hides from the service: (setting, directories it hides or empties)
+HIDING_SETTINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ProtectHome=yes", ("/home", "/root", "/run/user")),
+    ("PrivateTmp=yes", ("/tmp", "/var/tmp")),
+)
+
+
+def _interpreter(script: Path) -> Path | None:
+    """The interpreter a `#!` script names (a venv's bin/kbus names the venv's python)."""
+    try:
+        with script.open("rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", "replace").split()
+    return Path(words[0]) if words else None
+
+
+def service_paths(kbus_bin: Path, package_dir: Path | None = None) -> list[Path]:
+    """Every path the service must reach to run `kbus_bin`: the script, its interpreter (and where the symlinks of a
+    venv's python lead: the base Python and its stdlib), and the kbus package it imports, if known."""
+    paths = [kbus_bin, kbus_bin.resolve()]
+    interp = _interpreter(kbus_bin.resolve())
+    if interp is not None:
+        paths += [interp, interp.resolve()]
+    if package_dir is not None:
+        paths.append(package_dir.resolve())
+    return list(dict.fromkeys(paths))
+
+
+def check_reachable(unit_texts: list[str], paths: list[Path]) -> None:
+    """Refuse an ExecStart the units' own sandbox hides: with ProtectHome=yes a venv under /root or /home is not
+    there for the service (systemd fails with status=203/EXEC), with PrivateTmp=yes one under /tmp is empty."""
+    for setting, hidden in HIDING_SETTINGS:
+        if not any(re.search(rf"^{re.escape(setting)}\s*$", t, re.MULTILINE) for t in unit_texts):
+            continue
+        for path in paths:
+            for top in hidden:
+                if path == Path(top) or Path(top) in path.parents:
+                    raise InstallError(
+                        f"the units' {setting} hides {top} from the service, so it could not run {path}: install "
+                        "kbus in a venv outside /root, /home and /tmp made by a python3 outside them too (python3 -m "
+                        "venv /opt/kbus/venv; /opt/kbus/venv/bin/pip install kbus) and run its kbus install-service"
+                    )
+
+
 def find_kbus_bin() -> Path:
     """The `kbus` entry point of the running installation (a venv's bin/kbus, or the one on PATH)."""
     argv0 = Path(sys.argv[0])
@@ -158,7 +206,11 @@ def _under(root: Path, path: Path) -> Path:
 
 
 def install_plan(
-    kbus_bin: Path, root: Path = Path("/"), source: Path = SOURCE_ROOT, force: bool = False
+    kbus_bin: Path,
+    root: Path = Path("/"),
+    source: Path = SOURCE_ROOT,
+    force: bool = False,
+    package_dir: Path | None = None,
 ) -> list[Action]:
     staged = root != Path("/")
     files = {
@@ -169,6 +221,13 @@ def install_plan(
     units = {UNIT_DIR / u: unit_text(_read_source(source, f"systemd/{u}"), kbus_bin) for u in UNITS}
     owner = None if staged else USER
     plan: list[Action] = []
+    try:
+        check_reachable(list(units.values()), service_paths(kbus_bin, package_dir))
+    except InstallError as exc:
+        if not staged:
+            raise
+        # a staged tree is a look or a package build: the units may end up on a host where these paths differ
+        plan.append(Action(f"# WARNING {exc}", _noop))
     if not staged:
         if _user_exists(USER):
             plan.append(Action(f"# user {USER} exists", _noop))

@@ -337,6 +337,58 @@ def test_install_service_dry_run_prints_every_action_and_does_nothing(tmp_path: 
     assert {p: p.exists() for p in before} == before
 
 
+def test_units_sandbox_hides_home_and_tmp_so_a_venv_there_is_refused() -> None:
+    units = [(REPO / "systemd" / u).read_text() for u in install.UNITS]
+    for hidden in ("/root/venv/bin/kbus", "/home/ann/.venv/bin/kbus", "/run/user/1000/kbus", "/tmp/v/bin/kbus"):
+        with pytest.raises(install.InstallError, match=r"hides /(root|home|run/user|tmp) from the service.*/opt/kbus"):
+            install.check_reachable(units, [Path(hidden)])
+    install.check_reachable(units, [Path("/opt/kbus/venv/bin/kbus"), Path("/usr/bin/python3.11")])
+    install.check_reachable(units, [Path("/tmpfoo/bin/kbus"), Path("/homes/kbus")])  # only the directories themselves
+    # units an operator relaxed (ProtectHome=read-only) let a venv under /root through; PrivateTmp still applies
+    relaxed = [u.replace("ProtectHome=yes", "ProtectHome=read-only") for u in units]
+    install.check_reachable(relaxed, [Path("/root/venv/bin/kbus")])
+    with pytest.raises(install.InstallError, match="PrivateTmp=yes hides /tmp"):
+        install.check_reachable(relaxed, [Path("/tmp/v/bin/kbus")])
+
+
+def test_service_paths_follow_the_venv_python_to_its_base(tmp_path: Path) -> None:
+    """A venv under /opt made by a python3 under /root (pyenv) fails too: its bin/python is a symlink into /root."""
+    base = tmp_path / "base" / "bin"
+    base.mkdir(parents=True)
+    (base / "python3.11").write_text("")
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to(base / "python3.11")
+    script = venv_bin / "kbus"
+    script.write_text(f"#!{venv_bin / 'python'}\nimport kbus\n")
+    paths = install.service_paths(script, package_dir=tmp_path / "src" / "kbus")
+    assert paths == [script, venv_bin / "python", base / "python3.11", tmp_path / "src" / "kbus"]
+
+
+def test_install_service_refuses_a_kbus_the_sandbox_hides() -> None:
+    import tempfile
+
+    from kbus.cli.main import app
+
+    tmp_path = Path(tempfile.mkdtemp(dir="/tmp"))  # under /tmp whatever TMPDIR says
+    script = tmp_path / "kbus"
+    script.write_text("#!/usr/bin/python3\n")
+    script.chmod(0o755)
+    result = CliRunner().invoke(app, ["install-service", "--dry-run", "--kbus-bin", str(script)])
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("ERROR the units' PrivateTmp=yes hides /tmp from the service, so it could not run /tmp/")
+    assert "python3 -m venv /opt/kbus/venv" in line
+    assert not (tmp_path / "etc").exists()
+    # staged (--prefix) it is a warning: the tree may be packaged for a host where the path differs
+    staged = ["install-service", "--dry-run", "--prefix", str(tmp_path), "--kbus-bin", str(script)]
+    result = CliRunner().invoke(app, staged)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("# WARNING the units' PrivateTmp=yes hides /tmp")
+    script.unlink()
+    tmp_path.rmdir()
+
+
 def test_install_service_needs_root_for_a_real_install(monkeypatch: pytest.MonkeyPatch) -> None:
     from kbus.cli.main import app
 

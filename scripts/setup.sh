@@ -10,7 +10,7 @@ command -v javac >/dev/null 2>&1 || need_pkgs+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_pkgs+=(maven)
 [ -f /usr/share/java/zookeeper.jar ] || need_pkgs+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need_pkgs+=(kcat)
-# systemd-analyze validates the units in systemd/ (tests/ops); no running systemd is needed
+# systemd-analyze validates the units in systemd/ (tests/e2e/test_systemd_units.py); no running systemd is needed
 command -v systemd-analyze >/dev/null 2>&1 || need_pkgs+=(systemd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then

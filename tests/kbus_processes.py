@@ -1,4 +1,5 @@
-"""Real kbus broker processes for integration tests (no mocks): start, stop, kill -9, restart."""
+"""Real kbus broker processes for integration and e2e tests (no mocks): start, stop, kill -9, restart; a cluster
+of them on one ZooKeeper."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,6 +45,16 @@ def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = Non
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> float:
+    """Poll until `predicate()` is true; returns the seconds it took."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @dataclass
@@ -126,3 +140,69 @@ class BrokerProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+CLUSTER_OVERRIDES = {
+    "zookeeper.session.timeout.ms": "6000",
+    "replica.lag.time.max.ms": "6000",
+    "default.replication.factor": "3",
+    "offsets.topic.replication.factor": "3",
+}
+
+
+class Cluster:
+    def __init__(self, tmp_path, zk_connect: str, size: int = 3) -> None:
+        self.brokers = {
+            i: BrokerProcess(
+                tmp_path / f"b{i}", {"zookeeper.connect": zk_connect, "broker.id": str(i), **CLUSTER_OVERRIDES}
+            )
+            for i in range(1, size + 1)
+        }
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.alive)
+
+    def start_broker(self, broker_id: int, timeout: float = 40) -> None:
+        """Start (or restart) one broker; after a kill -9 its old ZooKeeper session must expire first, so
+        registration is retried the way an operator's supervisor would."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.brokers[broker_id].start(timeout=20)
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
+    def wait_until_all_see_each_other(self) -> None:
+        """Each broker learns of the others through a ZooKeeper watch, a moment after they register."""
+        live = [b for b in self.brokers.values() if b.alive]
+
+        def everyone_sees_all() -> bool:
+            for b in live:
+                try:
+                    md = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0}).list_topics(timeout=5)
+                except Exception:
+                    return False
+                if len(md.brokers) != len(live):
+                    return False
+            return True
+
+        wait_for(everyone_sees_all, timeout=30, what="every broker seeing every other")
+
+    def metadata(self):
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=5)
+
+    def partitions(self, topic: str) -> dict[int, tuple[int, list[int]]]:
+        try:
+            t = self.metadata().topics.get(topic)
+        except Exception:
+            return {}
+        if t is None or t.error is not None:
+            return {}
+        return {p.id: (p.leader, sorted(p.isrs)) for p in t.partitions.values()}
+
+    def controller(self) -> int:
+        return self.metadata().controller_id

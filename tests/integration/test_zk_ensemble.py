@@ -9,8 +9,8 @@ import pytest
 
 from kbus.server.metadata.zk_store import ZkMetadataStore
 from kbus.zk.launcher import four_letter
-from tests.zookeeper.test_zk_metadata_store import wait_for
-from tests.zookeeper.zk_server import ZooKeeperServer, free_port, write_config
+from tests.kbus_processes import wait_for
+from tests.zk_server import ZooKeeperServer, free_port, write_config
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration]
 

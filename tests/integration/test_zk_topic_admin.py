@@ -12,8 +12,8 @@ from kbus.admin.base import TopicAdmin
 from kbus.admin.errors import AdminError
 from kbus.admin.zookeeper import ZkTopicAdmin
 from kbus.zk import codec
-from tests.zookeeper.test_zk_metadata_store import wait_for
-from tests.zookeeper.zk_server import KBUS, free_port
+from tests.kbus_processes import wait_for
+from tests.zk_server import KBUS, free_port
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration]
 

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.integration.test_cli import KBUS, create, kbus, topic_name
+from tests.e2e.test_cli import KBUS, create, kbus, topic_name
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.groups.member import wait_until
+from tests.group_member import wait_until
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration

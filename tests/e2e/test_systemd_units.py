@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from kbus.ops.install import CONFIG_DIR, LOG_DIR, STATE_DIR
+from tests.e2e.systemd_units import environment, exec_start, parse_unit
 from tests.kbus_processes import free_port
-from tests.ops.units import environment, exec_start, parse_unit
 
 KBUS = Path(sys.executable).with_name("kbus")
 UNITS = ("kbus-zookeeper.service", "kbus.service")

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from kbus.spark.jobs.bus_locations import DEFAULT_CONFIG, JobConfigError, load_job
-from tests.spark.helpers import consume_all, create_topic, produce
+from tests.e2e.spark.helpers import consume_all, create_topic, produce
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 JOB = REPO / "kbus" / "spark" / "jobs" / "bus_locations.py"
 KBUS = Path(sys.executable).parent / "kbus"
 

@@ -1,6 +1,6 @@
 """A group member in its own process, so tests can kill -9 it like a crashed consumer.
 
-Run as `python -m tests.groups.member --bootstrap H:P --group G --topic T [...]`: a confluent-kafka consumer that
+Run as `python -m tests.group_member --bootstrap H:P --group G --topic T [...]`: a confluent-kafka consumer that
 prints one JSON line per event on stdout (`assign`, `revoke`, `msg`, `error`) and stores each offset only after
 "processing" (printing) the record, with auto-commit shipping stored offsets: at-least-once.
 `MemberProcess` starts one and collects its events on a reader thread.
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def emit(**event: Any) -> None:
@@ -126,7 +126,7 @@ class MemberProcess:
         cmd = [
             sys.executable,
             "-m",
-            "tests.groups.member",
+            "tests.group_member",
             "--bootstrap",
             bootstrap,
             "--group",

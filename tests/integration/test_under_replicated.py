@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.kbus_processes import BrokerProcess, free_port
-from tests.zookeeper.zk_server import ZooKeeperServer
+from tests.zk_server import ZooKeeperServer
 
 KBUS = str(Path(sys.executable).with_name("kbus"))
 TOPIC = "urp"

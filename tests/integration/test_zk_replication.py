@@ -9,96 +9,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.kbus_processes import BrokerProcess
-from tests.zookeeper.test_zk_metadata_store import wait_for
+from tests.kbus_processes import BrokerProcess, wait_for
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration, pytest.mark.slow]
-
-CLUSTER_OVERRIDES = {
-    "zookeeper.session.timeout.ms": "6000",
-    "replica.lag.time.max.ms": "6000",
-    "default.replication.factor": "3",
-    "offsets.topic.replication.factor": "3",
-}
-
-
-class Cluster:
-    def __init__(self, tmp_path, zk_connect: str, size: int = 3) -> None:
-        self.brokers = {
-            i: BrokerProcess(
-                tmp_path / f"b{i}", {"zookeeper.connect": zk_connect, "broker.id": str(i), **CLUSTER_OVERRIDES}
-            )
-            for i in range(1, size + 1)
-        }
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values() if b.alive)
-
-    def start_broker(self, broker_id: int, timeout: float = 40) -> None:
-        """Start (or restart) one broker; after a kill -9 its old ZooKeeper session must expire first, so
-        registration is retried the way an operator's supervisor would."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.brokers[broker_id].start(timeout=20)
-                return
-            except RuntimeError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
-
-    def wait_until_all_see_each_other(self) -> None:
-        """Each broker learns of the others through a ZooKeeper watch, a moment after they register."""
-        live = [b for b in self.brokers.values() if b.alive]
-
-        def everyone_sees_all() -> bool:
-            for b in live:
-                try:
-                    md = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0}).list_topics(timeout=5)
-                except Exception:
-                    return False
-                if len(md.brokers) != len(live):
-                    return False
-            return True
-
-        wait_for(everyone_sees_all, timeout=30, what="every broker seeing every other")
-
-    def metadata(self):
-        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=5)
-
-    def partitions(self, topic: str) -> dict[int, tuple[int, list[int]]]:
-        try:
-            t = self.metadata().topics.get(topic)
-        except Exception:
-            return {}
-        if t is None or t.error is not None:
-            return {}
-        return {p.id: (p.leader, sorted(p.isrs)) for p in t.partitions.values()}
-
-    def controller(self) -> int:
-        return self.metadata().controller_id
-
-
-@pytest.fixture
-def cluster(tmp_path, zk_connect) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, zk_connect)
-    for i in c.brokers:
-        c.start_broker(i)
-    c.wait_until_all_see_each_other()
-    yield c
-    for b in c.brokers.values():
-        try:
-            b.stop()
-        except Exception:
-            b.kill()
-
 
 def test_no_acknowledged_message_lost_when_leaders_and_controller_are_killed(cluster):
     topic = "replicated"

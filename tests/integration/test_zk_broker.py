@@ -13,9 +13,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from kbus.zk import codec
-from tests.kbus_processes import BrokerProcess
-from tests.zookeeper.test_zk_metadata_store import wait_for
-from tests.zookeeper.zk_server import KBUS
+from tests.kbus_processes import BrokerProcess, wait_for
+from tests.zk_server import KBUS
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from tests.spark.helpers import (
+from tests.e2e.spark.helpers import (
     add_partitions,
     consume_all,
     create_topic,

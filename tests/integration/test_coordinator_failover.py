@@ -13,9 +13,8 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.groups.member import wait_until
-from tests.zookeeper.conftest import zk_connect, zookeeper  # noqa: F401  (fixtures)
-from tests.zookeeper.test_replication import Cluster, cluster  # noqa: F401  (fixture)
+from tests.group_member import wait_until
+from tests.kbus_processes import Cluster
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration, pytest.mark.slow]
 
@@ -30,7 +29,7 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, tuple[int, st
     return {tp.partition: (tp.offset, tp.metadata) for tp in res.topic_partitions}
 
 
-def test_committed_offsets_survive_coordinator_failover(cluster: Cluster) -> None:  # noqa: F811 (fixture)
+def test_committed_offsets_survive_coordinator_failover(cluster: Cluster) -> None:
     topic, group = f"fo-{uuid.uuid4().hex[:6]}", f"fo-group-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 3)])[topic].result(20)

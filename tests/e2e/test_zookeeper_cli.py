@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kbus.zk.launcher import four_letter, is_listening, wait_until_serving
-from tests.zookeeper.zk_server import KBUS, ZooKeeperServer, free_port, write_config
+from tests.zk_server import KBUS, ZooKeeperServer, free_port, write_config
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration]
 

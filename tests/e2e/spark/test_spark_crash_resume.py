@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.helpers import create_topic, produce
+from tests.e2e.spark.helpers import create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 

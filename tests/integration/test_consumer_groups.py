@@ -1,6 +1,6 @@
 """Consumer groups against a real kbus broker with real clients (issue 4's "tests that prove it").
 
-Members that must be killed run in their own processes (tests/groups/member.py); the rest are in-process clients.
+Members that must be killed run in their own processes (tests/group_member.py); the rest are in-process clients.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.groups.member import MemberProcess, wait_until
+from tests.group_member import MemberProcess, wait_until
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli import kbus
+from tests.e2e.test_cli import kbus
 from tests.kbus_processes import BrokerProcess
-from tests.zookeeper.conftest import zk_connect, zookeeper  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration]
 
 
-def test_seed_002_hello_kafka_through_zookeeper(tmp_path: Path, zk_connect: str) -> None:  # noqa: F811
+def test_seed_002_hello_kafka_through_zookeeper(tmp_path: Path, zk_connect: str) -> None:
     broker = BrokerProcess(tmp_path / "broker", {"zookeeper.connect": zk_connect, "broker.id": "0"}).start()
     try:
         made = kbus("topics", "--create", "--zookeeper", zk_connect, "--replication-factor", "1", "--partitions", "1",

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
@@ -22,17 +21,9 @@ from kbus.server.metadata.types import BrokerInfo
 from kbus.server.metadata.zk_store import ZkMetadataStore
 from kbus.zk import codec
 from kbus.zk.client import BrokerIdInUseError
+from tests.kbus_processes import wait_for
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration]
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if predicate():
-            return time.monotonic() - start
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def znode_json(zk: KazooClient, path: str) -> dict:

@@ -11,6 +11,7 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
+from kbus.protocol.bounds import check_bounds
 from kbus.protocol.codec import API_VERSIONS_KEY, ProtocolError, read_uvarint
 
 _I32 = struct.Struct(">i")
@@ -68,5 +69,6 @@ class KafkaConnection:
                 _, pos = read_uvarint(frame, pos)
                 n, pos = read_uvarint(frame, pos)
                 pos += n
+        check_bounds(response_type, frame, pos)  # a broken peer must not make kio allocate what a count claims
         value, _ = entity_reader(response_type)(frame, pos)
         return value

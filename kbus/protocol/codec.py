@@ -13,23 +13,21 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from kbus.protocol.bounds import check_bounds
+from kbus.protocol.errors import ProtocolError
 from kbus.protocol.record_batch import CorruptRecordError, decode_unsigned_varint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 API_VERSIONS_KEY = 18
-
-
-class ProtocolError(Exception):
-    """The peer sent bytes that are not a valid Kafka request: the connection must be closed."""
 
 
 class UnsupportedVersionError(ProtocolError):
@@ -66,7 +64,7 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         raise ProtocolError(str(exc)) from None
 
 
-@cache
+@lru_cache(maxsize=512)  # keyed by wire values: bounded, garbage (key, version) pairs must not grow it
 def request_type(api_key: int, api_version: int) -> type | None:
     try:
         return load_request_schema(api_key, api_version)
@@ -74,7 +72,7 @@ def request_type(api_key: int, api_version: int) -> type | None:
         return None
 
 
-@cache
+@lru_cache(maxsize=512)
 def response_type(api_key: int, api_version: int) -> type:
     return load_response_schema(api_key, api_version)
 
@@ -113,6 +111,7 @@ def parse_request_header(frame: bytes, *, supported: Callable[[int, int], bool])
 
 def decode_request(frame: bytes, header: RequestHeader, body_offset: int) -> Any:
     rtype = request_type(header.api_key, header.api_version)
+    check_bounds(rtype, frame, body_offset)  # before kio: it would allocate whatever a count claims
     try:
         value, _size = entity_reader(rtype)(frame, body_offset)
     except Exception as exc:  # kio raises several types for malformed input; all mean the same to us

@@ -37,7 +37,7 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
                 "log_start_offset": -1,
                 "aborted_transactions": None,
                 "preferred_read_replica": -1,
-                "records": None,
+                "records": b"",  # Kafka sends empty records for an error partition; librdkafka rejects a null
             }
             if part is None:
                 fields["error_code"] = error

@@ -1,0 +1,465 @@
+"""The transaction coordinator: Kafka's TransactionCoordinator state machine over `__transaction_state`.
+
+Each transactional id maps to one partition of `__transaction_state` (Java hashCode, as Kafka); the broker leading
+that partition is its coordinator. Every state change is written to that partition (acks=all) before it takes
+effect or is answered, so a new coordinator elected after a failover loads the same state and finishes what the
+old one started: a transaction in PrepareCommit/PrepareAbort gets its markers written again (markers are
+idempotent on the partitions), an Ongoing one is aborted when it times out.
+
+I/O goes through three ports, so the state machine is tested without a broker: `TransactionLog` (append to /
+read back one partition), `MarkerWriter` (WriteTxnMarkers to the leaders of the partitions), and the producer-id
+allocator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kio.schema.errors import ErrorCode as E
+
+from kbus.protocol.record_batch import build_batch, decode_records, iter_complete_batches
+from kbus.server.transaction.records import (
+    RecordFormatError,
+    TransactionLogValue,
+    TransactionState,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    partition_for,
+)
+
+log = logging.getLogger(__name__)
+
+S = TransactionState
+TopicPartition = tuple[str, int]
+MAX_EPOCH = 32767  # Short.MAX_VALUE; the last usable epoch is MAX_EPOCH - 1 (KIP-360 bumps after an abort)
+_MARKER_RETRY_BACKOFF_S = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionConfig:
+    num_partitions: int = 50  # transaction.state.log.num.partitions
+    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    abort_check_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    remove_expired_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
+
+
+class TransactionLog(Protocol):
+    """The coordinator's view of `__transaction_state`."""
+
+    async def append(self, partition: int, records: bytes) -> int: ...
+
+    async def read(self, partition: int) -> list[bytes]: ...
+
+    def coordinator_epoch(self, partition: int) -> int:
+        """The partition's leader epoch: markers carry it so an older coordinator's markers are fenced."""
+        ...
+
+
+class MarkerWriter(Protocol):
+    async def write_markers(
+        self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+        partitions: set[TopicPartition],
+    ) -> dict[TopicPartition, int]:
+        """Write one marker on each partition's leader; the error code per partition (0 when written)."""
+        ...
+
+
+@dataclass(slots=True)
+class TransactionMetadata:
+    transactional_id: str
+    partition: int  # of __transaction_state
+    producer_id: int
+    producer_epoch: int = -1
+    last_producer_id: int = -1
+    last_producer_epoch: int = -1
+    timeout_ms: int = 60_000
+    state: TransactionState = S.EMPTY
+    partitions: dict[str, set[int]] = field(default_factory=dict)
+    start_ms: int = -1
+    last_update_ms: int = -1
+    pending: TransactionState | None = None  # a transition being written: others get CONCURRENT_TRANSACTIONS
+
+    def topic_partitions(self) -> set[TopicPartition]:
+        return {(t, p) for t, ps in self.partitions.items() for p in ps}
+
+    def to_value(self, state: TransactionState | None = None) -> TransactionLogValue:
+        st = self.state if state is None else state
+        # PrepareEpochFence is never written: Kafka stores it as the PrepareAbort it leads to
+        return TransactionLogValue(self.producer_id, self.producer_epoch, self.timeout_ms,
+                                   S.PREPARE_ABORT if st == S.PREPARE_EPOCH_FENCE else st,
+                                   {t: set(ps) for t, ps in self.partitions.items()}, self.last_update_ms,
+                                   self.start_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: TransactionState
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        config: TransactionConfig,
+        txn_log: TransactionLog,
+        markers: MarkerWriter,
+        allocate_producer_id: Callable[[], int],
+        clock_ms: Callable[[], int],
+        *,
+        state_partitions: Callable[[], int | None] | None = None,
+    ) -> None:
+        self.config = config
+        self.log = txn_log
+        self.markers = markers
+        self._allocate = allocate_producer_id
+        self.clock = clock_ms
+        self._state_partitions = state_partitions
+        self.txns: dict[str, TransactionMetadata] = {}
+        self.owned: dict[int, int] = {}  # partition -> coordinator epoch
+        self.loading: dict[int, object] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.active = True
+
+    # ================================================================ ownership
+
+    def partition_for(self, transactional_id: str) -> int:
+        count = self._state_partitions() if self._state_partitions is not None else None
+        return partition_for(transactional_id, count or self.config.num_partitions)
+
+    def status(self, transactional_id: str) -> int:
+        """NONE when this broker coordinates the id now; else Kafka's error for the client to act on."""
+        p = self.partition_for(transactional_id)
+        if p in self.loading:
+            return E.coordinator_load_in_progress
+        if p not in self.owned or not self.active:
+            return E.not_coordinator
+        return E.none
+
+    def on_election(self, partition: int) -> None:
+        if partition in self.owned or partition in self.loading:
+            return
+        token = object()
+        self.loading[partition] = token
+        self._spawn(self._load(partition, token))
+
+    def on_resignation(self, partition: int) -> None:
+        self.owned.pop(partition, None)
+        self.loading.pop(partition, None)
+        for tid in [t for t, m in self.txns.items() if m.partition == partition]:
+            del self.txns[tid]
+
+    async def _load(self, partition: int, token: object) -> None:
+        try:
+            chunks = await self.log.read(partition)
+            loaded = await asyncio.to_thread(self._replay, partition, chunks)
+        except Exception:
+            log.exception("Loading __transaction_state-%d failed", partition)
+            if self.loading.get(partition) is token:
+                del self.loading[partition]
+            return
+        if self.loading.get(partition) is not token:
+            return
+        del self.loading[partition]
+        self.owned[partition] = self.log.coordinator_epoch(partition)
+        for meta in loaded:
+            self.txns[meta.transactional_id] = meta
+        log.info("Loaded %d transactional id(s) from __transaction_state-%d", len(loaded), partition)
+        for meta in loaded:
+            # a transaction whose markers a previous coordinator may not have finished: finish them
+            if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                meta.pending = S.COMPLETE_COMMIT if meta.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
+                self._spawn(self._complete(meta))
+
+    def _replay(self, partition: int, chunks: Iterable[bytes]) -> list[TransactionMetadata]:
+        values: dict[str, TransactionLogValue | None] = {}
+        for chunk in chunks:
+            for header in iter_complete_batches(chunk):
+                if header.is_control:
+                    continue
+                try:
+                    records = decode_records(chunk, header)
+                except ValueError as exc:
+                    log.warning("Skipping undecodable batch at offset %d: %s", header.base_offset, exc)
+                    continue
+                for rec in records:
+                    if rec.key is None:
+                        continue
+                    try:
+                        tid = decode_key(rec.key)
+                        values[tid] = None if rec.value is None else decode_value(rec.value)
+                    except (RecordFormatError, UnicodeDecodeError, struct.error) as exc:
+                        log.warning("Skipping undecodable record at offset %d: %s", rec.offset, exc)
+        out = []
+        for tid, v in values.items():
+            if v is None:
+                continue
+            out.append(TransactionMetadata(tid, partition, v.producer_id, v.producer_epoch, timeout_ms=v.timeout_ms,
+                                           state=v.state, partitions=v.partitions, start_ms=v.start_ms,
+                                           last_update_ms=v.last_update_ms))
+        return out
+
+    # ================================================================ writing state
+
+    async def _persist(self, meta: TransactionMetadata, value: TransactionLogValue | None) -> int:
+        """Write one state record (None: a tombstone) and wait for the in-sync replicas."""
+        batch = build_batch([(encode_key(meta.transactional_id), None if value is None else encode_value(value))],
+                            timestamp_ms=self.clock())
+        try:
+            await self.log.append(meta.partition, batch)
+        except Exception as exc:
+            log.warning("Writing transaction state of %r failed: %s", meta.transactional_id, exc)
+            # Kafka maps append failures to NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE: the client re-finds us
+            return E.not_coordinator if meta.partition not in self.owned else E.coordinator_not_available
+        if meta.partition not in self.owned:
+            return E.not_coordinator
+        return E.none
+
+    async def _transit(self, meta: TransactionMetadata, target: TransactionMetadata) -> int:
+        """Write ``target`` (a copy of ``meta`` with the new fields), then apply it to ``meta``."""
+        meta.pending = target.state
+        try:
+            error = await self._persist(meta, target.to_value())
+        finally:
+            meta.pending = None
+        if error == E.none:
+            for name in ("producer_id", "producer_epoch", "last_producer_id", "last_producer_epoch", "timeout_ms",
+                         "partitions", "start_ms", "last_update_ms"):
+                setattr(meta, name, getattr(target, name))
+            meta.state = S.PREPARE_ABORT if target.state == S.PREPARE_EPOCH_FENCE else target.state
+        return error
+
+    @staticmethod
+    def _copy(meta: TransactionMetadata, **changes: object) -> TransactionMetadata:
+        c = TransactionMetadata(meta.transactional_id, meta.partition, meta.producer_id, meta.producer_epoch,
+                                meta.last_producer_id, meta.last_producer_epoch, meta.timeout_ms, meta.state,
+                                {t: set(ps) for t, ps in meta.partitions.items()}, meta.start_ms, meta.last_update_ms)
+        for k, v in changes.items():
+            setattr(c, k, v)
+        return c
+
+    # ================================================================ the APIs
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, expected_pid: int = -1, expected_epoch: int = -1
+    ) -> tuple[int, int, int]:
+        """InitProducerId with a transactional id: (error, producer id, epoch)."""
+        if not transactional_id:
+            return E.invalid_request, -1, -1
+        if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
+            return E.invalid_transaction_timeout, -1, -1
+        if (err := self.status(transactional_id)) != E.none:
+            return err, -1, -1
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            meta = TransactionMetadata(transactional_id, self.partition_for(transactional_id), self._allocate(),
+                                       timeout_ms=timeout_ms, last_update_ms=self.clock())
+            self.txns[transactional_id] = meta
+        if meta.pending is not None:
+            return E.concurrent_transactions, -1, -1
+        if expected_pid >= 0:
+            # KIP-360: a producer re-initialising must be the current one (or retrying the last bump)
+            current = expected_pid == meta.producer_id and expected_epoch == meta.producer_epoch
+            retried = expected_pid == meta.last_producer_id and expected_epoch == meta.last_producer_epoch
+            if not (current or retried):
+                return E.producer_fenced, -1, -1
+        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return E.concurrent_transactions, -1, -1
+        if meta.state == S.ONGOING:
+            # a new incarnation of the producer: fence the old one and abort its transaction; the client retries
+            await self._fence_and_abort(meta)
+            return E.concurrent_transactions, -1, -1
+        if meta.producer_epoch >= MAX_EPOCH - 1:
+            new_pid, new_epoch, last_pid = self._allocate(), 0, meta.producer_id
+        else:
+            new_pid, new_epoch, last_pid = meta.producer_id, meta.producer_epoch + 1, -1
+        target = self._copy(meta, producer_id=new_pid, producer_epoch=new_epoch, last_producer_id=last_pid,
+                            last_producer_epoch=meta.producer_epoch, timeout_ms=timeout_ms, state=S.EMPTY,
+                            partitions={}, start_ms=-1, last_update_ms=self.clock())
+        error = await self._transit(meta, target)
+        if error != E.none:
+            return error, -1, -1
+        return E.none, meta.producer_id, meta.producer_epoch
+
+    def _check_producer(self, meta: TransactionMetadata | None, producer_id: int, epoch: int) -> int:
+        if meta is None or meta.producer_id != producer_id:
+            return E.invalid_producer_id_mapping
+        if epoch != meta.producer_epoch:
+            return E.producer_fenced
+        if meta.pending is not None:
+            return E.concurrent_transactions
+        return E.none
+
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+    ) -> int:
+        """AddPartitionsToTxn / AddOffsetsToTxn: one error for all the partitions."""
+        if (err := self.status(transactional_id)) != E.none:
+            return err
+        meta = self.txns.get(transactional_id)
+        if (err := self._check_producer(meta, producer_id, epoch)) != E.none:
+            return err
+        assert meta is not None
+        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return E.concurrent_transactions
+        wanted = set(partitions)
+        if meta.state == S.ONGOING and wanted <= meta.topic_partitions():
+            return E.none
+        merged = {t: set(ps) for t, ps in meta.partitions.items()}
+        for t, p in wanted:
+            merged.setdefault(t, set()).add(p)
+        now = self.clock()
+        target = self._copy(meta, state=S.ONGOING, partitions=merged, last_update_ms=now,
+                            start_ms=meta.start_ms if meta.state == S.ONGOING else now)
+        return await self._transit(meta, target)
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> int:
+        if (err := self.status(transactional_id)) != E.none:
+            return err
+        meta = self.txns.get(transactional_id)
+        if meta is not None and meta.producer_id == producer_id and epoch < meta.producer_epoch \
+                and epoch == meta.last_producer_epoch and not committed \
+                and meta.state in (S.PREPARE_ABORT, S.COMPLETE_ABORT):
+            # the coordinator aborted (and fenced) this transaction on a timeout; the producer's own abort of
+            # it has nothing left to do, but its epoch is gone: it must re-initialise
+            return E.producer_fenced
+        if (err := self._check_producer(meta, producer_id, epoch)) != E.none:
+            return err
+        assert meta is not None
+        state = meta.state
+        if state == S.ONGOING:
+            target = self._copy(meta, state=S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
+                                last_update_ms=self.clock())
+            error = await self._transit(meta, target)
+            if error == E.none:
+                meta.pending = S.COMPLETE_COMMIT if committed else S.COMPLETE_ABORT
+                self._spawn(self._complete(meta))
+            return error
+        if state == S.COMPLETE_COMMIT:
+            return E.none if committed else E.invalid_txn_state
+        if state == S.COMPLETE_ABORT:
+            return E.invalid_txn_state if committed else E.none
+        if state == S.PREPARE_COMMIT:
+            return E.concurrent_transactions if committed else E.invalid_txn_state
+        if state == S.PREPARE_ABORT:
+            return E.invalid_txn_state if committed else E.concurrent_transactions
+        return E.invalid_txn_state  # Empty: nothing was added to a transaction
+
+    async def _fence_and_abort(self, meta: TransactionMetadata) -> int:
+        """Bump the epoch (so the old producer is fenced on every partition by the abort markers) and abort."""
+        epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH - 1 else meta.producer_epoch
+        target = self._copy(meta, producer_epoch=epoch, last_producer_epoch=meta.producer_epoch,
+                            state=S.PREPARE_EPOCH_FENCE, last_update_ms=self.clock())
+        error = await self._transit(meta, target)
+        if error == E.none:
+            meta.pending = S.COMPLETE_ABORT
+            self._spawn(self._complete(meta))
+        return error
+
+    async def _complete(self, meta: TransactionMetadata) -> None:
+        """Write the markers of a prepared transaction on every partition, then its Complete state."""
+        committed = meta.state == S.PREPARE_COMMIT
+        remaining = meta.topic_partitions()
+        while remaining and self.active and meta.partition in self.owned and self.txns.get(
+                meta.transactional_id) is meta:
+            errors = await self.markers.write_markers(meta.producer_id, meta.producer_epoch, committed,
+                                                      self.owned[meta.partition], remaining)
+            for tp, code in errors.items():
+                if code == E.none or code == E.unknown_topic_or_partition:
+                    remaining.discard(tp)  # written, or the partition is gone with its topic
+            if remaining:
+                await asyncio.sleep(_MARKER_RETRY_BACKOFF_S)
+        if remaining:
+            meta.pending = None
+            return  # resigned: the next coordinator loads PrepareX and finishes
+        target = self._copy(meta, state=S.COMPLETE_COMMIT if committed else S.COMPLETE_ABORT, partitions={},
+                            last_update_ms=self.clock())
+        meta.pending = None
+        if await self._transit(meta, target) != E.none:
+            log.warning("Could not write the completion of transaction %r", meta.transactional_id)
+
+    # ================================================================ timeouts and expiration
+
+    async def abort_timed_out(self) -> int:
+        """Abort (with an epoch bump) every Ongoing transaction older than its timeout; returns how many."""
+        now = self.clock()
+        aborted = 0
+        for meta in list(self.txns.values()):
+            if meta.state == S.ONGOING and meta.pending is None and meta.partition in self.owned \
+                    and now - meta.start_ms > meta.timeout_ms:
+                log.info("Aborting transaction %r (producer %d epoch %d): older than its timeout of %d ms",
+                         meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms)
+                if await self._fence_and_abort(meta) == E.none:
+                    aborted += 1
+        return aborted
+
+    async def remove_expired(self) -> int:
+        """Tombstone transactional ids idle for transactional.id.expiration.ms."""
+        now = self.clock()
+        removed = 0
+        for meta in list(self.txns.values()):
+            if meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and meta.pending is None \
+                    and meta.partition in self.owned and now - meta.last_update_ms > self.config.id_expiration_ms:
+                meta.pending = S.DEAD
+                try:
+                    error = await self._persist(meta, None)
+                finally:
+                    meta.pending = None
+                if error == E.none and self.txns.get(meta.transactional_id) is meta:
+                    del self.txns[meta.transactional_id]
+                    removed += 1
+        return removed
+
+    # ================================================================ describing
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()) -> list[
+            TransactionListing]:
+        wanted_states = {s.lower() for s in states}
+        wanted_pids = set(producer_ids)
+        out = []
+        for meta in self.txns.values():
+            if meta.partition not in self.owned:
+                continue
+            if wanted_states and meta.state.kafka_name.lower() not in wanted_states:
+                continue
+            if wanted_pids and meta.producer_id not in wanted_pids:
+                continue
+            out.append(TransactionListing(meta.transactional_id, meta.producer_id, meta.state))
+        return out
+
+    def describe(self, transactional_id: str) -> tuple[int, TransactionMetadata | None]:
+        if (err := self.status(transactional_id)) != E.none:
+            return err, None
+        meta = self.txns.get(transactional_id)
+        return (E.none, meta) if meta is not None else (E.transactional_id_not_found, None)
+
+    # ================================================================ background work
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("Transaction coordinator task failed", exc_info=task.exception())
+
+    async def settle(self) -> None:
+        """Wait for the background work in flight (tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def shutdown(self) -> None:
+        self.active = False
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,225 @@
+"""The transaction coordinator's state machine with fake ports (no broker): Kafka's TransactionCoordinator rules."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from kio.schema.errors import ErrorCode as E
+
+from kbus.server.transaction.coordinator import TransactionConfig, TransactionCoordinator, TransactionLog
+from kbus.server.transaction.records import TransactionState as S
+from kbus.server.transaction.records import decode_value
+
+
+class FakeLog(TransactionLog):
+    def __init__(self) -> None:
+        self.parts: dict[int, list[bytes]] = {}
+        self.fail = False
+
+    async def append(self, partition: int, records: bytes) -> int:
+        if self.fail:
+            raise TimeoutError("not enough replicas")
+        self.parts.setdefault(partition, []).append(records)
+        return len(self.parts[partition]) - 1
+
+    async def read(self, partition: int) -> list[bytes]:
+        return list(self.parts.get(partition, []))
+
+    def coordinator_epoch(self, partition: int) -> int:
+        return 3
+
+
+class FakeMarkers:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, bool, int, set[tuple[str, int]]]] = []
+        self.errors: dict[tuple[str, int], int] = {}
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+                            partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        self.calls.append((producer_id, producer_epoch, committed, coordinator_epoch, set(partitions)))
+        out = {tp: self.errors.pop(tp, E.none) for tp in partitions}
+        return out
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def ids() -> Iterator[int]:
+    n = 1000
+    while True:
+        yield n
+        n += 1
+
+
+def make(log: FakeLog | None = None, markers: FakeMarkers | None = None, clock: Clock | None = None
+         ) -> tuple[TransactionCoordinator, FakeLog, FakeMarkers, Clock]:
+    log = log or FakeLog()
+    markers = markers or FakeMarkers()
+    clock = clock or Clock()
+    gen = ids()
+    c = TransactionCoordinator(TransactionConfig(num_partitions=1, max_timeout_ms=60_000), log, markers,
+                               lambda: next(gen), clock)
+    return c, log, markers, clock
+
+
+async def loaded(c: TransactionCoordinator) -> TransactionCoordinator:
+    c.on_election(0)
+    await c.settle()
+    return c
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_not_coordinator_until_loaded() -> None:
+    async def go() -> None:
+        c, *_ = make()
+        assert (await c.init_producer_id("t", 1000))[0] == E.not_coordinator
+        await loaded(c)
+        assert (await c.init_producer_id("t", 1000))[0] == E.none
+    run(go())
+
+
+def test_timeout_above_max_is_refused() -> None:
+    async def go() -> None:
+        c, *_ = make()
+        await loaded(c)
+        assert (await c.init_producer_id("t", 60_001))[0] == E.invalid_transaction_timeout
+    run(go())
+
+
+def test_commit_writes_markers_then_complete() -> None:
+    async def go() -> None:
+        c, log, markers, _ = make()
+        await loaded(c)
+        err, pid, epoch = await c.init_producer_id("t", 10_000)
+        assert (err, epoch) == (E.none, 0)
+        assert await c.add_partitions("t", pid, epoch, [("a", 0), ("a", 1)]) == E.none
+        assert c.txns["t"].state == S.ONGOING
+        assert await c.end_transaction("t", pid, epoch, True) == E.none
+        await c.settle()
+        assert markers.calls == [(pid, epoch, True, 3, {("a", 0), ("a", 1)})]
+        assert c.txns["t"].state == S.COMPLETE_COMMIT and not c.txns["t"].partitions
+        states = []
+        for chunk in log.parts[0]:
+            from kbus.protocol.record_batch import decode_records, read_header
+            rec = decode_records(chunk, read_header(chunk))[0]
+            states.append(decode_value(rec.value).state)  # type: ignore[arg-type]
+        assert states == [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
+        # a retried EndTxn(commit) succeeds; an abort of a committed transaction is refused
+        assert await c.end_transaction("t", pid, epoch, True) == E.none
+        assert await c.end_transaction("t", pid, epoch, False) == E.invalid_txn_state
+    run(go())
+
+
+def test_second_init_fences_and_aborts_the_open_transaction() -> None:
+    async def go() -> None:
+        c, _log, markers, _ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        await c.add_partitions("t", pid, epoch, [("a", 0)])
+        err, *_ = await c.init_producer_id("t", 10_000)
+        assert err == E.concurrent_transactions
+        await c.settle()
+        assert markers.calls == [(pid, epoch + 1, False, 3, {("a", 0)})]  # aborted with the bumped epoch
+        err, pid2, epoch2 = await c.init_producer_id("t", 10_000)
+        assert (err, pid2, epoch2) == (E.none, pid, epoch + 2)
+        # the zombie is fenced
+        assert await c.add_partitions("t", pid, epoch, [("a", 0)]) == E.producer_fenced
+    run(go())
+
+
+def test_timed_out_transaction_is_aborted() -> None:
+    async def go() -> None:
+        c, _log, markers, clock = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 5_000)
+        await c.add_partitions("t", pid, epoch, [("a", 0)])
+        clock.now += 4_000
+        assert await c.abort_timed_out() == 0
+        clock.now += 2_000
+        assert await c.abort_timed_out() == 1
+        await c.settle()
+        assert c.txns["t"].state == S.COMPLETE_ABORT
+        assert markers.calls[-1][:3] == (pid, epoch + 1, False)
+        assert await c.end_transaction("t", pid, epoch, False) == E.producer_fenced
+    run(go())
+
+
+def test_marker_errors_are_retried() -> None:
+    async def go() -> None:
+        markers = FakeMarkers()
+        markers.errors = {("a", 0): E.not_leader_or_follower}
+        c, *_ = make(markers=markers)
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        await c.add_partitions("t", pid, epoch, [("a", 0), ("b", 0)])
+        assert await c.end_transaction("t", pid, epoch, False) == E.none
+        assert await c.add_partitions("t", pid, epoch, [("a", 0)]) == E.concurrent_transactions
+        await c.settle()
+        assert [call[4] for call in markers.calls] == [{("a", 0), ("b", 0)}, {("a", 0)}]
+        assert c.txns["t"].state == S.COMPLETE_ABORT
+    run(go())
+
+
+def test_new_coordinator_finishes_a_prepared_transaction() -> None:
+    async def go() -> None:
+        log = FakeLog()
+        markers = FakeMarkers()
+        markers.errors = {("a", 0): E.not_leader_or_follower}
+        c, *_ = make(log=log, markers=markers)
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        await c.add_partitions("t", pid, epoch, [("a", 0)])
+        await c.end_transaction("t", pid, epoch, True)
+        c.on_resignation(0)  # the old coordinator dies with the marker unwritten
+        await c.settle()
+        c2, _, markers2, _ = make(log=log)
+        await loaded(c2)
+        await c2.settle()
+        assert markers2.calls == [(pid, epoch, True, 3, {("a", 0)})]
+        assert c2.txns["t"].state == S.COMPLETE_COMMIT
+    run(go())
+
+
+def test_failed_state_write_changes_nothing() -> None:
+    async def go() -> None:
+        c, log, *_ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        log.fail = True
+        assert await c.add_partitions("t", pid, epoch, [("a", 0)]) == E.coordinator_not_available
+        assert c.txns["t"].state == S.EMPTY and not c.txns["t"].partitions
+    run(go())
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_end_txn_without_partitions_is_invalid(committed: bool) -> None:
+    async def go() -> None:
+        c, *_ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        assert await c.end_transaction("t", pid, epoch, committed) == E.invalid_txn_state
+    run(go())
+
+
+def test_expired_ids_are_tombstoned() -> None:
+    async def go() -> None:
+        c, log, _, clock = make()
+        await loaded(c)
+        await c.init_producer_id("t", 10_000)
+        clock.now += c.config.id_expiration_ms + 1
+        assert await c.remove_expired() == 1
+        assert "t" not in c.txns
+        c2, *_ = make(log=log)
+        await loaded(c2)
+        assert "t" not in c2.txns
+    run(go())

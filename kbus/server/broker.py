@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kbus.server import coordinator
+from kbus.server.apis.transactions import append_markers
 from kbus.server.config import KafkaConfig
 from kbus.server.identity import (
     read_meta_properties,
@@ -41,6 +42,7 @@ from kbus.server.replication.errors import (
     RequestTimedOutError,
 )
 from kbus.server.replication.fetcher import ReplicaFetcherManager
+from kbus.server.transaction.service import TransactionService
 
 log = logging.getLogger("kbus.server")
 
@@ -70,6 +72,7 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.group_coordinator: Any = None
+        self.transactions: TransactionService | None = None
         self.started_at_ms = int(time.time() * 1000)
         self._leadership_listeners: list[LeadershipListener] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -104,6 +107,8 @@ class Broker:
             raise
         self.reconcile()
         coordinator.start(self)
+        self.transactions = TransactionService(self, append_markers)
+        self.transactions.start()
         cfg = self.config
         # File-heavy housekeeping runs on worker threads (the logs lock themselves); ISR checks stay on the loop.
         for interval, fn, in_thread in (
@@ -148,6 +153,8 @@ class Broker:
         for task in list(self._background):
             task.cancel()
         await coordinator.stop(self)
+        if self.transactions is not None:
+            await self.transactions.stop()
         self.metadata.stop()
         if self.log_manager is not None:
             self._checkpoint_high_watermarks()
@@ -323,7 +330,8 @@ class Broker:
             except Exception:
                 log.exception("leadership listener failed for %s-%d", topic, index)
 
-    def append_records(self, part: Partition, records: bytes, acks: int) -> AppendResult:
+    def append_records(self, part: Partition, records: bytes, acks: int, *, from_coordinator: bool = False
+                       ) -> AppendResult:
         """Leader append, synchronous so that appends keep the order requests arrived in. acks=-1 is refused up
         front when the ISR is smaller than min.insync.replicas; wait_for_acks() then waits for the replicas."""
         min_isr = part.log.config.min_insync_replicas
@@ -332,7 +340,7 @@ class Broker:
                 f"The size of the current ISR {part.state.isr} is insufficient to satisfy the min.isr requirement of "
                 f"{min_isr} for partition {part.topic}-{part.index}"
             )
-        return part.append_as_leader(records)
+        return part.append_as_leader(records, from_coordinator=from_coordinator)
 
     async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None:
         """acks=-1: until every in-sync replica has the batch (the high watermark passes it)."""

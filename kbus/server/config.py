@@ -121,6 +121,14 @@ BROKER_CONFIGS: dict[str, tuple[str, type, object]] = {
     "group.max.size": ("group_max_size", int, 2**31 - 1),
     "transaction.state.log.replication.factor": ("transaction_state_log_replication_factor", int, 3),
     "transaction.state.log.min.isr": ("transaction_state_log_min_isr", int, 2),
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", int, 50),
+    "transaction.state.log.segment.bytes": ("transaction_state_log_segment_bytes", int, 104857600),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", int, 900000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", int, 10000),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", int, 604800000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (
+        "transaction_remove_expired_transaction_cleanup_interval_ms", int, 3600000),
     "compression.type": ("compression_type", str, "producer"),
     "fetch.max.bytes": ("fetch_max_bytes", int, 57671680),
     "connections.max.idle.ms": ("connections_max_idle_ms", int, 600000),
@@ -187,6 +195,12 @@ class KafkaConfig:
     group_max_size: int = 2**31 - 1
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_segment_bytes: int = 104857600
+    transaction_max_timeout_ms: int = 900000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     compression_type: str = "producer"
     fetch_max_bytes: int = 57671680
     connections_max_idle_ms: int = 600000

@@ -108,8 +108,9 @@ class Partition:
         return False, became_follower
 
     # ------------------------------------------------------------------ leader: appends and the high watermark
-    def append_as_leader(self, records: bytes) -> AppendResult:
-        result = self.log.append_as_leader(records, leader_epoch=self.state.leader_epoch)
+    def append_as_leader(self, records: bytes, *, from_coordinator: bool = False) -> AppendResult:
+        result = self.log.append_as_leader(records, leader_epoch=self.state.leader_epoch,
+                                           from_coordinator=from_coordinator)
         if not result.duplicate:
             self.epochs.assign(self.state.leader_epoch, result.first_offset)
             self.maybe_advance_high_watermark()

@@ -9,4 +9,5 @@ from kbus.server.apis import (  # noqa: F401
     offsets,
     produce,
     replication,
+    transactions,
 )

@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
+from kbus.server.apis.transactions import init_transactional_producer
 from kbus.server.config import BROKER_CONFIGS
 from kbus.server.log.config import LogConfig
 from kbus.server.metadata.errors import (
@@ -380,8 +381,8 @@ async def describe_cluster(broker: Broker, ctx: RequestContext, request: Any) ->
 @api(22, 0, 4)
 async def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
-        # Transactions are not implemented (and their APIs are not advertised): say so instead of pretending.
-        return ctx.build(throttle_time=0, error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
+        error, pid, epoch = await init_transactional_producer(broker, ctx, request)
+        return ctx.build(throttle_time=0, error_code=error, producer_id=pid, producer_epoch=epoch)
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < 32766:

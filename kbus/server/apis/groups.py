@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode as E
 
 from kbus.protocol.codec import ms
 from kbus.server.apis.registry import RequestContext, api
+from kbus.server.apis.transactions import find_transaction_coordinator
 from kbus.server.coordinator.records import OFFSETS_TOPIC, OffsetAndMetadata
 
 if TYPE_CHECKING:
@@ -69,10 +70,9 @@ async def _find_group_coordinator(broker: Broker, key: str) -> tuple[int, int, s
 async def _find_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
         return await _find_group_coordinator(broker, key)
-    finder = getattr(broker, "find_transaction_coordinator", None)
-    if key_type == TRANSACTION_KEY_TYPE and finder is not None:
-        return finder(key)
-    return E.coordinator_not_available if key_type == TRANSACTION_KEY_TYPE else E.invalid_request, -1, "", -1
+    if key_type == TRANSACTION_KEY_TYPE:
+        return await find_transaction_coordinator(broker, key)
+    return E.invalid_request, -1, "", -1
 
 
 def _error_message(error: int) -> str | None:

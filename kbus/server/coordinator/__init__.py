@@ -38,16 +38,17 @@ class BrokerOffsetsLog:
     elected leader's high watermark can trail records that were already acknowledged (Kafka loads the same way).
     """
 
-    def __init__(self, broker: Broker, commit_timeout_ms: int = 5000) -> None:
+    def __init__(self, broker: Broker, commit_timeout_ms: int = 5000, *, topic: str = OFFSETS_TOPIC) -> None:
         self._broker = broker
         self._timeout = commit_timeout_ms / 1000
+        self._topic = topic  # the transaction coordinator uses the same for __transaction_state
 
     async def append(self, partition: int, records: bytes) -> int:
         """acks=-1 with min.insync.replicas, as Kafka's coordinator writes: NOT_ENOUGH_REPLICAS and a timeout
         both surface as exceptions (the coordinator answers COORDINATOR_NOT_AVAILABLE)."""
-        part, error = self._broker.leader_partition(OFFSETS_TOPIC, partition)
+        part, error = self._broker.leader_partition(self._topic, partition)
         if part is None:
-            raise OffsetsCommitTimeout(f"{OFFSETS_TOPIC}-{partition}: not the leader ({error.name})")
+            raise OffsetsCommitTimeout(f"{self._topic}-{partition}: not the leader ({error.name})")
         result = self._broker.append_records(part, records, -1)
         await self._broker.wait_for_acks(part, result, -1, int(self._timeout * 1000))
         return result.first_offset
@@ -57,7 +58,7 @@ class BrokerOffsetsLog:
         return await asyncio.to_thread(self._read_all, partition)
 
     def _read_all(self, partition: int) -> list[bytes]:
-        part = self._broker.get_partition(OFFSETS_TOPIC, partition)
+        part = self._broker.get_partition(self._topic, partition)
         if part is None:
             return []
         log = part.log

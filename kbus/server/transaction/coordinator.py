@@ -420,8 +420,11 @@ class TransactionCoordinator:
 
     # ================================================================ describing
 
-    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()) -> list[
-            TransactionListing]:
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          min_duration_ms: int = -1) -> list[TransactionListing]:
+        """ListTransactions: filtered by state names, producer ids, and (KIP-994) running for at least
+        ``min_duration_ms``."""
+        now = self.clock()
         wanted_states = {s.lower() for s in states}
         wanted_pids = set(producer_ids)
         out = []
@@ -431,6 +434,8 @@ class TransactionCoordinator:
             if wanted_states and meta.state.kafka_name.lower() not in wanted_states:
                 continue
             if wanted_pids and meta.producer_id not in wanted_pids:
+                continue
+            if min_duration_ms >= 0 and (meta.state != S.ONGOING or now - meta.start_ms < min_duration_ms):
                 continue
             out.append(TransactionListing(meta.transactional_id, meta.producer_id, meta.state))
         return out

@@ -1,0 +1,229 @@
+"""Transactions: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27),
+DescribeProducers (61), DescribeTransactions (65), ListTransactions (66). InitProducerId with a transactional id
+and FindCoordinator(TRANSACTION) call `find_transaction_coordinator` / `init_transactional_producer` below.
+
+Request in, response out: the state lives in the broker's TransactionService (kbus.server.transaction)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from kbus.protocol.codec import ms
+from kbus.protocol.control import build_marker_batch
+from kbus.server.apis.errors import error_code_for
+from kbus.server.apis.registry import RequestContext, api
+from kbus.server.coordinator.records import OFFSETS_TOPIC
+from kbus.server.transaction.coordinator import TopicPartition, TransactionCoordinator
+from kbus.server.transaction.service import MarkerListener
+
+if TYPE_CHECKING:
+    from kbus.server.broker import Broker
+
+
+def _coordinator(broker: Broker) -> TransactionCoordinator | None:
+    return broker.transactions.coordinator if broker.transactions is not None else None
+
+
+def _fenced(ctx: RequestContext, error: int) -> int:
+    # PRODUCER_FENCED (KIP-588) reaches only clients new enough to know it; older ones get INVALID_PRODUCER_EPOCH
+    if error == E.producer_fenced and ctx.api_version < 2:
+        return E.invalid_producer_epoch
+    return error
+
+
+async def find_transaction_coordinator(broker: Broker, key: str) -> tuple[int, int, str, int]:
+    """(error, node_id, host, port); creates __transaction_state on first use, as Kafka does."""
+    service = broker.transactions
+    if service is None or not key:
+        return E.coordinator_not_available, -1, "", -1
+    try:
+        await service.ensure_state_topic()
+    except Exception:
+        return E.coordinator_not_available, -1, "", -1
+    leader = broker.partition_leader(*service.state_partition_for(key))
+    if leader is None:
+        return E.coordinator_not_available, -1, "", -1
+    return E.none, leader.broker_id, leader.host, leader.port
+
+
+async def init_transactional_producer(broker: Broker, ctx: RequestContext, request: Any) -> tuple[int, int, int]:
+    coordinator = _coordinator(broker)
+    if coordinator is None:
+        return E.coordinator_not_available, -1, -1
+    error, pid, epoch = await coordinator.init_producer_id(
+        request.transactional_id, ms(request.transaction_timeout),
+        getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1),
+    )
+    if error == E.producer_fenced and ctx.api_version < 4:
+        error = E.invalid_producer_epoch
+    return error, pid, epoch
+
+
+async def append_markers(
+    broker: Broker, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+    partitions: set[TopicPartition], timeout_ms: int, listeners: list[MarkerListener],
+) -> dict[TopicPartition, int]:
+    """Write one marker on each partition this broker leads (WriteTxnMarkers, acks=all); error code per
+    partition."""
+    batch = build_marker_batch(producer_id, producer_epoch, committed, coordinator_epoch)
+    results: dict[TopicPartition, int] = {}
+    written = []
+    for tp in partitions:  # append them all before waiting on any (one replica round trip for all)
+        part, error = broker.leader_partition(*tp)
+        if part is None:
+            results[tp] = error
+            continue
+        try:
+            written.append((tp, part, broker.append_records(part, batch, -1, from_coordinator=True)))
+        except Exception as exc:
+            results[tp] = error_code_for(exc)
+    for tp, part, result in written:
+        try:
+            await broker.wait_for_acks(part, result, -1, timeout_ms)
+        except Exception as exc:
+            results[tp] = error_code_for(exc)
+            continue
+        results[tp] = E.none
+        for listener in listeners:
+            listener(tp, producer_id, committed)
+    return results
+
+
+@api(24, 0, 3)
+async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    topics = {t.name: list(t.partitions) for t in req.v3_and_below_topics}
+    errors: dict[tuple[str, int], int] = {}
+    unknown = set()
+    for topic, partitions in topics.items():
+        meta = broker.metadata.topics().get(topic)
+        for p in partitions:
+            if meta is None or p not in meta.partitions:
+                unknown.add((topic, p))
+    wanted = [(t, p) for t, ps in topics.items() for p in ps]
+    if unknown:
+        # Kafka adds nothing when any partition is unknown; the others were not attempted
+        errors = {tp: E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted for tp in wanted}
+    else:
+        coordinator = _coordinator(broker)
+        error = E.coordinator_not_available if coordinator is None else await coordinator.add_partitions(
+            req.v3_and_below_transactional_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, wanted)
+        errors = dict.fromkeys(wanted, _fenced(ctx, error))
+    results = [
+        ctx.nested("AddPartitionsToTxnTopicResult", name=topic, results_by_partition=[
+            ctx.nested("AddPartitionsToTxnPartitionResult", partition_index=p, partition_error_code=errors[(topic, p)])
+            for p in partitions
+        ])
+        for topic, partitions in topics.items()
+    ]
+    return ctx.build(throttle_time=0, results_by_topic_v3_and_below=results)
+
+
+@api(25, 0, 3)
+async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    groups = broker.group_coordinator
+    if coordinator is None or groups is None:
+        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
+    partition = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
+    error = await coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [partition])
+    return ctx.build(throttle_time=0, error_code=_fenced(ctx, error))
+
+
+@api(26, 0, 3)
+async def end_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    if coordinator is None:
+        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
+    error = await coordinator.end_transaction(req.transactional_id, req.producer_id, req.producer_epoch,
+                                              req.committed)
+    return ctx.build(throttle_time=0, error_code=_fenced(ctx, error))
+
+
+@api(27, 1, 1)
+async def write_txn_markers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """From another broker's transaction coordinator: write the markers on the partitions this broker leads."""
+    service = broker.transactions
+    results = []
+    for marker in req.markers:
+        wanted = {(t.name, p) for t in marker.topics for p in t.partition_indexes}
+        if service is None:
+            errors = dict.fromkeys(wanted, int(E.coordinator_not_available))
+        else:
+            errors = await append_markers(broker, marker.producer_id, marker.producer_epoch,
+                                          marker.transaction_result, marker.coordinator_epoch, wanted,
+                                          service.request_timeout_ms, service.marker_listeners)
+        results.append(ctx.nested("WritableTxnMarkerResult", producer_id=marker.producer_id, topics=[
+            ctx.nested("WritableTxnMarkerTopicResult", name=t.name, partitions=[
+                ctx.nested("WritableTxnMarkerPartitionResult", partition_index=p, error_code=errors[(t.name, p)])
+                for p in t.partition_indexes
+            ])
+            for t in marker.topics
+        ]))
+    return ctx.build(markers=results)
+
+
+@api(61, 0, 0)
+async def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partition_indexes:
+            part, error = broker.leader_partition(t.name, p)
+            producers = []
+            if part is not None:
+                for entry in part.log.producer_state.producers.values():
+                    producers.append(ctx.nested(
+                        "ProducerState", producer_id=entry.producer_id, producer_epoch=entry.producer_epoch,
+                        last_sequence=entry.last_seq, last_timestamp=entry.last_timestamp,
+                        coordinator_epoch=entry.coordinator_epoch,
+                        current_txn_start_offset=entry.current_txn_first_offset
+                        if entry.current_txn_first_offset is not None else -1,
+                    ))
+            parts.append(ctx.nested("PartitionResponse", partition_index=p, error_code=error,
+                                    error_message=None, active_producers=producers))
+        topics.append(ctx.nested("TopicResponse", name=t.name, partitions=parts))
+    return ctx.build(throttle_time=0, topics=topics)
+
+
+@api(65, 0, 0)
+async def describe_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    states = []
+    for tid in req.transactional_ids:
+        if coordinator is None:
+            error, meta = E.coordinator_not_available, None
+        else:
+            error, meta = coordinator.describe(tid)
+        if meta is None:
+            states.append(ctx.nested("TransactionState", error_code=error, transactional_id=tid, transaction_state="",
+                                     transaction_timeout=0, transaction_start_time=-1, producer_id=-1,
+                                     producer_epoch=-1, topics=[]))
+            continue
+        states.append(ctx.nested(
+            "TransactionState", error_code=E.none, transactional_id=tid, transaction_state=meta.state.kafka_name,
+            transaction_timeout=meta.timeout_ms, transaction_start_time=meta.start_ms, producer_id=meta.producer_id,
+            producer_epoch=meta.producer_epoch,
+            topics=[ctx.nested("TopicData", topic=t, partitions=sorted(ps))
+                    for t, ps in sorted(meta.partitions.items())],
+        ))
+    return ctx.build(throttle_time=0, transaction_states=states)
+
+
+_STATE_NAMES = {"empty", "ongoing", "preparecommit", "prepareabort", "completecommit", "completeabort", "dead",
+                "prepareepochfence"}
+
+
+@api(66, 0, 1)
+async def list_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(broker)
+    filters = list(req.state_filters)
+    unknown = [s for s in filters if s.lower() not in _STATE_NAMES]
+    known = [s for s in filters if s not in unknown]
+    listings = [] if coordinator is None or (filters and not known) else coordinator.list_transactions(
+        known, req.producer_id_filters, getattr(req, "duration_filter", -1))
+    states = [ctx.nested("TransactionState", transactional_id=t.transactional_id, producer_id=t.producer_id,
+                         transaction_state=t.state.kafka_name) for t in listings]
+    error = E.coordinator_not_available if coordinator is None else E.none
+    return ctx.build(throttle_time=0, error_code=error, unknown_state_filters=unknown, transaction_states=states)

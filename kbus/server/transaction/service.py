@@ -1,0 +1,226 @@
+"""The transaction coordinator wired to a broker: `__transaction_state` through the broker's partitions, markers
+through local appends or WriteTxnMarkers to the leaders, and the periodic timeout/expiration sweeps."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from kio.schema.errors import ErrorCode as E
+from kio.schema.write_txn_markers.v1.request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
+from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
+
+from kbus.protocol.client import KafkaConnection
+from kbus.server.coordinator import BrokerOffsetsLog
+from kbus.server.transaction.coordinator import TopicPartition, TransactionConfig, TransactionCoordinator
+from kbus.server.transaction.records import TRANSACTION_STATE_TOPIC
+
+if TYPE_CHECKING:
+    from kbus.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+MarkerListener = Callable[[TopicPartition, int, bool], None]  # (partition, producer id, committed)
+
+
+class LocalMarkerAppender(Protocol):
+    """Writes markers on the partitions this broker leads (the WriteTxnMarkers handler's work)."""
+
+    async def __call__(
+        self, broker: Broker, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+        partitions: set[TopicPartition], timeout_ms: int, listeners: list[MarkerListener],
+    ) -> dict[TopicPartition, int]: ...
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class BrokerTransactionLog(BrokerOffsetsLog):
+    """`TransactionLog` over this broker's partitions of `__transaction_state` (acks=all appends)."""
+
+    def __init__(self, broker: Broker, timeout_ms: int) -> None:
+        super().__init__(broker, timeout_ms, topic=TRANSACTION_STATE_TOPIC)
+
+    def coordinator_epoch(self, partition: int) -> int:
+        part = self._broker.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        return part.leader_epoch if part is not None else -1
+
+
+class BrokerMarkerWriter:
+    """`MarkerWriter`: local partitions are appended here; the others get WriteTxnMarkers on their leader."""
+
+    def __init__(self, broker: Broker, timeout_ms: int, listeners: list[MarkerListener],
+                 append_local: LocalMarkerAppender) -> None:
+        self._broker = broker
+        self._append_local = append_local
+        self._timeout_ms = timeout_ms
+        self._listeners = listeners
+        self._connections: dict[int, KafkaConnection] = {}
+
+    async def write_markers(
+        self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+        partitions: set[TopicPartition],
+    ) -> dict[TopicPartition, int]:
+        broker = self._broker
+        local: set[TopicPartition] = set()
+        remote: dict[int, set[TopicPartition]] = {}
+        results: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            leader = broker.partition_leader(*tp)
+            if leader is None:
+                part, error = broker.leader_partition(*tp)
+                results[tp] = error if part is None else E.none
+                if part is not None:
+                    local.add(tp)
+            elif leader.broker_id == broker.broker_id:
+                local.add(tp)
+            else:
+                remote.setdefault(leader.broker_id, set()).add(tp)
+        if local:
+            results.update(await self._append_local(broker, producer_id, producer_epoch, committed, coordinator_epoch,
+                                                local, self._timeout_ms, self._listeners))
+        sends = [self._send(b, tps, producer_id, producer_epoch, committed, coordinator_epoch)
+                 for b, tps in remote.items()]
+        for answer in await asyncio.gather(*sends):
+            results.update(answer)
+        return results
+
+    async def _send(self, broker_id: int, tps: set[TopicPartition], producer_id: int, producer_epoch: int,
+                    committed: bool, coordinator_epoch: int) -> dict[TopicPartition, int]:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
+        request = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=committed,
+            coordinator_epoch=coordinator_epoch,
+            topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()),
+        ),))
+        try:
+            conn = self._connection(broker_id)
+            if conn is None:
+                return dict.fromkeys(tps, E.not_leader_or_follower)
+            response = await conn.request(request, WriteTxnMarkersResponse, timeout=self._timeout_ms / 1000 + 5)
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            log.info("WriteTxnMarkers to broker %d failed: %s", broker_id, exc)
+            conn = self._connections.pop(broker_id, None)
+            if conn is not None:
+                await conn.close()
+            return dict.fromkeys(tps, E.not_leader_or_follower)
+        out: dict[TopicPartition, int] = {}
+        for marker in response.markers:
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    out[(topic.name, p.partition_index)] = int(p.error_code)
+        for tp in tps:
+            out.setdefault(tp, E.unknown_server_error)
+        return out
+
+    def _connection(self, broker_id: int) -> KafkaConnection | None:
+        conn = self._connections.get(broker_id)
+        if conn is not None:
+            return conn
+        info = next((b for b in self._broker.live_brokers() if b.broker_id == broker_id), None)
+        if info is None:
+            return None
+        conn = KafkaConnection(info.host, info.port, f"broker-{self._broker.broker_id}-txn-markers")
+        self._connections[broker_id] = conn
+        return conn
+
+    async def close(self) -> None:
+        for conn in self._connections.values():
+            await conn.close()
+        self._connections.clear()
+
+
+class TransactionService:
+    """Owns the coordinator, its ports and its sweeps for one broker."""
+
+    def __init__(self, broker: Broker, append_local: LocalMarkerAppender) -> None:
+        cfg = broker.config
+        self.broker = broker
+        self.config = TransactionConfig(
+            num_partitions=cfg.transaction_state_log_num_partitions,
+            max_timeout_ms=cfg.transaction_max_timeout_ms,
+            abort_check_interval_ms=cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            id_expiration_ms=cfg.transactional_id_expiration_ms,
+            remove_expired_interval_ms=cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+        )
+        self.marker_listeners: list[MarkerListener] = []
+        timeout_ms = int(cfg.raw.get("request.timeout.ms", 30000))
+        self.request_timeout_ms = timeout_ms
+        self.markers = BrokerMarkerWriter(broker, timeout_ms, self.marker_listeners, append_local)
+
+        def state_partitions() -> int | None:
+            t = broker.metadata.topics().get(TRANSACTION_STATE_TOPIC)
+            return len(t.partitions) if t is not None else None
+
+        self.coordinator = TransactionCoordinator(
+            self.config, BrokerTransactionLog(broker, timeout_ms), self.markers, broker.allocate_producer_id,
+            wall_clock_ms, state_partitions=state_partitions,
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        def on_leadership(topic: str, partition: int, is_leader: bool) -> None:
+            if topic != TRANSACTION_STATE_TOPIC:
+                return
+            if is_leader:
+                self.coordinator.on_election(partition)
+            else:
+                self.coordinator.on_resignation(partition)
+
+        self.broker.add_leadership_listener(on_leadership)
+        self._tasks = [
+            asyncio.ensure_future(self._every(self.config.abort_check_interval_ms, self.coordinator.abort_timed_out)),
+            asyncio.ensure_future(self._every(self.config.remove_expired_interval_ms,
+                                              self.coordinator.remove_expired)),
+        ]
+
+    async def _every(self, interval_ms: int, sweep: Callable[[], object]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                result = sweep()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("transaction coordinator sweep failed")
+
+    def state_partition_for(self, transactional_id: str) -> TopicPartition:
+        return TRANSACTION_STATE_TOPIC, self.coordinator.partition_for(transactional_id)
+
+    async def ensure_state_topic(self) -> None:
+        cfg = self.broker.config
+        # never more in-sync replicas than a small (or standalone) cluster can give the topic
+        min_isr = max(1, min(cfg.transaction_state_log_min_isr, cfg.transaction_state_log_replication_factor,
+                             len(self.broker.live_brokers())))
+        await self.broker.ensure_topic(
+            TRANSACTION_STATE_TOPIC,
+            cfg.transaction_state_log_num_partitions,
+            cfg.transaction_state_log_replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "min.insync.replicas": str(min_isr),
+                "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
+                "unclean.leader.election.enable": "false",
+            },
+        )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.coordinator.shutdown()
+        await self.markers.close()

@@ -1,0 +1,132 @@
+"""Transactions with real clients against a real kbus broker: confluent-kafka's transactional producer,
+read_committed consumers, the LSO, fencing and the abort of timed-out transactions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from tests.kbus_processes import BrokerProcess
+
+pytestmark = pytest.mark.integration
+
+TXN_BROKER = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    b = BrokerProcess(tmp_path_factory.mktemp("txn-broker"), dict(TXN_BROKER)).start()
+    yield b
+    b.stop()
+
+
+def topic_name() -> str:
+    return f"txn-{uuid.uuid4().hex[:10]}"
+
+
+def producer(bootstrap: str, tid: str, **extra: object) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def read(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 20) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": isolation, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "enable.partition.eof": True, "fetch.wait.max.ms": 100})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    eof = False
+    while time.monotonic() < deadline and not (eof and len(out) >= expected):
+        for m in c.consume(1000, 0.5):
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    eof = True
+                    continue
+                raise KafkaException(m.error())
+            out.append(m.value())
+    c.close()
+    return out
+
+
+def test_commit_and_abort(txn_broker: BrokerProcess) -> None:
+    bs, topic = txn_broker.bootstrap, topic_name()
+    p = producer(bs, f"tx-{topic}")
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, f"committed-{i}".encode())
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, f"aborted-{i}".encode())
+    p.flush()
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, b"committed-5")
+    p.commit_transaction(30)
+    committed = read(bs, topic, "read_committed", 6)
+    assert committed == [f"committed-{i}".encode() for i in range(6)]
+    everything = read(bs, topic, "read_uncommitted", 9)
+    assert len(everything) == 9 and b"aborted-0" in everything
+
+
+def test_open_transaction_holds_back_read_committed(txn_broker: BrokerProcess) -> None:
+    bs, topic = txn_broker.bootstrap, topic_name()
+    p = producer(bs, f"tx-{topic}")
+    p.begin_transaction()
+    p.produce(topic, b"in-txn")
+    p.flush()
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce(topic, b"after")
+    plain.flush()
+    assert read(bs, topic, "read_committed", 1, timeout=3) == []  # the LSO sits at the open transaction
+    assert read(bs, topic, "read_uncommitted", 2) == [b"in-txn", b"after"]
+    p.commit_transaction(30)
+    assert read(bs, topic, "read_committed", 2) == [b"in-txn", b"after"]
+
+
+def test_second_producer_fences_the_first(txn_broker: BrokerProcess) -> None:
+    bs, topic = txn_broker.bootstrap, topic_name()
+    tid = f"tx-{topic}"
+    p1 = producer(bs, tid)
+    p1.begin_transaction()
+    p1.produce(topic, b"zombie")
+    p1.flush()
+    p2 = producer(bs, tid)  # aborts p1's open transaction and bumps the epoch
+    p2.begin_transaction()
+    p2.produce(topic, b"live")
+    p2.commit_transaction(30)
+    with pytest.raises(KafkaException) as info:
+        p1.produce(topic, b"zombie-2")
+        p1.commit_transaction(10)
+    assert info.value.args[0].fatal() or "fenced" in str(info.value).lower()
+    assert read(bs, topic, "read_committed", 1) == [b"live"]
+
+
+def test_transaction_of_a_killed_producer_times_out(txn_broker: BrokerProcess) -> None:
+    bs, topic = txn_broker.bootstrap, topic_name()
+    script = textwrap.dedent(f"""
+        import os, signal
+        from confluent_kafka import Producer
+        p = Producer({{"bootstrap.servers": "{bs}", "transactional.id": "tx-{topic}",
+                      "transaction.timeout.ms": 2000}})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("{topic}", b"orphan")
+        p.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert proc.returncode == -9
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce(topic, b"later")
+    plain.flush()
+    # the coordinator aborts the orphan after 2 s; the LSO then passes it and only "later" is visible
+    assert read(bs, topic, "read_committed", 1, timeout=20) == [b"later"]

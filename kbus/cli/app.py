@@ -2,9 +2,29 @@
 
 import typer
 
+import kbus
+
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    help="kbus: a lightweight Kafka-compatible message bus. Subcommands mirror Kafka's scripts.",
+    help="kbus: a lightweight Kafka-compatible message bus. Subcommands mirror Kafka's scripts "
+    "(Kafka's script names work too: `kbus kafka-topics.sh --list ...`).",
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        # Kafka's tools print the bare version on --version (`kafka-topics.sh --version` -> `3.7.0`).
+        typer.echo(f"kbus {kbus.__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", help="Print the kbus version and exit.", callback=_print_version, is_eager=True
+    ),
+) -> None:
+    """kbus: a lightweight Kafka-compatible message bus. Subcommands mirror Kafka's scripts (Kafka's script names
+    work too: `kbus kafka-topics.sh --list ...`)."""

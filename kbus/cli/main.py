@@ -4,6 +4,9 @@ importing the module is all it takes (one import line per module below)."""
 # Command modules (import for their registration side effect).
 # ruff: noqa: F401
 import sys
+from pathlib import PurePath
+
+import typer
 
 import kbus.cli.configs
 import kbus.cli.console_consumer
@@ -32,6 +35,44 @@ def _fix_dashes(args: list[str]) -> list[str]:
     return out
 
 
+def command_for_script(name: str) -> str:
+    """Kafka's script name -> the kbus command, so commands pasted from Kafka's docs work:
+    `bin/kafka-topics.sh` and `kafka-topics` -> `topics`, `zookeeper-server-start.sh` -> `zookeeper-start`.
+    Anything else comes back unchanged."""
+    base = PurePath(name).name
+    for suffix in (".sh", ".bat"):
+        base = base.removesuffix(suffix)
+    if base.startswith("zookeeper-server-"):
+        return "zookeeper-" + base.removeprefix("zookeeper-server-")
+    return base.removeprefix("kafka-")
+
+
+def _command_names() -> set[str]:
+    return set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def _resolve_alias(args: list[str]) -> list[str]:
+    if not args or args[0].startswith("-"):
+        return args
+    names = _command_names()
+    if args[0] in names:
+        return args
+    mapped = command_for_script(args[0])
+    return [mapped, *args[1:]] if mapped in names else args
+
+
 def main() -> None:
-    sys.argv[1:] = _fix_dashes(sys.argv[1:])
-    app()
+    args = _resolve_alias(_fix_dashes(sys.argv[1:]))
+    try:
+        rv = app(args=args, prog_name="kbus", standalone_mode=False)
+    except typer.TyperException as exc:
+        # One line naming the option, like Kafka's joptsimple errors; never typer's boxed panel.
+        message = exc.format_message().strip()
+        if message:  # empty when `kbus` alone printed the help (no_args_is_help)
+            where = f"kbus {args[0]}" if args and args[0] in _command_names() else "kbus"
+            print(f"{where}: {message}", file=sys.stderr, flush=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("Aborted.", file=sys.stderr, flush=True)
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)

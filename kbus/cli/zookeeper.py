@@ -146,21 +146,59 @@ def _last_error(log_dir: Path) -> str:
     return (errors[-1] if errors else (lines[-1].strip() if lines else "no output"))[:300]
 
 
-@app.command("zookeeper-stop")
-def zookeeper_stop() -> None:
-    """Stop the ZooKeeper server started by `kbus zookeeper-start` (found through logs/zookeeper.pid)."""
+def _server_to_stop(config: Path | None) -> tuple[int, Path | None] | None:
+    """(pid, pid file to clean up) of the ZooKeeper to stop. With a config file: the kbus-started server
+    running it. Without: the one in this directory's pid file; failing that (and with no KBUS_LOG_DIR naming
+    the place to look), the only kbus-started server on the machine, as Kafka's zookeeper-server-stop.sh finds
+    QuorumPeerMain wherever it was started."""
     pid_path = launcher.pid_file(_log_dir())
+    if config is not None:
+        wanted = config.absolute()
+        for server in launcher.running_servers():
+            if server.config == wanted:
+                return server.pid, launcher.pid_file(server.log_dir) if server.log_dir else None
+        return None
     pid = launcher.live_server_pid(pid_path)
-    if pid is None:
+    if pid is not None:
+        return pid, pid_path
+    if os.environ.get(LOG_DIR_ENV):
+        return None
+    servers = launcher.running_servers()
+    if len(servers) > 1:
+        listed = ", ".join(f"pid {s.pid} ({s.config})" for s in servers)
+        raise _fail(f"{len(servers)} ZooKeeper servers are running: {listed}; say which: kbus zookeeper-stop CONFIG")
+    if not servers:
+        return None
+    only = servers[0]
+    return only.pid, launcher.pid_file(only.log_dir) if only.log_dir else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return launcher.SERVER_MAIN.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+@app.command("zookeeper-stop")
+def zookeeper_stop(
+    config: Path = typer.Argument(None, help="Stop the server started with this zookeeper.properties"),
+) -> None:
+    """Stop a ZooKeeper server started by `kbus zookeeper-start` (this directory's logs/zookeeper.pid, or the
+    one running CONFIG, or the only one running)."""
+    found = _server_to_stop(config)
+    if found is None:
         typer.echo("No zookeeper server to stop", err=True)
         raise typer.Exit(1)
+    pid, pid_path = found
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and launcher.live_server_pid(pid_path) == pid:
+    while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.05)
-    if launcher.live_server_pid(pid_path) == pid:
+    if _alive(pid):
         raise _fail(f"ZooKeeper (pid {pid}) did not stop within 30 s")
-    pid_path.unlink(missing_ok=True)
+    if pid_path is not None and launcher.live_server_pid(pid_path) is None:
+        pid_path.unlink(missing_ok=True)
 
 
 @app.command(
@@ -180,7 +218,3 @@ def zookeeper_shell(
     sys.stdout.flush()
     raise typer.Exit(subprocess.call(cmd))
 
-
-# Kafka's script names, for users typing what the articles say (zookeeper-server-start.sh config/...)
-app.command("zookeeper-server-start", hidden=True)(zookeeper_start)
-app.command("zookeeper-server-stop", hidden=True)(zookeeper_stop)

@@ -19,6 +19,8 @@ from pathlib import Path
 from kbus.zk.properties import read_properties
 
 SERVER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# On every server kbus starts, so `zookeeper-stop` run elsewhere finds kbus's servers and no one else's.
+KBUS_MARKER = "-Dkbus.launcher=zookeeper-start"
 SHELL_MAIN = "org.apache.zookeeper.ZooKeeperMain"
 DEBIAN_JAVA_DIR = "/usr/share/java"
 INSTALL_HINT = "install it with `apt-get install -y zookeeper` (Debian/Ubuntu)"
@@ -137,7 +139,7 @@ def server_command(
     extra_opts: str = "",
 ) -> list[str]:
     """The java command line; writes the log4j config it refers to into log_dir when log4j is the binding."""
-    cmd = [install.java, *heap_opts.split(), *extra_opts.split(), f"-Dzookeeper.log.dir={log_dir}"]
+    cmd = [install.java, *heap_opts.split(), *extra_opts.split(), f"-Dzookeeper.log.dir={log_dir}", KBUS_MARKER]
     if install.binding == "log4j":
         log4j = log_dir / "zookeeper-log4j.properties"
         log4j.write_text(log4j_properties(to_file=daemon), encoding="utf-8")
@@ -276,3 +278,36 @@ def live_server_pid(path: Path) -> int | None:
     except (OSError, ValueError):
         return None
     return pid if SERVER_MAIN.encode() in cmdline else None
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    pid: int
+    config: Path
+    log_dir: Path | None  # where its pid file is
+
+
+def server_of(pid: int, argv: list[str]) -> RunningServer | None:
+    """A kbus-started ZooKeeper from its command line (the config path is the last argument, made absolute
+    by zookeeper-start)."""
+    if KBUS_MARKER not in argv or SERVER_MAIN not in argv or argv[-1] == SERVER_MAIN:
+        return None
+    prefix = "-Dzookeeper.log.dir="
+    log_dir = next((Path(a.removeprefix(prefix)) for a in argv if a.startswith(prefix)), None)
+    return RunningServer(pid, Path(argv[-1]), log_dir)
+
+
+def running_servers(proc: Path = Path("/proc")) -> list[RunningServer]:
+    """Every ZooKeeper `kbus zookeeper-start` started on this machine that is still running."""
+    found: list[RunningServer] = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        server = server_of(int(entry.name), [a.decode(errors="replace") for a in raw.split(b"\0") if a])
+        if server is not None:
+            found.append(server)
+    return sorted(found, key=lambda s: s.pid)

@@ -116,3 +116,16 @@ def test_session_zookeeper_is_running(zookeeper):
     # the session fixture itself was started by `kbus zookeeper-start --daemon`
     assert four_letter("ruok", "127.0.0.1", zookeeper.port) == "imok"
     assert os.path.exists(zookeeper.base / "logs" / "zookeeper.pid")
+
+
+def test_stop_from_another_directory_finds_the_server(own_server, tmp_path_factory):
+    started = own_server.kbus("zookeeper-start", str(own_server.config), "--daemon")
+    assert started.returncode == 0, started.stderr
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    env = {k: v for k, v in own_server.env.items() if k != "KBUS_LOG_DIR"}
+    # nothing in this directory's logs/: the server is found by the config it runs
+    stopped = subprocess.run([KBUS, "zookeeper-stop", str(own_server.config)], env=env, cwd=elsewhere,
+                             capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not is_listening("127.0.0.1", own_server.port)
+    assert not (own_server.base / "logs" / "zookeeper.pid").exists()

@@ -1,6 +1,19 @@
-"""The entry point's argument clean-up."""
+"""The entry point: argument clean-up, Kafka script names as aliases, one-line parse errors, --version."""
 
-from kbus.cli.main import _fix_dashes
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kbus
+from kbus.cli.main import _fix_dashes, _resolve_alias, command_for_script
+
+KBUS = str(Path(sys.executable).parent / "kbus")
+
+
+def run_kbus(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([KBUS, *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_cli_accepts_typographic_dashes_from_blog_posts():
@@ -12,3 +25,57 @@ def test_cli_accepts_typographic_dashes_from_blog_posts():
         "-",
         "x",
     ]
+
+
+@pytest.mark.parametrize(
+    ("script", "command"),
+    [
+        ("kafka-topics.sh", "topics"),
+        ("kafka-topics", "topics"),
+        ("bin/kafka-console-consumer.sh", "console-consumer"),
+        ("./bin/kafka-server-start.sh", "server-start"),
+        ("zookeeper-server-start.sh", "zookeeper-start"),
+        ("zookeeper-server-stop", "zookeeper-stop"),
+        ("kafka-consumer-groups.sh", "consumer-groups"),
+        ("topics", "topics"),
+    ],
+)
+def test_kafka_script_names_map_to_commands(script: str, command: str) -> None:
+    assert command_for_script(script) == command
+
+
+def test_only_known_commands_are_rewritten() -> None:
+    assert _resolve_alias(["kafka-topics.sh", "--list"]) == ["topics", "--list"]
+    assert _resolve_alias(["kafka-no-such-tool.sh"]) == ["kafka-no-such-tool.sh"]
+    assert _resolve_alias(["--version"]) == ["--version"]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["topics", "--bootstrap-server", "127.0.0.1:1", "--create", "--topic", "t", "--partitions", "abc"],
+         "'--partitions'"),
+        (["topics", "--bogus"], "--bogus"),
+        (["console-consumer", "--topic"], "'--topic'"),
+        (["kafka-topics.sh", "--replication-factor", "x"], "'--replication-factor'"),
+        (["topcs"], "'topcs'"),
+    ],
+)
+def test_parse_errors_are_one_line_naming_the_option(args: list[str], named: str) -> None:
+    res = run_kbus(*args)
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert named in lines[0]
+    assert "╭" not in res.stderr and "Traceback" not in res.stderr
+
+
+def test_version() -> None:
+    res = run_kbus("--version")
+    assert res.returncode == 0
+    assert res.stdout.strip() == f"kbus {kbus.__version__}"
+
+
+def test_script_alias_runs_the_command() -> None:
+    res = run_kbus("kafka-topics.sh", "--help")
+    assert res.returncode == 0 and "kafka-topics.sh" in res.stdout

@@ -102,3 +102,17 @@ def test_pid_file_ignores_dead_or_foreign_pids(tmp_path):
     assert launcher.live_server_pid(pid_file) is None
     pid_file.write_text("garbage")
     assert launcher.live_server_pid(pid_file) is None
+
+
+def test_running_servers_finds_only_kbus_started_zookeepers(tmp_path):
+    from kbus.zk.launcher import KBUS_MARKER, SERVER_MAIN, RunningServer, running_servers
+
+    def process(pid: int, *argv: str) -> None:
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+    process(10, "java", "-Dzookeeper.log.dir=/srv/zk/logs", KBUS_MARKER, "-cp", "x", SERVER_MAIN, "/srv/zk.props")
+    process(11, "java", "-cp", "x", SERVER_MAIN, "/etc/zookeeper/zoo.cfg")  # not ours (e.g. a system service)
+    process(12, "python", "-m", "kbus")
+    (tmp_path / "self").mkdir()
+    assert running_servers(tmp_path) == [RunningServer(10, Path("/srv/zk.props"), Path("/srv/zk/logs"))]

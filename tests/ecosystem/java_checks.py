@@ -1,0 +1,66 @@
+"""The Java client checks (tests/java, a Maven module) built per kafka-clients version into .cache/java-checks/."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.ecosystem.kafka_jars import REPO
+
+POM = REPO / "tests" / "java" / "pom.xml"
+RESULT = re.compile(r"^RESULT (?P<name>\S+) (?P<status>PASS|FAIL) ?(?P<detail>.*)$")
+
+# kbus.compat.Checks.all(), in its order
+CHECKS = [
+    "producer_acks_all_idempotent_compression_headers",
+    "producer_errors",
+    "consumer_group_range",
+    "consumer_group_cooperative_sticky",
+    "consumer_static_membership",
+    "consumer_seek_offsets_for_times",
+    "consumer_commit_sync_async",
+    "admin_topics",
+    "admin_configs",
+    "admin_list_offsets_delete_records",
+    "admin_describe_cluster",
+    "admin_consumer_groups",
+]
+
+
+@dataclass(frozen=True)
+class JavaChecks:
+    version: str
+    home: Path
+
+    @property
+    def classpath(self) -> str:
+        return f"{self.home / 'classes'}:{self.home / 'libs'}/*"
+
+    def java(self, main: str, *args: str) -> list[str]:
+        return ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", self.classpath, main, *args]
+
+    def run(self, bootstrap: str, suffix: str, timeout: float = 600) -> tuple[dict[str, tuple[bool, str]], str]:
+        """Runs every check in one JVM; returns {check: (passed, detail)} and the JVM's stderr."""
+        out = subprocess.run(
+            self.java("kbus.compat.Checks", bootstrap, suffix), capture_output=True, text=True, timeout=timeout
+        )
+        results: dict[str, tuple[bool, str]] = {}
+        for line in out.stdout.splitlines():
+            m = RESULT.match(line)
+            if m:
+                results[m["name"]] = (m["status"] == "PASS", m["detail"])
+        return results, out.stderr
+
+
+def build(version: str) -> JavaChecks:
+    """`mvn compile` + the dependencies, everything Maven fetches kept in .cache/m2 (incremental after the first)."""
+    cmd = [
+        "mvn", "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={REPO / '.cache' / 'm2'}",
+        f"-Dkafka.version={version}", "compile", "dependency:copy-dependencies",
+    ]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(f"building the Java checks for kafka-clients {version} failed:\n{out.stdout}\n{out.stderr}")
+    return JavaChecks(version, REPO / ".cache" / "java-checks" / version)

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from kbus.server import coordinator
 from kbus.server.apis.transactions import append_markers
 from kbus.server.config import KafkaConfig
+from kbus.server.coordinator.records import OFFSETS_TOPIC
 from kbus.server.identity import (
     read_meta_properties,
     read_partition_topic_id,
@@ -108,6 +109,7 @@ class Broker:
         self.reconcile()
         coordinator.start(self)
         self.transactions = TransactionService(self, append_markers)
+        self.transactions.marker_listeners.append(self._on_txn_marker)
         self.transactions.start()
         cfg = self.config
         # File-heavy housekeeping runs on worker threads (the logs lock themselves); ISR checks stay on the loop.
@@ -119,6 +121,11 @@ class Broker:
             (max(cfg.replica_lag_time_max_ms // 2, 100), self._shrink_isr_all, False),
         ):
             self._tasks.append(asyncio.create_task(self._periodic(interval, fn, in_thread)))
+
+    def _on_txn_marker(self, tp: tuple[str, int], producer_id: int, committed: bool) -> None:
+        # a marker on __consumer_offsets decides the offsets committed in that transaction
+        if tp[0] == OFFSETS_TOPIC and self.group_coordinator is not None:
+            self.group_coordinator.complete_txn(tp[1], producer_id, committed)
 
     async def controlled_shutdown(self) -> None:
         """Before a clean stop, hand leadership to other in-sync replicas (Kafka's controlled shutdown), so

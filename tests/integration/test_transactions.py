@@ -130,3 +130,45 @@ def test_transaction_of_a_killed_producer_times_out(txn_broker: BrokerProcess) -
     plain.flush()
     # the coordinator aborts the orphan after 2 s; the LSO then passes it and only "later" is visible
     assert read(bs, topic, "read_committed", 1, timeout=20) == [b"later"]
+
+
+def test_consume_transform_produce_commits_offsets_in_the_transaction(txn_broker: BrokerProcess) -> None:
+    bs, source, sink = txn_broker.bootstrap, topic_name(), topic_name()
+    plain = Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        plain.produce(source, f"in-{i}".encode())
+    plain.flush()
+    group = f"g-{source}"
+
+    def consumer() -> Consumer:
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+        c.subscribe([source])
+        return c
+
+    def process(c: Consumer, p: Producer, n: int, commit: bool) -> None:
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < n and time.monotonic() < deadline:
+            got.extend(m for m in c.consume(n - len(got), 0.5) if not m.error())
+        assert len(got) == n
+        p.begin_transaction()
+        for m in got:
+            p.produce(sink, m.value().replace(b"in", b"out"))
+        p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+
+    p = producer(bs, f"tx-{source}")
+    c = consumer()
+    process(c, p, 6, commit=True)
+    c.close()
+    c = consumer()  # resumes after the 6 committed in the transaction
+    process(c, p, 4, commit=False)  # aborted: neither output nor offsets count
+    c.close()
+    c = consumer()
+    process(c, p, 4, commit=True)  # the same 4 again
+    c.close()
+    assert read(bs, sink, "read_committed", 10) == [f"out-{i}".encode() for i in range(10)]

@@ -259,10 +259,16 @@ def _requested(topics: Any) -> list[tuple[str, int]] | None:
 
 
 def _offset_topics(
-    ctx: RequestContext, offsets: dict[tuple[str, int], Any], *, partition_cls: str, topic_cls: str, error: int = E.none
+    ctx: RequestContext, offsets: dict[tuple[str, int], Any], *, partition_cls: str, topic_cls: str,
+    error: int = E.none, unstable: set[tuple[str, int]] | None = None,
 ) -> list[Any]:
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for (topic, partition), om in offsets.items():
+        if unstable and (topic, partition) in unstable:
+            # KIP-447: a transactional commit is pending for it; the consumer retries until it is decided
+            om, part_error = None, E.unstable_offset_commit
+        else:
+            part_error = error
         by_topic[topic].append(
             ctx.nested(
                 partition_cls,
@@ -270,10 +276,17 @@ def _offset_topics(
                 committed_offset=-1 if om is None else om.offset,
                 committed_leader_epoch=-1 if om is None else om.leader_epoch,
                 metadata="" if om is None else om.metadata,
-                error_code=error,
+                error_code=part_error,
             )
         )
     return [ctx.nested(topic_cls, name=name, partitions=parts) for name, parts in by_topic.items()]
+
+
+def _unstable(coordinator: GroupCoordinator | None, req: Any, group_id: str, offsets: dict[tuple[str, int], Any]
+              ) -> set[tuple[str, int]]:
+    if coordinator is None or not getattr(req, "require_stable", False):
+        return set()
+    return coordinator.unstable_offsets(group_id, list(offsets))
 
 
 @api(9, 1, 9)
@@ -283,8 +296,10 @@ async def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         groups = []
         for g in req.groups:
             error, offsets = _fetch_group(coordinator, g.group_id, _requested(g.topics))
+            unstable = _unstable(coordinator, req, g.group_id, offsets)
             topics = _offset_topics(
-                ctx, offsets, partition_cls="OffsetFetchResponsePartitions", topic_cls="OffsetFetchResponseTopics"
+                ctx, offsets, partition_cls="OffsetFetchResponsePartitions", topic_cls="OffsetFetchResponseTopics",
+                unstable=unstable,
             )
             groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
         return ctx.build(throttle_time=0, groups=groups)
@@ -302,7 +317,8 @@ async def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         )
     else:
         topics = _offset_topics(
-            ctx, offsets, partition_cls="OffsetFetchResponsePartition", topic_cls="OffsetFetchResponseTopic"
+            ctx, offsets, partition_cls="OffsetFetchResponsePartition", topic_cls="OffsetFetchResponseTopic",
+            unstable=_unstable(coordinator, req, req.group_id, offsets),
         )
     return ctx.build(throttle_time=0, topics=topics, error_code=error)
 

@@ -14,7 +14,7 @@ from kbus.protocol.codec import ms
 from kbus.protocol.control import build_marker_batch
 from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
-from kbus.server.coordinator.records import OFFSETS_TOPIC
+from kbus.server.coordinator.records import OFFSETS_TOPIC, OffsetAndMetadata
 from kbus.server.transaction.coordinator import TopicPartition, TransactionCoordinator
 from kbus.server.transaction.service import MarkerListener
 
@@ -162,6 +162,33 @@ async def write_txn_markers(broker: Broker, ctx: RequestContext, req: Any) -> An
             for t in marker.topics
         ]))
     return ctx.build(markers=results)
+
+
+@api(28, 0, 3)
+async def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    groups = broker.group_coordinator
+    now = groups.clock() if groups is not None else 0
+    offsets = {
+        (t.name, p.partition_index): OffsetAndMetadata(
+            offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
+            metadata=p.committed_metadata or "", commit_timestamp=now,
+        )
+        for t in req.topics for p in t.partitions
+    }
+    if groups is None:
+        errors = dict.fromkeys(offsets, int(E.coordinator_not_available))
+    else:
+        errors = await groups.commit_txn_offsets(
+            req.group_id, req.producer_id, req.producer_epoch, getattr(req, "member_id", ""),
+            getattr(req, "group_instance_id", None), getattr(req, "generation_id", -1), offsets,
+        )
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), error in errors.items():
+        by_topic.setdefault(topic, []).append(
+            ctx.nested("TxnOffsetCommitResponsePartition", partition_index=partition, error_code=error))
+    return ctx.build(throttle_time=0, topics=[
+        ctx.nested("TxnOffsetCommitResponseTopic", name=name, partitions=parts) for name, parts in by_topic.items()
+    ])
 
 
 @api(61, 0, 0)

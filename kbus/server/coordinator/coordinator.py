@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.protocol.control import COMMIT, parse_marker
 from kbus.protocol.record_batch import (
     CorruptRecordError,
     InvalidRecordError,
@@ -181,10 +182,23 @@ class GroupCoordinator:
     def _replay(self, partition: int, chunks: Iterable[bytes]) -> list[Group]:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         metadata: dict[str, GroupMetadataRecord | None] = {}
+        # TxnOffsetCommit records wait for their transaction's marker: producer id -> group -> offsets
+        pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata | None]]] = {}
         for chunk in chunks:
             for header in iter_complete_batches(chunk):
                 if header.is_control:
+                    marker = parse_marker(memoryview(chunk)[header.position : header.position + header.size])
+                    decided = pending_txn.pop(header.producer_id, {})
+                    if marker is not None and marker.control_type == COMMIT:
+                        for gid, txn_offsets in decided.items():
+                            target = offsets.setdefault(gid, {})
+                            for tp, om in txn_offsets.items():
+                                if om is None:
+                                    target.pop(tp, None)
+                                else:
+                                    target[tp] = om
                     continue
+                txn_target = pending_txn.setdefault(header.producer_id, {}) if header.is_transactional else None
                 try:
                     records = decode_records(chunk, header)
                 except (CorruptRecordError, InvalidRecordError, ValueError) as exc:
@@ -197,7 +211,10 @@ class GroupCoordinator:
                         key = decode_key(rec.key)
                         if isinstance(key, OffsetKey):
                             tp = (key.topic, key.partition)
-                            if rec.value is None:
+                            if txn_target is not None:
+                                txn_target.setdefault(key.group, {})[tp] = (
+                                    None if rec.value is None else decode_offset_value(rec.value))
+                            elif rec.value is None:
                                 offsets.get(key.group, {}).pop(tp, None)
                             else:
                                 offsets.setdefault(key.group, {})[tp] = decode_offset_value(rec.value)
@@ -205,14 +222,19 @@ class GroupCoordinator:
                             metadata[key.group] = None if rec.value is None else decode_group_value(rec.value)
                     except (RecordFormatError, UnicodeDecodeError, struct.error, ValueError) as exc:
                         log.warning("Skipping undecodable record at offset %d: %s", rec.offset, exc)
+        open_txn_groups = {gid for by_group in pending_txn.values() for gid in by_group}
         out = []
-        for group_id in set(offsets) | set(metadata):
+        for group_id in set(offsets) | set(metadata) | open_txn_groups:
             rec = metadata.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if rec is None and not group_offsets:
+            if rec is None and not group_offsets and group_id not in open_txn_groups:
                 continue
             group = Group.from_record(group_id, partition, rec) if rec is not None else Group(group_id, partition)
             group.offsets.update(group_offsets)
+            for pid, by_group in pending_txn.items():
+                if group_id in by_group:
+                    group.pending_txn_offsets[pid] = {tp: om for tp, om in by_group[group_id].items()
+                                                      if om is not None}
             out.append(group)
         return out
 
@@ -923,6 +945,69 @@ class GroupCoordinator:
             group.offsets.update(valid)
         result.update(dict.fromkeys(valid, error))
         return result
+
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit: written to the offsets partition inside the producer's transaction; visible only
+        once its COMMIT marker lands there (`complete_txn`)."""
+        error = self.validate_group_status(group_id, "commit")
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = Group(group_id, self.partition_for(group_id), current_state_timestamp=self.clock())
+            self.groups[group_id] = group
+        elif generation_id >= 0 or member_id:
+            # KIP-447: a producer fenced by a rebalance cannot commit for the group's new generation
+            error = self._validate_current_member(group, member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = E.illegal_generation
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+        result: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if self._partition_exists is not None and not self._partition_exists(*tp):
+                result[tp] = E.unknown_topic_or_partition
+            elif len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                result[tp] = E.offset_metadata_too_large
+            else:
+                valid[tp] = om
+        if not valid:
+            return result
+        records = [(offset_commit_key(group_id, t, p), offset_commit_value(om)) for (t, p), om in valid.items()]
+        batch = build_batch(records, timestamp_ms=self.clock(), producer_id=producer_id,
+                            producer_epoch=producer_epoch, is_transactional=True)
+        try:
+            await self.log.append(group.partition, batch)
+            error = E.none
+        except Exception as exc:
+            error = self._append_error(group.partition, exc, for_offsets=True)
+        if error == E.none and self.groups.get(group_id) is group:
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
+        result.update(dict.fromkeys(valid, error))
+        return result
+
+    def complete_txn(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker was written on __consumer_offsets-`partition` (Kafka's handleTxnCompletion)."""
+        for group in self.groups.values():
+            if group.partition == partition:
+                group.complete_txn_offsets(producer_id, committed)
+
+    def unstable_offsets(self, group_id: str, partitions: list[TopicPartition]) -> set[TopicPartition]:
+        """Partitions with a transactional commit still undecided (OffsetFetch require_stable, KIP-447)."""
+        group = self.groups.get(group_id)
+        if group is None or not group.pending_txn_offsets:
+            return set()
+        return {tp for tp in partitions if group.has_pending_txn_offset(tp)}
 
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None

@@ -156,6 +156,8 @@ class Group:
     join_kind: str = "normal"
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     pending_offset_commits: Counter[tuple[str, int]] = field(default_factory=Counter)
+    # offsets committed inside a transaction (TxnOffsetCommit), per producer id, until its marker decides them
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     subscribed: set[str] | None = None
 
     # ---- state
@@ -332,7 +334,16 @@ class Group:
 
     # ---- offsets
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(+self.pending_offset_commits)
+        return bool(self.offsets) or bool(+self.pending_offset_commits) or bool(self.pending_txn_offsets)
+
+    def complete_txn_offsets(self, producer_id: int, committed: bool) -> None:
+        """A transaction's marker reached the offsets partition: its offsets become visible, or vanish."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if pending and committed:
+            self.offsets.update(pending)
+
+    def has_pending_txn_offset(self, tp: tuple[str, int]) -> bool:
+        return any(tp in offsets for offsets in self.pending_txn_offsets.values())
 
     def remove_offsets(self, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
         removed = []

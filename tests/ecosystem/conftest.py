@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.ecosystem.java_checks import VERSIONS, JavaChecks, build
 from tests.ecosystem.kafka_jars import KafkaDistribution, distribution
 
 
@@ -17,3 +18,9 @@ def kafka39() -> KafkaDistribution:
 def kafka28() -> KafkaDistribution:
     """Apache Kafka 2.8, whose tools still take --zookeeper."""
     return distribution("2.8.2")
+
+
+@pytest.fixture(scope="session")
+def java_checks() -> dict[str, JavaChecks]:
+    """tests/java built once per session for each kafka-clients version (incremental Maven builds)."""
+    return {v: build(v) for v in VERSIONS}

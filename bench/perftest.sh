@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Kafka's own load generators (kafka-producer-perf-test / kafka-consumer-perf-test, the Java client) against
+# Apache Kafka and kbus, started side by side as in bench/run.sh and measured interleaved round by round.
+# One JSON line per run in $OUT (default bench/perftest.jsonl); summary: bench/summarize_perftest.py.
+#   usage: bench/perftest.sh [ROUNDS] [perftest.py args, e.g. -p 3 -s 1000 --acks 1]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+rounds=${1:-3}; shift || true
+OUT=${OUT:-bench/perftest.jsonl}
+SYSTEMS=${SYSTEMS:-kafka kbus}
+mkdir -p "${BENCH_DIR:-.cache/bench}"
+work=$(mktemp -d "${BENCH_DIR:-$PWD/.cache/bench}/perf.XXXXXX")
+trap bench_cleanup EXIT
+libs=$(kafka_libs)
+zkport=$(free_port); start_zk "$zkport"
+declare -A port pid
+for who in $SYSTEMS; do
+  port[$who]=$(free_port)
+  case $who in
+    kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
+    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
+    tansu) start_tansu "${port[$who]}"; pid[$who]=$tansu_pid ;;
+  esac
+done
+for who in $SYSTEMS; do wait_port "${port[$who]}"; done
+for who in $SYSTEMS; do  # unrecorded warm-up (Kafka's JIT)
+  $PY bench/perftest.py -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --libs "$libs" -n 300000 \
+    "$@" >/dev/null 2>&1 || true
+done
+for r in $(seq "$rounds"); do
+  for who in $SYSTEMS; do
+    echo "== round $r: $who (Kafka's perf tools) $*" >&2
+    $PY bench/perftest.py -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --libs "$libs" \
+      --label "$who${TAG:-}" --out "$OUT" "$@" >/dev/null || echo "   ($who run failed: see $OUT)" >&2
+  done
+done
+$PY bench/summarize_perftest.py "$OUT"

@@ -11,7 +11,7 @@ OUT=${OUT:-bench/perftest.jsonl}
 SYSTEMS=${SYSTEMS:-kafka kbus}
 mkdir -p "${BENCH_DIR:-.cache/bench}"
 work=$(mktemp -d "${BENCH_DIR:-$PWD/.cache/bench}/perf.XXXXXX")
-trap bench_cleanup EXIT
+trap bench_cleanup EXIT; trap "exit 130" INT TERM
 libs=$(kafka_libs)
 zkport=$(free_port); start_zk "$zkport"
 declare -A port pid

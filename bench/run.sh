@@ -14,7 +14,7 @@ OUT=${OUT:-bench/results.jsonl}
 SYSTEMS=${SYSTEMS:-kafka kbus tansu}
 mkdir -p "${BENCH_DIR:-.cache/bench}"
 work=$(mktemp -d "${BENCH_DIR:-$PWD/.cache/bench}/run.XXXXXX")
-trap bench_cleanup EXIT
+trap bench_cleanup EXIT; trap "exit 130" INT TERM
 
 zkport=$(free_port); start_zk "$zkport"
 declare -A port pid

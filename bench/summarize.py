@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/summarize.py bench/results.jsonl [--baseline kafka] [--since 2026-11-24]
 
-One table per workload (partitions, message size, acks, replication factor); one column per label. Only valid
+One table per workload (partitions, message size, acks, latency-phase linger); one column per label. Only valid
 "all" runs count. A ratio is the median of that system over the median of the baseline in the same workload.
 """
 
@@ -13,7 +13,7 @@ import json
 import statistics
 from collections import defaultdict
 
-Workload = tuple[int, int, str, int]
+Workload = tuple[int, int, str, str]
 METRICS = [
     ("produce msg/s", "produce", "msgs_per_s", "{:,.0f}"),
     ("produce MB/s", "produce", "mb_per_s", "{:.1f}"),
@@ -41,7 +41,9 @@ def load(path: str, since: str | None) -> dict[Workload, dict[str, list[dict]]]:
             if since and str(r.get("time", "")) < since:
                 continue
             c = r["config"]
-            key = (c["partitions"], c["size"], str(c["acks"]), c.get("replication_factor", 1))
+            lat_linger = c.get("lat_linger_ms")
+            key = (c["partitions"], c["size"], str(c["acks"]),
+                   "client default (5)" if lat_linger is None else f"{lat_linger:g}")
             runs[key][r["label"]].append(r)
     return runs
 
@@ -58,18 +60,20 @@ def main() -> None:
     ap.add_argument("--since", default=None, help="only runs whose 'time' field is >= this (ISO prefix)")
     args = ap.parse_args()
     runs = load(args.file, args.since)
-    for (parts, size, acks, rf), by_label in sorted(runs.items()):
-        labels = sorted(by_label, key=lambda lbl: (lbl != args.baseline, lbl))
-        print(f"\n**{parts} partition(s), {size} B messages, acks={acks}, RF={rf}**\n")
+    for (parts, size, acks, linger), by_label in sorted(runs.items()):
+        labels = sorted(by_label, key=lambda lbl: (not lbl.startswith(args.baseline), lbl))
+        print(f"\n**{parts} partition(s), {size} B messages, acks={acks}, latency-phase linger.ms {linger}**\n")
         print("| metric (median) | " + " | ".join(f"{lbl} (n={len(by_label[lbl])})" for lbl in labels) + " |")
         print("|---|" + "---|" * len(labels))
-        base = by_label.get(args.baseline)
         for name, phase, key, fmt in METRICS:
             cells = []
             for lbl in labels:
                 v = med(by_label[lbl], phase, key)
                 s = "-" if v is None else fmt.format(v)
-                if v is not None and base and lbl != args.baseline:
+                # kbus-3x-rf3 is compared with kafka-3x-rf3: the same suffix on the baseline
+                base_label = args.baseline + ("-" + lbl.split("-", 1)[1] if "-" in lbl else "")
+                base = by_label.get(base_label)
+                if v is not None and base and lbl != base_label:
                     b = med(base, phase, key)
                     if b:
                         s += f" ({v / b:.2f}x)"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Every benchmark in bench/RESULTS.md, from a clean clone: sets up .venv if missing, fetches Kafka's jars, then
+# runs Kafka, kbus and Tansu side by side (interleaved rounds, same ZooKeeper/config/disk) for each workload.
+# Takes ~1-2 hours on 2 cores. Results: bench/results.jsonl, bench/perftest.jsonl, bench/ops.jsonl; tables:
+#   .venv/bin/python bench/summarize.py --since <start time>   and   bench/summarize_perftest.py
+#   usage: bench/all.sh [ROUNDS]     (default 3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+[ -x .venv/bin/python ] || ./scripts/setup.sh
+scripts/kafka-jars.sh >/dev/null
+echo "bench/all.sh started $(date -u +%Y-%m-%dT%H:%M:%S)" >&2
+# headline: 1M x 100 B, acks=all, 1 and 3 partitions, with the 10k msg/s latency phase (default client linger)
+bench/run.sh "$rounds"
+bench/run.sh "$rounds" -p 3
+# latency at 10k msg/s with linger.ms=0
+bench/run.sh "$rounds" --skip produce,consume --lat-linger-ms 0
+# acks=1, 1 KB messages
+bench/run.sh "$rounds" --acks 1 --skip latency
+bench/run.sh "$rounds" -p 3 --acks 1 --skip latency
+bench/run.sh "$rounds" -s 1000 -n 300000 --skip latency
+bench/run.sh "$rounds" -s 1000 -n 300000 -p 3 --acks 1 --skip latency
+# Kafka's own Java load generators
+bench/perftest.sh "$rounds"
+bench/perftest.sh "$rounds" -p 3 -s 1000 -n 300000
+# 3 brokers RF=3 acks=all (Kafka and kbus clusters), then failover, start-up and recovery
+bench/cluster.sh "$rounds"
+bench/ops.sh

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import struct
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from kbus.protocol.bounds import check_bounds
-from kbus.protocol.codec import API_VERSIONS_KEY, ProtocolError, read_uvarint
+from kbus.protocol.codec import API_VERSIONS_KEY, ProtocolError, encode_request, read_uvarint
 
 _I32 = struct.Struct(">i")
 
@@ -45,17 +44,8 @@ class KafkaConnection:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         req_type = type(body)
         flexible = bool(req_type.__flexible__)
-        out = io.BytesIO()
-        out.write(b"\0\0\0\0")
-        out.write(struct.pack(">hhi", int(req_type.__api_key__), int(req_type.__version__), self._correlation))
-        cid = self.client_id.encode()
-        out.write(struct.pack(">h", len(cid)) + cid)
-        if flexible:
-            out.write(b"\0")
-        entity_writer(req_type)(out, body)
-        data = out.getbuffer()
-        _I32.pack_into(data, 0, len(data) - 4)
-        self._writer.write(bytes(data))
+        data = encode_request(body, self._correlation, self.client_id)
+        self._writer.write(data)
         await self._writer.drain()
         size = _I32.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout))[0]
         frame = await asyncio.wait_for(self._reader.readexactly(size), timeout)

@@ -93,10 +93,12 @@ def parse_request_header(frame: bytes, *, supported: Callable[[int, int], bool])
         pos += n
     elif n != -1:
         raise ProtocolError(f"bad client_id length {n}")
-    rtype = request_type(api_key, api_version)
+    # Only implemented (key, version) pairs reach the schema lookup, so its cache stays bounded by kbus's own
+    # table whatever pairs a client makes up.
+    rtype = request_type(api_key, api_version) if supported(api_key, api_version) else None
     flexible = bool(rtype is not None and rtype.__flexible__)
     header = RequestHeader(api_key, api_version, correlation_id, client_id, flexible)
-    if not supported(api_key, api_version) or rtype is None:
+    if rtype is None:
         raise UnsupportedVersionError(header)
     if flexible:
         count, pos = read_uvarint(frame, pos)
@@ -117,6 +119,25 @@ def decode_request(frame: bytes, header: RequestHeader, body_offset: int) -> Any
     except Exception as exc:  # kio raises several types for malformed input; all mean the same to us
         raise ProtocolError(f"malformed {rtype.__name__} v{header.api_version}: {exc}") from exc
     return value
+
+
+def encode_request(body: Any, correlation_id: int, client_id: str | None) -> bytes:
+    """Size-prefixed request frame for a kio request message (the header version follows the body's)."""
+    req_type = type(body)
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    out.write(_HEADER.pack(int(req_type.__api_key__), int(req_type.__version__), correlation_id))
+    if client_id is None:
+        out.write(_I16.pack(-1))
+    else:
+        cid = client_id.encode()
+        out.write(_I16.pack(len(cid)) + cid)
+    if req_type.__flexible__:
+        out.write(b"\0")
+    entity_writer(req_type)(out, body)
+    data = out.getbuffer()
+    _I32.pack_into(data, 0, len(data) - 4)
+    return bytes(data)
 
 
 def encode_response(header: RequestHeader, response: Any) -> bytes:

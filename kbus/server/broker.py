@@ -33,7 +33,7 @@ from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogManager, read_checkpoint, write_checkpoint
 from kbus.server.metadata.errors import InvalidReplicationFactorError
 from kbus.server.metadata.local import LocalMetadataStore
-from kbus.server.metadata.types import BrokerInfo, MetadataStore, PartitionState, TopicMetadata
+from kbus.server.metadata.types import BrokerEndpoint, BrokerInfo, MetadataStore, PartitionState, TopicMetadata
 from kbus.server.metrics import METRICS
 from kbus.server.partition import Partition
 from kbus.server.replication.errors import (
@@ -61,8 +61,13 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         self._meta = read_meta_properties(first_dir)
         self.broker_id = settle_broker_id(self.broker_id, self._meta, first_dir)
-        self.advertised = config.advertised_listeners[0]
-        info = BrokerInfo(self.broker_id, self.advertised.host, self.advertised.port)
+        endpoints = tuple(
+            BrokerEndpoint(lst.name, lst.host, lst.port, config.security_protocol(lst.name))
+            for lst in config.advertised_listeners
+        )
+        # host/port are the inter-broker endpoint (what other brokers and Kafka 2.x tools use), else the first
+        self.advertised = next((e for e in endpoints if e.listener == config.inter_broker_listener), endpoints[0])
+        info = BrokerInfo(self.broker_id, self.advertised.host, self.advertised.port, None, endpoints)
         self.metadata: MetadataStore
         if config.zookeeper_connect:
             from kbus.server.metadata.zk_store import ZkMetadataStore  # kazoo only where ZooKeeper is used

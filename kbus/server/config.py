@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbus.protocol.connection import SecurityProtocol
+
 
 class ConfigError(ValueError):
     """A bad server.properties key/value; the message names the key."""
@@ -70,6 +72,13 @@ BROKER_CONFIGS: dict[str, tuple[str, type, object]] = {
     "broker.id": ("broker_id", int, -1),
     "listeners": ("listeners_raw", str, "PLAINTEXT://:9092"),
     "advertised.listeners": ("advertised_listeners_raw", str, ""),
+    "listener.security.protocol.map": (
+        "listener_security_protocol_map_raw",
+        str,
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    ),
+    "inter.broker.listener.name": ("inter_broker_listener_name", str, ""),
+    "security.inter.broker.protocol": ("security_inter_broker_protocol", str, "PLAINTEXT"),
     "log.dirs": ("log_dirs_raw", str, ""),
     "log.dir": ("log_dir", str, "/tmp/kafka-logs"),
     "num.partitions": ("num_partitions", int, 1),
@@ -144,6 +153,11 @@ class KafkaConfig:
     broker_id: int = -1
     listeners_raw: str = "PLAINTEXT://:9092"
     advertised_listeners_raw: str = ""
+    listener_security_protocol_map_raw: str = (
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+    )
+    inter_broker_listener_name: str = ""
+    security_inter_broker_protocol: str = "PLAINTEXT"
     log_dirs_raw: str = ""
     log_dir: str = "/tmp/kafka-logs"
     num_partitions: int = 1
@@ -221,6 +235,35 @@ class KafkaConfig:
         return Listener.parse_all(self.advertised_listeners_raw, "advertised.listeners")
 
     @property
+    def listener_security_protocol_map(self) -> dict[str, SecurityProtocol]:
+        out: dict[str, SecurityProtocol] = {}
+        key = "listener.security.protocol.map"
+        for part in filter(None, (p.strip() for p in self.listener_security_protocol_map_raw.split(","))):
+            name, sep, proto = part.partition(":")
+            if not sep:
+                raise ConfigError(f"{key}: cannot parse {part!r} (expected LISTENER:PROTOCOL)")
+            try:
+                out[name.strip().upper()] = SecurityProtocol(proto.strip().upper())
+            except ValueError:
+                raise ConfigError(f"{key}: unknown security protocol {proto.strip()!r} for listener {name}") from None
+        return out
+
+    def security_protocol(self, listener: str) -> SecurityProtocol:
+        """The security protocol of a named listener (Kafka: listener.security.protocol.map)."""
+        proto = self.listener_security_protocol_map.get(listener.upper())
+        if proto is None:
+            raise ConfigError(
+                f"listeners: no security protocol defined for listener {listener} in listener.security.protocol.map"
+            )
+        return proto
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener other brokers reach this one on (replication, controller traffic): Kafka's
+        inter.broker.listener.name, else the listener named after security.inter.broker.protocol."""
+        return (self.inter_broker_listener_name or self.security_inter_broker_protocol).upper()
+
+    @property
     def log_dirs(self) -> list[Path]:
         raw = self.log_dirs_raw or self.log_dir
         return [Path(p.strip()) for p in raw.split(",") if p.strip()]
@@ -259,8 +302,27 @@ class KafkaConfig:
         return cls.from_properties(props)
 
     def validate(self) -> None:
-        self.listeners  # noqa: B018 - parses and raises ConfigError
-        self.advertised_listeners  # noqa: B018
+        listeners = self.listeners
+        advertised = self.advertised_listeners
+        for lst in (*listeners, *advertised):
+            self.security_protocol(lst.name)
+        names = [lst.name for lst in listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"listeners: each listener must have a different name, got {self.listeners_raw}")
+        ports = [lst.port for lst in listeners if lst.port != 0]
+        if len(set(ports)) != len(ports):
+            raise ConfigError(f"listeners: each listener must have a different port, got {self.listeners_raw}")
+        if unknown := {a.name for a in advertised} - set(names):
+            raise ConfigError(f"advertised.listeners: listener(s) {sorted(unknown)} not in listeners")
+        if self.inter_broker_listener_name and "security.inter.broker.protocol" in self.raw:
+            raise ConfigError(
+                "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
+            )
+        if self.inter_broker_listener not in {a.name for a in advertised}:
+            raise ConfigError(
+                "inter.broker.listener.name must be a listener name defined in advertised.listeners "
+                f"(inter-broker listener {self.inter_broker_listener}; listeners {self.listeners_raw})"
+            )
         if self.num_partitions < 1:
             raise ConfigError("num.partitions must be at least 1")
         if self.default_replication_factor < 1:

@@ -1,8 +1,8 @@
-"""asyncio listeners. Per connection: read frames, dispatch, write responses in request order.
+"""asyncio adapter: one server per listener, one `kbus.protocol.connection.Connection` per client socket.
 
-Like Kafka, a connection has one request in flight inside the broker at a time (Kafka mutes the channel), so
-responses are naturally ordered; clients still pipeline requests on the socket, which keeps throughput up.
-A malformed frame closes only that connection, with one log line.
+All protocol decisions (framing, pipelining, response order, the authentication gate, when to close) live in the
+sans-I/O Connection; this module moves bytes between it and the transport, runs handlers as tasks and logs.
+A client that resets its connection is an ordinary disconnect (DEBUG), never a traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import itertools
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -21,16 +22,23 @@ from kbus.protocol.codec import (
     API_VERSIONS_KEY,
     ProtocolError,
     RequestHeader,
-    UnsupportedVersionError,
     build,
-    decode_request,
     encode_response,
-    frame_size,
     nested,
-    parse_request_header,
     response_type,
 )
-from kbus.server.apis.registry import API_TABLE, RequestContext, supported
+from kbus.protocol.connection import (
+    ANONYMOUS,
+    NEED_DATA,
+    PAUSED,
+    Closed,
+    Connection,
+    KafkaPrincipal,
+    ListenerName,
+    Request,
+    SaslToken,
+)
+from kbus.server.apis.registry import API_TABLE, CATALOG, RequestContext
 from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
@@ -38,9 +46,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kbus.network")
 _conn_ids = itertools.count(1)
-WRITE_HIGH_WATER = 4 << 20
-PRODUCE_KEY = b"\x00\x00"
 MAX_PIPELINED = 64  # produce requests one connection may have waiting on replicas at once
+READ_PAUSE_BYTES = 1 << 20  # stop reading a connection that has this much unread behind a waiting request
 
 
 def unsupported_version_response(header: RequestHeader) -> bytes:
@@ -62,13 +69,18 @@ class KafkaServer:
         self.broker = broker
         self.config = broker.config
         self._servers: list[asyncio.AbstractServer] = []
-        self._connections: set[asyncio.Task[Any]] = set()
+        self.connections: set[KafkaProtocol] = set()
 
     async def start(self) -> None:
+        loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
-            host = listener.host or None
-            server = await asyncio.start_server(
-                self._serve_connection, host, listener.port, reuse_address=True, backlog=512
+            name = ListenerName(listener.name, self.config.security_protocol(listener.name))
+            server = await loop.create_server(
+                lambda name=name: KafkaProtocol(self, name),  # type: ignore[misc]
+                listener.host or None,
+                listener.port,
+                reuse_address=True,
+                backlog=512,
             )
             self._servers.append(server)
             bound = server.sockets[0].getsockname()
@@ -77,102 +89,166 @@ class KafkaServer:
     async def stop(self) -> None:
         for server in self._servers:
             server.close()
-        for task in list(self._connections):
-            task.cancel()
+        await asyncio.gather(*(c.abort() for c in list(self.connections)))
         for server in self._servers:
             await server.wait_closed()
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        sock = writer.get_extra_info("socket")
+
+class KafkaProtocol(asyncio.Protocol):
+    """One client connection on one listener."""
+
+    def __init__(self, server: KafkaServer, listener: ListenerName) -> None:
+        self.server = server
+        self.broker = server.broker
+        self.listener = listener
+        self.transport: asyncio.Transport | None = None
+        self.conn: Connection | None = None
+        self.conn_id = ""
+        self.peer: tuple[str, int] = ("?", 0)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reading_paused = False
+        self._writing_paused = False
+        self._lost = False
+
+    # ---- transport callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.peer = (str(peer[0]), int(peer[1]))
+        sock = transport.get_extra_info("socket")
         if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn_id = f"{peer[0]}:{peer[1]}-{next(_conn_ids)}"
-        responses: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue()
-        sender = asyncio.create_task(self._send_responses(responses, writer, conn_id))
-        inflight: set[asyncio.Task[bytes | None]] = set()
-        try:
-            while not sender.done():
-                frame = await self._read_frame(reader, conn_id)
-                if frame is None or sender.done():  # EOF, a bad frame, or a failed response: stop reading
-                    return
-                # Produce requests are pipelined: each appends at once (tasks start in arrival order, so appends keep
-                # the client's order) and then waits for its replicas concurrently with the next ones. Everything
-                # else runs alone, after what came before, as in Kafka. Responses leave in request order.
-                pipelined = frame[:2] == PRODUCE_KEY
-                if inflight and (not pipelined or len(inflight) >= MAX_PIPELINED):
-                    await asyncio.wait(
-                        inflight, return_when=asyncio.ALL_COMPLETED if not pipelined else asyncio.FIRST_COMPLETED
-                    )
-                handler = asyncio.create_task(self._handle(frame, peer, conn_id))
-                inflight.add(handler)
-                handler.add_done_callback(inflight.discard)
-                responses.put_nowait(handler)
-                if not pipelined:
-                    await asyncio.wait({handler})
-        except (ConnectionError, asyncio.CancelledError):
-            for t in inflight:
-                t.cancel()
-        finally:
-            responses.put_nowait(None)
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await sender
-            self._connections.discard(task)
-            writer.close()
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.conn_id = f"{self.peer[0]}:{self.peer[1]}-{next(_conn_ids)}"
+        self.conn = Connection(
+            self.listener,
+            CATALOG,
+            max_frame_bytes=self.server.config.socket_request_max_bytes,
+            principal=self._transport_principal(),
+            max_pipelined=MAX_PIPELINED,
+        )
+        self.server.connections.add(self)
 
-    async def _read_frame(self, reader: asyncio.StreamReader, conn_id: str) -> bytes | None:
-        """The next request frame, or None when the connection should close (EOF or a bad size prefix)."""
-        max_frame = self.config.socket_request_max_bytes
-        try:
-            prefix = await reader.readexactly(4)
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:
-                log.warning("Closing connection %s: truncated frame size", conn_id)
-            return None
-        try:
-            size = frame_size(prefix, max_frame)
-        except ProtocolError as exc:
-            log.warning("Closing connection %s: %s", conn_id, exc)
-            return None
-        try:
-            return await reader.readexactly(size)
-        except asyncio.IncompleteReadError as exc:
-            log.warning("Closing connection %s: truncated frame (%d of %d bytes)", conn_id, len(exc.partial), size)
-            return None
+    def _transport_principal(self) -> KafkaPrincipal:
+        return ANONYMOUS
 
-    async def _send_responses(
-        self, responses: asyncio.Queue[asyncio.Task[bytes | None] | None], writer: asyncio.StreamWriter, conn_id: str
-    ) -> None:
+    def data_received(self, data: bytes) -> None:
+        assert self.conn is not None
+        self.conn.receive_data(data)
+        self._pump()
+
+    def eof_received(self) -> bool:
+        assert self.conn is not None
+        self.conn.receive_data(b"")
+        self._pump()
+        return True  # keep the transport open to write what is still being answered; _pump closes it
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self.server.connections.discard(self)
+        if self.conn is not None:
+            self.conn.abort()
+        if exc is not None:
+            log.debug("Connection %s lost: %s", self.conn_id, exc)
+        for task in self._tasks:
+            task.cancel()  # nobody is left to answer; each task ends (cancelled) on its own
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._pump()
+
+    # ---- the loop between the Connection and the transport
+    def _pump(self) -> None:
+        conn, transport = self.conn, self.transport
+        if self._lost or conn is None or transport is None:
+            return
+        self._write(conn.data_to_send())
+        while not self._writing_paused:
+            event = conn.next_event()
+            if isinstance(event, Request):
+                self._start(self._run(event))
+            elif isinstance(event, SaslToken):
+                conn.fail(event.seq, "SASL token without a SASL handshake in progress")
+            elif event is NEED_DATA:
+                self._resume_reading()
+                return
+            elif event is PAUSED:
+                if conn.buffered > READ_PAUSE_BYTES:
+                    self._pause_reading()
+                return
+            elif isinstance(event, Closed):
+                self._write(conn.data_to_send())
+                if event.reason is not None:
+                    log.warning("Closing connection %s (%s): %s", self.conn_id, self.listener.name, event.reason)
+                transport.close()
+                return
+        self._pause_reading()
+
+    def _write(self, frames: list[bytes]) -> None:
+        transport = self.transport
+        if not frames or transport is None or transport.is_closing():
+            return
         try:
-            while (handler := await responses.get()) is not None:
-                data = await handler
-                if data is not None:
-                    writer.write(data)
-                    if writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                        await writer.drain()
+            transport.writelines(frames)
+        except (ConnectionError, RuntimeError) as exc:  # uvloop raises RuntimeError on a transport just reset
+            log.debug("Connection %s lost while writing: %s", self.conn_id, exc)
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None and not self.transport.is_closing():
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self.transport is not None and not self.transport.is_closing():
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def _start(self, coro: Coroutine[None, None, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- running one request
+    async def _run(self, request: Request) -> None:
+        conn = self.conn
+        assert conn is not None
+        try:
+            data = await self._execute(request, conn)
+        except asyncio.CancelledError:
+            raise
         except ProtocolError as exc:
-            log.warning("Closing connection %s: %s", conn_id, exc)
-            writer.close()
-        except (ConnectionError, asyncio.CancelledError):
-            writer.close()
+            if not self._lost:
+                conn.fail(request.seq, str(exc))
         except Exception:
-            log.exception("Closing connection %s after an unexpected error", conn_id)
-            writer.close()
+            log.exception("Unexpected error handling a request from %s", self.conn_id)
+            if not self._lost:
+                conn.fail(request.seq, "unexpected error in a handler")
+        else:
+            if not self._lost:
+                conn.send_response(request.seq, data)
+        self._pump()
 
-    async def _handle(self, frame: bytes, peer: tuple[Any, ...], conn_id: str) -> bytes | None:
-        try:
-            header, body_offset = parse_request_header(frame, supported=supported)
-        except UnsupportedVersionError as exc:
-            return unsupported_version_response(exc.header)
-        request = decode_request(frame, header, body_offset)
-        ctx = RequestContext(header, str(peer[0]), int(peer[1]), conn_id)
+    async def _execute(self, request: Request, conn: Connection) -> bytes | None:
+        header = request.header
+        if request.unsupported_version:
+            return unsupported_version_response(header)
         spec = API_TABLE[header.api_key]
+        ctx = RequestContext(header, self.peer[0], self.peer[1], self.conn_id, listener=self.listener, connection=conn)
         started = time.perf_counter()
-        response = await spec.handler(self.broker, ctx, request)
+        response = await spec.handler(self.broker, ctx, request.body)
         data = None if response is None else encode_response(header, response)
         METRICS.observe("kbus_request_latency_seconds", time.perf_counter() - started, api=spec.name)
         METRICS.inc("kbus_requests_total", api=spec.name)
         return data
+
+    async def abort(self) -> None:
+        """Broker shutdown: drop the connection and wait for its handlers to end."""
+        if self.transport is not None:
+            self.transport.abort()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

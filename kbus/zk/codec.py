@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbus.server.metadata.types import BrokerInfo
+from kbus.server.metadata.types import BrokerEndpoint, BrokerInfo
 
 NO_LEADER = -1
 
@@ -88,15 +88,17 @@ def encode_broker(endpoints: Sequence[Endpoint], rack: str | None = None, jmx_po
 
 def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
     body = _load(data) or {}
+    protocols = body.get("listener_security_protocol_map") or {}
+    endpoints = []
+    for ep in body.get("endpoints", []):
+        listener, _, hostport = ep.partition("://")
+        h, _, p = hostport.rpartition(":")
+        endpoints.append(BrokerEndpoint(listener, h.strip("[]"), int(p), protocols.get(listener, listener)))
     host, port = body.get("host"), int(body.get("port", -1))
-    if not host or port < 0:
+    if (not host or port < 0) and endpoints:
         # no PLAINTEXT listener: the first advertised endpoint is where clients go
-        for ep in body.get("endpoints", []):
-            _, _, hostport = ep.partition("://")
-            h, _, p = hostport.rpartition(":")
-            host, port = h.strip("[]"), int(p)
-            break
-    return BrokerInfo(broker_id, host or "", port, body.get("rack"))
+        host, port = endpoints[0].host, endpoints[0].port
+    return BrokerInfo(broker_id, host or "", port, body.get("rack"), tuple(endpoints))
 
 
 # ---- /brokers/topics/<t> (TopicZNode, version 3) ----

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.transactions import init_transactional_producer
@@ -362,8 +363,8 @@ async def incremental_alter_configs(broker: Broker, ctx: RequestContext, request
 @api(60, 0, 1)
 async def describe_cluster(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     brokers = [
-        ctx.nested("DescribeClusterBroker", broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-        for b in broker.live_brokers()
+        ctx.nested("DescribeClusterBroker", broker_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
+        for b, ep in on_listener(ctx, broker.live_brokers())
     ]
     return ctx.build(
         throttle_time=0,

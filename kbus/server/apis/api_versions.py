@@ -19,6 +19,6 @@ def api_version_entries(ctx: RequestContext) -> list[Any]:
     ]
 
 
-@api(18, 0, 3)
+@api(18, 0, 3, before_auth=True)
 async def api_versions(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     return ctx.build(error_code=ErrorCode.none, api_keys=api_version_entries(ctx), throttle_time=0)

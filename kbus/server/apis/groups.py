@@ -41,7 +41,7 @@ def _client_host(ctx: RequestContext) -> str:
 # ---------------------------------------------------------------- FindCoordinator
 
 
-async def _find_group_coordinator(broker: Broker, key: str) -> tuple[int, int, str, int]:
+async def _find_group_coordinator(broker: Broker, key: str, listener: str) -> tuple[int, int, str, int]:
     """(error, node_id, host, port). Creates __consumer_offsets on first use, as Kafka does."""
     coordinator = _coordinator(broker)
     if coordinator is None:
@@ -62,16 +62,17 @@ async def _find_group_coordinator(broker: Broker, key: str) -> tuple[int, int, s
         log.warning("Could not create %s: %s", OFFSETS_TOPIC, exc)
         return E.coordinator_not_available, -1, "", -1
     leader = broker.partition_leader(OFFSETS_TOPIC, coordinator.partition_for(key))
-    if leader is None:
+    endpoint = None if leader is None else leader.endpoint(listener)  # as reached on the client's listener
+    if leader is None or endpoint is None:
         return E.coordinator_not_available, -1, "", -1
-    return E.none, leader.broker_id, leader.host, leader.port
+    return E.none, leader.broker_id, endpoint.host, endpoint.port
 
 
-async def _find_coordinator(broker: Broker, key: str, key_type: int) -> tuple[int, int, str, int]:
+async def _find_coordinator(broker: Broker, key: str, key_type: int, listener: str) -> tuple[int, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
-        return await _find_group_coordinator(broker, key)
+        return await _find_group_coordinator(broker, key, listener)
     if key_type == TRANSACTION_KEY_TYPE:
-        return await find_transaction_coordinator(broker, key)
+        return await find_transaction_coordinator(broker, key, listener)
     return E.invalid_request, -1, "", -1
 
 
@@ -85,7 +86,7 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any
     if ctx.api_version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
-            error, node_id, host, port = await _find_coordinator(broker, key, key_type)
+            error, node_id, host, port = await _find_coordinator(broker, key, key_type, ctx.listener.name)
             coordinators.append(
                 ctx.nested(
                     "Coordinator",
@@ -98,7 +99,7 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any
                 )
             )
         return ctx.build(throttle_time=0, coordinators=coordinators)
-    error, node_id, host, port = await _find_coordinator(broker, req.key, key_type)
+    error, node_id, host, port = await _find_coordinator(broker, req.key, key_type, ctx.listener.name)
     return ctx.build(
         throttle_time=0, error_code=error, error_message=_error_message(error), node_id=node_id, host=host, port=port
     )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.metadata.errors import MetadataError, TopicExistsError
@@ -116,8 +117,8 @@ async def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             else:
                 entries.append(_topic_entry(ctx, broker, topic))
     brokers = [
-        ctx.nested("MetadataResponseBroker", node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-        for b in broker.live_brokers()
+        ctx.nested("MetadataResponseBroker", node_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
+        for b, ep in on_listener(ctx, broker.live_brokers())
     ]
     return ctx.build(
         throttle_time=0,

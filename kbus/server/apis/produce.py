@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from kbus.server.partition import Partition
 
 
-@api(0, 3, 9)
+@api(0, 3, 9, pipelined=True)
 async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     """Every partition is appended before anything is awaited: with pipelined requests (network.py) that keeps
     appends in the order requests arrived; the acks=all waits then run together."""

@@ -4,7 +4,9 @@ A handler is `async def handle(broker, ctx, request) -> response | None` where `
 message for `ctx.api_version` and the response is built with `ctx.build(**fields)` (kio's response class for the
 same version; fields that version lacks are dropped). Returning None sends no response (Produce with acks=0).
 Handler modules register themselves with `@api(key, min_version, max_version)`; `ApiVersions` advertises exactly
-this table, so nothing is advertised that is not implemented.
+this table, so nothing is advertised that is not implemented. Each entry also declares what the connection layer
+needs to know about it (`ApiFlags`: may be pipelined, allowed before authentication); `CATALOG` is the table as
+the connection (kbus.protocol.connection) sees it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.index import api_key_map
 
 from kbus.protocol.codec import RequestHeader, build, nested, response_type
+from kbus.protocol.connection import ANONYMOUS, ApiFlags, Connection, KafkaPrincipal, ListenerName, SecurityProtocol
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
 
+NO_FLAGS = ApiFlags()
 Handler = Callable[["Broker", "RequestContext", Any], Awaitable[Any]]
 
 
@@ -29,6 +33,7 @@ class ApiSpec:
     min_version: int
     max_version: int
     handler: Handler
+    flags: ApiFlags = NO_FLAGS
 
     @property
     def name(self) -> str:
@@ -39,11 +44,17 @@ class ApiSpec:
 API_TABLE: dict[int, ApiSpec] = {}
 
 
-def api(key: int, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+def api(
+    key: int, min_version: int, max_version: int, *, pipelined: bool = False, before_auth: bool = False
+) -> Callable[[Handler], Handler]:
+    """Register a handler. `pipelined`: the connection may dispatch it while earlier requests still wait (the
+    handler must do its ordered work before its first await). `before_auth`: served before the client has
+    authenticated (Kafka: ApiVersions and the SASL APIs only)."""
+
     def register(handler: Handler) -> Handler:
         if key in API_TABLE:
             raise RuntimeError(f"API {key} registered twice")
-        API_TABLE[key] = ApiSpec(key, min_version, max_version, handler)
+        API_TABLE[key] = ApiSpec(key, min_version, max_version, handler, ApiFlags(pipelined, before_auth))
         return handler
 
     return register
@@ -54,6 +65,21 @@ def supported(key: int, version: int) -> bool:
     return spec is not None and spec.min_version <= version <= spec.max_version
 
 
+class _Catalog:
+    """API_TABLE through the connection's ApiCatalog interface."""
+
+    def flags(self, api_key: int) -> ApiFlags | None:
+        spec = API_TABLE.get(api_key)
+        return None if spec is None else spec.flags
+
+    def supports(self, api_key: int, api_version: int) -> bool:
+        return supported(api_key, api_version)
+
+
+CATALOG = _Catalog()
+PLAINTEXT_LISTENER = ListenerName("PLAINTEXT", SecurityProtocol.PLAINTEXT)
+
+
 @dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
@@ -62,6 +88,13 @@ class RequestContext:
     connection_id: str
     # Per-request scratch space for handlers (e.g. timing); never shared between requests.
     extra: dict[str, Any] = field(default_factory=dict)
+    listener: ListenerName = PLAINTEXT_LISTENER
+    # The client's connection (SASL handlers authenticate it); None when a handler is called without one (tests).
+    connection: Connection | None = None
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        return ANONYMOUS if self.connection is None else self.connection.principal
 
     @property
     def api_key(self) -> int:

@@ -33,8 +33,9 @@ def _fenced(ctx: RequestContext, error: int) -> int:
     return error
 
 
-async def find_transaction_coordinator(broker: Broker, key: str) -> tuple[int, int, str, int]:
-    """(error, node_id, host, port); creates __transaction_state on first use, as Kafka does."""
+async def find_transaction_coordinator(broker: Broker, key: str, listener: str) -> tuple[int, int, str, int]:
+    """(error, node_id, host, port) as reached on the client's listener; creates __transaction_state on first
+    use, as Kafka does."""
     service = broker.transactions
     if service is None or not key:
         return E.coordinator_not_available, -1, "", -1
@@ -43,9 +44,10 @@ async def find_transaction_coordinator(broker: Broker, key: str) -> tuple[int, i
     except Exception:
         return E.coordinator_not_available, -1, "", -1
     leader = broker.partition_leader(*service.state_partition_for(key))
-    if leader is None:
+    endpoint = None if leader is None else leader.endpoint(listener)
+    if leader is None or endpoint is None:
         return E.coordinator_not_available, -1, "", -1
-    return E.none, leader.broker_id, leader.host, leader.port
+    return E.none, leader.broker_id, endpoint.host, endpoint.port
 
 
 async def init_transactional_producer(broker: Broker, ctx: RequestContext, request: Any) -> tuple[int, int, int]:

@@ -59,7 +59,7 @@ class ZkMetadataStore:
             info.host,
             info.port,
             rack=info.rack or raw.get("broker.rack") or None,
-            endpoints=[Endpoint(lst.name, lst.host, lst.port) for lst in config.advertised_listeners],
+            endpoints=[Endpoint(e.listener, e.host, e.port, e.security_protocol) for e in info.endpoints],
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
             delete_topic_enable=config.delete_topic_enable,

@@ -73,9 +73,11 @@ class ReplicaFetcher:
         if self._conn is not None and self._conn.connected:
             return self._conn
         leader = next((b for b in self.broker.live_brokers() if b.broker_id == self.leader_id), None)
-        if leader is None:
+        # replication goes over the inter-broker listener (Kafka's inter.broker.listener.name)
+        endpoint = None if leader is None else leader.endpoint(self.broker.config.inter_broker_listener)
+        if endpoint is None:
             return None
-        conn = KafkaConnection(leader.host, leader.port, f"broker-{self.broker.broker_id}-fetcher-{self.leader_id}")
+        conn = KafkaConnection(endpoint.host, endpoint.port, f"broker-{self.broker.broker_id}-fetcher-{self.leader_id}")
         await conn.connect()
         self._conn = conn
         return conn

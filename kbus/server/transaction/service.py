@@ -129,9 +129,11 @@ class BrokerMarkerWriter:
         if conn is not None:
             return conn
         info = next((b for b in self._broker.live_brokers() if b.broker_id == broker_id), None)
-        if info is None:
+        # markers go over the inter-broker listener (Kafka's inter.broker.listener.name)
+        endpoint = None if info is None else info.endpoint(self._broker.config.inter_broker_listener)
+        if endpoint is None:
             return None
-        conn = KafkaConnection(info.host, info.port, f"broker-{self._broker.broker_id}-txn-markers")
+        conn = KafkaConnection(endpoint.host, endpoint.port, f"broker-{self._broker.broker_id}-txn-markers")
         self._connections[broker_id] = conn
         return conn
 

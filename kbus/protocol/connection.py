@@ -1,0 +1,312 @@
+"""One Kafka client connection as a state machine, sans I/O (h11's `Connection` is the model).
+
+The I/O layer feeds it bytes (`receive_data`) and asks for events (`next_event`): a decoded `Request` to dispatch,
+a raw `SaslToken` (after a SaslHandshake v0), `NEED_DATA`, `PAUSED` (the next request must wait for those in
+flight) or `Closed`. Handlers' answers go back with `send_response(seq, ...)` in any order; `data_to_send()` hands
+them out in request order, which is the ordering guarantee Kafka clients rely on.
+
+Rules kept here, in one place:
+- Pipelining: a request whose API may be pipelined (Produce) is dispatched while earlier pipelined ones still wait
+  (for replicas), up to `max_pipelined`; any other request waits until nothing is in flight and nothing is read
+  behind it until it is answered (Kafka mutes the channel the same way).
+- A request is decoded completely before it is dispatched, so a malformed frame is found before anything after it
+  runs: the requests before it are answered in order, nothing after it is read, then the connection closes.
+- The authentication gate: on a SASL listener only the APIs flagged `before_auth` (ApiVersions, SaslHandshake,
+  SaslAuthenticate) are served until `authenticate()` is called; anything else closes the connection, as Kafka's
+  SaslServerAuthenticator does. Frames before authentication are limited to `sasl.server.max.receive.size`.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kbus.protocol.codec import (
+    API_VERSIONS_KEY,
+    ProtocolError,
+    RequestHeader,
+    UnsupportedVersionError,
+    decode_request,
+    frame_size,
+    parse_request_header,
+)
+
+_API_KEY = struct.Struct(">h")
+SASL_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size default
+
+
+class SecurityProtocol(enum.StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerName:
+    """A listener as the client reached it: its name (e.g. "INTERNAL") and security protocol."""
+
+    name: str
+    security_protocol: SecurityProtocol
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaPrincipal:
+    """Kafka's principal: type and name, written `User:alice`."""
+
+    principal_type: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.principal_type}:{self.name}"
+
+
+ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiFlags:
+    """What the connection needs to know about an API (declared by each entry of the server's registry)."""
+
+    pipelined: bool = False  # may be dispatched while earlier requests are still in flight
+    before_auth: bool = False  # served before the client has authenticated (ApiVersions and the SASL APIs)
+
+
+class ApiCatalog(Protocol):
+    """The server's API registry as the connection sees it."""
+
+    def flags(self, api_key: int) -> ApiFlags | None:
+        """None for an API kbus does not implement."""
+        ...
+
+    def supports(self, api_key: int, api_version: int) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    seq: int  # this request's place in the response order
+    header: RequestHeader
+    body: Any  # the decoded kio request; None when `unsupported_version` (KIP-511 ApiVersions fallback)
+    unsupported_version: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SaslToken:
+    """A raw SASL token: after SaslHandshake v0 the client sends tokens framed but without a Kafka header."""
+
+    seq: int
+    token: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The connection is done: everything answered is in data_to_send(). `reason` is None for an orderly EOF."""
+
+    reason: str | None
+
+
+class _Marker(enum.Enum):
+    NEED_DATA = "NEED_DATA"
+    PAUSED = "PAUSED"
+
+
+NEED_DATA = _Marker.NEED_DATA
+PAUSED = _Marker.PAUSED
+Event = Request | SaslToken | Closed | _Marker
+
+
+@dataclass(slots=True)
+class _Slot:
+    seq: int
+    pipelined: bool
+    done: bool = False
+    data: bytes | None = None
+
+
+class Connection:
+    def __init__(
+        self,
+        listener: ListenerName,
+        apis: ApiCatalog,
+        *,
+        max_frame_bytes: int,
+        principal: KafkaPrincipal = ANONYMOUS,
+        max_pipelined: int = 64,
+    ) -> None:
+        self.listener = listener
+        self.principal = principal
+        self.authenticated = not listener.security_protocol.uses_sasl
+        self._apis = apis
+        self._max_frame = max_frame_bytes
+        self._max_pipelined = max_pipelined
+        self._buf = bytearray()
+        self._eof = False
+        self._closing: str | None = None  # why no further request is read (set once)
+        self._closed = False
+        self._inflight: deque[_Slot] = deque()
+        self._slots: dict[int, _Slot] = {}
+        self._ready: list[bytes] = []  # answered frames, in request order, not yet taken by data_to_send()
+        self._next_seq = 0
+        self._expect_raw_token = False
+
+    # ---- input
+    def receive_data(self, data: bytes) -> None:
+        """Bytes from the peer; b"" means end of stream."""
+        if data:
+            if not self._eof and self._closing is None:
+                self._buf += data
+        else:
+            self._eof = True
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
+
+    # ---- authentication (called by the SASL handlers)
+    def authenticate(self, principal: KafkaPrincipal) -> None:
+        self.principal = principal
+        self.authenticated = True
+
+    def expect_raw_sasl_token(self) -> None:
+        """After a SaslHandshake v0 the next frame is a bare SASL token."""
+        self._expect_raw_token = True
+
+    def close(self, reason: str) -> None:
+        """Stop reading requests (e.g. a failed authentication); what is in flight is still answered."""
+        if self._closing is None:
+            self._closing = reason
+
+    # ---- events
+    def next_event(self) -> Event:
+        if self._closed:
+            return Closed(self._closing)
+        if self._closing is not None or (self._eof and not self._has_frame_bytes()):
+            return self._finish()
+        if len(self._buf) < 4:
+            return NEED_DATA
+        limit = self._max_frame if self.authenticated else min(self._max_frame, SASL_MAX_RECEIVE_SIZE)
+        try:
+            size = frame_size(bytes(self._buf[:4]), limit)
+        except ProtocolError as exc:
+            return self._violation(str(exc))
+        if self._expect_raw_token:
+            if self._inflight:
+                return PAUSED
+            if len(self._buf) < 4 + size:
+                return NEED_DATA
+            token = bytes(self._buf[4 : 4 + size])
+            del self._buf[: 4 + size]
+            self._expect_raw_token = False
+            return SaslToken(self._open_slot(pipelined=False), token)
+        if self._inflight and not self._inflight[-1].pipelined:
+            return PAUSED  # a request that runs alone is in flight: read nothing behind it yet
+        if len(self._buf) < 6:
+            return NEED_DATA
+        (key,) = _API_KEY.unpack_from(self._buf, 4)
+        flags = self._apis.flags(key) or ApiFlags()
+        if self._inflight and (not flags.pipelined or len(self._inflight) >= self._max_pipelined):
+            return PAUSED
+        if len(self._buf) < 4 + size:
+            return NEED_DATA
+        frame = bytes(self._buf[4 : 4 + size])
+        del self._buf[: 4 + size]
+        return self._decode(frame, flags)
+
+    def _has_frame_bytes(self) -> bool:
+        # at EOF a complete frame still buffered is served (a client may half-close after its last request)
+        if len(self._buf) < 4:
+            if self._buf:
+                self.close("truncated frame size")
+            return False
+        (size,) = struct.unpack_from(">i", self._buf, 0)
+        if 0 <= size <= len(self._buf) - 4:
+            return True
+        self.close(f"truncated frame ({len(self._buf) - 4} of {size} bytes)")
+        return False
+
+    def _decode(self, frame: bytes, flags: ApiFlags) -> Event:
+        try:
+            header, body_at = parse_request_header(frame, supported=self._apis.supports)
+        except UnsupportedVersionError as exc:
+            if exc.header.api_key == API_VERSIONS_KEY:  # KIP-511: answered with the versions we do speak
+                return Request(self._open_slot(False), exc.header, None, unsupported_version=True)
+            return self._violation(str(exc))
+        except ProtocolError as exc:
+            return self._violation(str(exc))
+        if not self._gate_allows(flags):
+            return self._violation(f"unexpected request (API key {header.api_key}) before authentication")
+        try:
+            body = decode_request(frame, header, body_at)
+        except ProtocolError as exc:
+            return self._violation(str(exc))
+        return Request(self._open_slot(flags.pipelined), header, body)
+
+    def _gate_allows(self, flags: ApiFlags) -> bool:
+        return self.authenticated or flags.before_auth
+
+    def _violation(self, reason: str) -> Event:
+        self.close(reason)
+        self._buf.clear()
+        return self._finish()
+
+    def _finish(self) -> Event:
+        """Nothing more is read: wait for what is in flight, then report Closed."""
+        if self._inflight:
+            return PAUSED
+        self._closed = True
+        return Closed(self._closing)
+
+    def _open_slot(self, pipelined: bool) -> int:
+        seq = self._next_seq
+        self._next_seq += 1
+        slot = _Slot(seq, pipelined)
+        self._inflight.append(slot)
+        self._slots[seq] = slot
+        return seq
+
+    # ---- output
+    def send_response(self, seq: int, data: bytes | None) -> None:
+        """A handler's encoded response frame (None: the request gets no response, e.g. acks=0)."""
+        slot = self._slots.pop(seq)
+        slot.done, slot.data = True, data
+        while self._inflight and self._inflight[0].done:  # the answered head leaves the queue at once
+            data = self._inflight.popleft().data
+            if data is not None:
+                self._ready.append(data)
+
+    def fail(self, seq: int, reason: str) -> None:
+        """A handler failed: that request goes unanswered and the connection closes once the requests before and
+        after it that are already running are answered (they may have been applied, so they must be answered)."""
+        self.send_response(seq, None)
+        self.close(reason)
+
+    def data_to_send(self) -> list[bytes]:
+        """Response frames ready to go, in request order."""
+        out, self._ready = self._ready, []
+        return out
+
+    def abort(self) -> list[int]:
+        """The peer is gone: the sequence numbers still in flight (their answers are dropped)."""
+        self._closed = True
+        self._closing = self._closing or "connection lost"
+        pending = [s.seq for s in self._inflight]
+        self._inflight.clear()
+        self._slots.clear()
+        self._ready.clear()
+        self._buf.clear()
+        return pending

@@ -1,0 +1,111 @@
+"""Connection handling against a real broker process: malformed frames behind pipelined requests, client resets,
+one advertised endpoint per listener."""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import struct
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+from kbus.protocol.codec import encode_request
+from kbus.protocol.record_batch import build_batch
+from tests.kbus_processes import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def new_topic(bootstrap: str) -> str:
+    name = f"conn-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
+    return name
+
+
+def produce_frame(topic: str, corr: int) -> bytes:
+    body = ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(
+            TopicProduceData(
+                name=topic,
+                partition_data=(PartitionProduceData(index=0, records=build_batch([(b"k", b"v%d" % corr)])),),
+            ),
+        ),
+    )
+    return encode_request(body, corr, "raw")
+
+
+def read_responses(sock: socket.socket) -> list[int]:
+    """Correlation ids of every response until the broker closes the connection."""
+    data = b""
+    sock.settimeout(15)
+    while chunk := sock.recv(65536):
+        data += chunk
+    ids = []
+    while len(data) >= 8:
+        size, corr = struct.unpack_from(">ii", data)
+        ids.append(corr)
+        data = data[4 + size :]
+    return ids
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def test_produce_behind_a_malformed_frame_is_neither_applied_nor_lost(broker):
+    topic = new_topic(broker.bootstrap)
+    bad = struct.pack(">i", 12) + struct.pack(">hhi", 0, 9, 2) + b"\x00\x01"  # a Produce header, cut short
+    with socket.create_connection(("127.0.0.1", broker.port)) as sock:
+        sock.sendall(produce_frame(topic, 1) + bad + produce_frame(topic, 3))
+        assert read_responses(sock) == [1]  # the request before the bad frame is answered, then the broker closes
+    assert end_offset(broker.bootstrap, topic) == 1  # and the produce behind it was never appended
+    log = broker.log_text()
+    assert "Traceback" not in log and "never retrieved" not in log
+
+
+def test_client_resets_with_responses_pending_are_quiet_disconnects(broker):
+    topic = new_topic(broker.bootstrap)
+    frames = b"".join(produce_frame(topic, i) for i in range(50))
+    for _ in range(20):
+        sock = socket.create_connection(("127.0.0.1", broker.port))
+        sock.sendall(frames)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # RST while the broker is answering
+    # the broker still serves everyone else, and nothing it acknowledged is lost
+    with socket.create_connection(("127.0.0.1", broker.port)) as sock:
+        sock.sendall(produce_frame(topic, 999))
+        sock.shutdown(socket.SHUT_WR)
+        assert read_responses(sock) == [999]
+    log = broker.log_text()
+    assert "Traceback" not in log and "never retrieved" not in log and "unexpected" not in log.lower()
+
+
+def test_metadata_answers_with_the_endpoints_of_the_listener_the_client_used(broker_factory):
+    external, internal = free_port(), free_port()
+    b = broker_factory(
+        {
+            "listeners": f"EXTERNAL://127.0.0.1:{external},INTERNAL://127.0.0.1:{internal}",
+            "advertised.listeners": f"EXTERNAL://127.0.0.1:{external},INTERNAL://localhost:{internal}",
+            "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+        },
+        port=external,
+    )
+    seen = {}
+    for port in (external, internal):
+        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=10)
+        seen[port] = [(x.host, x.port) for x in md.brokers.values()]
+    assert seen == {external: [("127.0.0.1", external)], internal: [("localhost", internal)]}
+    assert b.alive

@@ -25,4 +25,4 @@ bench/perftest.sh "$rounds"
 bench/perftest.sh "$rounds" -p 3 -s 1000 -n 300000
 # 3 brokers RF=3 acks=all (Kafka and kbus clusters), then failover, start-up and recovery
 bench/cluster.sh "$rounds"
-bench/ops.sh
+bench/ops.sh "$rounds"

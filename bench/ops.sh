@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Start-up with 1,000 partitions, recovery after kill -9 with >= 1 GB of log, leader failover after kill -9
+# and SIGTERM: Apache Kafka and kbus interleaved (bench/ops.py says how each is timed). JSON lines in $OUT
+# (default bench/ops.jsonl); summary: bench/summarize_ops.py.
+#   usage: bench/ops.sh [ROUNDS] [ops.py args, e.g. startup recovery failover --recovery-mb 1100]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+rounds=${1:-3}; shift || true
+OUT=${OUT:-bench/ops.jsonl}
+mkdir -p "${BENCH_DIR:-.cache/bench}"
+work=$(mktemp -d "${BENCH_DIR:-$PWD/.cache/bench}/ops.XXXXXX")
+trap bench_cleanup EXIT; trap "exit 130" INT TERM
+KAFKA_LIBS=$(kafka_libs); export KAFKA_LIBS KAFKA_HEAP_OPTS
+KAFKA_JVM_OPTS="${KAFKA_JVM_OPTS[*]}"; export KAFKA_JVM_OPTS
+zkport=$(free_port); start_zk "$zkport"
+$PY bench/ops.py --zk "127.0.0.1:$zkport" --work "$work" --rounds "$rounds" --out "$OUT" "$@" &
+pids+=($!); wait $!
+$PY bench/summarize_ops.py "$OUT"

@@ -18,6 +18,7 @@ import kbus.cli.server
 import kbus.cli.service
 import kbus.cli.spark
 import kbus.cli.topics
+import kbus.cli.transactions
 import kbus.cli.zookeeper
 from kbus.cli.app import app
 

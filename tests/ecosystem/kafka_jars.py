@@ -22,6 +22,7 @@ MAIN_CLASSES_39 = {
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-dump-log": "kafka.tools.DumpLogSegments",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 # Kafka 2.8, for the --zookeeper paths 3.x removed
 MAIN_CLASSES_28 = {

@@ -6,6 +6,7 @@ Request in, response out: the state lives in the broker's TransactionService (kb
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
@@ -216,6 +217,11 @@ async def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> A
     return ctx.build(throttle_time=0, topics=topics)
 
 
+def _ms_time(ms_since_epoch: int) -> datetime.datetime:
+    # kio writes datetime_i64 fields from datetimes only; Kafka sends -1 for "no transaction started"
+    return datetime.datetime.fromtimestamp(0, datetime.UTC) + datetime.timedelta(milliseconds=ms_since_epoch)
+
+
 @api(65, 0, 0)
 async def describe_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(broker)
@@ -227,12 +233,13 @@ async def describe_transactions(broker: Broker, ctx: RequestContext, req: Any) -
             error, meta = coordinator.describe(tid)
         if meta is None:
             states.append(ctx.nested("TransactionState", error_code=error, transactional_id=tid, transaction_state="",
-                                     transaction_timeout=0, transaction_start_time=-1, producer_id=-1,
+                                     transaction_timeout=0, transaction_start_time=_ms_time(-1), producer_id=-1,
                                      producer_epoch=-1, topics=[]))
             continue
         states.append(ctx.nested(
             "TransactionState", error_code=E.none, transactional_id=tid, transaction_state=meta.state.kafka_name,
-            transaction_timeout=meta.timeout_ms, transaction_start_time=meta.start_ms, producer_id=meta.producer_id,
+            transaction_timeout=meta.timeout_ms, transaction_start_time=_ms_time(meta.start_ms),
+            producer_id=meta.producer_id,
             producer_epoch=meta.producer_epoch,
             topics=[ctx.nested("TopicData", topic=t, partitions=sorted(ps))
                     for t, ps in sorted(meta.partitions.items())],

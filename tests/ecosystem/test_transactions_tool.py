@@ -1,0 +1,106 @@
+"""`kbus transactions` beside Kafka 3.9's own kafka-transactions.sh (TransactionsCommand) on the same kbus broker:
+the same tables byte for byte (the duration column aside), and both able to find and abort a hanging
+transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.produce.v9.response import ProduceResponse
+
+from kbus.protocol import record_batch as rb
+from kbus.protocol.client import KafkaConnection
+from tests.ecosystem.kafka_jars import KafkaDistribution
+from tests.kbus_processes import BrokerProcess
+
+pytestmark = pytest.mark.integration
+
+KBUS = str(Path(sys.executable).parent / "kbus")
+
+
+def kbus(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([KBUS, *args], capture_output=True, text=True, timeout=60)
+
+
+def table(out: str) -> list[list[str]]:
+    return [line.split("\t") for line in out.splitlines()]
+
+
+def hanging_batch(bootstrap: str, topic: str, producer_id: int) -> None:
+    """A transactional batch no coordinator knows of (as a crashed, half-upgraded or buggy client leaves one)."""
+    batch = rb.build_batch([(b"k", b"hanging")], producer_id=producer_id, producer_epoch=0, base_sequence=0,
+                           is_transactional=True)
+    host, port = bootstrap.split(":")
+    request = ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=(
+        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=batch),)),))
+
+    async def send() -> None:
+        conn = KafkaConnection(host, int(port), "hanging")
+        try:
+            resp = await conn.request(request, ProduceResponse)
+        finally:
+            await conn.close()
+        assert resp.responses[0].partition_responses[0].error_code == 0
+
+    asyncio.run(send())
+
+
+def test_same_tables_as_kafka_transactions(kafka39: KafkaDistribution, broker: BrokerProcess) -> None:
+    bs = broker.bootstrap
+    topic, tid = f"ktx-{uuid.uuid4().hex[:6]}", f"ktx-{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": bs, "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"open", partition=0)
+    p.flush()
+
+    def both(*args: str) -> tuple[list[list[str]], list[list[str]]]:
+        ours = kbus("transactions", "--bootstrap-server", bs, *args)
+        theirs = kafka39.run("kafka-transactions", "--bootstrap-server", bs, *args)
+        assert ours.returncode == 0, ours.stderr
+        assert theirs.returncode == 0, theirs.stderr
+        return table(ours.stdout), table(theirs.stdout)
+
+    ours, theirs = both("list")
+    assert ours[0] == theirs[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState", ""]
+    assert [r for r in ours if r[0].strip() == tid] == [r for r in theirs if r[0].strip() == tid]
+    ours, theirs = both("describe", "--transactional-id", tid)
+    duration = theirs[0].index("TransactionDurationMs")
+    for row in (*ours, *theirs):
+        del row[duration]
+    assert ours == theirs
+    assert ours[1][4].strip() == "Ongoing" and ours[1][-2].strip() == f"{topic}-0"
+    ours, theirs = both("describe-producers", "--topic", topic, "--partition", "0")
+    assert ours == theirs and ours[1][-2].strip() == "0"  # CurrentTransactionStartOffset
+
+    hanging_batch(bs, topic, producer_id=987_654)
+    for tool in ("kbus", "kafka"):
+        args = ("find-hanging", "--topic", topic, "--max-transaction-timeout", "0")
+        out = (kbus("transactions", "--bootstrap-server", bs, *args) if tool == "kbus"
+               else kafka39.run("kafka-transactions", "--bootstrap-server", bs, *args))
+        rows = table(out.stdout)
+        assert [r[2].strip() for r in rows[1:]] == ["987654"], (tool, out.stdout, out.stderr)
+    aborted = kbus("transactions", "--bootstrap-server", bs, "abort", "--topic", topic, "--partition", "0",
+                   "--start-offset", "1")
+    assert aborted.returncode == 0, aborted.stderr
+    p.commit_transaction(30)
+    ours, _ = both("describe-producers", "--topic", topic, "--partition", "0")
+    assert all(r[-2].strip() == "None" for r in ours[1:])  # no open transaction is left on the partition
+
+
+def test_errors_are_one_line(broker: BrokerProcess) -> None:
+    out = kbus("transactions", "--bootstrap-server", broker.bootstrap, "describe", "--transactional-id", "nope")
+    assert out.returncode == 1
+    assert out.stderr.strip() == ("Failed to describe transaction state of transactional-id `nope`: "
+                                  "DescribeTransactions request for transactionalId `nope` failed because the ID "
+                                  "could not be found")
+    out = kbus("transactions", "--bootstrap-server", broker.bootstrap, "describe")
+    assert out.returncode != 0 and out.stderr.strip() == "argument --transactional-id is required"

@@ -14,10 +14,8 @@ command -v kcat >/dev/null 2>&1 || need_pkgs+=(kcat)
 command -v systemd-analyze >/dev/null 2>&1 || need_pkgs+=(systemd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     echo "setup: installing Debian packages: ${need_pkgs[*]}"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+    ./scripts/apt-install.sh "${need_pkgs[@]}"
   else
     echo "setup: please install ${need_pkgs[*]} with your package manager" >&2
   fi

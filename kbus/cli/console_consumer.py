@@ -28,6 +28,7 @@ from kbus.cli.common import (
     validate_bootstrap,
     warn,
 )
+from kbus.cli.consumer_watch import ConsumerWatch
 from kbus.cli.formatter import DefaultMessageFormatter
 
 POLL_S = 0.5  # short polls keep Ctrl-C, SIGTERM and --timeout-ms responsive
@@ -228,6 +229,8 @@ def console_consumer(
     except AdminError as exc:
         fail(f"ERROR {exc}")
 
+    watch = ConsumerWatch(bootstrap_server)
+    conf["error_cb"] = watch.on_error
     try:
         check_reachable(bootstrap_server)
         consumer = build_client(Consumer, conf)
@@ -237,6 +240,8 @@ def console_consumer(
         fail(f"ERROR Invalid consumer configuration: {exc}")
 
     try:
+        if topic:
+            _note_auto_creation(consumer, topic, watch)
         if partition is not None:
             assert topic is not None
             parts = _topic_partitions(consumer, topic)
@@ -261,8 +266,19 @@ def console_consumer(
         consumer.close()
         fail(f"ERROR {exc}")
 
-    count = _run(consumer, fmt, noop, max_messages, timeout_ms, store_offsets=user_group)
+    count = _run(consumer, fmt, noop, max_messages, timeout_ms, store_offsets=user_group, watch=watch)
     warn(f"Processed a total of {count} messages")
+
+
+def _note_auto_creation(consumer: Consumer, topic: str, watch: ConsumerWatch) -> None:
+    """A metadata request for every topic creates none; if `topic` is not among them, asking for it by name
+    next is what creates it (auto.create.topics.enable), and the watch says so if it stays empty."""
+    try:
+        md = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+    except KafkaException as exc:
+        raise ConnectionError(f"Could not fetch metadata: {exc.args[0].str()}") from None
+    if topic not in md.topics:
+        watch.topic_auto_created(topic, sorted(n for n in md.topics if not n.startswith("__")))
 
 
 def _matching_topics(consumer: Consumer, pattern: str) -> list[str]:
@@ -284,6 +300,7 @@ def _run(
     max_messages: int | None,
     timeout_ms: int | None,
     store_offsets: bool,
+    watch: ConsumerWatch,
 ) -> int:
     # Ctrl-C and SIGTERM only raise a flag, checked between records, so the count printed at the end is
     # exactly the number of records written (a KeyboardInterrupt could land between a write and its count).
@@ -305,6 +322,7 @@ def _run(
                 wait = max(0.0, min(wait, timeout_ms / 1000 - (time.monotonic() - last_record)))
             want = BATCH if max_messages is None else min(BATCH, max_messages - count)
             msgs = consumer.consume(num_messages=want, timeout=wait)
+            watch.tick()
             chunks: list[bytes] = []
             last_of_partition: dict[tuple[str, int], Message] = {}
             taken = 0
@@ -338,6 +356,7 @@ def _run(
                     out.write(b"".join(chunks))
                     out.flush()
                 count += taken
+                watch.received()
                 if store_offsets:
                     for msg in last_of_partition.values():
                         consumer.store_offsets(message=msg)

@@ -149,7 +149,11 @@ def start_daemon(name: str, config: str | None, overrides: list[str], log_dir: P
         raise DaemonError(f"ERROR cannot create log directory {files.pid.parent}: {exc.strerror}") from None
     running = live_pid(files.pid)
     if running:
-        raise DaemonError(f"ERROR kbus server is already running (pid {running}, pid file {files.pid})")
+        raise DaemonError(
+            f"ERROR kbus server is already running (pid {running}, pid file {files.pid}); to run several brokers "
+            f"on this machine give each its own server.properties (broker.id, listeners, log.dirs) and its own "
+            f"{LOG_DIR_ENV} (or start each from its own directory)"
+        )
     cmd = [sys.executable, "-m", "kbus.server"]
     if config is not None:
         cmd.append(str(Path(config).absolute()))

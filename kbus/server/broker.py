@@ -146,10 +146,12 @@ class Broker:
             log.warning("Controlled shutdown failed (%s); proceeding with an uncontrolled one", exc)
             return
         self.reconcile()
+        # `stranded` also names partitions this broker only followed (or led alone, RF=1): count what it led
+        kept = set(stranded)
         log.info(
             "Controlled shutdown: moved leadership of %d partition(s); %d had no other in-sync replica",
-            len(led) - len(stranded),
-            len(stranded),
+            sum(1 for k in led if k not in kept),
+            sum(1 for k in led if k in kept),
         )
 
     async def stop(self) -> None:

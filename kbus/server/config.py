@@ -335,3 +335,21 @@ class KafkaConfig:
             raise ConfigError("broker.id must be >= 0 (or -1 to generate one)")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
+
+
+def _shown(key: str, value: object) -> str:
+    if "password" in key or key.endswith(".jaas.config"):
+        return "[hidden]"  # Kafka prints PASSWORD-typed values this way
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value in ("", None) else str(value)
+
+
+def config_banner(config: KafkaConfig) -> str:
+    """Kafka's start banner (AbstractConfig.logAll): "KafkaConfig values:" then one tab-indented `key = value`
+    line per known key, sorted, with the value in effect (the file's, an override's, or the default)."""
+    values = vars(config)
+    lines = ["KafkaConfig values: "]
+    for key in sorted(BROKER_CONFIGS):
+        lines.append(f"\t{key} = {_shown(key, values[BROKER_CONFIGS[key][0]])}")
+    return "\n".join(lines)

@@ -10,7 +10,7 @@ import signal
 import socket
 import sys
 
-from kbus.server.config import ConfigError, KafkaConfig
+from kbus.server.config import ConfigError, KafkaConfig, config_banner
 
 log = logging.getLogger("kbus.server")
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
@@ -46,10 +46,22 @@ async def serve(config: KafkaConfig) -> None:
     from kbus.server.broker import Broker
     from kbus.server.network import KafkaServer
 
+    log.info("%s", config_banner(config))
     broker = Broker(config)
-    await broker.start()
-    # The metrics/health endpoint comes up before the Kafka listener, so whoever waits for the Kafka port
-    # (daemon mode, tests, orchestration) can scrape as soon as it answers.
+    server = KafkaServer(broker)
+    try:
+        await server.bind()
+    except OSError as exc:
+        await server.stop()
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise SystemExit(f"ERROR cannot listen on {config.listeners_raw}: {reason}") from None
+    try:
+        await broker.start()
+    except BaseException:
+        await server.stop()
+        raise
+    # The metrics/health endpoint comes up before the Kafka listener accepts, so whoever waits for the Kafka
+    # port (daemon mode, tests, orchestration) can scrape as soon as it answers.
     ops_endpoint = None
     if config.metrics_port >= 0:
         from kbus.ops.http_endpoint import start_for_broker
@@ -57,18 +69,12 @@ async def serve(config: KafkaConfig) -> None:
         try:
             ops_endpoint = await start_for_broker(broker, config.metrics_host, config.metrics_port)
         except OSError as exc:
+            await server.stop()
             await broker.stop()
             raise SystemExit(
                 f"ERROR cannot listen on metrics.port {config.metrics_host}:{config.metrics_port}: {exc.strerror}"
             ) from None
-    server = KafkaServer(broker)
-    try:
-        await server.start()
-    except OSError as exc:
-        if ops_endpoint is not None:
-            await ops_endpoint.stop()
-        await broker.stop()
-        raise SystemExit(f"ERROR cannot listen on {config.listeners_raw}: {exc.strerror}") from None
+    await server.start()
     log.info("[KafkaServer id=%d] started (kbus, cluster.id=%s)", broker.broker_id, broker.cluster_id)
     sd_notify("READY=1")
     stop = asyncio.Event()

@@ -71,7 +71,9 @@ class KafkaServer:
         self._servers: list[asyncio.AbstractServer] = []
         self.connections: set[KafkaProtocol] = set()
 
-    async def start(self) -> None:
+    async def bind(self) -> None:
+        """Bind every listener without accepting yet: a port that is taken fails here, before the broker
+        registers itself anywhere (Kafka binds its SocketServer before registering in ZooKeeper)."""
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
             name = ListenerName(listener.name, self.config.security_protocol(listener.name))
@@ -81,8 +83,15 @@ class KafkaServer:
                 listener.port,
                 reuse_address=True,
                 backlog=512,
+                start_serving=False,
             )
             self._servers.append(server)
+
+    async def start(self) -> None:
+        if not self._servers:
+            await self.bind()
+        for listener, server in zip(self.config.listeners, self._servers, strict=True):
+            await server.start_serving()
             bound = server.sockets[0].getsockname()
             log.info("Awaiting socket connections on %s:%d (%s)", bound[0], bound[1], listener.name)
 

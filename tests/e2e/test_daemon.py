@@ -80,9 +80,19 @@ def test_daemon_round_trip_leaves_no_stray_process_and_a_clean_log(tmp_path: Pat
 
         again = kbus(tmp_path, "server-start", "--daemon", "server.properties")
         assert again.returncode == 1
-        assert again.stderr.strip().splitlines() == [
-            f"ERROR kbus server is already running (pid {pid}, pid file {pid_file})"
-        ]
+        lines = again.stderr.strip().splitlines()
+        assert len(lines) == 1
+        assert lines[0].startswith(f"ERROR kbus server is already running (pid {pid}, pid file {pid_file}); ")
+        assert "to run several brokers" in lines[0] and "KBUS_LOG_DIR" in lines[0]
+        # ... and doing what it says works: a second broker, its own config and directory
+        second_dir = tmp_path / "second"
+        second_dir.mkdir()
+        second_port = free_port()
+        write_config(second_dir, second_port)
+        second = kbus(second_dir, "server-start", "--daemon", "server.properties")
+        assert second.returncode == 0, second.stderr
+        assert accepts(second_port)
+        assert kbus(second_dir, "server-stop", "server.properties").returncode == 0
 
         produce(f"127.0.0.1:{port}", f"d-{uuid.uuid4().hex[:6]}", 100)
         stopped = kbus(tmp_path, "server-stop", "server.properties")

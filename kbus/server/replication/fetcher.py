@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from kbus.protocol.client import KafkaConnection
 from kbus.protocol.codec import build, nested
 from kbus.protocol.record_batch import iter_complete_batches
+from kbus.server.repeated_warning import RepeatedWarning
 from kbus.server.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._conn: KafkaConnection | None = None
         self._changed = asyncio.Event()
+        self._failures = RepeatedWarning(log)
 
     def add(self, tp: TopicPartition) -> None:
         self._generation += 1
@@ -99,10 +101,11 @@ class ReplicaFetcher:
                     continue
                 await self._truncate_pending(conn)
                 await self._fetch_once(conn)
+                self._failures.succeeded(f"Fetcher for leader {self.leader_id}: fetching again")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.info("Fetcher for leader %d: %s; retrying", self.leader_id, exc or type(exc).__name__)
+                self._failures.failed(f"Fetcher for leader {self.leader_id}: {exc or type(exc).__name__}; retrying")
                 if self._conn is not None:
                     await self._conn.close()
                     self._conn = None

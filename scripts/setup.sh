@@ -10,6 +10,10 @@ command -v javac >/dev/null 2>&1 || need_pkgs+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_pkgs+=(maven)
 [ -f /usr/share/java/zookeeper.jar ] || need_pkgs+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need_pkgs+=(kcat)
+# pip install builds kbus's one C extension (the produce record scan): a compiler and Python's headers
+command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc)
+"${PYTHON:-python3}" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
+  || need_pkgs+=(python3-dev)
 # systemd-analyze validates the units in systemd/ (tests/e2e/test_systemd_units.py); no running systemd is needed
 command -v systemd-analyze >/dev/null 2>&1 || need_pkgs+=(systemd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then

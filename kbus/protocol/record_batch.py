@@ -435,31 +435,69 @@ def compress(codec: int, data: bytes) -> bytes:
     raise InvalidRecordError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: Buffer) -> bytes:
+def _decompress_bounded(module: Any, data: bytes, max_size: int) -> memoryview:
+    """Stream into a buffer of at most ``max_size`` bytes (cramjam fails rather than grow it): try a size that fits
+    ordinary ratios first, so a small batch does not pay for the whole bound."""
+    import cramjam
+
+    size = min(max_size, 8 * len(data) + 65536)
+    while True:
+        out = bytearray(size)
+        try:
+            n = module.decompress_into(data, out)
+        except cramjam.DecompressionError as e:
+            if "whole buffer" not in str(e):
+                raise
+            if size >= max_size:
+                raise CorruptRecordError(f"records decompress to more than {max_size} bytes") from None
+            size = max_size
+            continue
+        return memoryview(out)[:n]
+
+
+def _snappy_checked_len(cramjam: Any, block: bytes, budget: int) -> int:
+    n = cramjam.snappy.decompress_raw_len(block)
+    if n > budget:
+        raise CorruptRecordError("snappy records decompress to more than the bound")
+    return n
+
+
+def decompress(codec: int, data: Buffer, max_size: int | None = None) -> Buffer:
+    """The records of a compressed batch. With ``max_size`` (validation of client data) the output is bounded, so
+    a decompression bomb fails as corrupt instead of exhausting memory."""
     import cramjam
 
     try:
         if codec == COMPRESSION_NONE:
             return bytes(data)
-        if codec == COMPRESSION_GZIP:
-            return bytes(cramjam.gzip.decompress(bytes(data)))
         if codec == COMPRESSION_SNAPPY:
             raw = bytes(data)
+            budget = max_size if max_size is not None else 2**62
             if raw.startswith(_XERIAL_MAGIC):
                 out = bytearray()
                 pos = len(_XERIAL_HEADER)
                 while pos < len(raw):
                     (n,) = _INT32.unpack_from(raw, pos)
                     pos += 4
-                    out += bytes(cramjam.snappy.decompress_raw(raw[pos : pos + n]))
+                    if n < 0 or n > len(raw) - pos:
+                        raise CorruptRecordError("snappy block runs past the end of the batch")
+                    block = raw[pos : pos + n]
+                    budget -= _snappy_checked_len(cramjam, block, budget)
+                    out += bytes(cramjam.snappy.decompress_raw(block))
                     pos += n
                 return bytes(out)
+            _snappy_checked_len(cramjam, raw, budget)
             return bytes(cramjam.snappy.decompress_raw(raw))  # librdkafka writes unframed snappy
-        if codec == COMPRESSION_LZ4:
-            return bytes(cramjam.lz4.decompress(bytes(data)))
-        if codec == COMPRESSION_ZSTD:
-            return bytes(cramjam.zstd.decompress(bytes(data)))
-    except (cramjam.DecompressionError, struct.error) as e:
+        module = {COMPRESSION_GZIP: cramjam.gzip, COMPRESSION_LZ4: cramjam.lz4, COMPRESSION_ZSTD: cramjam.zstd}.get(
+            codec
+        )
+        if module is not None:
+            if max_size is not None:
+                return _decompress_bounded(module, bytes(data), max_size)
+            return bytes(module.decompress(bytes(data)))
+    except (cramjam.DecompressionError, struct.error, ValueError) as e:
+        if isinstance(e, CorruptRecordError):
+            raise
         raise CorruptRecordError(f"cannot decompress {COMPRESSION_NAMES.get(codec)} records: {e}") from e
     raise InvalidRecordError(f"unknown compression codec {codec}")
 
@@ -541,6 +579,11 @@ def decode_records(buf: Buffer, header: BatchHeader | None = None) -> list[Recor
     payload: Buffer = memoryview(buf)[start:end]
     if header.compression != COMPRESSION_NONE:
         payload = decompress(header.compression, payload)
+    return decode_records_payload(payload, header)
+
+
+def decode_records_payload(payload: Buffer, header: BatchHeader) -> list[Record]:
+    """Decode the records of one batch from its (already decompressed) records section."""
     log_append = header.timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
     records: list[Record] = []
     pos = 0

@@ -32,6 +32,24 @@ def _deliver(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes
     return results
 
 
+def test_0011_keyless_record_on_compacted_topic_is_invalid_record(broker):
+    topic = _topic(broker.bootstrap, **{"cleanup.policy": "compact"})
+    errors = _deliver(broker.bootstrap, topic, [(b"k1", b"v1", 0), (None, b"keyless", 0), (b"k2", b"v2", 0)])
+    assert errors[0] is None and errors[2] is None
+    assert errors[1] is not None and errors[1].code() == KafkaError.INVALID_RECORD
+    # nothing of the refused batch was written: the two keyed records sit at offsets 0 and 1
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < 2 and time.monotonic() < deadline:
+        for m in c.consume(10, 0.5):
+            if not m.error():
+                got.append((m.offset(), m.key(), m.value()))
+    c.close()
+    assert got == [(0, b"k1", b"v1"), (1, b"k2", b"v2")]
+
+
 def test_0034_error_partition_beside_healthy_ones(broker):
     topic = _topic(broker.bootstrap, partitions=2)
     _deliver(broker.bootstrap, topic, [(None, f"p0-{i}".encode(), 0) for i in range(5)] + [(None, b"p1", 1)])

@@ -1,13 +1,16 @@
-"""Produce (0): batches go to the log as bytes; only their headers are read."""
+"""Produce (0): each partition's batch is validated as Kafka's LogValidator does (kbus.protocol.validation: one
+compiled pass over its records), then goes to the log as bytes."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from kbus.protocol.codec import ms
+from kbus.protocol.validation import RecordValidationError, ValidationPolicy, validate_produce
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.metadata.validation import is_internal
@@ -15,6 +18,7 @@ from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
+    from kbus.server.log.config import LogConfig
     from kbus.server.log.log import AppendResult
     from kbus.server.partition import Partition
 
@@ -53,7 +57,19 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 fields["error_code"] = ErrorCode.corrupt_message
             else:
                 try:
-                    result = broker.append_records(part, pd.records, acks)
+                    records = bytearray(pd.records)
+                    validate_produce(records, _policy(name, pd.index, part.log.config), int(time.time() * 1000))
+                    result = broker.append_records(part, records, acks)
+                except RecordValidationError as exc:
+                    fields.update(
+                        error_code=exc.error_code,
+                        error_message=str(exc),
+                        record_errors=[
+                            ctx.nested("BatchIndexAndErrorMessage", batch_index=e.batch_index,
+                                       batch_index_error_message=e.message)
+                            for e in exc.record_errors
+                        ],
+                    )
                 except Exception as exc:
                     fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
                 else:
@@ -89,4 +105,15 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             for name, parts in responses
         ],
         throttle_time=0,
+    )
+
+
+def _policy(topic: str, index: int, config: LogConfig) -> ValidationPolicy:
+    before, after = ValidationPolicy.timestamp_bounds(
+        config.message_timestamp_difference_max_ms, config.message_timestamp_before_max_ms,
+        config.message_timestamp_after_max_ms,
+    )
+    return ValidationPolicy(
+        f"{topic}-{index}", compacted=config.compact_enabled, log_append_time=config.log_append_time,
+        timestamp_before_max_ms=before, timestamp_after_max_ms=after,
     )

@@ -19,9 +19,8 @@ from pathlib import Path
 from kbus.protocol import record_batch as rb
 from kbus.protocol.control import EndTxnMarker, parse_marker
 from kbus.protocol.record_batch import LOG_OVERHEAD, BatchHeader
-from kbus.server.log.config import LONG_MAX, LogConfig
+from kbus.server.log.config import LogConfig
 from kbus.server.log.errors import (
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -45,11 +44,6 @@ TimeFn = Callable[[], int]
 
 # Segment fsyncs after a roll run here so the appending thread never waits for the disk.
 _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbus-log-flush")
-
-
-def _bounds_timestamps(config: LogConfig) -> bool:
-    return min(config.message_timestamp_difference_max_ms, config.message_timestamp_before_max_ms,
-               config.message_timestamp_after_max_ms) < LONG_MAX
 
 
 def now_ms() -> int:
@@ -290,8 +284,6 @@ class Log:
             next_offset = self.log_end_offset
             now = self._time_ms()
             log_append = config.log_append_time
-            if not log_append and _bounds_timestamps(config):
-                self._check_timestamps(headers, now)
             num_records = 0
             completed: list[CompletedTxn] = []
             for h in headers:
@@ -370,28 +362,11 @@ class Log:
                     f"record batch of {h.batch_length + LOG_OVERHEAD} bytes is larger than max.message.bytes "
                     f"({max_size})"
                 )
-            if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
-                raise rb.InvalidRecordError(
-                    f"record batch claims {h.records_count} records but offset delta {h.last_offset_delta}"
-                )
         if len(buf) > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"{len(buf)} bytes of records cannot fit in a segment of {self.config.segment_bytes} bytes"
             )
         return headers
-
-    def _check_timestamps(self, headers: list[BatchHeader], now: int) -> None:
-        """Every record's timestamp lies between the batch's base and max timestamps: checking those two
-        bounds all of them without reading a record."""
-        c = self.config
-        before = min(c.message_timestamp_difference_max_ms, c.message_timestamp_before_max_ms)
-        after = min(c.message_timestamp_difference_max_ms, c.message_timestamp_after_max_ms)
-        for h in headers:
-            if now - h.base_timestamp > before or h.max_timestamp - now > after:
-                raise InvalidTimestampError(
-                    f"record timestamps {h.base_timestamp}..{h.max_timestamp} are too far from the broker's clock "
-                    f"{now} (message.timestamp.difference/before/after.max.ms)"
-                )
 
     def _write(self, buf: bytes | bytearray, headers: list[BatchHeader], first: int, last: int, now: int) -> None:
         seg = self._active

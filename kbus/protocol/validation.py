@@ -1,0 +1,202 @@
+"""Produce-side validation of a client's records: Kafka's LogValidator (and ProduceRequest.validateRecords /
+UnifiedLog.analyzeAndValidateRecords) rules, sans I/O, in one place.
+
+Per partition of a Produce request, in Kafka's order:
+1. the bytes are exactly one v2 batch (CORRUPT_MESSAGE for a bad length or CRC, INVALID_RECORD for another magic,
+   more than one batch, or an unknown compression codec);
+2. the batch header, as Kafka's validateBatch: base offset 0, lastOffsetDelta + 1 == record count > 0, no control
+   bit from clients, a producer id needs a sequence (INVALID_RECORD);
+3. every record parses and agrees with the batch, after decompression for gzip/snappy/lz4/zstd (record_scan; the
+   compiled scan keeps this per batch, not per record, in Python);
+4. per record, as validateRecord: a key on compacted topics (INVALID_RECORD), timestamps within
+   message.timestamp.before/after.max.ms for CreateTime topics, no LogAppendTime from the producer
+   (INVALID_TIMESTAMP); these carry KIP-467 record errors (batch index + message) and Kafka's summary message.
+Nothing of a refused batch is written: the caller appends only what passes. For CreateTime topics the batch's
+maxTimestamp is set to its records' real maximum, as Kafka's setMaxTimestamp does (the CRC is recomputed only when
+it changes). The transactional bit is left to the producer state (transactions exist; a transactional batch is
+checked against its producer's open transaction there).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import crc32c as _crc32c
+
+from kbus.protocol import record_batch as rb
+from kbus.protocol.record_scan import MalformedRecordsError, scan
+
+Buffer = bytes | bytearray | memoryview
+
+# A decompressed batch may not grow beyond this: a few KB of zstd can claim gigabytes (Kafka streams records and
+# never holds them; kbus checks a whole batch at once, so it bounds the batch instead).
+MAX_UNCOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
+
+CORRUPT_MESSAGE = 2
+INVALID_TIMESTAMP = 32
+INVALID_RECORD = 87
+_MAX_TS = struct.Struct(">q")
+_LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationPolicy:
+    """The topic configs LogValidator reads."""
+
+    topic_partition: str  # "topic-0", for Kafka's messages
+    compacted: bool = False
+    log_append_time: bool = False
+    timestamp_before_max_ms: int = _LONG_MAX
+    timestamp_after_max_ms: int = _LONG_MAX
+
+    @staticmethod
+    def timestamp_bounds(difference_max_ms: int, before_max_ms: int, after_max_ms: int) -> tuple[int, int]:
+        """Kafka's LogConfig: message.timestamp.before/after.max.ms when set, else the deprecated
+        message.timestamp.difference.max.ms (KIP-937)."""
+        before = before_max_ms if before_max_ms != _LONG_MAX else difference_max_ms
+        after = after_max_ms if after_max_ms != _LONG_MAX else difference_max_ms
+        return before, after
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    batch_index: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"RecordError(batchIndex={self.batch_index}, message='{self.message}')"
+
+
+class RecordValidationError(ValueError):
+    """A produced batch Kafka refuses. ``error_code`` is Kafka's; ``record_errors`` the KIP-467 per-record list
+    (empty for batch-level errors)."""
+
+    def __init__(self, error_code: int, message: str, record_errors: list[RecordError] | None = None) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.record_errors: list[RecordError] = record_errors or []
+
+
+@dataclass(slots=True)
+class ValidatedBatch:
+    header: rb.BatchHeader
+    records: bytearray = field(repr=False)
+
+
+def _invalid(message: str) -> RecordValidationError:
+    return RecordValidationError(INVALID_RECORD, message)
+
+
+def _single_batch(buf: Buffer, tp: str) -> rb.BatchHeader:
+    try:
+        headers = list(rb.iter_batches(buf, verify_crc=True))
+    except rb.CorruptRecordError as exc:
+        raise RecordValidationError(CORRUPT_MESSAGE, f"{exc} in topic partition {tp}") from None
+    except rb.InvalidRecordError as exc:
+        raise _invalid(f"{exc} in topic partition {tp}") from None
+    if not headers:
+        raise _invalid(f"Produce requests must have at least one record batch per partition ({tp})")
+    if len(headers) > 1:
+        raise _invalid(f"Produce requests are only allowed to contain exactly one record batch per partition ({tp})")
+    return headers[0]
+
+
+def _check_header(h: rb.BatchHeader, tp: str) -> None:
+    """Kafka's LogValidator.validateBatch for AppendOrigin.CLIENT, plus UnifiedLog's base offset rule."""
+    if h.base_offset != 0:
+        raise _invalid(f"The baseOffset of the record batch in the append to {tp} should be 0, but it is "
+                       f"{h.base_offset}")
+    count_from_offsets = h.last_offset_delta + 1
+    if count_from_offsets <= 0:
+        raise _invalid(f"Batch has an invalid offset range: [{h.base_offset}, {h.last_offset}] in topic partition {tp}")
+    if h.records_count <= 0:
+        raise _invalid(f"Invalid reported count for record batch: {h.records_count} in topic partition {tp}")
+    if count_from_offsets != h.records_count:
+        raise _invalid(f"Inconsistent batch offset range [{h.base_offset}, {h.last_offset}] and count of records "
+                       f"{h.records_count} in topic partition {tp}")
+    if h.is_control:
+        raise _invalid(f"Clients are not allowed to write control records in topic partition {tp}")
+    if h.has_producer_id and h.base_sequence < 0:
+        raise _invalid(f"Invalid sequence number {h.base_sequence} in record batch with producerId {h.producer_id} "
+                       f"in topic partition {tp}")
+    if h.compression not in rb.COMPRESSION_NAMES:
+        raise _invalid(f"Unknown compression type id {h.compression} in topic partition {tp}")
+
+
+def _records_payload(buf: Buffer, h: rb.BatchHeader, tp: str) -> Buffer:
+    payload = memoryview(buf)[h.position + rb.RECORDS_OFFSET : h.end_position]
+    if h.compression == rb.COMPRESSION_NONE:
+        return payload
+    try:
+        return rb.decompress(h.compression, payload, max_size=MAX_UNCOMPRESSED_BATCH_BYTES)
+    except (rb.CorruptRecordError, rb.InvalidRecordError) as exc:
+        raise RecordValidationError(CORRUPT_MESSAGE, f"{exc} in topic partition {tp}") from None
+
+
+def _record_errors(records: Buffer, h: rb.BatchHeader, policy: ValidationPolicy, now_ms: int) -> list[RecordError]:
+    """The slow path, only once the scan saw a refused record: Kafka lists every offending record."""
+    errors: list[RecordError] = []
+    decoded = rb.decode_records_payload(records, h)
+    before, after = policy.timestamp_before_max_ms, policy.timestamp_after_max_ms
+    for i, rec in enumerate(decoded):
+        if policy.compacted and rec.key is None:
+            errors.append(RecordError(i, f"Compacted topic cannot accept message without key in topic partition "
+                                         f"{policy.topic_partition}."))
+        elif not policy.log_append_time and rec.timestamp != rb.NO_TIMESTAMP:
+            if now_ms - rec.timestamp > before or rec.timestamp - now_ms > after:
+                errors.append(RecordError(i, f"Timestamp {rec.timestamp} of message with offset {rec.offset} is out "
+                                             f"of range. The timestamp should be within [{now_ms - before}, "
+                                             f"{now_ms + after}]"))
+        elif h.timestamp_type == rb.TIMESTAMP_TYPE_LOG_APPEND:
+            errors.append(RecordError(i, "Invalid timestamp type in message. Producer should not set timestamp type "
+                                         "to LogAppendTime."))
+    return errors
+
+
+def _raise_record_errors(errors: list[RecordError]) -> None:
+    # Kafka's LogValidator.processRecordErrors
+    if any(e.message.startswith(("Timestamp", "Invalid timestamp type")) for e in errors):
+        raise RecordValidationError(INVALID_TIMESTAMP, "One or more records have been rejected due to invalid "
+                                    "timestamp", errors)
+    shown = ", ".join(str(e) for e in errors[:3])
+    raise RecordValidationError(
+        INVALID_RECORD,
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only showing the "
+        f"first three errors at most: [{shown}]",
+        errors,
+    )
+
+
+def validate_produce(buf: bytearray, policy: ValidationPolicy, now_ms: int) -> rb.BatchHeader:
+    """Validate one partition's records from a Produce request; RecordValidationError if Kafka would refuse them.
+    May rewrite the batch's maxTimestamp in ``buf`` (CRC included), as Kafka does."""
+    tp = policy.topic_partition
+    h = _single_batch(buf, tp)
+    _check_header(h, tp)
+    records = _records_payload(buf, h, tp)
+    try:
+        summary = scan(records, h.records_count)
+    except MalformedRecordsError as exc:
+        raise _invalid(f"{exc} in topic partition {tp}") from None
+    log_append_batch = h.timestamp_type == rb.TIMESTAMP_TYPE_LOG_APPEND
+    if log_append_batch:
+        lowest = highest = h.max_timestamp  # a LogAppendTime batch's records all carry its maxTimestamp
+    else:
+        lowest = h.base_timestamp + summary.min_timestamp_delta
+        highest = h.base_timestamp + summary.max_timestamp_delta
+    # the scan's range bounds every record: only a batch that may hold a refused record takes the slow path
+    maybe_bad_timestamps = log_append_batch or (
+        not policy.log_append_time
+        and (now_ms - lowest > policy.timestamp_before_max_ms or highest - now_ms > policy.timestamp_after_max_ms)
+    )
+    if (policy.compacted and summary.keyless) or maybe_bad_timestamps:
+        errors = _record_errors(records, h, policy, now_ms)
+        if errors:
+            _raise_record_errors(errors)
+    if not policy.log_append_time and not log_append_batch and highest != h.max_timestamp:
+        _MAX_TS.pack_into(buf, h.position + rb.MAX_TIMESTAMP_OFFSET, highest)  # Kafka's batch.setMaxTimestamp
+        crc = _crc32c.crc32c(memoryview(buf)[h.position + rb.ATTRIBUTES_OFFSET : h.end_position])
+        struct.pack_into(">I", buf, h.position + rb.CRC_OFFSET, crc)
+        h.max_timestamp, h.crc = highest, crc
+    return h

@@ -114,13 +114,18 @@ def _config_entry(e: Any) -> ConfigEntry:
     synonyms = [
         ConfigSynonym(_source_name(s.source), s.name, s.value) for s in (e.synonyms or {}).values()
     ]
+    # librdkafka keys synonyms by name, so a topic override loses to the broker default of the same name
+    # (retention.ms); Kafka lists the override first, as kafka-configs.sh prints it
+    source = _source_name(e.source)
+    if source == "DYNAMIC_TOPIC_CONFIG" and all(s.source != source for s in synonyms):
+        synonyms.insert(0, ConfigSynonym(source, e.name, e.value))
     return ConfigEntry(
         name=e.name,
         value=e.value,
         is_default=e.is_default,
         is_sensitive=e.is_sensitive,
         is_read_only=e.is_read_only,
-        source=_source_name(e.source),
+        source=source,
         synonyms=synonyms,
     )
 

@@ -4,6 +4,7 @@ the main classes behind Kafka's bin/kafka-*.sh scripts, so tests drive kbus with
 from __future__ import annotations
 
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,9 @@ class KafkaDistribution:
         return [
             "java",
             "-Xmx256m",
+            # short-lived tools: the C1 compiler and the serial collector start a JVM fastest
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
             f"-Dlog4j.configuration=file:{log4j}",
             "-cp",
             f"{self.libs}/*",
@@ -77,3 +81,10 @@ def default_version(line: str) -> str:
     return subprocess.run(
         [str(SCRIPT), "--default-version", line], capture_output=True, text=True, check=True
     ).stdout.strip()
+
+
+def kbus(*args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """kbus's own CLI (the venv's entry point), to compare with Kafka's tool for the same command."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "kbus"), *args], input=input, capture_output=True, text=True, timeout=timeout
+    )

@@ -1,5 +1,5 @@
 """`kbus dump-log`: kafka-dump-log.sh — print the batches (and records) of .log segments and the entries of
-.index / .timeindex files, in Kafka's DumpLogSegments format."""
+.index / .timeindex / .txnindex files, in Kafka's DumpLogSegments format."""
 
 from __future__ import annotations
 
@@ -15,16 +15,19 @@ import typer
 
 from kbus.cli.app import app
 from kbus.cli.common import KafkaStyleCommand, fail
+from kbus.protocol.control import CONTROL_TYPE_NAMES, parse_marker
 from kbus.protocol.record_batch import (
     COMPRESSION_NAMES,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_V2,
     TIMESTAMP_TYPE_LOG_APPEND,
+    BatchHeader,
     CorruptRecordError,
     decode_records,
     iter_complete_batches,
 )
+from kbus.server.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 _INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
 _TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
@@ -82,7 +85,9 @@ def dump_segment(path: Path, out: TextIO, print_data: bool, deep: bool) -> None:
                         f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {r.sequence} "
                         f"headerKeys: [{','.join(k for k, _ in r.headers)}]"
                     )
-                    if print_data and not h.is_control and r.value is not None:
+                    if h.is_control:
+                        line += _control_text(buf, h)
+                    elif print_data and r.value is not None:
                         if r.key is not None:
                             line += f" key: {_text(r.key)}"
                         line += f" payload: {_text(r.value)}"
@@ -94,6 +99,23 @@ def dump_segment(path: Path, out: TextIO, print_data: bool, deep: bool) -> None:
             if magic is not None and magic != MAGIC_V2 and valid_bytes == 0:
                 out.write(f"Unsupported message format version (magic {magic}); kbus reads magic 2 only\n")
             out.write(f"Found {trailing} invalid bytes at the end of {path.name}\n")
+
+
+def _control_text(buf: bytes | bytearray | memoryview, h: BatchHeader) -> str:
+    """What Kafka prints for a control record: the transaction marker's type and coordinator epoch."""
+    try:
+        marker = parse_marker(memoryview(buf)[h.position : h.position + h.size])
+    except ValueError:
+        marker = None
+    if marker is None:
+        return " controlType: UNKNOWN"
+    return f" endTxnMarker: {CONTROL_TYPE_NAMES[marker.control_type]} coordinatorEpoch: {marker.coordinator_epoch}"
+
+
+def dump_txn_index(path: Path, out: TextIO) -> None:
+    for e in TransactionIndex(path).entries:
+        out.write(f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} lastOffset: "
+                  f"{e.last_offset} lastStableOffset: {e.last_stable_offset}\n")
 
 
 def dump_offset_index(path: Path, out: TextIO) -> None:
@@ -120,7 +142,7 @@ def dump_time_index(path: Path, out: TextIO) -> None:
 @app.command("dump-log", cls=KafkaStyleCommand)
 def dump_log(
     files: Annotated[
-        str | None, typer.Option("--files", help="Comma-separated .log, .index and .timeindex files")
+        str | None, typer.Option("--files", help="Comma-separated .log, .index, .timeindex and .txnindex files")
     ] = None,
     print_data_log: Annotated[
         bool, typer.Option("--print-data-log", help="Print each record's key and payload")
@@ -145,6 +167,8 @@ def dump_log(
                 dump_segment(path, sys.stdout, print_data_log, deep_iteration)
             elif path.suffix == ".index":
                 dump_offset_index(path, sys.stdout)
+            elif path.suffix == TXN_INDEX_SUFFIX:
+                dump_txn_index(path, sys.stdout)
             elif path.suffix == ".timeindex":
                 dump_time_index(path, sys.stdout)
             else:

@@ -104,3 +104,23 @@ def test_errors_are_one_line(broker: BrokerProcess) -> None:
                                   "could not be found")
     out = kbus("transactions", "--bootstrap-server", broker.bootstrap, "describe")
     assert out.returncode != 0 and out.stderr.strip() == "argument --transactional-id is required"
+
+
+def test_dump_log_shows_markers_and_txnindex_like_kafka(kafka39: KafkaDistribution, broker: BrokerProcess) -> None:
+    bs, topic = broker.bootstrap, f"kdl-{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": bs, "transactional.id": f"tx-{topic}"})
+    p.init_transactions(30)
+    for commit in (True, False, True):
+        p.begin_transaction()
+        p.produce(topic, b"v", key=b"k", partition=0)
+        p.commit_transaction(30) if commit else (p.flush(), p.abort_transaction(30))
+    segment = broker.log_dirs / f"{topic}-0" / "00000000000000000000.log"
+    outputs = []
+    for f, extra in ((segment, ("--deep-iteration", "--print-data-log")), (segment.with_suffix(".txnindex"), ())):
+        ours = kbus("dump-log", *extra, "--files", str(f))
+        theirs = kafka39.run("kafka-dump-log", *extra, "--files", str(f))
+        assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
+        assert ours.stdout == theirs.stdout
+        outputs.append(ours.stdout)
+    assert outputs[0].count("endTxnMarker: COMMIT") == 2 and outputs[0].count("endTxnMarker: ABORT") == 1
+    assert kbus("dump-log", "--files", str(segment.with_suffix(".txnindex"))).stdout.count("producerId:") == 1

@@ -99,10 +99,10 @@ class ProducerStateEntry:
             completed = None
             if marker is not None:
                 self.coordinator_epoch = max(self.coordinator_epoch, marker.coordinator_epoch)
-                # a marker with no open transaction (a retried EndTxn) completes an empty one: nothing to index
-                if self.current_txn_first_offset is not None:
-                    completed = CompletedTxn(self.producer_id, self.current_txn_first_offset, first_offset,
-                                             marker.is_abort)
+                # a marker with no open transaction completes an empty one at its own offset, as Kafka's
+                # appendEndTxnMarker does (an admin abort of a hanging transaction, a retried marker)
+                start = self.current_txn_first_offset if self.current_txn_first_offset is not None else first_offset
+                completed = CompletedTxn(self.producer_id, start, first_offset, marker.is_abort)
             self.current_txn_first_offset = None
             return completed
         if h.is_transactional and self.current_txn_first_offset is None:

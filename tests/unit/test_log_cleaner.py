@@ -154,3 +154,32 @@ def test_interrupted_swap_is_completed_on_open(tmp_path: Path) -> None:
     assert first.stat().st_size == h.size
     assert lg2.log_end_offset == 20
     lg2.close()
+
+
+def test_aborted_transactions_are_dropped_and_never_shadow_committed_values(tmp_path: Path) -> None:
+    from kbus.protocol.control import build_marker_batch
+
+    lg = Log.open(tmp_path / "t-0", compact_config())
+
+    def txn(key: bytes, value: bytes, seq: int, pid: int = 9) -> None:
+        lg.append_as_leader(rb.build_batch([(key, value, NOW)], producer_id=pid, producer_epoch=0,
+                                           base_sequence=seq, is_transactional=True))
+
+    put(lg, b"a", b"committed-1")  # 0
+    txn(b"a", b"aborted", 0)  # 1
+    lg.append_as_leader(build_marker_batch(9, 0, False, 0, timestamp_ms=NOW), from_coordinator=True)  # 2
+    txn(b"a", b"committed-2", 1)  # 3
+    lg.append_as_leader(build_marker_batch(9, 0, True, 0, timestamp_ms=NOW), from_coordinator=True)  # 4
+    txn(b"b", b"open", 2)  # 5: still open, must not be cleaned
+    for i in range(20):
+        put(lg, b"filler-%d" % (i % 2), b"x" * 20)
+    lg.roll()
+    assert clean_log(lg, 0, NOW + 1, force=True) is not None
+    kept = [(o, k, v) for o, k, v in records(lg) if k in (b"a", b"b")]
+    assert (1, b"a", b"aborted") not in kept  # the aborted write is gone
+    assert (3, b"a", b"committed-2") in kept  # the committed one survives its aborted predecessor
+    assert (0, b"a", b"committed-1") not in kept  # and compaction still works across them
+    assert (5, b"b", b"open") in kept
+    # both markers stay, and the abort is still indexed for read_committed fetches
+    assert lg.collect_aborted_txns(0, lg.log_end_offset) != []
+    lg.close()

@@ -5,7 +5,11 @@ One pass over a log: build a map key -> last offset from the dirty section (offs
 checkpoint), then rewrite every inactive segment keeping, per key, only the latest record; tombstones (null
 value) stay until delete.retention.ms has passed; keyless records are dropped, as Kafka does. Batches keep their
 base offset and last offset delta, so offsets never move and idempotent producers keep their sequence state.
-Transactional and control batches are kept whole (kbus does not implement transaction aborts in the cleaner).
+Transactions: the cleaner stops before the first unstable offset (an open transaction may still abort); batches
+of aborted transactions (found through the segments' .txnindex) are dropped and never shadow a committed value;
+committed transactional batches are compacted like any other; transaction markers are kept (Kafka drops them
+once delete.retention.ms has passed after their transaction's data is gone: kbus keeps them, which costs a few
+bytes per transaction and changes nothing a consumer sees).
 
 A segment is swapped crash-safely the way Kafka does it: ``<base>.log.cleaned`` is written and fsynced, renamed
 to ``<base>.log.swap``, the old files are renamed ``*.deleted``, and the swap file becomes ``<base>.log``. Log.open
@@ -76,6 +80,22 @@ def clean_log(lg: Log, first_dirty_offset: int, now_ms: int, *, force: bool = Fa
         return None
     if not force and dirty_ratio(lg, first_dirty_offset, now_ms) < config.min_cleanable_dirty_ratio:
         return None
+    with lg._lock:
+        unstable = lg.producer_state.first_unstable_offset()
+        aborted: dict[int, list[tuple[int, int]]] = {}
+        for seg in lg.segments:
+            for e in seg.txn_index.entries:
+                aborted.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+    if unstable is not None:
+        # an open transaction may still abort: what it wrote (and everything after) is not cleanable yet
+        segments = [seg for seg in segments if seg.next_offset <= unstable]
+        if not segments:
+            return None
+
+    def is_aborted(h: rb.BatchHeader) -> bool:
+        return h.is_transactional and not h.is_control and any(
+            first <= h.base_offset <= last for first, last in aborted.get(h.producer_id, ()))
+
     end_offset = segments[-1].next_offset
     if end_offset <= first_dirty_offset and not force:
         return None
@@ -86,7 +106,7 @@ def clean_log(lg: Log, first_dirty_offset: int, now_ms: int, *, force: bool = Fa
         if seg.next_offset <= first_dirty_offset:
             continue
         for h, data in _read_batches(seg):
-            if h.is_control or h.next_offset <= first_dirty_offset:
+            if h.is_control or h.next_offset <= first_dirty_offset or is_aborted(h):
                 continue
             for r in rb.decode_records(data, rb.read_header(data)):
                 if r.key is not None:
@@ -102,8 +122,15 @@ def clean_log(lg: Log, first_dirty_offset: int, now_ms: int, *, force: bool = Fa
         removed = 0
         changed = False
         for h, data in _read_batches(seg):
-            if h.is_control or h.is_transactional:
+            if h.is_control:
                 out += data
+                continue
+            if is_aborted(h):
+                if h.last_offset in keep_last_batch:
+                    out += data  # a live producer's sequence state (invisible to read_committed readers)
+                else:
+                    changed = True
+                    removed += h.records_count
                 continue
             records = rb.decode_records(data, rb.read_header(data))
             kept = [
@@ -150,9 +177,12 @@ def _swap_segment(lg: Log, old: LogSegment, data: bytes) -> bool:
             cleaned.unlink(missing_ok=True)  # deleted, truncated or became active meanwhile
             return False
         os.replace(cleaned, swap)
+        aborted_entries = list(old.txn_index.entries)  # the cleaned segment keeps its markers, so its index
         old.mark_deleted()
         os.replace(swap, lg.dir / base_name)
         new = LogSegment.open(lg.dir, old.base_offset, lg.config)
+        for entry in aborted_entries:
+            new.txn_index.append(entry)
         new.recover(verify_crc=False)
         new.on_become_inactive()
         new.release_index_fds()

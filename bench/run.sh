@@ -5,7 +5,7 @@
 # (a scratch directory under $BENCH_DIR, default .cache/bench) and the machine's Java. Each result is one JSON
 # line in $OUT (default bench/results.jsonl); a markdown report with ratios to Kafka goes to bench/last-report.md.
 #   usage: bench/run.sh [ROUNDS] [extra kbench args, e.g. -p 3 -s 1000 --acks 1]
-# Env: SYSTEMS (default "kafka kbus tansu"), OUT, KAFKA_VERSION (3.9.2), TAG (added to every label).
+# Env: SYSTEMS (default "kafka kbus tansu"; also kbus-copy: kbus with KBUS_SENDFILE=0), OUT, KAFKA_VERSION (3.9.2), TAG (added to every label).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -23,8 +23,11 @@ for who in $SYSTEMS; do
   case $who in
     kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
     kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
+    # kbus with fetches copied through Python instead of sendfile (for measuring zero copy)
+    kbus-copy) KBUS_SENDFILE=0 start_kbus kbus-copy "${port[$who]}" "127.0.0.1:$zkport/kbus-copy"
+      pid[$who]=$kbus_pid ;;
     tansu) start_tansu "${port[$who]}"; pid[$who]=$tansu_pid ;;
-    *) echo "run.sh: unknown system $who (kafka, kbus or tansu)" >&2; exit 2 ;;
+    *) echo "run.sh: unknown system $who (kafka, kbus, kbus-copy or tansu)" >&2; exit 2 ;;
   esac
 done
 for who in $SYSTEMS; do wait_port "${port[$who]}"; done

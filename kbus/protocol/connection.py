@@ -33,6 +33,7 @@ from kbus.protocol.codec import (
     frame_size,
     parse_request_header,
 )
+from kbus.protocol.splice import OutFrame
 
 _API_KEY = struct.Struct(">h")
 SASL_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size default
@@ -131,7 +132,7 @@ class _Slot:
     seq: int
     pipelined: bool
     done: bool = False
-    data: bytes | None = None
+    data: OutFrame | None = None
 
 
 class Connection:
@@ -156,7 +157,7 @@ class Connection:
         self._closed = False
         self._inflight: deque[_Slot] = deque()
         self._slots: dict[int, _Slot] = {}
-        self._ready: list[bytes] = []  # answered frames, in request order, not yet taken by data_to_send()
+        self._ready: list[OutFrame] = []  # answered frames, in request order, not yet taken by data_to_send()
         self._next_seq = 0
         self._expect_raw_token = False
 
@@ -280,7 +281,7 @@ class Connection:
         return seq
 
     # ---- output
-    def send_response(self, seq: int, data: bytes | None) -> None:
+    def send_response(self, seq: int, data: OutFrame | None) -> None:
         """A handler's encoded response frame (None: the request gets no response, e.g. acks=0)."""
         slot = self._slots.pop(seq)
         slot.done, slot.data = True, data
@@ -295,7 +296,7 @@ class Connection:
         self.send_response(seq, None)
         self.close(reason)
 
-    def data_to_send(self) -> list[bytes]:
+    def data_to_send(self) -> list[OutFrame]:
         """Response frames ready to go, in request order."""
         out, self._ready = self._ready, []
         return out

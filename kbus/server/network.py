@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import socket
 import time
 from collections.abc import Coroutine
@@ -38,8 +39,10 @@ from kbus.protocol.connection import (
     Request,
     SaslToken,
 )
+from kbus.protocol.splice import OutFrame, RecordSplicer
 from kbus.server.apis.registry import API_TABLE, CATALOG, RequestContext
 from kbus.server.metrics import METRICS
+from kbus.server.sendfile import SendfileWriter
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
@@ -48,6 +51,9 @@ log = logging.getLogger("kbus.network")
 _conn_ids = itertools.count(1)
 MAX_PIPELINED = 64  # produce requests one connection may have waiting on replicas at once
 READ_PAUSE_BYTES = 1 << 20  # stop reading a connection that has this much unread behind a waiting request
+# Plaintext fetches send record bytes with sendfile(2) (kbus.server.sendfile). KBUS_SENDFILE=0 copies them through
+# Python instead: a switch for measuring the difference, not a Kafka property.
+SENDFILE = os.environ.get("KBUS_SENDFILE", "1") != "0"
 
 
 def unsupported_version_response(header: RequestHeader) -> bytes:
@@ -118,6 +124,7 @@ class KafkaProtocol(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self._lost = False
+        self._writer: SendfileWriter | None = None
 
     # ---- transport callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -136,6 +143,10 @@ class KafkaProtocol(asyncio.Protocol):
             principal=self._transport_principal(),
             max_pipelined=MAX_PIPELINED,
         )
+        if SENDFILE and not self.listener.security_protocol.uses_tls:
+            self._writer = SendfileWriter(
+                asyncio.get_running_loop(), self.transport, self._pump, self._write_failed
+            )
         self.server.connections.add(self)
 
     def _transport_principal(self) -> KafkaPrincipal:
@@ -159,6 +170,8 @@ class KafkaProtocol(asyncio.Protocol):
             self.conn.abort()
         if exc is not None:
             log.debug("Connection %s lost: %s", self.conn_id, exc)
+        if self._writer is not None:
+            self._writer.close()
         for task in self._tasks:
             task.cancel()  # nobody is left to answer; each task ends (cancelled) on its own
 
@@ -176,7 +189,7 @@ class KafkaProtocol(asyncio.Protocol):
         if self._lost or conn is None or transport is None:
             return
         self._write(conn.data_to_send())
-        while not self._writing_paused:
+        while not self._writing_paused and not (self._writer is not None and self._writer.stalled):
             event = conn.next_event()
             if isinstance(event, Request):
                 self._start(self._run(event))
@@ -191,20 +204,32 @@ class KafkaProtocol(asyncio.Protocol):
                 return
             elif isinstance(event, Closed):
                 self._write(conn.data_to_send())
+                if self._writer is not None:
+                    if self._writer.stalled:
+                        return  # called again once the last responses are sent; Closed is reported again
+                    self._writer.close()  # its dup of the socket would keep the connection open
                 if event.reason is not None:
                     log.warning("Closing connection %s (%s): %s", self.conn_id, self.listener.name, event.reason)
                 transport.close()
                 return
         self._pause_reading()
 
-    def _write(self, frames: list[bytes]) -> None:
+    def _write(self, frames: list[OutFrame]) -> None:
         transport = self.transport
         if not frames or transport is None or transport.is_closing():
             return
         try:
-            transport.writelines(frames)
+            if self._writer is not None:
+                self._writer.write(frames)
+            else:
+                transport.writelines(frames)  # type: ignore[arg-type]  # no splicer without a writer: all bytes
         except (ConnectionError, RuntimeError) as exc:  # uvloop raises RuntimeError on a transport just reset
             log.debug("Connection %s lost while writing: %s", self.conn_id, exc)
+
+    def _write_failed(self, exc: OSError) -> None:
+        log.debug("Connection %s lost while sending: %s", self.conn_id, exc)
+        if self.transport is not None:
+            self.transport.abort()
 
     def _pause_reading(self) -> None:
         if not self._reading_paused and self.transport is not None and not self.transport.is_closing():
@@ -241,21 +266,29 @@ class KafkaProtocol(asyncio.Protocol):
                 conn.send_response(request.seq, data)
         self._pump()
 
-    async def _execute(self, request: Request, conn: Connection) -> bytes | None:
+    async def _execute(self, request: Request, conn: Connection) -> OutFrame | None:
         header = request.header
         if request.unsupported_version:
             return unsupported_version_response(header)
         spec = API_TABLE[header.api_key]
         ctx = RequestContext(header, self.peer[0], self.peer[1], self.conn_id, listener=self.listener, connection=conn)
+        if self._writer is not None:
+            ctx.splicer = RecordSplicer(header.flexible)
         started = time.perf_counter()
         response = await spec.handler(self.broker, ctx, request.body)
-        data = None if response is None else encode_response(header, response)
+        data: OutFrame | None = None
+        if response is not None:
+            data = encode_response(header, response)
+            if ctx.splicer is not None:
+                data = ctx.splicer.splice(data)
         METRICS.observe("kbus_request_latency_seconds", time.perf_counter() - started, api=spec.name)
         METRICS.inc("kbus_requests_total", api=spec.name)
         return data
 
     async def abort(self) -> None:
         """Broker shutdown: drop the connection and wait for its handlers to end."""
+        if self._writer is not None:
+            self._writer.close()
         if self.transport is not None:
             self.transport.abort()
         for task in self._tasks:

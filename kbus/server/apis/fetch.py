@@ -1,9 +1,12 @@
-"""Fetch (1): long-poll that wakes as soon as data arrives; record bytes come straight from the segment files."""
+"""Fetch (1): long-poll that wakes as soon as data arrives; record bytes come straight from the segment files
+(on plaintext connections with sendfile, never copied through Python: kbus.protocol.splice)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import struct
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -11,21 +14,47 @@ from kio.schema.errors import ErrorCode
 
 from kbus.protocol.codec import ms
 from kbus.protocol.record_batch import iter_complete_batches
+from kbus.protocol.splice import FileRegion
 from kbus.server.apis.errors import error_code_for, leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
+    from kbus.server.log.log import FetchData
 
 
-def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int) -> tuple[list[Any], int, list[Any]]:
-    """One pass over the requested partitions: (per-topic responses, bytes gathered, partitions to wait on)."""
+# Record sets smaller than this are copied: one pread costs what one sendfile does, and small fetches (the
+# latency path) then keep the transport's single write.
+ZERO_COPY_MIN_BYTES = 16384
+_BATCH_COUNTS = struct.Struct(">q i 45x i")  # base offset, batch length, ..., records count (61-byte header)
+
+
+def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
+    """The partition's `records` field, the bytes it stands for and how many messages they hold (one header
+    read per batch)."""
+    if ctx.splicer is None or read.size < ZERO_COPY_MIN_BYTES:
+        data = read.to_bytes()
+        return data, len(data), sum(h.records_count for h in iter_complete_batches(data))
+    count, pos, end = 0, read.position, read.position + read.size
+    while pos + _BATCH_COUNTS.size <= end:
+        _, length, records = _BATCH_COUNTS.unpack(os.pread(read.fd, _BATCH_COUNTS.size, pos))
+        count += records
+        pos += 12 + length
+    return ctx.splicer.placeholder(FileRegion(read.fd, read.position, read.size)), read.size, count
+
+
+def _collect(
+    broker: Broker, ctx: RequestContext, request: Any, replica_id: int
+) -> tuple[list[Any], int, list[Any], dict[str, tuple[int, int]]]:
+    """One pass over the requested partitions: (per-topic responses, bytes gathered, partitions to wait on,
+    bytes and messages per topic)."""
     read_committed = replica_id < 0 and getattr(request, "isolation_level", 0) == 1
     remaining = max(request.max_bytes if ctx.api_version >= 3 else 2**31 - 1, 0)
     total = 0
     waits = []
     topics_out = []
+    sent: dict[str, tuple[int, int]] = {}
     for ft in request.topics:
         parts_out = []
         for fp in ft.partitions:
@@ -53,11 +82,11 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
                 fields.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=part.log.log_start_offset)
                 try:
                     if fp.fetch_offset >= max_offset and fp.fetch_offset <= part.log.log_end_offset:
-                        data = b""
+                        data, size, count = b"", 0, 0
                     else:
                         limit = min(fp.partition_max_bytes, remaining)
                         read = part.log.read(fp.fetch_offset, limit, max_offset=max_offset, min_one_batch=total == 0)
-                        data = read.to_bytes()
+                        data, size, count = _records(ctx, read)
                 except Exception as exc:
                     fields["error_code"] = error_code_for(exc)
                 else:
@@ -68,12 +97,15 @@ def _collect(broker: Broker, ctx: RequestContext, request: Any, replica_id: int)
                             ctx.nested("AbortedTransaction", producer_id=a.producer_id, first_offset=a.first_offset)
                             for a in part.log.collect_aborted_txns(fp.fetch_offset, max_offset)
                         ]
-                    total += len(data)
-                    remaining = max(remaining - len(data), 0)
+                    total += size
+                    remaining = max(remaining - size, 0)
+                    if size:
+                        nbytes, nmsgs = sent.get(ft.topic, (0, 0))
+                        sent[ft.topic] = (nbytes + size, nmsgs + count)
                     waits.append(part)  # any healthy partition's next append may bring min_bytes closer
             parts_out.append(ctx.nested("PartitionData", **fields))
         topics_out.append(ctx.nested("FetchableTopicResponse", topic=ft.topic, partitions=parts_out))
-    return topics_out, total, waits
+    return topics_out, total, waits, sent
 
 
 @api(1, 4, 12)
@@ -82,7 +114,9 @@ async def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Any:
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     min_bytes = request.min_bytes if ms(request.max_wait) > 0 else 0  # Kafka: min_bytes <= 0 answers at once
     while True:
-        topics_out, total, waits = _collect(broker, ctx, request, replica_id)
+        if ctx.splicer is not None:
+            ctx.splicer.regions.clear()  # a pass that waits again is thrown away with its placeholders
+        topics_out, total, waits, sent = _collect(broker, ctx, request, replica_id)
         timeout = deadline - time.monotonic()
         if total >= min_bytes or timeout <= 0 or not waits or broker.stopping:
             break
@@ -97,18 +131,7 @@ async def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             for part in waits:
                 part.remove_waiter(fut)
     if replica_id < 0:
-        _count_out(topics_out)
+        for topic, (nbytes, nmsgs) in sent.items():
+            METRICS.inc("kbus_bytes_out_total", nbytes, topic=topic)
+            METRICS.inc("kbus_messages_out_total", nmsgs, topic=topic)
     return ctx.build(throttle_time=0, error_code=ErrorCode.none, session_id=0, responses=topics_out)
-
-
-def _count_out(topics_out: list[Any]) -> None:
-    """Messages/bytes out per topic: one header read per batch (not per message) on what is being sent."""
-    for t in topics_out:
-        nbytes = nmsgs = 0
-        for p in t.partitions:
-            if p.records:
-                nbytes += len(p.records)
-                nmsgs += sum(h.records_count for h in iter_complete_batches(p.records))
-        if nbytes:
-            METRICS.inc("kbus_bytes_out_total", nbytes, topic=t.topic)
-            METRICS.inc("kbus_messages_out_total", nmsgs, topic=t.topic)

@@ -19,6 +19,7 @@ from kio.schema.index import api_key_map
 
 from kbus.protocol.codec import RequestHeader, build, nested, response_type
 from kbus.protocol.connection import ANONYMOUS, ApiFlags, Connection, KafkaPrincipal, ListenerName, SecurityProtocol
+from kbus.protocol.splice import RecordSplicer
 
 if TYPE_CHECKING:
     from kbus.server.broker import Broker
@@ -91,6 +92,8 @@ class RequestContext:
     listener: ListenerName = PLAINTEXT_LISTENER
     # The client's connection (SASL handlers authenticate it); None when a handler is called without one (tests).
     connection: Connection | None = None
+    # Set on plaintext connections: Fetch may leave record bytes in the segment file (kbus.protocol.splice).
+    splicer: RecordSplicer | None = None
 
     @property
     def principal(self) -> KafkaPrincipal:

@@ -1,0 +1,125 @@
+"""Zero copy for plaintext connections: record bytes go from the segment file to the socket with sendfile(2).
+
+The asyncio transport (uvloop) has no sendfile, and it owns the polling of its socket. So when a `SplicedFrame`
+is written, this writer takes over: it waits until the transport's own buffer is empty, then sends the frame's
+bytes (os.writev) and regions (os.sendfile) itself on a dup of the socket, polled with add_writer when the socket
+is full, and keeps every later frame behind them so responses stay in order. Once its queue is empty it hands
+writing back to the transport. Kafka does the same with FileRecords.writeTo on a non-blocking channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+from collections.abc import Callable
+
+from kbus.protocol.splice import FileRegion, OutFrame, SplicedFrame
+from kbus.server.metrics import METRICS
+
+_IOV_MAX = 64
+
+
+class SendfileWriter:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        transport: asyncio.Transport,
+        on_drained: Callable[[], None],
+        on_error: Callable[[OSError], None],
+    ) -> None:
+        self._loop = loop
+        self._transport = transport
+        self._on_drained = on_drained
+        self._on_error = on_error
+        self._fd = -1  # dup of the socket, made at the first spliced frame
+        self._queue: deque[memoryview | FileRegion] = deque()
+        self._polling = False
+        self._closed = False
+
+    @property
+    def stalled(self) -> bool:
+        """Frames are waiting for the socket: the connection should not produce more until `on_drained`."""
+        return bool(self._queue)
+
+    def write(self, frames: list[OutFrame]) -> None:
+        if self._closed or not frames:
+            return
+        if not self._queue and all(isinstance(f, bytes) for f in frames):
+            self._transport.writelines(frames)  # type: ignore[arg-type]  # all bytes, checked above
+            return
+        for frame in frames:
+            if isinstance(frame, SplicedFrame):
+                self._queue.extend(memoryview(p) if isinstance(p, bytes) else p for p in frame.parts)
+            else:
+                self._queue.append(memoryview(frame))
+        if self._fd < 0:
+            sock = self._transport.get_extra_info("socket")
+            self._fd = os.dup(sock.fileno())
+        self._send()
+
+    def _send(self) -> None:
+        if self._closed:
+            return
+        if self._transport.get_write_buffer_size() > 0:
+            self._poll()  # what the transport still holds goes first
+            return
+        queue = self._queue
+        try:
+            while queue:
+                part = queue[0]
+                if isinstance(part, FileRegion):
+                    sent = os.sendfile(self._fd, part.fd, part.position, part.size)
+                    if sent == 0:
+                        raise OSError(f"segment file ended {part.size} bytes early")
+                    METRICS.inc("kbus_sendfile_bytes_total", sent)
+                    if sent < part.size:
+                        queue[0] = FileRegion(part.fd, part.position + sent, part.size - sent)
+                        self._poll()
+                        return
+                    queue.popleft()
+                else:
+                    iov: list[memoryview] = []
+                    for p in queue:
+                        if isinstance(p, FileRegion) or len(iov) == _IOV_MAX:
+                            break
+                        iov.append(p)
+                    sent = os.writev(self._fd, iov)
+                    while sent and queue:
+                        head = queue[0]
+                        assert isinstance(head, memoryview)
+                        if sent >= len(head):
+                            sent -= len(head)
+                            queue.popleft()
+                        else:
+                            queue[0] = head[sent:]
+                            sent = 0
+                            self._poll()
+                            return
+        except BlockingIOError:
+            self._poll()
+            return
+        except OSError as exc:
+            self.close()
+            self._on_error(exc)
+            return
+        if self._polling:  # called back by the loop: the connection was stalled on us
+            self._polling = False
+            self._loop.remove_writer(self._fd)
+            self._on_drained()
+
+    def _poll(self) -> None:
+        if not self._polling:
+            self._polling = True
+            self._loop.add_writer(self._fd, self._send)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.clear()
+        if self._fd >= 0:
+            if self._polling:
+                self._loop.remove_writer(self._fd)
+            os.close(self._fd)
+            self._fd = -1

@@ -28,7 +28,14 @@ MAIN_CLASSES_39 = {
 # Kafka 2.8, for the --zookeeper paths 3.x removed
 MAIN_CLASSES_28 = {
     "kafka-topics": "kafka.admin.TopicCommand",
+    "kafka-console-producer": "kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "kafka.tools.ConsoleConsumer",
+    "kafka-consumer-groups": "kafka.admin.ConsumerGroupCommand",
     "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-delete-records": "kafka.admin.DeleteRecordsCommand",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "kafka.tools.ConsumerPerformance",
+    "kafka-dump-log": "kafka.tools.DumpLogSegments",
 }
 
 

@@ -36,11 +36,16 @@ def table(out: str) -> list[list[str]]:
 
 def hanging_batch(bootstrap: str, topic: str, producer_id: int) -> None:
     """A transactional batch no coordinator knows of (as a crashed, half-upgraded or buggy client leaves one)."""
-    batch = rb.build_batch([(b"k", b"hanging")], producer_id=producer_id, producer_epoch=0, base_sequence=0,
-                           is_transactional=True)
+    batch = rb.build_batch(
+        [(b"k", b"hanging")], producer_id=producer_id, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
     host, port = bootstrap.split(":")
-    request = ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=(
-        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=batch),)),))
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=10),
+        topic_data=(TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=batch),)),),
+    )
 
     async def send() -> None:
         conn = KafkaConnection(host, int(port), "hanging")
@@ -84,12 +89,16 @@ def test_same_tables_as_kafka_transactions(kafka39: KafkaDistribution, broker: B
     hanging_batch(bs, topic, producer_id=987_654)
     for tool in ("kbus", "kafka"):
         args = ("find-hanging", "--topic", topic, "--max-transaction-timeout", "0")
-        out = (kbus("transactions", "--bootstrap-server", bs, *args) if tool == "kbus"
-               else kafka39.run("kafka-transactions", "--bootstrap-server", bs, *args))
+        out = (
+            kbus("transactions", "--bootstrap-server", bs, *args)
+            if tool == "kbus"
+            else kafka39.run("kafka-transactions", "--bootstrap-server", bs, *args)
+        )
         rows = table(out.stdout)
         assert [r[2].strip() for r in rows[1:]] == ["987654"], (tool, out.stdout, out.stderr)
-    aborted = kbus("transactions", "--bootstrap-server", bs, "abort", "--topic", topic, "--partition", "0",
-                   "--start-offset", "1")
+    aborted = kbus(
+        "transactions", "--bootstrap-server", bs, "abort", "--topic", topic, "--partition", "0", "--start-offset", "1"
+    )
     assert aborted.returncode == 0, aborted.stderr
     p.commit_transaction(30)
     ours, _ = both("describe-producers", "--topic", topic, "--partition", "0")
@@ -99,9 +108,11 @@ def test_same_tables_as_kafka_transactions(kafka39: KafkaDistribution, broker: B
 def test_errors_are_one_line(broker: BrokerProcess) -> None:
     out = kbus("transactions", "--bootstrap-server", broker.bootstrap, "describe", "--transactional-id", "nope")
     assert out.returncode == 1
-    assert out.stderr.strip() == ("Failed to describe transaction state of transactional-id `nope`: "
-                                  "DescribeTransactions request for transactionalId `nope` failed because the ID "
-                                  "could not be found")
+    assert out.stderr.strip() == (
+        "Failed to describe transaction state of transactional-id `nope`: "
+        "DescribeTransactions request for transactionalId `nope` failed because the ID "
+        "could not be found"
+    )
     out = kbus("transactions", "--bootstrap-server", broker.bootstrap, "describe")
     assert out.returncode != 0 and out.stderr.strip() == "argument --transactional-id is required"
 

@@ -43,7 +43,13 @@ from kbus.spark.options import (
     parse_sink_options,
     parse_source_options,
 )
-from kbus.spark.produce import ProduceSummary, check_sink_schema, produce_batches
+from kbus.spark.produce import (
+    ProduceSummary,
+    check_sink_schema,
+    produce_batches,
+    produce_transaction,
+    stage_batches,
+)
 from kbus.spark.schema import source_schema
 
 log = logging.getLogger(__name__)
@@ -186,15 +192,28 @@ class KbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = None
 
 
+def _transactional(options: SinkOptions) -> bool:
+    return "transactional.id" in options.client_config
+
+
+def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+    if _transactional(options):
+        return stage_batches(iterator)  # produced by the driver's commit, in one transaction
+    return ProduceSummary(produce_batches(iterator, options.client_config, options.topic))
+
+
 class KbusWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return ProduceSummary(produce_batches(iterator, self.options.client_config, self.options.topic))
+        return _write(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        pass  # every record was acknowledged by the broker before its task finished
+        # at least once: every record was acknowledged before its task finished; with kafka.transactional.id
+        # the whole job's rows are written here, all or nothing
+        if _transactional(self.options):
+            produce_transaction(messages, self.options.client_config, self.options.topic, None)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         pass  # a Kafka log cannot take records back: the sink is at least once, as Spark's is
@@ -205,10 +224,11 @@ class KbusStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return ProduceSummary(produce_batches(iterator, self.options.client_config, self.options.topic))
+        return _write(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
+        if _transactional(self.options):  # exactly once: the micro-batch in one transaction, at most once per id
+            produce_transaction(messages, self.options.client_config, self.options.topic, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass

@@ -2,15 +2,23 @@
 
 Columns, as in Spark's Kafka sink: value (required), key, topic (the `topic` option overrides it), partition,
 headers. Delivery is at least once, like Spark's sink; any delivery error fails the task.
+
+Exactly once (a kbus extension; set `kafka.transactional.id`): tasks do not produce; they hand their rows to the
+driver as Arrow IPC bytes, and the driver's commit writes the whole micro-batch in ONE Kafka transaction together
+with a marker, the offset `batchId + 1` committed for the group `kbus-sink-<transactional.id>`. A micro-batch
+that Spark replays after a crash (its commit not yet in the checkpoint) finds its marker and is not written again;
+one interrupted mid-write is aborted when the restarted query's producer fences the old one. The price: a
+micro-batch's output passes through the driver, so bound it (maxOffsetsPerTrigger).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructType
 
@@ -56,6 +64,80 @@ def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
             )
 
 
+@dataclass
+class StagedRows(WriterCommitMessage):
+    """One task's rows for an exactly-once write, as an Arrow IPC stream (empty when the task had none)."""
+
+    ipc: bytes
+    records: int
+
+
+def stage_batches(batches: Iterator[pa.RecordBatch]) -> StagedRows:
+    sink = pa.BufferOutputStream()
+    writer: pa.ipc.RecordBatchStreamWriter | None = None
+    records = 0
+    for batch in batches:
+        if writer is None:
+            writer = pa.ipc.new_stream(sink, batch.schema)
+        writer.write_batch(batch)
+        records += batch.num_rows
+    if writer is None:
+        return StagedRows(b"", 0)
+    writer.close()
+    return StagedRows(sink.getvalue().to_pybytes(), records)
+
+
+def _unstage(staged: Sequence[object]) -> Iterator[pa.RecordBatch]:
+    for message in staged:
+        if isinstance(message, StagedRows) and message.ipc:
+            yield from pa.ipc.open_stream(message.ipc)
+
+
+def _marker_partition(staged: Sequence[object], topic: str | None) -> TopicPartition | None:
+    if topic is not None:
+        return TopicPartition(topic, 0)
+    for batch in _unstage(staged):
+        if batch.num_rows:
+            return TopicPartition(batch.column("topic")[0].as_py(), 0)
+    return None
+
+
+def produce_transaction(staged: Sequence[object], client_config: dict[str, str], topic: str | None,
+                        batch_id: int | None) -> int:
+    """Write every staged row in one transaction (driver side). With a batch id, skip a micro-batch whose
+    transaction already committed (see the module docstring); returns the rows written."""
+    tid = client_config["transactional.id"]
+    marker = _marker_partition(staged, topic)
+    if marker is None:
+        return 0  # nothing to write, nothing to remember
+    group = f"kbus-sink-{tid}"
+    consumer_config = {k: v for k, v in client_config.items()
+                       if k.startswith(("bootstrap.", "security.", "sasl.", "ssl.", "client."))}
+    consumer = Consumer({**consumer_config, "group.id": group, "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    producer = Producer({**_PRODUCE_DEFAULTS, **client_config})
+    try:
+        producer.init_transactions(60)  # fences (and aborts) a transaction a killed driver left open
+        if batch_id is not None:
+            committed = consumer.committed([marker], timeout=60)[0].offset
+            if committed >= batch_id + 1:
+                return 0  # this micro-batch's transaction committed before the crash: never write it twice
+        producer.begin_transaction()
+        count = produce_batches(_unstage(staged), {}, topic, producer=producer)
+        if batch_id is not None:
+            done = TopicPartition(marker.topic, marker.partition, batch_id + 1,
+                                  metadata=f"kbus spark sink batch {batch_id}")
+            producer.send_offsets_to_transaction([done], consumer.consumer_group_metadata(), 60)
+        producer.commit_transaction(120)
+        return count
+    except BaseException:
+        with contextlib.suppress(KafkaException):  # fenced, or nothing open: the next init_transactions cleans up
+            producer.abort_transaction(30)
+        raise
+    finally:
+        consumer.close()
+
+
 class _Deliveries:
     def __init__(self) -> None:
         self.first_error: KafkaError | None = None
@@ -67,9 +149,11 @@ class _Deliveries:
             self.first_error = self.first_error or err
 
 
-def produce_batches(batches: Iterator[pa.RecordBatch], client_config: dict[str, str], topic: str | None) -> int:
+def produce_batches(batches: Iterator[pa.RecordBatch], client_config: dict[str, str], topic: str | None,
+                    *, producer: Producer | None = None) -> int:
     """Produce every row; returns the count once all are acknowledged, raises on any failed delivery."""
-    producer = Producer({**_PRODUCE_DEFAULTS, **client_config})
+    if producer is None:
+        producer = Producer({**_PRODUCE_DEFAULTS, **client_config})
     deliveries = _Deliveries()
     count = 0
     for batch in batches:

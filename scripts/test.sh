@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 .venv/bin/ruff check kbus tests
+.venv/bin/mypy  # [tool.mypy] in pyproject.toml: kbus/, strict on kbus.server
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"

@@ -60,5 +60,6 @@ class KafkaConnection:
                 n, pos = read_uvarint(frame, pos)
                 pos += n
         check_bounds(response_type, frame, pos)  # a broken peer must not make kio allocate what a count claims
+        value: Any
         value, _ = entity_reader(response_type)(frame, pos)
         return value

@@ -96,7 +96,7 @@ def parse_request_header(frame: bytes, *, supported: Callable[[int, int], bool])
     # Only implemented (key, version) pairs reach the schema lookup, so its cache stays bounded by kbus's own
     # table whatever pairs a client makes up.
     rtype = request_type(api_key, api_version) if supported(api_key, api_version) else None
-    flexible = bool(rtype is not None and rtype.__flexible__)
+    flexible = bool(rtype is not None and rtype.__flexible__)  # type: ignore[attr-defined]  # kio's marker
     header = RequestHeader(api_key, api_version, correlation_id, client_id, flexible)
     if rtype is None:
         raise UnsupportedVersionError(header)
@@ -113,8 +113,11 @@ def parse_request_header(frame: bytes, *, supported: Callable[[int, int], bool])
 
 def decode_request(frame: bytes, header: RequestHeader, body_offset: int) -> Any:
     rtype = request_type(header.api_key, header.api_version)
+    if rtype is None:
+        raise UnsupportedVersionError(header)
     check_bounds(rtype, frame, body_offset)  # before kio: it would allocate whatever a count claims
     try:
+        value: Any
         value, _size = entity_reader(rtype)(frame, body_offset)
     except Exception as exc:  # kio raises several types for malformed input; all mean the same to us
         raise ProtocolError(f"malformed {rtype.__name__} v{header.api_version}: {exc}") from exc

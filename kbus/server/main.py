@@ -48,7 +48,7 @@ async def serve(config: KafkaConfig) -> None:
 
     log.info("%s", config_banner(config))
     broker = Broker(config)
-    server = KafkaServer(broker)
+    server = KafkaServer(config, broker.managers)
     try:
         await server.bind()
     except OSError as exc:
@@ -106,11 +106,14 @@ def run(config_path: str | None, overrides: list[str]) -> int:
     try:
         import uvloop
 
-        runner = uvloop.run
+        use_uvloop = True
     except ImportError:
-        runner = asyncio.run
+        use_uvloop = False
     try:
-        runner(serve(config))
+        if use_uvloop:
+            uvloop.run(serve(config))
+        else:
+            asyncio.run(serve(config))
     except SystemExit as exc:
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)

@@ -55,9 +55,9 @@ class Metrics:
         for name, series in sorted(self.counters.items()):
             out.append(f"# TYPE {name} counter")
             out.extend(f"{name}{_fmt(labels)} {_num(v)}" for labels, v in sorted(series.items()))
-        for name, series in sorted(self.histograms.items()):
+        for name, hist_series in sorted(self.histograms.items()):
             out.append(f"# TYPE {name} histogram")
-            for labels, h in sorted(series.items()):
+            for labels, h in sorted(hist_series.items()):
                 cumulative = 0.0
                 for bound, count in zip(BUCKETS, h, strict=False):
                     cumulative += count
@@ -69,8 +69,8 @@ class Metrics:
             if name in self.help:
                 out.append(f"# HELP {name} {self.help[name]}")
             out.append(f"# TYPE {name} gauge")
-            for labels, v in fn():
-                out.append(f"{name}{_fmt(tuple(sorted(labels.items())))} {_num(v)}")
+            for gauge_labels, v in fn():
+                out.append(f"{name}{_fmt(tuple(sorted(gauge_labels.items())))} {_num(v)}")
         return "\n".join(out) + "\n"
 
 

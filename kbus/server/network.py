@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -45,7 +46,8 @@ from kbus.server.metrics import METRICS
 from kbus.server.sendfile import SendfileWriter
 
 if TYPE_CHECKING:
-    from kbus.server.broker import Broker
+    from kbus.server.apis.managers import Managers
+    from kbus.server.config import KafkaConfig
 
 log = logging.getLogger("kbus.network")
 _conn_ids = itertools.count(1)
@@ -71,10 +73,10 @@ def unsupported_version_response(header: RequestHeader) -> bytes:
 
 
 class KafkaServer:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self._servers: list[asyncio.AbstractServer] = []
+    def __init__(self, config: KafkaConfig, managers: Managers) -> None:
+        self.managers = managers
+        self.config = config
+        self._servers: list[asyncio.Server] = []
         self.connections: set[KafkaProtocol] = set()
 
     async def bind(self) -> None:
@@ -84,7 +86,7 @@ class KafkaServer:
         for listener in self.config.listeners:
             name = ListenerName(listener.name, self.config.security_protocol(listener.name))
             server = await loop.create_server(
-                lambda name=name: KafkaProtocol(self, name),  # type: ignore[misc]
+                functools.partial(KafkaProtocol, self, name),
                 listener.host or None,
                 listener.port,
                 reuse_address=True,
@@ -114,7 +116,7 @@ class KafkaProtocol(asyncio.Protocol):
 
     def __init__(self, server: KafkaServer, listener: ListenerName) -> None:
         self.server = server
-        self.broker = server.broker
+        self.managers = server.managers
         self.listener = listener
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
@@ -275,7 +277,7 @@ class KafkaProtocol(asyncio.Protocol):
         if self._writer is not None:
             ctx.splicer = RecordSplicer(header.flexible)
         started = time.perf_counter()
-        response = await spec.handler(self.broker, ctx, request.body)
+        response = await spec.handler(self.managers, ctx, request.body)
         data: OutFrame | None = None
         if response is not None:
             data = encode_response(header, response)

@@ -1,19 +1,32 @@
-"""One hosted partition: its log, its leadership state, its high watermark, the followers it tracks as leader,
-and the fetches and acks=all produces waiting on it."""
+"""One hosted partition (Kafka's Partition): its log, its leadership state, its high watermark, the followers it
+tracks as leader, its ISR changes (decided here, written through the injected `AlterIsr` port), and the fetches
+and acks=all produces waiting on it."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.metadata.types import PartitionState
+from kbus.server.metrics import METRICS
 from kbus.server.replication.epochs import LeaderEpochCache
 
 if TYPE_CHECKING:
-    from kbus.server.log.log import AppendResult, Log
+    from kbus.server.log.config import LogConfig
+    from kbus.server.log.log import AppendResult, FetchData, Log
+    from kbus.server.log.txn_index import AbortedTxn
+
+log = logging.getLogger("kbus.server")
+
+# (topic, partition, new ISR, the state the change was decided on) -> the written state, or None when the
+# store refused it (leadership or the ISR moved on; the store's listener brings the newer state)
+AlterIsr = Callable[[str, int, list[int], PartitionState], Awaitable[PartitionState | None]]
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3
 
 
 def now_ms() -> int:
@@ -41,6 +54,7 @@ class Partition:
         *,
         topic_id: object = None,
         checkpointed_high_watermark: int | None = None,
+        alter_isr: AlterIsr | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -60,6 +74,9 @@ class Partition:
         self.epochs = self._load_epochs()
         self._waiters: set[asyncio.Future[None]] = set()
         self._hw_waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._alter_isr = alter_isr
+        self._isr_change: asyncio.Task[None] | None = None  # one ISR change at a time
+        self.closed = False
         if self.is_leader:
             self._init_followers()
             self.maybe_advance_high_watermark()  # a leader alone in its ISR commits what it has
@@ -108,7 +125,7 @@ class Partition:
         return False, became_follower
 
     # ------------------------------------------------------------------ leader: appends and the high watermark
-    def append_as_leader(self, records: bytes, *, from_coordinator: bool = False) -> AppendResult:
+    def append_as_leader(self, records: bytes | bytearray, *, from_coordinator: bool = False) -> AppendResult:
         result = self.log.append_as_leader(records, leader_epoch=self.state.leader_epoch,
                                            from_coordinator=from_coordinator)
         if not result.duplicate:
@@ -175,6 +192,63 @@ class Partition:
                 out.append(r)
         return out
 
+    # ------------------------------------------------------------------ leader: ISR expand / shrink
+    def follower_fetched(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch: track its progress, and let it into the ISR once it has caught up."""
+        if self.update_follower(replica_id, fetch_offset, now_ms()):
+            self._change_isr(self._expand_isr(replica_id))
+
+    def maybe_shrink_isr(self, max_lag_ms: int) -> None:
+        """Drop followers that have not caught up for replica.lag.time.max.ms from the ISR."""
+        if not self.is_leader or len(self.state.isr) <= 1:
+            return
+        lagging = self.lagging_replicas(now_ms(), max_lag_ms)
+        if lagging:
+            self._change_isr(self._shrink_isr(lagging))
+
+    def _change_isr(self, change: Coroutine[Any, Any, None]) -> None:
+        if self._alter_isr is None or (self._isr_change is not None and not self._isr_change.done()):
+            change.close()
+            return
+        self._isr_change = asyncio.create_task(change)
+        self._isr_change.add_done_callback(_log_failure)
+
+    async def _expand_isr(self, replica_id: int) -> None:
+        if replica_id in self.state.isr or not self.is_leader:
+            return
+        new_isr = sorted({*self.state.isr, replica_id})
+        if await self._write_isr(new_isr):
+            METRICS.inc("kbus_isr_expands_total")
+            log.info("Partition %s-%d: expanded ISR to %s", self.topic, self.index, new_isr)
+
+    async def _shrink_isr(self, lagging: list[int]) -> None:
+        new_isr = [r for r in self.state.isr if r not in lagging]
+        if await self._write_isr(new_isr):
+            METRICS.inc("kbus_isr_shrinks_total")
+            log.info("Partition %s-%d: shrank ISR to %s (out of sync: %s)", self.topic, self.index, new_isr, lagging)
+
+    async def _write_isr(self, new_isr: list[int]) -> bool:
+        assert self._alter_isr is not None
+        based_on = self.state
+        epoch = based_on.leader_epoch
+        state = await self._alter_isr(self.topic, self.index, new_isr, based_on)
+        if state is None or self.closed:
+            return False
+        if not self.is_leader or state.leader_epoch != epoch or self.state.leader_epoch != epoch:
+            return False  # leadership moved while we wrote: the store's listener brings the newer state
+        self.update_state(state)
+        return True
+
+    def cancel_isr_change(self) -> None:
+        if self._isr_change is not None:
+            self._isr_change.cancel()
+
+    def close(self) -> None:
+        """The partition is no longer hosted here: answer every waiter, forget pending ISR changes."""
+        self.closed = True
+        self.cancel_isr_change()
+        self.fail_waiters()
+
     async def wait_for_high_watermark(self, offset: int, timeout: float) -> bool:
         """acks=all: True once the high watermark reaches `offset`, False on timeout or lost leadership."""
         if self.high_watermark >= offset:
@@ -206,6 +280,45 @@ class Partition:
                 fut.set_result(False)
         self._hw_waiters = []
         self.wake_fetchers()
+
+    # ------------------------------------------------------------------ reads
+    @property
+    def config(self) -> LogConfig:
+        return self.log.config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int, min_one_batch: bool) -> FetchData:
+        return self.log.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        return self.log.collect_aborted_txns(fetch_offset, upper_bound)
+
+    def offset_for_timestamp(self, timestamp: int, read_committed: bool) -> tuple[int, int]:
+        """ListOffsets: (offset, timestamp) for one query; (-1, -1) when no committed record matches."""
+        if timestamp == LATEST_TIMESTAMP:
+            return (self.last_stable_offset if read_committed else self.high_watermark), -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            found = self.log.max_timestamp_and_offset()
+            if found is not None and found[1] < self.high_watermark:
+                return found[1], found[0]
+            return -1, -1
+        at = self.log.offset_for_timestamp(timestamp)
+        if at is not None and at[0] < self.high_watermark:
+            return at
+        return -1, -1
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) of the requested epoch in this log."""
+        return self.epochs.end_offset_for(leader_epoch, self.log.log_end_offset)
 
     # ------------------------------------------------------------------ follower
     def append_as_follower(self, records: bytes, leader_high_watermark: int) -> AppendResult | None:
@@ -251,3 +364,8 @@ class Partition:
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("ISR change failed: %s", task.exception())

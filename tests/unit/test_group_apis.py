@@ -24,16 +24,26 @@ from tests.unit.test_group_coordinator import FakeClock, MemoryLog
 
 
 class FakeBroker:
+    """Stands in for the handlers' `Managers`: the group coordinator, and itself as the admin manager
+    (ensure_topic) and the metadata cache (partition_leader)."""
+
     def __init__(self) -> None:
         self.config = KafkaConfig(offsets_topic_num_partitions=4)
         self.clock = FakeClock()
-        self.group_coordinator = GroupCoordinator(
+        self.admin = self.cluster = self
+        self.transactions = None
+        self.groups: GroupCoordinator | None = GroupCoordinator(
             GroupConfig(offsets_topic_num_partitions=4, initial_rebalance_delay_ms=0, min_session_timeout_ms=1000),
             MemoryLog(),
             self.clock,
             partition_exists=lambda t, p: t == "t" and p < 2,
         )
         self.ensured: list[str] = []
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator:
+        assert self.groups is not None
+        return self.groups
 
     async def ensure_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
         self.ensured.append(name)
@@ -252,7 +262,7 @@ def test_admin_apis_all_versions(key: int) -> None:
 def test_no_coordinator_means_coordinator_not_available() -> None:
     async def main() -> None:
         b = FakeBroker()
-        b.group_coordinator = None  # type: ignore[assignment]
+        b.groups = None
         r = await call(b, 12, 4, group_id="g", generation_id=1, member_id="m")
         assert r.error_code == E.coordinator_not_available
         r = await call(b, 10, 3, key="g")

@@ -49,7 +49,7 @@ def test_truncation_takes_as_many_rounds_as_epochs_diverge(tmp_path):
     # follower: epoch 1 for 0-49, epoch 3 for 50-79; leader: epoch 1 for 0-39, 2 for 40-59, 4 from 60
     part = follower_with(tmp_path, [(1, 50), (3, 30)])
     leader = LeaderEpochCache(None, [(1, 0), (2, 40), (4, 60)])
-    fetcher = ReplicaFetcher(broker=None, leader_id=1)  # type: ignore[arg-type]
+    fetcher = ReplicaFetcher(host=None, leader_id=1)  # type: ignore[arg-type]
     rounds = 0
     while True:
         rounds += 1
@@ -63,7 +63,7 @@ def test_truncation_takes_as_many_rounds_as_epochs_diverge(tmp_path):
 
 def test_truncation_keeps_a_log_that_agrees(tmp_path):
     part = follower_with(tmp_path, [(1, 50)])
-    fetcher = ReplicaFetcher(broker=None, leader_id=1)  # type: ignore[arg-type]
+    fetcher = ReplicaFetcher(host=None, leader_id=1)  # type: ignore[arg-type]
     assert fetcher._truncate(part, 1, 70)
     assert part.log.log_end_offset == 50
 

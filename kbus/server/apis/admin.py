@@ -3,7 +3,6 @@ DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DescribeC
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from kbus.server.metadata.errors import (
 from kbus.server.metadata.validation import validate_topic_configs, validate_topic_name
 
 if TYPE_CHECKING:
-    from kbus.server.broker import Broker
+    from kbus.server.apis.managers import Managers
 
 TOPIC, BROKER = 2, 4
 # DescribeConfigs ConfigSource values
@@ -60,9 +59,9 @@ def _admin_error(exc: MetadataError) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ CreateTopics
-def _check_create(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] | None, dict[str, str]]:
+def _check_create(m: Managers, topic: Any) -> tuple[int, int, dict[int, list[int]] | None, dict[str, str]]:
     validate_topic_name(topic.name)
-    if topic.name in broker.metadata.topics():
+    if m.cluster.topic(topic.name) is not None:
         raise TopicExistsError(f"Topic '{topic.name}' already exists.")
     configs = {c.name: c.value for c in topic.configs}
     validate_topic_configs(configs)
@@ -73,20 +72,20 @@ def _check_create(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[
         if partitions != -1 or rf != -1:
             raise MetadataError("Both numPartitions or replicationFactor and replicasAssignments were set.")
     else:
-        partitions = broker.config.num_partitions if partitions == -1 else partitions
-        rf = broker.config.default_replication_factor if rf == -1 else rf
+        partitions = m.config.num_partitions if partitions == -1 else partitions
+        rf = m.config.default_replication_factor if rf == -1 else rf
         if partitions < 1:
             raise InvalidPartitionsError("Number of partitions must be larger than 0.")
         if rf < 1:
             raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-        live = len(broker.live_brokers())
+        live = len(m.cluster.brokers())
         if rf > live:
             raise InvalidReplicationFactorError(f"Replication factor: {rf} larger than available brokers: {live}.")
     return partitions, rf, assignment, {k: v for k, v in configs.items() if v is not None}
 
 
 @api(19, 2, 7)
-async def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
     results = []
     seen: set[str] = set()
     for topic in request.topics:
@@ -102,18 +101,15 @@ async def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> An
             if topic.name in seen:
                 raise MetadataError(f"Create topics request from client contains duplicate topic {topic.name}")
             seen.add(topic.name)
-            partitions, rf, assignment, configs = _check_create(broker, topic)
+            partitions, rf, assignment, configs = _check_create(m, topic)
             if request.validate_only:
                 tid = ZERO_UUID
-                effective = broker.default_log_config().with_overrides(configs)
+                effective = m.admin.default_log_config().with_overrides(configs)
             else:
-                created = await asyncio.to_thread(
-                    broker.metadata.create_topic, topic.name, partitions, rf, configs, assignment
-                )
-                broker.reconcile()
+                created = await m.admin.create_topic(topic.name, partitions, rf, configs, assignment)
                 tid, partitions = created.topic_id, len(created.partitions)
                 rf = len(next(iter(created.partitions.values())).replicas)
-                effective = broker.log_config_for(created)
+                effective = m.admin.log_config_for(created)
             fields.update(error_code=ErrorCode.none, topic_id=tid, num_partitions=partitions, replication_factor=rf)
             fields["configs"] = [
                 ctx.nested(
@@ -134,12 +130,12 @@ async def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> An
 
 # ------------------------------------------------------------------------------------------ DeleteTopics
 @api(20, 1, 6)
-async def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def delete_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
-    by_id = {t.topic_id: t.name for t in broker.metadata.topics().values()}
+    by_id = {t.topic_id: t.name for t in m.cluster.topics().values()}
     results = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
@@ -148,15 +144,14 @@ async def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> An
         try:
             if name is None:
                 fields["error_code"] = ErrorCode.unknown_topic_id
-            elif not broker.config.delete_topic_enable:
+            elif not m.config.delete_topic_enable:
                 fields["error_code"] = ErrorCode.topic_deletion_disabled
             else:
-                topic = broker.metadata.topics().get(name)
+                topic = m.cluster.topic(name)
                 if topic is None:
                     raise UnknownTopicError("This server does not host this topic-partition.")
                 fields["topic_id"] = topic.topic_id
-                await asyncio.to_thread(broker.metadata.delete_topic, name)
-                broker.reconcile()
+                await m.admin.delete_topic(name)
                 fields["error_code"] = ErrorCode.none
         except MetadataError as exc:
             fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
@@ -166,12 +161,12 @@ async def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> An
 
 # ------------------------------------------------------------------------------------------ CreatePartitions
 @api(37, 0, 3)
-async def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def create_partitions(m: Managers, ctx: RequestContext, request: Any) -> Any:
     results = []
     for t in request.topics:
         fields: dict[str, Any] = {"name": t.name, "error_message": None}
         try:
-            topic = broker.metadata.topics().get(t.name)
+            topic = m.cluster.topic(t.name)
             if topic is None:
                 raise UnknownTopicError(f"The topic '{t.name}' does not exist.")
             current = len(topic.partitions)
@@ -182,8 +177,7 @@ async def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -
             if t.count == current:
                 raise InvalidPartitionsError(f"Topic already has {current} partitions.")
             if not request.validate_only:
-                await asyncio.to_thread(broker.metadata.create_partitions, t.name, t.count)
-                broker.reconcile()
+                await m.admin.create_partitions(t.name, t.count)
             fields["error_code"] = ErrorCode.none
         except MetadataError as exc:
             fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
@@ -192,12 +186,12 @@ async def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -
 
 
 # ------------------------------------------------------------------------------------------ DescribeConfigs
-def _topic_entries(broker: Broker, ctx: RequestContext, name: str, keys: Any, synonyms: bool) -> list[Any]:
-    topic = broker.metadata.topics().get(name)
+def _topic_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, synonyms: bool) -> list[Any]:
+    topic = m.cluster.topic(name)
     if topic is None:
         raise UnknownTopicError(f"Topic {name} does not exist.")
-    defaults = broker.default_log_config().to_properties()
-    effective = broker.log_config_for(topic).to_properties()
+    defaults = m.admin.default_log_config().to_properties()
+    effective = m.admin.log_config_for(topic).to_properties()
     static = {k for k, v in defaults.items() if v != LogConfig().to_properties().get(k)}
     entries = []
     for key, value in effective.items():
@@ -235,14 +229,14 @@ def _topic_entries(broker: Broker, ctx: RequestContext, name: str, keys: Any, sy
     return entries
 
 
-def _broker_entries(broker: Broker, ctx: RequestContext, keys: Any) -> list[Any]:
+def _broker_entries(m: Managers, ctx: RequestContext, keys: Any) -> list[Any]:
     entries = []
     for key, (attr, _typ, _default) in sorted(BROKER_CONFIGS.items()):
         if keys is not None and key not in keys:
             continue
-        value = getattr(broker.config, attr)
+        value = getattr(m.config, attr)
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        source = STATIC_BROKER_CONFIG if key in broker.config.raw else DEFAULT_CONFIG
+        source = STATIC_BROKER_CONFIG if key in m.config.raw else DEFAULT_CONFIG
         entries.append(
             ctx.nested(
                 "DescribeConfigsResourceResult",
@@ -261,7 +255,7 @@ def _broker_entries(broker: Broker, ctx: RequestContext, keys: Any) -> list[Any]
 
 
 @api(32, 1, 4)
-async def describe_configs(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def describe_configs(m: Managers, ctx: RequestContext, request: Any) -> Any:
     results = []
     for res in request.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
@@ -274,12 +268,12 @@ async def describe_configs(broker: Broker, ctx: RequestContext, request: Any) ->
         try:
             if res.resource_type == TOPIC:
                 fields["configs"] = _topic_entries(
-                    broker, ctx, res.resource_name, keys, getattr(request, "include_synonyms", False)
+                    m, ctx, res.resource_name, keys, getattr(request, "include_synonyms", False)
                 )
             elif res.resource_type == BROKER:
-                if res.resource_name not in ("", str(broker.broker_id)):
-                    raise MetadataError(f"Unexpected broker id, expected {broker.broker_id}")
-                fields["configs"] = _broker_entries(broker, ctx, keys)
+                if res.resource_name not in ("", str(m.broker_id)):
+                    raise MetadataError(f"Unexpected broker id, expected {m.broker_id}")
+                fields["configs"] = _broker_entries(m, ctx, keys)
             else:
                 fields.update(
                     error_code=ErrorCode.invalid_request, error_message=f"Unsupported resource type {res.resource_type}"
@@ -295,20 +289,19 @@ async def describe_configs(broker: Broker, ctx: RequestContext, request: Any) ->
 
 # ------------------------------------------------------------------------------------------ AlterConfigs
 async def _alter_topic(
-    broker: Broker, name: str, changes: dict[str, str | None], validate_only: bool, replace: bool
+    m: Managers, name: str, changes: dict[str, str | None], validate_only: bool, replace: bool
 ) -> None:
-    topic = broker.metadata.topics().get(name)
+    topic = m.cluster.topic(name)
     if topic is None:
         raise UnknownTopicError(f"Topic {name} does not exist.")
     if replace:  # legacy AlterConfigs replaces the whole set
         changes = {**dict.fromkeys(topic.configs), **changes}
     validate_topic_configs(changes)
     if not validate_only:
-        await asyncio.to_thread(broker.metadata.alter_topic_configs, name, changes)
-        broker.reconcile()
+        await m.admin.alter_topic_configs(name, changes)
 
 
-async def _alter_responses(broker: Broker, ctx: RequestContext, request: Any, incremental: bool) -> list[Any]:
+async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incremental: bool) -> list[Any]:
     out = []
     for res in request.resources:
         fields: dict[str, Any] = {
@@ -323,7 +316,7 @@ async def _alter_responses(broker: Broker, ctx: RequestContext, request: Any, in
                     error_message="kbus does not support dynamic broker configs; edit server.properties",
                 )
             else:
-                topic = broker.metadata.topics().get(res.resource_name)
+                topic = m.cluster.topic(res.resource_name)
                 current = dict(topic.configs) if topic else {}
                 changes: dict[str, str | None] = {}
                 for c in res.configs:
@@ -341,7 +334,7 @@ async def _alter_responses(broker: Broker, ctx: RequestContext, request: Any, in
                             else [x for x in items if x not in vals]
                         )
                         changes[c.name] = ",".join(items) if items else None
-                await _alter_topic(broker, res.resource_name, changes, request.validate_only, replace=not incremental)
+                await _alter_topic(m, res.resource_name, changes, request.validate_only, replace=not incremental)
                 fields["error_code"] = ErrorCode.none
         except MetadataError as exc:
             fields.update(_admin_error(exc))
@@ -350,29 +343,29 @@ async def _alter_responses(broker: Broker, ctx: RequestContext, request: Any, in
 
 
 @api(33, 0, 2)
-async def alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Any:
-    return ctx.build(throttle_time=0, responses=await _alter_responses(broker, ctx, request, incremental=False))
+async def alter_configs(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    return ctx.build(throttle_time=0, responses=await _alter_responses(m, ctx, request, incremental=False))
 
 
 @api(44, 0, 1)
-async def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Any:
-    return ctx.build(throttle_time=0, responses=await _alter_responses(broker, ctx, request, incremental=True))
+async def incremental_alter_configs(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    return ctx.build(throttle_time=0, responses=await _alter_responses(m, ctx, request, incremental=True))
 
 
 # ------------------------------------------------------------------------------------------ DescribeCluster
 @api(60, 0, 1)
-async def describe_cluster(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def describe_cluster(m: Managers, ctx: RequestContext, request: Any) -> Any:
     brokers = [
         ctx.nested("DescribeClusterBroker", broker_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
-        for b, ep in on_listener(ctx, broker.live_brokers())
+        for b, ep in on_listener(ctx, m.cluster.brokers())
     ]
     return ctx.build(
         throttle_time=0,
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=1,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.controller_id(),
+        cluster_id=m.cluster.cluster_id,
+        controller_id=m.cluster.controller_id(),
         brokers=brokers,
         cluster_authorized_operations=-2147483648,
     )
@@ -380,9 +373,9 @@ async def describe_cluster(broker: Broker, ctx: RequestContext, request: Any) ->
 
 # ------------------------------------------------------------------------------------------ InitProducerId
 @api(22, 0, 4)
-async def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def init_producer_id(m: Managers, ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
-        error, pid, epoch = await init_transactional_producer(broker, ctx, request)
+        error, pid, epoch = await init_transactional_producer(m, ctx, request)
         return ctx.build(throttle_time=0, error_code=error, producer_id=pid, producer_epoch=epoch)
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
@@ -390,5 +383,5 @@ async def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) ->
         # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
         return ctx.build(throttle_time=0, error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch + 1)
     return ctx.build(
-        throttle_time=0, error_code=ErrorCode.none, producer_id=broker.allocate_producer_id(), producer_epoch=0
+        throttle_time=0, error_code=ErrorCode.none, producer_id=m.admin.allocate_producer_id(), producer_epoch=0
     )

@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 from kbus.server.apis.registry import API_TABLE, RequestContext, api
 
 if TYPE_CHECKING:
-    from kbus.server.broker import Broker
+    from kbus.server.apis.managers import Managers
 
 
 def api_version_entries(ctx: RequestContext) -> list[Any]:
@@ -20,5 +20,5 @@ def api_version_entries(ctx: RequestContext) -> list[Any]:
 
 
 @api(18, 0, 3, before_auth=True)
-async def api_versions(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def api_versions(m: Managers, ctx: RequestContext, request: Any) -> Any:
     return ctx.build(error_code=ErrorCode.none, api_keys=api_version_entries(ctx), throttle_time=0)

@@ -20,7 +20,7 @@ from kbus.server.apis.registry import RequestContext, api
 from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
-    from kbus.server.broker import Broker
+    from kbus.server.apis.managers import Managers
     from kbus.server.log.log import FetchData
 
 
@@ -33,6 +33,8 @@ _BATCH_COUNTS = struct.Struct(">q i 45x i")  # base offset, batch length, ..., r
 def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
     """The partition's `records` field, the bytes it stands for and how many messages they hold (one header
     read per batch)."""
+    if read.size <= 0:
+        return b"", 0, 0
     if ctx.splicer is None or read.size < ZERO_COPY_MIN_BYTES:
         data = read.to_bytes()
         return data, len(data), sum(h.records_count for h in iter_complete_batches(data))
@@ -45,7 +47,7 @@ def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
 
 
 def _collect(
-    broker: Broker, ctx: RequestContext, request: Any, replica_id: int
+    m: Managers, ctx: RequestContext, request: Any, replica_id: int
 ) -> tuple[list[Any], int, list[Any], dict[str, tuple[int, int]]]:
     """One pass over the requested partitions: (per-topic responses, bytes gathered, partitions to wait on,
     bytes and messages per topic)."""
@@ -58,7 +60,7 @@ def _collect(
     for ft in request.topics:
         parts_out = []
         for fp in ft.partitions:
-            part, error = broker.leader_partition(ft.topic, fp.partition)
+            part, error = m.replicas.leader_partition(ft.topic, fp.partition)
             fields: dict[str, Any] = {
                 "partition_index": fp.partition,
                 "high_watermark": -1,
@@ -73,29 +75,35 @@ def _collect(
             elif (err := leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1))) is not None:
                 fields["error_code"] = err
             else:
-                if replica_id >= 0:
-                    broker.follower_fetched(part, replica_id, fp.fetch_offset)
-                hw = part.high_watermark
-                lso = part.last_stable_offset
-                # read_committed consumers stop at the LSO; followers read to the log end
-                max_offset = part.log.log_end_offset if replica_id >= 0 else lso if read_committed else hw
-                fields.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=part.log.log_start_offset)
                 try:
-                    if fp.fetch_offset >= max_offset and fp.fetch_offset <= part.log.log_end_offset:
-                        data, size, count = b"", 0, 0
-                    else:
-                        limit = min(fp.partition_max_bytes, remaining)
-                        read = part.log.read(fp.fetch_offset, limit, max_offset=max_offset, min_one_batch=total == 0)
-                        data, size, count = _records(ctx, read)
+                    read = m.replicas.read(
+                        part,
+                        fp.fetch_offset,
+                        min(fp.partition_max_bytes, remaining),
+                        replica_id=replica_id,
+                        read_committed=read_committed,
+                        min_one_batch=total == 0,
+                    )
                 except Exception as exc:
-                    fields["error_code"] = error_code_for(exc)
+                    fields.update(
+                        error_code=error_code_for(exc),
+                        high_watermark=part.high_watermark,
+                        last_stable_offset=part.last_stable_offset,
+                        log_start_offset=part.log_start_offset,
+                    )
                 else:
-                    fields["error_code"] = ErrorCode.none
-                    fields["records"] = data
-                    if read_committed:
+                    data, size, count = _records(ctx, read.records)
+                    fields.update(
+                        error_code=ErrorCode.none,
+                        high_watermark=read.high_watermark,
+                        last_stable_offset=read.last_stable_offset,
+                        log_start_offset=read.log_start_offset,
+                        records=data,
+                    )
+                    if read.aborted_transactions is not None:
                         fields["aborted_transactions"] = [
                             ctx.nested("AbortedTransaction", producer_id=a.producer_id, first_offset=a.first_offset)
-                            for a in part.log.collect_aborted_txns(fp.fetch_offset, max_offset)
+                            for a in read.aborted_transactions
                         ]
                     total += size
                     remaining = max(remaining - size, 0)
@@ -109,16 +117,16 @@ def _collect(
 
 
 @api(1, 4, 12)
-async def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
     replica_id = getattr(request, "replica_id", -1)
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     min_bytes = request.min_bytes if ms(request.max_wait) > 0 else 0  # Kafka: min_bytes <= 0 answers at once
     while True:
         if ctx.splicer is not None:
             ctx.splicer.regions.clear()  # a pass that waits again is thrown away with its placeholders
-        topics_out, total, waits, sent = _collect(broker, ctx, request, replica_id)
+        topics_out, total, waits, sent = _collect(m, ctx, request, replica_id)
         timeout = deadline - time.monotonic()
-        if total >= min_bytes or timeout <= 0 or not waits or broker.stopping:
+        if total >= min_bytes or timeout <= 0 or not waits or m.replicas.stopping:
             break
         # Park on every empty partition; the first append to any of them (or the deadline) ends the wait.
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

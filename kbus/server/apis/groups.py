@@ -1,7 +1,8 @@
 """Consumer-group APIs: FindCoordinator (10), OffsetCommit (8), OffsetFetch (9), JoinGroup (11), Heartbeat (12),
 LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42), OffsetDelete (47).
 
-Request in, response out: the state lives in `broker.group_coordinator` (kbus.server.coordinator).
+Request in, response out: the state lives in the group coordinator (kbus.server.coordinator); FindCoordinator
+also answers for a transaction coordinator once one is plugged into `Managers.transactions`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from kio.schema.errors import ErrorCode as E
 from kbus.protocol.codec import ms
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.transactions import find_transaction_coordinator
-from kbus.server.coordinator.records import OFFSETS_TOPIC, OffsetAndMetadata
+from kbus.server.coordinator.records import OffsetAndMetadata
 
 if TYPE_CHECKING:
-    from kbus.server.broker import Broker
+    from kbus.server.apis.managers import Managers
     from kbus.server.coordinator.coordinator import GroupCoordinator
+    from kbus.server.coordinator.state_topic import KeyedCoordinator
 
 log = logging.getLogger("kbus.server.apis.groups")
 
@@ -29,8 +31,8 @@ GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NOT_REQUESTED_OPERATIONS = -(2**31)
 
 
-def _coordinator(broker: Broker) -> GroupCoordinator | None:
-    return getattr(broker, "group_coordinator", None)
+def _coordinator(m: Managers) -> GroupCoordinator | None:
+    return m.groups
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -41,38 +43,31 @@ def _client_host(ctx: RequestContext) -> str:
 # ---------------------------------------------------------------- FindCoordinator
 
 
-async def _find_group_coordinator(broker: Broker, key: str, listener: str) -> tuple[int, int, str, int]:
-    """(error, node_id, host, port). Creates __consumer_offsets on first use, as Kafka does."""
-    coordinator = _coordinator(broker)
-    if coordinator is None:
-        return E.coordinator_not_available, -1, "", -1
-    cfg = broker.config
+async def _find_keyed_coordinator(
+    m: Managers, coordinator: KeyedCoordinator, key: str, listener: str
+) -> tuple[int, int, str, int]:
+    """(error, node_id, host, port) as reached on the client's listener: the leader of the key's partition of the
+    coordinator's state topic, which is created on first use, as Kafka does."""
+    topic = coordinator.state_topic()
     try:
-        await broker.ensure_topic(
-            OFFSETS_TOPIC,
-            cfg.offsets_topic_num_partitions,
-            cfg.offsets_topic_replication_factor,
-            {
-                "cleanup.policy": "compact",
-                "compression.type": "producer",
-                "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-            },
-        )
+        await m.admin.ensure_topic(topic.name, topic.num_partitions, topic.replication_factor, topic.configs)
     except Exception as exc:
-        log.warning("Could not create %s: %s", OFFSETS_TOPIC, exc)
+        log.warning("Could not create %s: %s", topic.name, exc)
         return E.coordinator_not_available, -1, "", -1
-    leader = broker.partition_leader(OFFSETS_TOPIC, coordinator.partition_for(key))
-    endpoint = None if leader is None else leader.endpoint(listener)  # as reached on the client's listener
+    leader = m.cluster.partition_leader(topic.name, coordinator.partition_for(key))
+    endpoint = None if leader is None else leader.endpoint(listener)
     if leader is None or endpoint is None:
         return E.coordinator_not_available, -1, "", -1
     return E.none, leader.broker_id, endpoint.host, endpoint.port
 
 
-async def _find_coordinator(broker: Broker, key: str, key_type: int, listener: str) -> tuple[int, int, str, int]:
+async def _find_coordinator(m: Managers, key: str, key_type: int, listener: str) -> tuple[int, int, str, int]:
     if key_type == GROUP_KEY_TYPE:
-        return await _find_group_coordinator(broker, key, listener)
+        if m.groups is None:
+            return E.coordinator_not_available, -1, "", -1
+        return await _find_keyed_coordinator(m, m.groups, key, listener)
     if key_type == TRANSACTION_KEY_TYPE:
-        return await find_transaction_coordinator(broker, key, listener)
+        return await find_transaction_coordinator(m, key, listener)
     return E.invalid_request, -1, "", -1
 
 
@@ -81,12 +76,12 @@ def _error_message(error: int) -> str | None:
 
 
 @api(10, 0, 4)
-async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def find_coordinator(m: Managers, ctx: RequestContext, req: Any) -> Any:
     key_type = getattr(req, "key_type", GROUP_KEY_TYPE)
     if ctx.api_version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
-            error, node_id, host, port = await _find_coordinator(broker, key, key_type, ctx.listener.name)
+            error, node_id, host, port = await _find_coordinator(m, key, key_type, ctx.listener.name)
             coordinators.append(
                 ctx.nested(
                     "Coordinator",
@@ -99,7 +94,7 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any
                 )
             )
         return ctx.build(throttle_time=0, coordinators=coordinators)
-    error, node_id, host, port = await _find_coordinator(broker, req.key, key_type, ctx.listener.name)
+    error, node_id, host, port = await _find_coordinator(m, req.key, key_type, ctx.listener.name)
     return ctx.build(
         throttle_time=0, error_code=error, error_message=_error_message(error), node_id=node_id, host=host, port=port
     )
@@ -109,9 +104,9 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any
 
 
 @api(11, 0, 9)
-async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def join_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
     version = ctx.api_version
-    coordinator = _coordinator(broker)
+    coordinator = _coordinator(m)
     if coordinator is None:
         return ctx.build(
             throttle_time=0,
@@ -153,8 +148,8 @@ async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 @api(14, 0, 5)
-async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def sync_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     if coordinator is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, assignment=b"")
     result = await coordinator.sync_group(
@@ -176,8 +171,8 @@ async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 @api(12, 0, 4)
-async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def heartbeat(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     if coordinator is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
     error = coordinator.heartbeat(
@@ -187,14 +182,14 @@ async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 @api(13, 0, 5)
-async def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def leave_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     if ctx.api_version >= 3:
         identities = [(m.member_id, getattr(m, "group_instance_id", None)) for m in req.members]
     else:
         identities = [(req.member_id, None)]
     if coordinator is None:
-        top, errors = E.coordinator_not_available, []
+        top, errors = int(E.coordinator_not_available), list[int]()
     else:
         top, errors = coordinator.leave_group(req.group_id, identities)
     if ctx.api_version < 3:
@@ -213,8 +208,8 @@ async def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 @api(8, 2, 9)
-async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     version = ctx.api_version
     retention_ms = ms(req.retention_time) if 2 <= version <= 4 else -1
     now = coordinator.clock() if coordinator is not None else 0
@@ -229,7 +224,7 @@ async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 expire_timestamp=now + retention_ms if retention_ms >= 0 else None,
             )
     if coordinator is None:
-        errors = dict.fromkeys(offsets, E.coordinator_not_available)
+        errors: dict[tuple[str, int], int] = dict.fromkeys(offsets, E.coordinator_not_available)
     else:
         errors = await coordinator.commit_offsets(
             req.group_id,
@@ -267,7 +262,7 @@ def _offset_topics(
     for (topic, partition), om in offsets.items():
         if unstable and (topic, partition) in unstable:
             # KIP-447: a transactional commit is pending for it; the consumer retries until it is decided
-            om, part_error = None, E.unstable_offset_commit
+            om, part_error = None, int(E.unstable_offset_commit)
         else:
             part_error = error
         by_topic[topic].append(
@@ -291,8 +286,8 @@ def _unstable(coordinator: GroupCoordinator | None, req: Any, group_id: str, off
 
 
 @api(9, 1, 9)
-async def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     if ctx.api_version >= 8:
         groups = []
         for g in req.groups:
@@ -325,11 +320,11 @@ async def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 @api(47, 0, 0)
-async def offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def offset_delete(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     if coordinator is None:
-        error, errors = E.coordinator_not_available, {}
+        error, errors = int(E.coordinator_not_available), dict[tuple[str, int], int]()
     else:
         error, errors = await coordinator.delete_offsets(req.group_id, partitions)
     by_topic: dict[str, list[Any]] = defaultdict(list)
@@ -343,8 +338,8 @@ async def offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 @api(16, 0, 5)
-async def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def list_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     if coordinator is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, groups=[])
     error, overviews = coordinator.list_groups(getattr(req, "states_filter", ()), getattr(req, "types_filter", ()))
@@ -362,15 +357,15 @@ async def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 @api(15, 0, 5)
-async def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def describe_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     include_ops = bool(getattr(req, "include_authorized_operations", False))
     described = []
     for group_id in req.groups:
         if coordinator is None:
             from kbus.server.coordinator.coordinator import EMPTY_SUMMARY
 
-            error, summary = E.coordinator_not_available, EMPTY_SUMMARY
+            error, summary = int(E.coordinator_not_available), EMPTY_SUMMARY
         else:
             error, summary = coordinator.describe_group(group_id)
         members = [
@@ -401,11 +396,11 @@ async def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 @api(42, 0, 2)
-async def delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def delete_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     names = list(req.groups_names)
     if coordinator is None:
-        errors = dict.fromkeys(names, E.coordinator_not_available)
+        errors: dict[str, int] = dict.fromkeys(names, E.coordinator_not_available)
     else:
         errors = await coordinator.delete_groups(names)
     results = [ctx.nested("DeletableGroupResult", group_id=n, error_code=errors[n]) for n in names]

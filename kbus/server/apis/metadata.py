@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -11,18 +10,18 @@ from kio.schema.errors import ErrorCode
 from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
-from kbus.server.metadata.errors import MetadataError, TopicExistsError
+from kbus.server.metadata.errors import MetadataError
 from kbus.server.metadata.types import TopicMetadata
 from kbus.server.metadata.validation import is_internal, validate_topic_name
 
 if TYPE_CHECKING:
-    from kbus.server.broker import Broker
+    from kbus.server.apis.managers import Managers
 
 log = logging.getLogger("kbus.server.apis")
 
 
-def _topic_entry(ctx: RequestContext, broker: Broker, topic: TopicMetadata) -> Any:
-    live = {b.broker_id for b in broker.live_brokers()}
+def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata) -> Any:
+    live = {b.broker_id for b in m.cluster.brokers()}
     partitions = []
     for index in sorted(topic.partitions):
         st = topic.partitions[index]
@@ -54,32 +53,16 @@ def _error_topic(ctx: RequestContext, name: str, code: ErrorCode) -> Any:
     return ctx.nested("MetadataResponseTopic", error_code=code, name=name, topic_id=None, partitions=())
 
 
-async def auto_create(broker: Broker, name: str) -> TopicMetadata | None:
-    try:
-        topic = await asyncio.to_thread(
-            broker.metadata.create_topic,
-            name,
-            broker.config.num_partitions,
-            broker.config.default_replication_factor,
-            {},
-        )
-        log.info("Auto-created topic %s with %d partition(s)", name, len(topic.partitions))
-    except TopicExistsError:
-        topic = broker.metadata.topics().get(name)
-    broker.reconcile()
-    return topic
-
-
 @api(3, 0, 12)
-async def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Any:
-    topics = broker.metadata.topics()
+async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    topics = m.cluster.topics()
     requested = request.topics
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
-    allow_auto = getattr(request, "allow_auto_topic_creation", True) and broker.config.auto_create_topics_enable
+    allow_auto = getattr(request, "allow_auto_topic_creation", True) and m.config.auto_create_topics_enable
     entries = []
     if all_topics:
-        entries = [_topic_entry(ctx, broker, t) for t in sorted(topics.values(), key=lambda t: t.name)]
+        entries = [_topic_entry(ctx, m, t) for t in sorted(topics.values(), key=lambda t: t.name)]
     else:
         by_id = {t.topic_id: t for t in topics.values()}
         for req_topic in requested:
@@ -97,7 +80,7 @@ async def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                         )
                     )
                 else:
-                    entries.append(_topic_entry(ctx, broker, t))
+                    entries.append(_topic_entry(ctx, m, t))
                 continue
             topic = topics.get(name)
             if topic is None:
@@ -108,23 +91,23 @@ async def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                     continue
                 if allow_auto and not is_internal(name):
                     try:
-                        topic = await auto_create(broker, name)
+                        topic = await m.admin.auto_create_topic(name)
                     except MetadataError as exc:
                         entries.append(_error_topic(ctx, name, error_code_for(exc)))
                         continue
             if topic is None:
                 entries.append(_error_topic(ctx, name, ErrorCode.unknown_topic_or_partition))
             else:
-                entries.append(_topic_entry(ctx, broker, topic))
+                entries.append(_topic_entry(ctx, m, topic))
     brokers = [
         ctx.nested("MetadataResponseBroker", node_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
-        for b, ep in on_listener(ctx, broker.live_brokers())
+        for b, ep in on_listener(ctx, m.cluster.brokers())
     ]
     return ctx.build(
         throttle_time=0,
         brokers=brokers,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.controller_id(),
+        cluster_id=m.cluster.cluster_id,
+        controller_id=m.cluster.controller_id(),
         topics=entries,
         cluster_authorized_operations=-2147483648,
     )

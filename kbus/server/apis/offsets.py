@@ -10,31 +10,10 @@ from kbus.server.apis.errors import error_code_for, leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
 
 if TYPE_CHECKING:
-    from kbus.server.broker import Broker
-    from kbus.server.partition import Partition
-
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
-
-
-def _lookup(part: Partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
-    """(offset, timestamp) for one ListOffsets query; (-1, -1) when no committed record matches."""
-    if timestamp == LATEST:
-        return (part.last_stable_offset if read_committed else part.high_watermark), -1
-    if timestamp == EARLIEST:
-        return part.log.log_start_offset, -1
-    if timestamp == MAX_TIMESTAMP:
-        found = part.log.max_timestamp_and_offset()
-        if found is not None and found[1] < part.high_watermark:
-            return found[1], found[0]
-        return -1, -1
-    found = part.log.offset_for_timestamp(timestamp)
-    if found is not None and found[0] < part.high_watermark:
-        return found
-    return -1, -1
-
+    from kbus.server.apis.managers import Managers
 
 @api(2, 1, 7)
-async def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def list_offsets(m: Managers, ctx: RequestContext, request: Any) -> Any:
     topics = []
     read_committed = getattr(request, "isolation_level", 0) == 1
     for t in request.topics:
@@ -46,14 +25,14 @@ async def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Any
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            part, error = broker.leader_partition(t.name, p.partition_index)
+            part, error = m.replicas.leader_partition(t.name, p.partition_index)
             if part is None:
                 fields["error_code"] = error
             elif (err := leader_epoch_error(part, getattr(p, "current_leader_epoch", -1))) is not None:
                 fields["error_code"] = err
             else:
                 try:
-                    fields["offset"], fields["timestamp"] = _lookup(part, p.timestamp, read_committed)
+                    fields["offset"], fields["timestamp"] = part.offset_for_timestamp(p.timestamp, read_committed)
                     fields.update(error_code=ErrorCode.none, leader_epoch=part.leader_epoch)
                 except Exception as exc:
                     fields["error_code"] = error_code_for(exc)
@@ -63,13 +42,13 @@ async def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Any
 
 
 @api(21, 0, 2)
-async def delete_records(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def delete_records(m: Managers, ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
             fields: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1}
-            part, error = broker.leader_partition(t.name, p.partition_index)
+            part, error = m.replicas.leader_partition(t.name, p.partition_index)
             if part is None:
                 fields["error_code"] = error
             else:

@@ -17,14 +17,14 @@ from kbus.server.metadata.validation import is_internal
 from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
-    from kbus.server.broker import Broker
+    from kbus.server.apis.managers import Managers
     from kbus.server.log.config import LogConfig
     from kbus.server.log.log import AppendResult
     from kbus.server.partition import Partition
 
 
 @api(0, 3, 9, pipelined=True)
-async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def produce(m: Managers, ctx: RequestContext, request: Any) -> Any:
     """Every partition is appended before anything is awaited: with pipelined requests (network.py) that keeps
     appends in the order requests arrived; the acks=all waits then run together."""
     acks = request.acks
@@ -43,7 +43,7 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
                 "record_errors": (),
             }
             parts.append(fields)
-            part, error = broker.leader_partition(name, pd.index)
+            part, error = m.replicas.leader_partition(name, pd.index)
             if acks not in (0, 1, -1):
                 fields["error_code"] = ErrorCode.invalid_required_acks
             elif part is None:
@@ -58,8 +58,8 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
             else:
                 try:
                     records = bytearray(pd.records)
-                    validate_produce(records, _policy(name, pd.index, part.log.config), int(time.time() * 1000))
-                    result = broker.append_records(part, records, acks)
+                    validate_produce(records, _policy(name, pd.index, part.config), int(time.time() * 1000))
+                    result = m.replicas.append_records(part, records, acks)
                 except RecordValidationError as exc:
                     fields.update(
                         error_code=exc.error_code,
@@ -77,7 +77,7 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         responses.append((name, parts))
     if appended:
         outcomes = await asyncio.gather(
-            *(broker.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
+            *(m.replicas.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
             return_exceptions=True,
         )
         for (fields, _, result, name), outcome in zip(appended, outcomes, strict=True):

@@ -1,6 +1,7 @@
 """One dispatch table from API key to handler (Kafka's KafkaApis as a table of contents).
 
-A handler is `async def handle(broker, ctx, request) -> response | None` where `request` is the decoded kio
+A handler is `async def handle(managers, ctx, request) -> response | None` (`managers`: the broker's managers
+it may call, see managers.py) where `request` is the decoded kio
 message for `ctx.api_version` and the response is built with `ctx.build(**fields)` (kio's response class for the
 same version; fields that version lacks are dropped). Returning None sends no response (Produce with acks=0).
 Handler modules register themselves with `@api(key, min_version, max_version)`; `ApiVersions` advertises exactly
@@ -22,10 +23,10 @@ from kbus.protocol.connection import ANONYMOUS, ApiFlags, Connection, KafkaPrinc
 from kbus.protocol.splice import RecordSplicer
 
 if TYPE_CHECKING:
-    from kbus.server.broker import Broker
+    from kbus.server.apis.managers import Managers
 
 NO_FLAGS = ApiFlags()
-Handler = Callable[["Broker", "RequestContext", Any], Awaitable[Any]]
+Handler = Callable[["Managers", "RequestContext", Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)

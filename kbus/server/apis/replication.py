@@ -10,23 +10,23 @@ from kbus.server.apis.errors import leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
 
 if TYPE_CHECKING:
-    from kbus.server.broker import Broker
+    from kbus.server.apis.managers import Managers
 
 
 @api(23, 2, 4)
-async def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, request: Any) -> Any:
+async def offset_for_leader_epoch(m: Managers, ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
             fields: dict[str, Any] = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
-            part, error = broker.leader_partition(t.topic, p.partition)
+            part, error = m.replicas.leader_partition(t.topic, p.partition)
             if part is None:
                 fields["error_code"] = error
             elif (err := leader_epoch_error(part, p.current_leader_epoch)) is not None:
                 fields["error_code"] = err
             else:
-                epoch, end = part.epochs.end_offset_for(p.leader_epoch, part.log.log_end_offset)
+                epoch, end = part.end_offset_for_epoch(p.leader_epoch)
                 fields.update(error_code=ErrorCode.none, leader_epoch=epoch, end_offset=end)
             parts.append(ctx.nested("EpochEndOffset", **fields))
         topics.append(ctx.nested("OffsetForLeaderTopicResult", topic=t.topic, partitions=parts))

@@ -20,11 +20,12 @@ from kbus.server.transaction.coordinator import TopicPartition, TransactionCoord
 from kbus.server.transaction.service import MarkerListener
 
 if TYPE_CHECKING:
+    from kbus.server.apis.managers import Managers, Replicas
     from kbus.server.broker import Broker
 
 
-def _coordinator(broker: Broker) -> TransactionCoordinator | None:
-    return broker.transactions.coordinator if broker.transactions is not None else None
+def _coordinator(m: Managers) -> TransactionCoordinator | None:
+    return m.transactions.coordinator if m.transactions is not None else None
 
 
 def _fenced(ctx: RequestContext, error: int) -> int:
@@ -34,25 +35,25 @@ def _fenced(ctx: RequestContext, error: int) -> int:
     return error
 
 
-async def find_transaction_coordinator(broker: Broker, key: str, listener: str) -> tuple[int, int, str, int]:
+async def find_transaction_coordinator(m: Managers, key: str, listener: str) -> tuple[int, int, str, int]:
     """(error, node_id, host, port) as reached on the client's listener; creates __transaction_state on first
     use, as Kafka does."""
-    service = broker.transactions
+    service = m.transactions
     if service is None or not key:
         return E.coordinator_not_available, -1, "", -1
     try:
         await service.ensure_state_topic()
     except Exception:
         return E.coordinator_not_available, -1, "", -1
-    leader = broker.partition_leader(*service.state_partition_for(key))
+    leader = m.cluster.partition_leader(*service.state_partition_for(key))
     endpoint = None if leader is None else leader.endpoint(listener)
     if leader is None or endpoint is None:
         return E.coordinator_not_available, -1, "", -1
     return E.none, leader.broker_id, endpoint.host, endpoint.port
 
 
-async def init_transactional_producer(broker: Broker, ctx: RequestContext, request: Any) -> tuple[int, int, int]:
-    coordinator = _coordinator(broker)
+async def init_transactional_producer(m: Managers, ctx: RequestContext, request: Any) -> tuple[int, int, int]:
+    coordinator = _coordinator(m)
     if coordinator is None:
         return E.coordinator_not_available, -1, -1
     error, pid, epoch = await coordinator.init_producer_id(
@@ -65,7 +66,7 @@ async def init_transactional_producer(broker: Broker, ctx: RequestContext, reque
 
 
 async def append_markers(
-    broker: Broker, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+    broker: Broker | Replicas, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
     partitions: set[TopicPartition], timeout_ms: int, listeners: list[MarkerListener],
 ) -> dict[TopicPartition, int]:
     """Write one marker on each partition this broker leads (WriteTxnMarkers, acks=all); error code per
@@ -95,12 +96,12 @@ async def append_markers(
 
 
 @api(24, 0, 3)
-async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def add_partitions_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
     topics = {t.name: list(t.partitions) for t in req.v3_and_below_topics}
     errors: dict[tuple[str, int], int] = {}
     unknown = set()
     for topic, partitions in topics.items():
-        meta = broker.metadata.topics().get(topic)
+        meta = m.cluster.topics().get(topic)
         for p in partitions:
             if meta is None or p not in meta.partitions:
                 unknown.add((topic, p))
@@ -109,7 +110,7 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
         # Kafka adds nothing when any partition is unknown; the others were not attempted
         errors = {tp: E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted for tp in wanted}
     else:
-        coordinator = _coordinator(broker)
+        coordinator = _coordinator(m)
         error = E.coordinator_not_available if coordinator is None else await coordinator.add_partitions(
             req.v3_and_below_transactional_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, wanted)
         errors = dict.fromkeys(wanted, _fenced(ctx, error))
@@ -124,9 +125,9 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
 
 
 @api(25, 0, 3)
-async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
-    groups = broker.group_coordinator
+async def add_offsets_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
+    groups = m.groups
     if coordinator is None or groups is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
     partition = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
@@ -135,8 +136,8 @@ async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> A
 
 
 @api(26, 0, 3)
-async def end_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def end_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     if coordinator is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
     error = await coordinator.end_transaction(req.transactional_id, req.producer_id, req.producer_epoch,
@@ -145,16 +146,16 @@ async def end_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 @api(27, 1, 1)
-async def write_txn_markers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def write_txn_markers(m: Managers, ctx: RequestContext, req: Any) -> Any:
     """From another broker's transaction coordinator: write the markers on the partitions this broker leads."""
-    service = broker.transactions
+    service = m.transactions
     results = []
     for marker in req.markers:
         wanted = {(t.name, p) for t in marker.topics for p in t.partition_indexes}
         if service is None:
             errors = dict.fromkeys(wanted, int(E.coordinator_not_available))
         else:
-            errors = await append_markers(broker, marker.producer_id, marker.producer_epoch,
+            errors = await append_markers(m.replicas, marker.producer_id, marker.producer_epoch,
                                           marker.transaction_result, marker.coordinator_epoch, wanted,
                                           service.request_timeout_ms, service.marker_listeners)
         results.append(ctx.nested("WritableTxnMarkerResult", producer_id=marker.producer_id, topics=[
@@ -168,8 +169,8 @@ async def write_txn_markers(broker: Broker, ctx: RequestContext, req: Any) -> An
 
 
 @api(28, 0, 3)
-async def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    groups = broker.group_coordinator
+async def txn_offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    groups = m.groups
     now = groups.clock() if groups is not None else 0
     offsets = {
         (t.name, p.partition_index): OffsetAndMetadata(
@@ -195,12 +196,12 @@ async def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> An
 
 
 @api(61, 0, 0)
-async def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def describe_producers(m: Managers, ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partition_indexes:
-            part, error = broker.leader_partition(t.name, p)
+            part, error = m.replicas.leader_partition(t.name, p)
             producers = []
             if part is not None:
                 for entry in part.log.producer_state.producers.values():
@@ -223,12 +224,12 @@ def _ms_time(ms_since_epoch: int) -> datetime.datetime:
 
 
 @api(65, 0, 0)
-async def describe_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def describe_transactions(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     states = []
     for tid in req.transactional_ids:
         if coordinator is None:
-            error, meta = E.coordinator_not_available, None
+            error, meta = int(E.coordinator_not_available), None
         else:
             error, meta = coordinator.describe(tid)
         if meta is None:
@@ -252,8 +253,8 @@ _STATE_NAMES = {"empty", "ongoing", "preparecommit", "prepareabort", "completeco
 
 
 @api(66, 0, 1)
-async def list_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    coordinator = _coordinator(broker)
+async def list_transactions(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = _coordinator(m)
     filters = list(req.state_filters)
     unknown = [s for s in filters if s.lower() not in _STATE_NAMES]
     known = [s for s in filters if s not in unknown]

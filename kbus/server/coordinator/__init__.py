@@ -1,7 +1,8 @@
 """Consumer groups (classic protocol) and committed offsets, kept in `__consumer_offsets`.
 
-The broker calls `start(broker)` at startup and `await stop(broker)` at shutdown; `start` attaches the
-GroupCoordinator as `broker.group_coordinator` and follows leadership of the offsets topic's partitions.
+`start_group_coordinator()` builds the GroupCoordinator over the broker's replicas of `__consumer_offsets` (an
+`InternalTopicLog`), loads and unloads its partitions as leadership moves (`follow_leadership`), and drops the
+offsets of deleted topics; `await coordinator.shutdown()` stops it.
 """
 
 from __future__ import annotations
@@ -9,76 +10,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
 
-from kbus.protocol.record_batch import iter_complete_batches
+from kbus.server.config import KafkaConfig
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
 from kbus.server.coordinator.records import OFFSETS_TOPIC
+from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas, follow_leadership
 from kbus.server.coordinator.timers import TimerDriver
+from kbus.server.metadata.types import MetadataStore
 
-if TYPE_CHECKING:
-    from kbus.server.broker import Broker
-
-__all__ = ["GroupConfig", "GroupCoordinator", "start", "stop"]
+__all__ = ["GroupConfig", "GroupCoordinator", "group_config", "start_group_coordinator"]
 
 
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-class OffsetsCommitTimeout(Exception):
-    """The in-sync replicas did not acknowledge a coordinator append within offsets.commit.timeout.ms."""
-
-
-class BrokerOffsetsLog:
-    """`OffsetsLog` over the broker's partitions of `__consumer_offsets`.
-
-    Appends wait for the in-sync replicas (Kafka's coordinator writes with acks=-1), so a commit that was
-    acknowledged survives the coordinator's failover. Loads read to the log end, not the high watermark: a freshly
-    elected leader's high watermark can trail records that were already acknowledged (Kafka loads the same way).
-    """
-
-    def __init__(self, broker: Broker, commit_timeout_ms: int = 5000, *, topic: str = OFFSETS_TOPIC) -> None:
-        self._broker = broker
-        self._timeout = commit_timeout_ms / 1000
-        self._topic = topic  # the transaction coordinator uses the same for __transaction_state
-
-    async def append(self, partition: int, records: bytes) -> int:
-        """acks=-1 with min.insync.replicas, as Kafka's coordinator writes: NOT_ENOUGH_REPLICAS and a timeout
-        both surface as exceptions (the coordinator answers COORDINATOR_NOT_AVAILABLE)."""
-        part, error = self._broker.leader_partition(self._topic, partition)
-        if part is None:
-            raise OffsetsCommitTimeout(f"{self._topic}-{partition}: not the leader ({error.name})")
-        result = self._broker.append_records(part, records, -1)
-        await self._broker.wait_for_acks(part, result, -1, int(self._timeout * 1000))
-        return result.first_offset
-
-    async def read(self, partition: int) -> list[bytes]:
-        # The partition is not served while it loads, so reading it off the loop cannot race our own appends.
-        return await asyncio.to_thread(self._read_all, partition)
-
-    def _read_all(self, partition: int) -> list[bytes]:
-        part = self._broker.get_partition(self._topic, partition)
-        if part is None:
-            return []
-        log = part.log
-        offset, end = log.log_start_offset, log.log_end_offset
-        chunks = []
-        while offset < end:
-            chunk = log.read_bytes(offset, 1 << 20, max_offset=end)
-            last = None
-            for header in iter_complete_batches(chunk):
-                last = header
-            if last is None:
-                break
-            chunks.append(chunk)
-            offset = last.next_offset
-        return chunks
-
-
-def group_config(broker: Broker) -> GroupConfig:
-    cfg = broker.config
-    raw: Any = getattr(cfg, "raw", {}) or {}
+def group_config(cfg: KafkaConfig) -> GroupConfig:
     return GroupConfig(
         offsets_topic_num_partitions=cfg.offsets_topic_num_partitions,
         initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
@@ -87,34 +34,36 @@ def group_config(broker: Broker) -> GroupConfig:
         max_size=cfg.group_max_size,
         offsets_retention_ms=cfg.offsets_retention_minutes * 60_000,
         offsets_retention_check_interval_ms=cfg.offsets_retention_check_interval_ms,
-        offset_metadata_max_bytes=int(raw.get("offset.metadata.max.bytes", 4096)),
+        offset_metadata_max_bytes=int(cfg.raw.get("offset.metadata.max.bytes", 4096)),
+        offsets_topic_replication_factor=cfg.offsets_topic_replication_factor,
+        offsets_topic_segment_bytes=cfg.offsets_topic_segment_bytes,
     )
 
 
-def start(broker: Broker) -> GroupCoordinator:
+def start_group_coordinator(config: KafkaConfig, replicas: StateReplicas, metadata: MetadataStore) -> GroupCoordinator:
+    """Runs on the event loop."""
+
     def partition_exists(topic: str, partition: int) -> bool:
-        t = broker.metadata.topics().get(topic)
+        t = metadata.topics().get(topic)
         return t is not None and partition in t.partitions
 
     def live_topics() -> set[str] | None:
-        names = set(broker.metadata.topics())
+        names = set(metadata.topics())
         # __consumer_offsets exists whenever there is anything to clean up; without it the view is not loaded.
         return names if OFFSETS_TOPIC in names else None
 
     def leads_partition(partition: int) -> bool:
-        part = broker.get_partition(OFFSETS_TOPIC, partition)
+        part = replicas.get_partition(OFFSETS_TOPIC, partition)
         return part is not None and part.is_leader
-
-    raw: Any = getattr(broker.config, "raw", {}) or {}
-    offsets_log = BrokerOffsetsLog(broker, int(raw.get("offsets.commit.timeout.ms", 5000)))
 
     def offsets_partitions() -> int | None:
         # groups map onto the partitions the topic really has, whatever the config says now
-        t = broker.metadata.topics().get(OFFSETS_TOPIC)
+        t = metadata.topics().get(OFFSETS_TOPIC)
         return len(t.partitions) if t is not None else None
 
+    offsets_log = InternalTopicLog(OFFSETS_TOPIC, replicas, int(config.raw.get("offsets.commit.timeout.ms", 5000)))
     coordinator = GroupCoordinator(
-        group_config(broker),
+        group_config(config),
         offsets_log,
         wall_clock_ms,
         offsets_partitions=offsets_partitions,
@@ -122,17 +71,9 @@ def start(broker: Broker) -> GroupCoordinator:
         live_topics=live_topics,
         leads_partition=leads_partition,
     )
-    driver = TimerDriver(coordinator.timers, wall_clock_ms)
-    driver.start()
-    coordinator.driver = driver  # type: ignore[attr-defined]
-
-    def on_leadership(topic: str, partition: int, is_leader: bool) -> None:
-        if topic != OFFSETS_TOPIC:
-            return
-        if is_leader:
-            coordinator.on_election(partition)
-        else:
-            coordinator.on_resignation(partition)
+    coordinator.driver = TimerDriver(coordinator.timers, wall_clock_ms)
+    coordinator.driver.start()
+    follow_leadership(replicas, OFFSETS_TOPIC, coordinator)
 
     loop = asyncio.get_running_loop()
     known_topics: set[str] = set(live_topics() or ())
@@ -148,24 +89,11 @@ def start(broker: Broker) -> GroupCoordinator:
         if gone:
             coordinator.run_in_background(coordinator.on_topics_deleted(gone))
 
-    broker.group_coordinator = coordinator
-    broker.add_leadership_listener(on_leadership)
-
     def metadata_changed() -> None:
         # Metadata listeners may fire on any thread (kazoo's); after shutdown the loop is gone.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(on_metadata_change)
 
-    broker.metadata.add_listener(metadata_changed)
+    metadata.add_listener(metadata_changed)
     coordinator._schedule_cleanup()
     return coordinator
-
-
-async def stop(broker: Broker) -> None:
-    coordinator: GroupCoordinator | None = getattr(broker, "group_coordinator", None)
-    if coordinator is None:
-        return
-    driver = getattr(coordinator, "driver", None)
-    if driver is not None:
-        await driver.stop()
-    await coordinator.shutdown()

@@ -13,9 +13,9 @@ import asyncio
 import logging
 import struct
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
@@ -35,6 +35,7 @@ from kbus.server.coordinator.group import (
     SyncResult,
 )
 from kbus.server.coordinator.records import (
+    OFFSETS_TOPIC,
     GroupKey,
     GroupMetadataRecord,
     OffsetAndMetadata,
@@ -49,7 +50,8 @@ from kbus.server.coordinator.records import (
     offset_commit_value,
     partition_for,
 )
-from kbus.server.coordinator.timers import Timers
+from kbus.server.coordinator.state_topic import StateLog, StateTopic
+from kbus.server.coordinator.timers import TimerDriver, Timers
 
 log = logging.getLogger("kbus.coordinator")
 
@@ -58,12 +60,8 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 STATES_BY_LOWER = {s.value.lower(): s for s in GroupState}
 
 
-class OffsetsLog(Protocol):
-    """The coordinator's view of `__consumer_offsets`: append to / read back one partition."""
-
-    async def append(self, partition: int, records: bytes) -> int: ...
-
-    async def read(self, partition: int) -> list[bytes]: ...
+# the coordinator's view of `__consumer_offsets`: append to / read back one partition
+OffsetsLog = StateLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +74,8 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3_600_000
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104857600
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +137,22 @@ class GroupCoordinator:
         self._leads_partition = leads_partition
         self._tasks: set[asyncio.Task[Any]] = set()
         self._cleanup_scheduled = False
+        self.driver: TimerDriver | None = None  # runs `timers` on the event loop once started
 
     # ================================================================ ownership and loading
+
+    def state_topic(self) -> StateTopic:
+        """__consumer_offsets as Kafka creates it on first use."""
+        return StateTopic(
+            OFFSETS_TOPIC,
+            self.config.offsets_topic_num_partitions,
+            self.config.offsets_topic_replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+            },
+        )
 
     def partition_for(self, group_id: str) -> int:
         count = self._offsets_partitions() if self._offsets_partitions is not None else None
@@ -225,11 +239,11 @@ class GroupCoordinator:
         open_txn_groups = {gid for by_group in pending_txn.values() for gid in by_group}
         out = []
         for group_id in set(offsets) | set(metadata) | open_txn_groups:
-            rec = metadata.get(group_id)
+            stored = metadata.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if rec is None and not group_offsets and group_id not in open_txn_groups:
+            if stored is None and not group_offsets and group_id not in open_txn_groups:
                 continue
-            group = Group.from_record(group_id, partition, rec) if rec is not None else Group(group_id, partition)
+            group = Group.from_record(group_id, partition, stored) if stored is not None else Group(group_id, partition)
             group.offsets.update(group_offsets)
             for pid, by_group in pending_txn.items():
                 if group_id in by_group:
@@ -845,7 +859,7 @@ class GroupCoordinator:
             return E.none, [E.unknown_member_id for _ in members]
         if group.is_(GroupState.DEAD):
             return E.coordinator_not_available, []
-        out = []
+        out: list[int] = []
         for member_id, instance_id in members:
             if member_id == "":
                 current = group.static_member_id(instance_id)
@@ -933,7 +947,7 @@ class GroupCoordinator:
             group.pending_offset_commits[tp] += 1
         try:
             await self.log.append(group.partition, build_batch(records, timestamp_ms=now))
-            error = E.none
+            error: int = E.none
         except Exception as exc:
             error = self._append_error(group.partition, exc, for_offsets=True)
         finally:
@@ -1125,7 +1139,7 @@ class GroupCoordinator:
             if group.is_(GroupState.DEAD):
                 if self.groups.get(group.group_id) is group:
                     del self.groups[group.group_id]
-                self.timers.cancel_where(lambda k, gid=group.group_id: isinstance(k, tuple) and k[1:2] == (gid,))
+                self.timers.cancel_where(_keyed_by(group.group_id))
                 tombstones.append((group_metadata_key(group.group_id), None))
             if tombstones:
                 by_partition.setdefault(group.partition, []).extend(tombstones)
@@ -1210,8 +1224,15 @@ class GroupCoordinator:
 
     async def shutdown(self) -> None:
         self.active = False
+        if self.driver is not None:
+            await self.driver.stop()
         await self.settle()
         for group in list(self.groups.values()):
             self._unload(group)
         self.owned.clear()
         self.loading.clear()
+
+
+def _keyed_by(group_id: str) -> Callable[[Hashable], bool]:
+    """Matches the timer keys of one group: (kind, group_id, ...)."""
+    return lambda key: isinstance(key, tuple) and key[1:2] == (group_id,)

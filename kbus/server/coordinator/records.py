@@ -170,13 +170,16 @@ class _Reader:
         return out
 
     def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        value: int = _I16.unpack(self._take(2))[0]
+        return value
 
     def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        value: int = _I32.unpack(self._take(4))[0]
+        return value
 
     def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
+        value: int = _I64.unpack(self._take(8))[0]
+        return value
 
     def uvarint(self) -> int:
         result = shift = 0

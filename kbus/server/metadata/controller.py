@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -191,7 +191,7 @@ class Controller:
         zk = self._client()
         epoch, epoch_version = controller_epoch
         snap = self._view.snapshot()
-        replicas = {
+        replicas: dict[tuple[str, int], Sequence[int]] = {
             (name, p): r
             for name, (assignment, _) in snap.assignments.items()
             if name not in snap.deleting

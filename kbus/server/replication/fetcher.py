@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -19,12 +19,11 @@ from kio.schema.errors import ErrorCode
 from kbus.protocol.client import KafkaConnection
 from kbus.protocol.codec import build, nested
 from kbus.protocol.record_batch import iter_complete_batches
+from kbus.server.config import KafkaConfig
+from kbus.server.metadata.types import BrokerInfo
+from kbus.server.partition import Partition
 from kbus.server.repeated_warning import RepeatedWarning
 from kbus.server.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
-
-if TYPE_CHECKING:
-    from kbus.server.broker import Broker
-    from kbus.server.partition import Partition
 
 log = logging.getLogger("kbus.replication")
 
@@ -37,11 +36,22 @@ RETRY_BACKOFF_S = 0.5
 TopicPartition = tuple[str, int]
 
 
+class FollowerHost(Protocol):
+    """What the fetchers need from the broker's replica manager."""
+
+    broker_id: int
+    config: KafkaConfig
+    stopping: bool
+
+    def get_partition(self, topic: str, index: int) -> Partition | None: ...
+    def broker_endpoint(self, broker_id: int) -> BrokerInfo | None: ...
+
+
 class ReplicaFetcher:
     """Fetches from one leader broker."""
 
-    def __init__(self, broker: Broker, leader_id: int) -> None:
-        self.broker = broker
+    def __init__(self, host: FollowerHost, leader_id: int) -> None:
+        self.host = host
         self.leader_id = leader_id
         # value: the generation of the truncation check still owed (0: none). follow() bumps it, so a check
         # answered for an older leader epoch never clears the one a newer epoch needs.
@@ -74,12 +84,12 @@ class ReplicaFetcher:
     async def _connection(self) -> KafkaConnection | None:
         if self._conn is not None and self._conn.connected:
             return self._conn
-        leader = next((b for b in self.broker.live_brokers() if b.broker_id == self.leader_id), None)
+        leader = self.host.broker_endpoint(self.leader_id)
         # replication goes over the inter-broker listener (Kafka's inter.broker.listener.name)
-        endpoint = None if leader is None else leader.endpoint(self.broker.config.inter_broker_listener)
+        endpoint = None if leader is None else leader.endpoint(self.host.config.inter_broker_listener)
         if endpoint is None:
             return None
-        conn = KafkaConnection(endpoint.host, endpoint.port, f"broker-{self.broker.broker_id}-fetcher-{self.leader_id}")
+        conn = KafkaConnection(endpoint.host, endpoint.port, f"broker-{self.host.broker_id}-fetcher-{self.leader_id}")
         await conn.connect()
         self._conn = conn
         return conn
@@ -93,7 +103,7 @@ class ReplicaFetcher:
                 self._conn = None
 
     async def _loop(self) -> None:
-        while self.partitions and not self.broker.stopping:
+        while self.partitions and not self.host.stopping:
             try:
                 conn = await self._connection()
                 if conn is None:
@@ -112,7 +122,7 @@ class ReplicaFetcher:
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
     def _partition(self, tp: TopicPartition) -> Partition | None:
-        part = self.broker.get_partition(*tp)
+        part = self.host.get_partition(*tp)
         if part is None or part.is_leader or part.state.leader != self.leader_id:
             return None
         return part
@@ -138,7 +148,7 @@ class ReplicaFetcher:
             return
         req = build(
             EpochReq,
-            replica_id=self.broker.broker_id,
+            replica_id=self.host.broker_id,
             topics=[
                 build(nested(EpochReq, "OffsetForLeaderTopic"), topic=t, partitions=ps) for t, ps in topics.items()
             ],
@@ -160,7 +170,7 @@ class ReplicaFetcher:
         """KIP-279: truncate to where the leader's copy of our latest common epoch ends. Returns True when the
         logs now agree; False when another round is needed (the leader's epoch was not ours, so an older epoch
         may still diverge: ask again with our new latest epoch)."""
-        leo = part.log.log_end_offset
+        leo = part.log_end_offset
         done = True
         if leader_epoch == UNDEFINED_EPOCH or leader_end_offset == UNDEFINED_OFFSET:
             target = min(part.high_watermark, leo) if part.epochs.latest_epoch != UNDEFINED_EPOCH else leo
@@ -185,7 +195,7 @@ class ReplicaFetcher:
         return done or target >= leo
 
     async def _fetch_once(self, conn: KafkaConnection) -> None:
-        cfg = self.broker.config
+        cfg = self.host.config
         topics: dict[str, list[object]] = {}
         for tp, gen in self.partitions.items():
             part = self._partition(tp)
@@ -196,9 +206,9 @@ class ReplicaFetcher:
                     nested(FetchReq, "FetchPartition"),
                     partition=tp[1],
                     current_leader_epoch=part.leader_epoch,
-                    fetch_offset=part.log.log_end_offset,
+                    fetch_offset=part.log_end_offset,
                     last_fetched_epoch=-1,
-                    log_start_offset=part.log.log_start_offset,
+                    log_start_offset=part.log_start_offset,
                     partition_max_bytes=cfg.replica_fetch_max_bytes,
                 )
             )
@@ -209,7 +219,7 @@ class ReplicaFetcher:
             return
         req = build(
             FetchReq,
-            replica_id=self.broker.broker_id,
+            replica_id=self.host.broker_id,
             max_wait=cfg.replica_fetch_wait_max_ms,
             min_bytes=1,
             max_bytes=10 * 1024 * 1024,
@@ -240,7 +250,7 @@ class ReplicaFetcher:
         code = p.error_code
         if code == ErrorCode.none:
             records = p.records or b""
-            leo = part.log.log_end_offset
+            leo = part.log_end_offset
             if records:
                 # drop whole batches we already have; a batch straddling our end means we cut inside it
                 start = 0
@@ -253,11 +263,11 @@ class ReplicaFetcher:
                     break
                 records = records[start:]
             part.append_as_follower(records, p.high_watermark)
-            if part.log.log_start_offset < p.log_start_offset <= part.log.log_end_offset:
+            if part.log_start_offset < p.log_start_offset <= part.log_end_offset:
                 part.delete_records(p.log_start_offset)  # DeleteRecords and retention on the leader reach followers
             return True
         if code == ErrorCode.offset_out_of_range:
-            if part.log.log_end_offset < p.log_start_offset:
+            if part.log_end_offset < p.log_start_offset:
                 log.info("%s-%d is behind the leader's log start %d: starting over there", *tp, p.log_start_offset)
                 part.truncate_fully_and_start_at(p.log_start_offset)
             else:
@@ -274,8 +284,8 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, host: FollowerHost) -> None:
+        self.host = host
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.assigned: dict[TopicPartition, int] = {}
 
@@ -287,7 +297,7 @@ class ReplicaFetcherManager:
         self.assigned[tp] = leader_id
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
-            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker, leader_id)
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.host, leader_id)
         fetcher.add(tp)
 
     def unfollow(self, tp: TopicPartition) -> None:

@@ -11,15 +11,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.types import ProducerId, TopicName
 from kio.schema.write_txn_markers.v1.request import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
 from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
+from kio.static.primitive import i16, i32
 
 from kbus.protocol.client import KafkaConnection
-from kbus.server.coordinator import BrokerOffsetsLog
+from kbus.server.coordinator.state_topic import InternalTopicLog
 from kbus.server.transaction.coordinator import TopicPartition, TransactionConfig, TransactionCoordinator
 from kbus.server.transaction.records import TRANSACTION_STATE_TOPIC
 
@@ -44,11 +46,12 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-class BrokerTransactionLog(BrokerOffsetsLog):
+class BrokerTransactionLog(InternalTopicLog):
     """`TransactionLog` over this broker's partitions of `__transaction_state` (acks=all appends)."""
 
     def __init__(self, broker: Broker, timeout_ms: int) -> None:
-        super().__init__(broker, timeout_ms, topic=TRANSACTION_STATE_TOPIC)
+        super().__init__(TRANSACTION_STATE_TOPIC, broker, timeout_ms)
+        self._broker = broker
 
     def coordinator_epoch(self, partition: int) -> int:
         part = self._broker.get_partition(TRANSACTION_STATE_TOPIC, partition)
@@ -100,9 +103,10 @@ class BrokerMarkerWriter:
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)
         request = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
-            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=committed,
-            coordinator_epoch=coordinator_epoch,
-            topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()),
+            producer_id=ProducerId(producer_id), producer_epoch=i16(producer_epoch), transaction_result=committed,
+            coordinator_epoch=i32(coordinator_epoch),
+            topics=tuple(WritableTxnMarkerTopic(name=TopicName(t), partition_indexes=tuple(i32(p) for p in ps))
+                         for t, ps in by_topic.items()),
         ),))
         try:
             conn = self._connection(broker_id)

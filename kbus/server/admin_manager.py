@@ -1,0 +1,101 @@
+"""Topic and config operations (Kafka's ZkAdminManager): create, delete, add partitions, alter configs, and the
+internal topics the coordinators create on first use. Every change goes to the metadata store off the event
+loop, then the replica manager applies it at once (instead of waiting for the store's listener)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from kbus.server.config import KafkaConfig
+from kbus.server.log.config import LogConfig
+from kbus.server.metadata.errors import InvalidReplicationFactorError, TopicExistsError
+from kbus.server.metadata.types import MetadataStore, TopicMetadata
+
+log = logging.getLogger("kbus.server.apis")
+
+
+class AdminManager:
+    def __init__(
+        self,
+        config: KafkaConfig,
+        metadata: MetadataStore,
+        apply_metadata: Callable[[], None],
+        default_log_config: Callable[[], LogConfig],
+    ) -> None:
+        self.config = config
+        self._metadata = metadata
+        self._apply = apply_metadata
+        self._default_log_config = default_log_config
+
+    # ---- log configs (DescribeConfigs, CreateTopics' answer)
+    def default_log_config(self) -> LogConfig:
+        return self._default_log_config()
+
+    def log_config_for(self, topic: TopicMetadata) -> LogConfig:
+        return self._default_log_config().with_overrides(topic.configs)
+
+    # ---- topics
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: dict[int, list[int]] | None = None,
+    ) -> TopicMetadata:
+        created = await asyncio.to_thread(
+            self._metadata.create_topic, name, num_partitions, replication_factor, configs, assignment
+        )
+        self._apply()
+        return created
+
+    async def auto_create_topic(self, name: str) -> TopicMetadata | None:
+        """Metadata's auto.create.topics.enable: num.partitions and default.replication.factor, no configs."""
+        cfg = self.config
+        try:
+            created = await asyncio.to_thread(
+                self._metadata.create_topic, name, cfg.num_partitions, cfg.default_replication_factor, {}
+            )
+        except TopicExistsError:
+            self._apply()
+            return self._metadata.topics().get(name)
+        log.info("Auto-created topic %s with %d partition(s)", name, len(created.partitions))
+        self._apply()
+        return created
+
+    async def ensure_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicMetadata:
+        """An internal topic, created on first use. A standalone broker is a cluster of one, so it lowers the
+        replication factor; a cluster refuses until enough brokers are up (an internal topic created with too
+        few replicas would stay under-replicated forever), as Kafka does."""
+        existing = self._metadata.topics().get(name)
+        if existing is not None:
+            return existing
+        live = len(self._metadata.brokers())
+        if not self.config.zookeeper_connect:
+            replication_factor = max(1, min(replication_factor, live))
+        elif replication_factor > live:
+            raise InvalidReplicationFactorError(
+                f"Number of alive brokers '{live}' does not meet the required replication factor "
+                f"'{replication_factor}' for the internal topic {name}"
+            )
+        return await self.create_topic(name, num_partitions, replication_factor, configs)
+
+    async def delete_topic(self, name: str) -> None:
+        await asyncio.to_thread(self._metadata.delete_topic, name)
+        self._apply()
+
+    async def create_partitions(self, name: str, total_count: int) -> None:
+        await asyncio.to_thread(self._metadata.create_partitions, name, total_count)
+        self._apply()
+
+    async def alter_topic_configs(self, name: str, changes: dict[str, str | None]) -> None:
+        await asyncio.to_thread(self._metadata.alter_topic_configs, name, changes)
+        self._apply()
+
+    # ---- producers
+    def allocate_producer_id(self) -> int:
+        return self._metadata.allocate_producer_id()

@@ -1,0 +1,90 @@
+"""What API handlers are given (Kafka's KafkaApis constructor): the managers they call, each seen through the
+narrow interface the handlers use. `Broker` builds one `Managers` and the network passes it to every handler;
+unit tests pass fakes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from kbus.server.config import KafkaConfig
+from kbus.server.log.config import LogConfig
+from kbus.server.log.log import AppendResult
+from kbus.server.metadata.types import BrokerInfo, TopicMetadata
+from kbus.server.partition import Partition
+
+if TYPE_CHECKING:
+    from kbus.server.coordinator.coordinator import GroupCoordinator
+    from kbus.server.replica_manager import PartitionRead
+    from kbus.server.transaction.service import TransactionService
+
+
+class Replicas(Protocol):
+    """Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch (the replica manager)."""
+
+    @property
+    def stopping(self) -> bool: ...
+    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]: ...
+    def append_records(
+        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False
+    ) -> AppendResult: ...
+    async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None: ...
+    def read(
+        self,
+        part: Partition,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        replica_id: int = -1,
+        read_committed: bool = False,
+        min_one_batch: bool = True,
+    ) -> PartitionRead: ...
+
+
+class Cluster(Protocol):
+    """Metadata, DescribeCluster, FindCoordinator (the metadata cache)."""
+
+    cluster_id: str
+
+    def brokers(self) -> list[BrokerInfo]: ...
+    def topics(self) -> dict[str, TopicMetadata]: ...
+    def topic(self, name: str) -> TopicMetadata | None: ...
+    def controller_id(self) -> int: ...
+    def partition_leader(self, topic: str, index: int) -> BrokerInfo | None: ...
+
+
+class TopicAdmin(Protocol):
+    """CreateTopics, DeleteTopics, CreatePartitions, the configs APIs, auto topic creation, internal topics,
+    InitProducerId (the admin manager)."""
+
+    def default_log_config(self) -> LogConfig: ...
+    def log_config_for(self, topic: TopicMetadata) -> LogConfig: ...
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: dict[int, list[int]] | None = None,
+    ) -> TopicMetadata: ...
+    async def auto_create_topic(self, name: str) -> TopicMetadata | None: ...
+    async def ensure_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicMetadata: ...
+    async def delete_topic(self, name: str) -> None: ...
+    async def create_partitions(self, name: str, total_count: int) -> None: ...
+    async def alter_topic_configs(self, name: str, changes: dict[str, str | None]) -> None: ...
+    def allocate_producer_id(self) -> int: ...
+
+
+@dataclass
+class Managers:
+    config: KafkaConfig
+    broker_id: int
+    cluster: Cluster
+    replicas: Replicas
+    admin: TopicAdmin
+    groups: GroupCoordinator | None
+    transactions: TransactionService | None = None

@@ -1,0 +1,126 @@
+"""State kept in a compacted internal topic (Kafka's GroupMetadataManager / TransactionStateManager pattern), the
+piece every coordinator shares: keys map onto the topic's partitions, the leader of a partition coordinates its
+keys, loads them by reading the partition when it becomes leader and drops them when it resigns, and writes each
+change as records appended with acks=all.
+
+The group coordinator keeps groups and offsets in `__consumer_offsets` this way; a transaction coordinator plugs
+in with `__transaction_state` the same way (its own `StateTopic`, `InternalTopicLog` and `follow_leadership`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kio.schema.errors import ErrorCode
+
+from kbus.protocol.record_batch import iter_complete_batches
+from kbus.server.log.log import AppendResult
+from kbus.server.partition import Partition
+
+
+@dataclass(frozen=True)
+class StateTopic:
+    """The compacted internal topic a coordinator keeps its state in, as created on first use."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+class KeyedCoordinator(Protocol):
+    """A coordinator whose keys (group ids, transactional ids) map onto the partitions of its state topic; the
+    leader of a key's partition is the key's coordinator (FindCoordinator)."""
+
+    def state_topic(self) -> StateTopic: ...
+    def partition_for(self, key: str) -> int: ...
+
+
+class StateLog(Protocol):
+    """A coordinator's view of its state topic: append to / read back one partition."""
+
+    async def append(self, partition: int, records: bytes) -> int: ...
+    async def read(self, partition: int) -> list[bytes]: ...
+
+
+class StateReplicas(Protocol):
+    """What the state topic needs from the replica manager."""
+
+    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]: ...
+    def get_partition(self, topic: str, index: int) -> Partition | None: ...
+    def append_records(
+        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False
+    ) -> AppendResult: ...
+    async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None: ...
+    def add_leadership_listener(self, callback: Callable[[str, int, bool], None]) -> None: ...
+
+
+class StateWriteError(Exception):
+    """The coordinator's write was not acknowledged: not the leader, or the in-sync replicas did not confirm it
+    within the commit timeout (the coordinator answers COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR)."""
+
+
+class InternalTopicLog:
+    """`StateLog` over this broker's partitions of one internal topic.
+
+    Appends wait for the in-sync replicas (Kafka's coordinators write with acks=-1), so an acknowledged change
+    survives the coordinator's failover. Loads read to the log end, not the high watermark: a freshly elected
+    leader's high watermark can trail records that were already acknowledged (Kafka loads the same way).
+    """
+
+    def __init__(self, topic: str, replicas: StateReplicas, commit_timeout_ms: int = 5000) -> None:
+        self.topic = topic
+        self._replicas = replicas
+        self._timeout_ms = commit_timeout_ms
+
+    async def append(self, partition: int, records: bytes) -> int:
+        """acks=-1 with min.insync.replicas: NOT_ENOUGH_REPLICAS and a timeout both surface as exceptions."""
+        part, error = self._replicas.leader_partition(self.topic, partition)
+        if part is None:
+            raise StateWriteError(f"{self.topic}-{partition}: not the leader ({error.name})")
+        result = self._replicas.append_records(part, records, -1)
+        await self._replicas.wait_for_acks(part, result, -1, self._timeout_ms)
+        return result.first_offset
+
+    async def read(self, partition: int) -> list[bytes]:
+        # The partition is not served while it loads, so reading it off the loop cannot race our own appends.
+        return await asyncio.to_thread(self._read_all, partition)
+
+    def _read_all(self, partition: int) -> list[bytes]:
+        part = self._replicas.get_partition(self.topic, partition)
+        if part is None:
+            return []
+        offset, end = part.log_start_offset, part.log_end_offset
+        chunks = []
+        while offset < end:
+            chunk = part.read(offset, 1 << 20, max_offset=end, min_one_batch=True).to_bytes()
+            last = None
+            for header in iter_complete_batches(chunk):
+                last = header
+            if last is None:
+                break
+            chunks.append(chunk)
+            offset = last.next_offset
+        return chunks
+
+
+class StateLoader(Protocol):
+    def on_election(self, partition: int) -> None: ...
+    def on_resignation(self, partition: int) -> None: ...
+
+
+def follow_leadership(replicas: StateReplicas, topic: str, loader: StateLoader) -> None:
+    """Load a state partition when this broker becomes its leader, unload it on resignation."""
+
+    def on_leadership(name: str, partition: int, is_leader: bool) -> None:
+        if name != topic:
+            return
+        if is_leader:
+            loader.on_election(partition)
+        else:
+            loader.on_resignation(partition)
+
+    replicas.add_leadership_listener(on_leadership)

@@ -1,0 +1,281 @@
+"""The replica manager (Kafka's ReplicaManager): the partitions this broker hosts, kept in line with the metadata
+(leader or follower, logs opened, deleted, re-created), leader appends and the acks=all wait, reads for fetches,
+the follower fetchers, the leader-side ISR checks and the high-watermark checkpoint.
+
+Handlers reach partitions only through here and through `Partition`'s read methods; nothing outside the log
+layer touches a `Log`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+
+from kbus.server.config import KafkaConfig
+from kbus.server.identity import read_partition_topic_id, write_partition_topic_id
+from kbus.server.log.config import LogConfig
+from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData
+from kbus.server.log.manager import LogManager, read_checkpoint, write_checkpoint
+from kbus.server.log.txn_index import AbortedTxn
+from kbus.server.metadata.types import BrokerInfo, MetadataStore, PartitionState, TopicMetadata
+from kbus.server.partition import Partition
+from kbus.server.replication.errors import (
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderError,
+    RequestTimedOutError,
+)
+from kbus.server.replication.fetcher import ReplicaFetcherManager
+
+log = logging.getLogger("kbus.server")
+
+TopicPartition = tuple[str, int]
+LeadershipListener = Callable[[str, int, bool], None]
+HW_CHECKPOINT = "replication-offset-checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRead:
+    """What one partition contributes to a fetch response."""
+
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: FetchData  # a range of a segment file: sent with sendfile or read with to_bytes()
+    aborted_transactions: list[AbortedTxn] | None = None
+
+
+class ReplicaManager:
+    def __init__(self, config: KafkaConfig, broker_id: int, metadata: MetadataStore, log_manager: LogManager) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self._metadata = metadata
+        self._log_manager = log_manager
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers = ReplicaFetcherManager(self)
+        self.stopping = False
+        self.shutting_down = False  # controlled shutdown under way: lead nothing new, follow nothing
+        self._leadership_listeners: list[LeadershipListener] = []
+        self._saved_high_watermarks: dict[TopicPartition, int] = {}
+
+    def load_high_watermarks(self) -> None:
+        for d in self.config.log_dirs:
+            self._saved_high_watermarks.update(read_checkpoint(d / HW_CHECKPOINT))
+
+    async def stop(self) -> None:
+        self.stopping = True
+        for part in self.partitions.values():
+            part.wake_fetchers()
+            part.cancel_isr_change()
+        await self.fetchers.stop()
+
+    # ---------------------------------------------------------------- what fetchers and handlers look up
+    def get_partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
+        """The partition if this broker leads it, else why not: UNKNOWN_TOPIC_OR_PARTITION when the cluster has no
+        such partition, NOT_LEADER_OR_FOLLOWER when another broker (or nobody, for now) leads it."""
+        part = self.partitions.get((topic, index))
+        if part is not None and part.is_leader:
+            return part, ErrorCode.none
+        t = self._metadata.topics().get(topic)
+        if t is None or index not in t.partitions:
+            return None, ErrorCode.unknown_topic_or_partition
+        return None, ErrorCode.not_leader_or_follower
+
+    def broker_endpoint(self, broker_id: int) -> BrokerInfo | None:
+        return next((b for b in self._metadata.brokers() if b.broker_id == broker_id), None)
+
+    # ---------------------------------------------------------------- appends and acks=all
+    def append_records(
+        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False
+    ) -> AppendResult:
+        """Leader append, synchronous so that appends keep the order requests arrived in. acks=-1 is refused up
+        front when the ISR is smaller than min.insync.replicas; wait_for_acks() then waits for the replicas."""
+        min_isr = part.log.config.min_insync_replicas
+        if acks == -1 and len(part.state.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"The size of the current ISR {part.state.isr} is insufficient to satisfy the min.isr requirement of "
+                f"{min_isr} for partition {part.topic}-{part.index}"
+            )
+        return part.append_as_leader(records, from_coordinator=from_coordinator)
+
+    async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None:
+        """acks=-1: until every in-sync replica has the batch (the high watermark passes it)."""
+        if acks != -1:
+            return
+        # a duplicate (a retried batch) answers with the original offsets, and still only once they are committed
+        if not await part.wait_for_high_watermark(result.last_offset + 1, timeout_ms / 1000):
+            if not part.is_leader:
+                raise NotLeaderError(f"Leadership of {part.topic}-{part.index} moved while waiting for replicas")
+            raise RequestTimedOutError(f"Replicas of {part.topic}-{part.index} did not catch up in {timeout_ms} ms")
+        min_isr = part.log.config.min_insync_replicas
+        if len(part.state.isr) < min_isr:
+            raise NotEnoughReplicasAfterAppendError(
+                f"The ISR {part.state.isr} of {part.topic}-{part.index} shrank below min.insync.replicas={min_isr}"
+            )
+
+    # ---------------------------------------------------------------- reads
+    def read(
+        self,
+        part: Partition,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        replica_id: int = -1,
+        read_committed: bool = False,
+        min_one_batch: bool = True,
+    ) -> PartitionRead:
+        """One partition of a Fetch (Kafka's readFromLocalLog): consumers read to the high watermark (to the last
+        stable offset with read_committed), followers to the log end, and a follower's fetch offset is its
+        progress report for the ISR. Raises the log's errors (e.g. OffsetOutOfRange)."""
+        if replica_id >= 0:
+            part.follower_fetched(replica_id, fetch_offset)
+        hw = part.high_watermark
+        lso = part.last_stable_offset
+        leo = part.log_end_offset
+        max_offset = leo if replica_id >= 0 else lso if read_committed else hw
+        if max_offset <= fetch_offset <= leo:
+            data = EMPTY_FETCH
+        else:
+            data = part.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+        aborted = part.aborted_transactions(fetch_offset, max_offset) if read_committed else None
+        return PartitionRead(hw, lso, part.log_start_offset, data, aborted)
+
+    # ---------------------------------------------------------------- leadership (for coordinators)
+    def add_leadership_listener(self, callback: LeadershipListener) -> None:
+        self._leadership_listeners.append(callback)
+        for (topic, index), part in self.partitions.items():
+            if part.is_leader:
+                callback(topic, index, True)
+
+    def _notify_leadership(self, topic: str, index: int, is_leader: bool) -> None:
+        for cb in self._leadership_listeners:
+            try:
+                cb(topic, index, is_leader)
+            except Exception:
+                log.exception("leadership listener failed for %s-%d", topic, index)
+
+    # ---------------------------------------------------------------- following the metadata
+    def default_log_config(self) -> LogConfig:
+        return LogConfig.from_server_properties(self.config.raw)
+
+    def log_config_for(self, topic: TopicMetadata) -> LogConfig:
+        return self.default_log_config().with_overrides(topic.configs)
+
+    def reconcile(self) -> None:
+        """Make the hosted partitions match the metadata: open logs for assigned replicas, delete logs of deleted
+        (or deleted and re-created) topics, become leader or follower as the partition states say, apply config
+        changes. One partition failing (e.g. its log dir) does not stop the others."""
+        topics = self._metadata.topics()
+        wanted: set[TopicPartition] = set()
+        for topic in topics.values():
+            config = self.log_config_for(topic)
+            for index, state in topic.partitions.items():
+                if self.broker_id not in state.replicas:
+                    continue
+                wanted.add((topic.name, index))
+                try:
+                    self._reconcile_partition(topic, index, state, config)
+                except Exception:
+                    log.exception("Could not apply metadata to partition %s-%d", topic.name, index)
+        for key in [k for k in self.partitions if k not in wanted]:
+            self._drop_partition(key, delete_log=key[0] not in topics)
+
+    def _reconcile_partition(self, topic: TopicMetadata, index: int, state: PartitionState, config: LogConfig) -> None:
+        key = (topic.name, index)
+        part = self.partitions.get(key)
+        if part is not None and part.topic_id != topic.topic_id:
+            log.info("Topic %s was re-created (new topic id): dropping the old log of partition %d", *key)
+            self._drop_partition(key, delete_log=True)
+            part = None
+        if part is None:
+            part = self._open_partition(topic, index, state, config)
+            became_leader, became_follower = part.is_leader, not part.is_leader
+        else:
+            was_leader = part.is_leader
+            became_leader, became_follower = part.update_state(state)
+            if part.log.config != config:
+                self._log_manager.update_config(topic.name, config)
+            if was_leader and not part.is_leader:
+                self._notify_leadership(topic.name, index, False)
+        if part.is_leader:
+            self.fetchers.unfollow(key)
+            if became_leader:
+                log.info(
+                    "Partition %s-%d: leader at epoch %d, isr %s", topic.name, index, state.leader_epoch, state.isr
+                )
+                self._notify_leadership(topic.name, index, True)
+        elif state.leader >= 0 and not self.shutting_down:  # a broker on its way out does not rejoin ISRs
+            if became_follower or self.fetchers.assigned.get(key) != state.leader:
+                self.fetchers.follow(key, state.leader)
+        else:
+            self.fetchers.unfollow(key)
+
+    def _open_partition(self, topic: TopicMetadata, index: int, state: PartitionState, config: LogConfig) -> Partition:
+        """Open (or create) the local replica. A log left from an older topic of the same name (deleted and
+        re-created while this broker was away) is recognised by its partition.metadata topic id and discarded."""
+        plog = self._log_manager.get_log(topic.name, index)
+        if plog is not None and read_partition_topic_id(plog.dir) not in (None, topic.topic_id):
+            log.info("Log of %s-%d belongs to an older topic of that name: deleting it", topic.name, index)
+            self._log_manager.delete_log(topic.name, index)
+            plog = None
+        if plog is None:
+            plog = self._log_manager.create_log(topic.name, index, config)
+        elif plog.config != config:
+            self._log_manager.update_config(topic.name, config)
+        write_partition_topic_id(plog.dir, topic.topic_id)
+        part = Partition(
+            topic.name,
+            index,
+            plog,
+            state,
+            self.broker_id,
+            topic_id=topic.topic_id,
+            checkpointed_high_watermark=self._saved_high_watermarks.get((topic.name, index)),
+            alter_isr=self._alter_isr,
+        )
+        self.partitions[(topic.name, index)] = part
+        return part
+
+    def _drop_partition(self, key: TopicPartition, *, delete_log: bool) -> None:
+        part = self.partitions.pop(key)
+        self.fetchers.unfollow(key)
+        part.close()
+        if part.is_leader:
+            self._notify_leadership(key[0], key[1], False)
+        if delete_log:
+            self._log_manager.delete_log(*key)
+            self._saved_high_watermarks.pop(key, None)
+            log.info("Deleted log for partition %s-%d", *key)
+
+    async def _alter_isr(
+        self, topic: str, index: int, new_isr: list[int], based_on: PartitionState
+    ) -> PartitionState | None:
+        """The alter-ISR port every hosted Partition writes its ISR changes through."""
+        return await asyncio.to_thread(self._metadata.alter_isr, topic, index, new_isr, based_on)
+
+    # ---------------------------------------------------------------- periodic work
+    def shrink_isrs(self) -> None:
+        for part in list(self.partitions.values()):
+            part.maybe_shrink_isr(self.config.replica_lag_time_max_ms)
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {key: part.high_watermark for key, part in list(self.partitions.items())}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Kafka's replication-offset-checkpoint: where each replica's high watermark was, so a restarted
+        replica never shows consumers records that were not committed."""
+        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.config.log_dirs}
+        for key, hw in self.high_watermarks().items():
+            d = self._log_manager.log_dir_of(*key)
+            if d is not None and d in by_dir:
+                by_dir[d][key] = hw
+        for d, offsets in by_dir.items():
+            write_checkpoint(d / HW_CHECKPOINT, offsets)

@@ -172,3 +172,48 @@ def test_consume_transform_produce_commits_offsets_in_the_transaction(txn_broker
     process(c, p, 4, commit=True)  # the same 4 again
     c.close()
     assert read(bs, sink, "read_committed", 10) == [f"out-{i}".encode() for i in range(10)]
+
+
+def test_broker_killed_mid_transaction_then_restarted(tmp_path_factory: pytest.TempPathFactory) -> None:
+    b = BrokerProcess(tmp_path_factory.mktemp("txn-kill"), dict(TXN_BROKER)).start()
+    try:
+        bs, topic = b.bootstrap, topic_name()
+        p = producer(bs, f"tx-{topic}", **{"message.timeout.ms": 60000})
+        p.begin_transaction()
+        for i in range(20):
+            p.produce(topic, f"in-flight-{i}".encode())
+        assert p.flush(30) == 0
+        b.kill()
+        b.start()  # same port, same data: the coordinator reloads the Ongoing transaction from its log
+        p.commit_transaction(60)
+        p.begin_transaction()
+        p.produce(topic, b"after-restart")
+        p.commit_transaction(60)
+        got = read(b.bootstrap, topic, "read_committed", 21)
+        assert got == [f"in-flight-{i}".encode() for i in range(20)] + [b"after-restart"]
+    finally:
+        b.stop()
+
+
+def test_aiokafka_transactional_producer(txn_broker: BrokerProcess) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    bs, topic = txn_broker.bootstrap, topic_name()
+
+    async def go() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id=f"aio-{topic}")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(topic, b"aio-committed")
+            await p.begin_transaction()
+            await p.send_and_wait(topic, b"aio-aborted")
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(go())
+    assert read(bs, topic, "read_committed", 1) == [b"aio-committed"]
+    assert read(bs, topic, "read_uncommitted", 2) == [b"aio-committed", b"aio-aborted"]

@@ -24,7 +24,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from kbus.spark.fetch import KafkaInputPartition, read_range
-from kbus.spark.metadata import KbusDataLossError, OffsetReader
+from kbus.spark.metadata import KbusDataLossError, OffsetReader, check_brokers
 from kbus.spark.offsets import (
     OffsetRange,
     PartitionOffsets,
@@ -40,6 +40,7 @@ from kbus.spark.options import (
     KbusOptionError,
     SinkOptions,
     SourceOptions,
+    client_config,
     parse_sink_options,
     parse_source_options,
 )
@@ -248,6 +249,9 @@ class KbusDataSource(DataSource):
         return "kbus"
 
     def schema(self) -> StructType:
+        # Spark asks for the schema when the job calls load(): checking the brokers here makes an unreachable
+        # broker fail that call, in the driver, before any query thread or task starts retrying.
+        check_brokers(client_config(self.options)["bootstrap.servers"])
         headers = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
         return source_schema(headers)
 

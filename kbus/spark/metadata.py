@@ -10,10 +10,30 @@ from collections.abc import Iterable
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kbus.cli.common import UsageError, check_reachable
 from kbus.spark.offsets import PartitionOffsets, TopicPartition
 from kbus.spark.options import EARLIEST, LATEST, KbusOptionError, OffsetSpec, Subscription
 
 _TIMEOUT_S = 30.0
+# The start of the message a KbusConnectionError carries; kbus spark-submit's driver looks for it in Spark's
+# wrapped errors (kbus/spark/driver.py).
+CONNECTION_FAILURE = "kbus: Could not connect to any broker"
+
+
+class KbusConnectionError(ConnectionError):
+    """No bootstrap server accepts a TCP connection: said in one line, at once, instead of librdkafka
+    retrying (and logging) for the whole metadata timeout."""
+
+
+def check_brokers(bootstrap: str) -> None:
+
+    try:
+        check_reachable(bootstrap, option="kafka.bootstrap.servers")
+    except UsageError as exc:
+        raise KbusOptionError(str(exc)) from None
+    except ConnectionError as exc:
+        reason = str(exc).removeprefix("Could not connect to any broker")
+        raise KbusConnectionError(f"{CONNECTION_FAILURE}{reason}") from None
 
 
 class KbusDataLossError(RuntimeError):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 SPARK_DIR = Path(__file__).resolve().parent
 CONF_DIR = SPARK_DIR / "conf"  # spark-defaults.conf (local[*], no UI, 4 shuffle partitions, UTC) + quiet log4j2
+DRIVER_ENTRY = SPARK_DIR / "driver.py"  # runs the job; an unreachable broker becomes one line
 AUTOREGISTER_DIR = SPARK_DIR / "autoregister"  # holds pyspark_kbus.py, Spark's data source auto-registration hook
 
 
@@ -123,4 +124,15 @@ def submit_command(spark_home: Path, args: Sequence[str], py_files: Path | None 
                     args[i + 1] = merged
                 elif arg.startswith("--py-files="):
                     args[i] = f"--py-files={merged}"
-    return cmd + args
+    # A local run (no --py-files to ship) goes through the driver entry; a cluster gets the job file as is.
+    return cmd + (with_driver_entry(args) if py_files is None else args)
+
+
+def with_driver_entry(args: Sequence[str]) -> list[str]:
+    """Run a Python job through kbus/spark/driver.py (the job stays `__main__`; only an unreachable broker is
+    reported differently, in one line)."""
+    args = list(args)
+    at = submit_options_length(args)
+    if at >= len(args) or not args[at].endswith(".py"):
+        return args
+    return [*args[:at], str(DRIVER_ENTRY), *args[at:]]

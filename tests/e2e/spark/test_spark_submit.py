@@ -77,3 +77,32 @@ def test_cli_reports_missing_pyspark(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "pip install 'kbus[spark]'" in result.output
     assert "Traceback" not in result.output
     assert submit.pyspark_home is not missing
+
+
+def test_local_jobs_run_through_the_driver_entry() -> None:
+    from kbus.spark.submit import DRIVER_ENTRY
+
+    assert submit_command(Path("/p"), ["--master", "local[2]", "job.py", "--x"]) == [
+        "/p/bin/spark-submit", "--master", "local[2]", str(DRIVER_ENTRY), "job.py", "--x"]
+    # a jar, or no job at all (spark-submit --version), is left alone
+    assert submit_command(Path("/p"), ["app.jar"]) == ["/p/bin/spark-submit", "app.jar"]
+    assert submit_command(Path("/p"), ["--version"]) == ["/p/bin/spark-submit", "--version"]
+
+
+def test_driver_finds_the_connection_failure_in_wrapped_errors() -> None:
+    from kbus.spark.driver import connection_failure
+
+    worker_trace = (
+        "[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: Traceback (most recent call last):\n"
+        '  File "datasource.py", line 233, in schema\n'
+        "kbus.spark.metadata.KbusConnectionError: kbus: Could not connect to any broker (h:1: Connection refused)\n"
+        " SQLSTATE: 38000"
+    )
+    try:
+        try:
+            raise RuntimeError(worker_trace)
+        except RuntimeError as inner:
+            raise ValueError("wrapped") from inner
+    except ValueError as exc:
+        assert connection_failure(exc) == "kbus: Could not connect to any broker (h:1: Connection refused)"
+    assert connection_failure(RuntimeError("something else")) is None

@@ -109,3 +109,28 @@ def test_spark_submit_runs_the_bus_location_pipeline(spark, broker, tmp_path: Pa
     published = {m.key().decode(): json.loads(m.value()) for m in records}
     assert sorted(published) == sorted(TRIPS)
     assert all(v["updates"] == UPDATES for v in published.values())
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+@pytest.mark.slow
+def test_spark_submit_with_the_broker_down_says_so_in_one_line(tmp_path: Path) -> None:
+    from tests.kbus_processes import free_port
+
+    dead = f"127.0.0.1:{free_port()}"
+    cmd = [str(KBUS), "spark-submit", "--master", "local[1]", str(JOB), "--bootstrap-server", dead,
+           "--available-now"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True, cwd=tmp_path)
+    try:
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert proc.returncode == 1
+    # Spark's PythonRunner merges the Python driver's stderr into its stdout, so both are read; the JVM's notice
+    # about Spark's incubator module is printed by every spark-submit, broker or not.
+    lines = [ln for ln in (out + err).splitlines() if not ln.startswith("WARNING: Using incubator modules")]
+    assert lines == [f"kbus: Could not connect to any broker ({dead}: Connection refused)"], (out + err)[-3000:]

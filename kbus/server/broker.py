@@ -25,7 +25,7 @@ from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogManager
 from kbus.server.metadata.cache import MetadataCache
 from kbus.server.metadata.local import LocalMetadataStore
-from kbus.server.metadata.types import BrokerEndpoint, BrokerInfo, MetadataStore
+from kbus.server.metadata.types import BrokerEndpoint, BrokerInfo, MetadataStore, TopicMetadata
 from kbus.server.partition import Partition
 from kbus.server.replica_manager import LeadershipListener, ReplicaManager
 from kbus.server.scheduler import Scheduler
@@ -86,6 +86,9 @@ class Broker:
         return self.metadata.controller_id()
 
     # ---------------------------------------------------------------- what the TransactionService uses
+    def topics(self) -> dict[str, TopicMetadata]:
+        return self.cache.topics()
+
     def live_brokers(self) -> list[BrokerInfo]:
         return self.cache.brokers()
 

@@ -20,8 +20,8 @@ from kbus.server.transaction.coordinator import TopicPartition, TransactionCoord
 from kbus.server.transaction.service import MarkerListener
 
 if TYPE_CHECKING:
-    from kbus.server.apis.managers import Managers, Replicas
-    from kbus.server.broker import Broker
+    from kbus.server.apis.managers import Managers
+    from kbus.server.transaction.service import MarkerReplicas
 
 
 def _coordinator(m: Managers) -> TransactionCoordinator | None:
@@ -66,7 +66,7 @@ async def init_transactional_producer(m: Managers, ctx: RequestContext, request:
 
 
 async def append_markers(
-    broker: Broker | Replicas, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+    broker: MarkerReplicas, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
     partitions: set[TopicPartition], timeout_ms: int, listeners: list[MarkerListener],
 ) -> dict[TopicPartition, int]:
     """Write one marker on each partition this broker leads (WriteTxnMarkers, acks=all); error code per

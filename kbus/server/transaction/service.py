@@ -8,8 +8,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from kio.schema.errors import ErrorCode
 from kio.schema.errors import ErrorCode as E
 from kio.schema.types import ProducerId, TopicName
 from kio.schema.write_txn_markers.v1.request import (
@@ -21,23 +22,49 @@ from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
 from kio.static.primitive import i16, i32
 
 from kbus.protocol.client import KafkaConnection
-from kbus.server.coordinator.state_topic import InternalTopicLog
+from kbus.server.config import KafkaConfig
+from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas
+from kbus.server.log.log import AppendResult
+from kbus.server.metadata.types import BrokerInfo, TopicMetadata
+from kbus.server.partition import Partition
 from kbus.server.transaction.coordinator import TopicPartition, TransactionConfig, TransactionCoordinator
 from kbus.server.transaction.records import TRANSACTION_STATE_TOPIC
-
-if TYPE_CHECKING:
-    from kbus.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
 MarkerListener = Callable[[TopicPartition, int, bool], None]  # (partition, producer id, committed)
 
 
+class MarkerReplicas(Protocol):
+    """What writing markers on local partitions needs: the replica manager's leader appends."""
+
+    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]: ...
+    def append_records(
+        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False
+    ) -> AppendResult: ...
+    async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None: ...
+
+
+class TransactionHost(StateReplicas, Protocol):
+    """What the transaction coordinator needs from the broker it runs in."""
+
+    config: KafkaConfig
+    broker_id: int
+
+    def topics(self) -> dict[str, TopicMetadata]: ...
+    def live_brokers(self) -> list[BrokerInfo]: ...
+    def partition_leader(self, topic: str, index: int) -> BrokerInfo | None: ...
+    def allocate_producer_id(self) -> int: ...
+    async def ensure_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None: ...
+
+
 class LocalMarkerAppender(Protocol):
     """Writes markers on the partitions this broker leads (the WriteTxnMarkers handler's work)."""
 
     async def __call__(
-        self, broker: Broker, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+        self, broker: MarkerReplicas, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
         partitions: set[TopicPartition], timeout_ms: int, listeners: list[MarkerListener],
     ) -> dict[TopicPartition, int]: ...
 
@@ -49,7 +76,7 @@ def wall_clock_ms() -> int:
 class BrokerTransactionLog(InternalTopicLog):
     """`TransactionLog` over this broker's partitions of `__transaction_state` (acks=all appends)."""
 
-    def __init__(self, broker: Broker, timeout_ms: int) -> None:
+    def __init__(self, broker: TransactionHost, timeout_ms: int) -> None:
         super().__init__(TRANSACTION_STATE_TOPIC, broker, timeout_ms)
         self._broker = broker
 
@@ -61,7 +88,7 @@ class BrokerTransactionLog(InternalTopicLog):
 class BrokerMarkerWriter:
     """`MarkerWriter`: local partitions are appended here; the others get WriteTxnMarkers on their leader."""
 
-    def __init__(self, broker: Broker, timeout_ms: int, listeners: list[MarkerListener],
+    def __init__(self, broker: TransactionHost, timeout_ms: int, listeners: list[MarkerListener],
                  append_local: LocalMarkerAppender) -> None:
         self._broker = broker
         self._append_local = append_local
@@ -150,7 +177,7 @@ class BrokerMarkerWriter:
 class TransactionService:
     """Owns the coordinator, its ports and its sweeps for one broker."""
 
-    def __init__(self, broker: Broker, append_local: LocalMarkerAppender) -> None:
+    def __init__(self, broker: TransactionHost, append_local: LocalMarkerAppender) -> None:
         cfg = broker.config
         self.broker = broker
         self.config = TransactionConfig(
@@ -166,7 +193,7 @@ class TransactionService:
         self.markers = BrokerMarkerWriter(broker, timeout_ms, self.marker_listeners, append_local)
 
         def state_partitions() -> int | None:
-            t = broker.metadata.topics().get(TRANSACTION_STATE_TOPIC)
+            t = broker.topics().get(TRANSACTION_STATE_TOPIC)
             return len(t.partitions) if t is not None else None
 
         self.coordinator = TransactionCoordinator(

@@ -22,7 +22,8 @@ def install_service(
         Path | None, typer.Option("--kbus-bin", help="kbus entry point the units run (default: this one)")
     ] = None,
     source: Annotated[
-        Path | None, typer.Option("--source", help="kbus source tree holding config/ and systemd/")
+        Path | None,
+        typer.Option("--source", help="Holds config/ and systemd/ (default: this checkout, else <venv>/share/kbus)"),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace existing files in /etc/kbus")] = False,
 ) -> None:
@@ -40,7 +41,7 @@ def install_service(
             raise install.InstallError(f"--kbus-bin {binary} is not an executable file")
         # the units run this very installation unless --kbus-bin names another: its package must be reachable too
         package_dir = None if kbus_bin else Path(kbus.__file__).parent
-        plan = install.install_plan(binary, root, source or install.SOURCE_ROOT, force, package_dir)
+        plan = install.install_plan(binary, root, source, force, package_dir)
         install.execute(plan, dry_run)
     except (install.InstallError, UsageError) as exc:
         fail(f"ERROR {exc}")

@@ -43,11 +43,11 @@ def spark_submit(ctx: typer.Context) -> None:
         find_java(os.environ)
     except SubmitError as e:
         fail(f"kbus spark-submit: {e}", code=2)
-    env = submit_environment(os.environ, spark_home)
     py_files: Path | None = None
-    if not is_local_master(args, env):
+    if not is_local_master(args, os.environ):
         # Executors elsewhere do not share this environment: ship kbus with the job.
         py_files = build_kbus_zip(_cache_dir())
+    env = submit_environment(os.environ, spark_home, kbus_zip=py_files)
     cmd = submit_command(spark_home, args, py_files)
     # exec, not subprocess: signals go straight to the JVM and no orphaned Python driver is left behind.
     os.execve(cmd[0], cmd, env)

@@ -30,6 +30,15 @@ UNITS = ("kbus-zookeeper.service", "kbus.service")
 SHIPPED_KBUS = "/opt/kbus/venv/bin/kbus"
 METRICS_PORT = 9404
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
+# where a wheel / `pip install DIR` puts config/ and systemd/ (pyproject's data-files): there is no source tree then
+INSTALLED_SHARE = Path(sys.prefix) / "share" / "kbus"
+
+
+def default_source() -> Path:
+    """The checkout kbus runs from (editable install), else the copies installed beside it under share/kbus."""
+    if (SOURCE_ROOT / "systemd" / UNITS[1]).is_file():
+        return SOURCE_ROOT
+    return INSTALLED_SHARE
 
 
 class InstallError(Exception):
@@ -208,11 +217,12 @@ def _under(root: Path, path: Path) -> Path:
 def install_plan(
     kbus_bin: Path,
     root: Path = Path("/"),
-    source: Path = SOURCE_ROOT,
+    source: Path | None = None,
     force: bool = False,
     package_dir: Path | None = None,
 ) -> list[Action]:
     staged = root != Path("/")
+    source = source or default_source()
     files = {
         CONFIG_DIR / "server.properties": server_properties(_read_source(source, "config/server.properties")),
         CONFIG_DIR / "zookeeper.properties": zookeeper_properties(_read_source(source, "config/zookeeper.properties")),

@@ -19,7 +19,10 @@ def register(spark: Any) -> None:
     from kbus.spark.datasource import KbusDataSource
 
     python = getattr(spark.sparkContext, "pythonExec", None)
-    if python and os.path.abspath(shutil.which(python) or python) != os.path.abspath(sys.executable):
+    # On a cluster the executors' Python is another machine's (spark.pyspark.python) and kbus reaches it through
+    # --py-files (kbus spark-submit ships it), so only a local master is expected to run this interpreter.
+    local = str(spark.sparkContext.master).startswith("local")
+    if local and python and os.path.abspath(shutil.which(python) or python) != os.path.abspath(sys.executable):
         # Reads would fail later, in a worker, with a far less helpful ModuleNotFoundError.
         warnings.warn(
             f"Spark's Python workers run {python!r}, not {sys.executable!r}, so they may lack kbus and pyarrow; "

@@ -78,7 +78,9 @@ def is_local_master(args: Sequence[str], env: Mapping[str, str]) -> bool:
     return master.startswith("local")
 
 
-def submit_environment(env: Mapping[str, str], spark_home: Path, python: str = sys.executable) -> dict[str, str]:
+def submit_environment(
+    env: Mapping[str, str], spark_home: Path, python: str = sys.executable, kbus_zip: Path | None = None
+) -> dict[str, str]:
     out = dict(env)
     # Always the bundled Spark: a stray SPARK_HOME of another version breaks pyspark's Python side.
     out["SPARK_HOME"] = str(spark_home)
@@ -90,6 +92,11 @@ def submit_environment(env: Mapping[str, str], spark_home: Path, python: str = s
     # The auto-registration hook must be a top-level module on the workers' path; putting its directory on
     # PYTHONPATH reaches every Python process Spark starts locally, including the streaming source runner.
     paths = [str(AUTOREGISTER_DIR)] + [p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if kbus_zip is not None:
+        # Cluster masters: the Python processes the driver's JVM starts itself (the data source planner, the
+        # streaming source runner) run spark.pyspark.python, the executors' Python, which need not have kbus;
+        # --py-files does not reach them, this PYTHONPATH does.
+        paths.insert(0, str(kbus_zip))
     out["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return out
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -307,6 +308,18 @@ def test_staged_install_and_uninstall(tmp_path: Path) -> None:
     assert props.exists() and (tmp_path / "var/lib/kbus/data").is_dir()
     install.execute(install.uninstall_plan(tmp_path, purge=True), dry_run=False, echo=lines.append)
     assert not (tmp_path / "etc/kbus").exists() and not (tmp_path / "var/lib/kbus").exists()
+
+
+def test_installed_from_a_wheel_the_templates_come_from_share_kbus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pip install kbus` (no checkout): config/ and systemd/ are installed as data files under <venv>/share/kbus."""
+    assert install.default_source() == REPO  # an editable install of this checkout
+    monkeypatch.setattr(install, "SOURCE_ROOT", Path("/nonexistent/site-packages"))
+    assert install.default_source() == Path(sys.prefix) / "share" / "kbus"
+    pyproject = (REPO / "pyproject.toml").read_text()
+    for rel in ("config/server.properties", "config/zookeeper.properties", "config/logging.yaml", *(
+        f"systemd/{u}" for u in install.UNITS
+    )):
+        assert f'"{rel}"' in pyproject, f"{rel} is not shipped as a data file"
 
 
 def test_missing_source_tree_is_one_line(tmp_path: Path) -> None:

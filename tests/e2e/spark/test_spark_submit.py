@@ -58,6 +58,9 @@ def test_cluster_submit_ships_kbus_and_merges_py_files(tmp_path: Path) -> None:
     assert cmd == ["/p/bin/spark-submit", "--py-files", str(z), "--master", "yarn", "job.py", "x"]
     cmd = submit_command(Path("/p"), ["--py-files", "dep.zip", "job.py"], z)
     assert cmd == ["/p/bin/spark-submit", "--py-files", f"dep.zip,{z}", "job.py"]
+    # the driver JVM's own Python runners (planner, streaming source) get it on PYTHONPATH
+    env = submit_environment({"PYTHONPATH": "/x"}, Path("/p"), kbus_zip=z)
+    assert env["PYTHONPATH"].split(":") == [str(z), str(AUTOREGISTER_DIR), "/x"]
 
 
 def test_missing_java_is_one_clear_line(tmp_path: Path) -> None:

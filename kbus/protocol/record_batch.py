@@ -17,6 +17,7 @@ and partition leader epoch can be rewritten without recomputing it.
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -435,16 +436,25 @@ def compress(codec: int, data: bytes) -> bytes:
     raise InvalidRecordError(f"unknown compression codec {codec}")
 
 
+_SCRATCH = threading.local()
+_SCRATCH_KEEP = 16 * 1024 * 1024  # a scratch buffer up to this size is kept per thread for the next batch
+
+
 def _decompress_bounded(module: Any, data: bytes, max_size: int) -> memoryview:
-    """Stream into a buffer of at most ``max_size`` bytes (cramjam fails rather than grow it): try a size that fits
-    ordinary ratios first, so a small batch does not pay for the whole bound."""
+    """Stream into a buffer of at most ``max_size`` bytes (cramjam fails rather than grow it). The buffer is a
+    per-thread scratch area reused batch after batch (allocating and zeroing a fresh one per batch cost more than
+    the decompression itself): the view returned is only valid until this thread's next call."""
     import cramjam
 
     size = min(max_size, 8 * len(data) + 65536)
     while True:
-        out = bytearray(size)
+        out: bytearray | None = getattr(_SCRATCH, "buf", None)
+        if out is None or len(out) < size:
+            out = bytearray(size)
+            if size <= _SCRATCH_KEEP:
+                _SCRATCH.buf = out
         try:
-            n = module.decompress_into(data, out)
+            n = module.decompress_into(data, memoryview(out)[:size])
         except cramjam.DecompressionError as e:
             if "whole buffer" not in str(e):
                 raise

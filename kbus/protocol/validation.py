@@ -90,7 +90,7 @@ def _invalid(message: str) -> RecordValidationError:
 
 def _single_batch(buf: Buffer, tp: str) -> rb.BatchHeader:
     try:
-        headers = list(rb.iter_batches(buf, verify_crc=True))
+        headers = list(rb.iter_batches(buf, verify_crc=False))
     except rb.CorruptRecordError as exc:
         raise RecordValidationError(CORRUPT_MESSAGE, f"{exc} in topic partition {tp}") from None
     except rb.InvalidRecordError as exc:
@@ -168,35 +168,51 @@ def _raise_record_errors(errors: list[RecordError]) -> None:
     )
 
 
-def validate_produce(buf: bytearray, policy: ValidationPolicy, now_ms: int) -> rb.BatchHeader:
+def _require_crc(buf: Buffer, h: rb.BatchHeader, tp: str) -> None:
+    if not h.is_valid(buf):
+        raise RecordValidationError(CORRUPT_MESSAGE, f"Record batch in topic partition {tp} is corrupt (stored crc = "
+                                    f"{h.crc}, computed crc = {h.compute_crc(buf)})")
+
+
+def validate_produce(buf: bytes, policy: ValidationPolicy, now_ms: int) -> bytes:
     """Validate one partition's records from a Produce request; RecordValidationError if Kafka would refuse them.
-    May rewrite the batch's maxTimestamp in ``buf`` (CRC included), as Kafka does."""
+    Returns the records to append: ``buf`` itself, or a copy whose maxTimestamp Kafka would have corrected.
+
+    The CRC is computed once per batch, by the log's append (CORRUPT_MESSAGE), except where validation must know
+    first: before it reports any other error (Kafka checks the CRC before LogValidator runs, so a corrupt batch is
+    CORRUPT_MESSAGE whatever else is wrong) and before it rewrites the batch."""
     tp = policy.topic_partition
     h = _single_batch(buf, tp)
-    _check_header(h, tp)
-    records = _records_payload(buf, h, tp)
     try:
-        summary = scan(records, h.records_count)
-    except MalformedRecordsError as exc:
-        raise _invalid(f"{exc} in topic partition {tp}") from None
-    log_append_batch = h.timestamp_type == rb.TIMESTAMP_TYPE_LOG_APPEND
-    if log_append_batch:
-        lowest = highest = h.max_timestamp  # a LogAppendTime batch's records all carry its maxTimestamp
-    else:
-        lowest = h.base_timestamp + summary.min_timestamp_delta
-        highest = h.base_timestamp + summary.max_timestamp_delta
-    # the scan's range bounds every record: only a batch that may hold a refused record takes the slow path
-    maybe_bad_timestamps = log_append_batch or (
-        not policy.log_append_time
-        and (now_ms - lowest > policy.timestamp_before_max_ms or highest - now_ms > policy.timestamp_after_max_ms)
-    )
-    if (policy.compacted and summary.keyless) or maybe_bad_timestamps:
-        errors = _record_errors(records, h, policy, now_ms)
-        if errors:
-            _raise_record_errors(errors)
+        _check_header(h, tp)
+        records = _records_payload(buf, h, tp)
+        try:
+            summary = scan(records, h.records_count)
+        except MalformedRecordsError as exc:
+            raise _invalid(f"{exc} in topic partition {tp}") from None
+        log_append_batch = h.timestamp_type == rb.TIMESTAMP_TYPE_LOG_APPEND
+        if log_append_batch:
+            lowest = highest = h.max_timestamp  # a LogAppendTime batch's records all carry its maxTimestamp
+        else:
+            lowest = h.base_timestamp + summary.min_timestamp_delta
+            highest = h.base_timestamp + summary.max_timestamp_delta
+        # the scan's range bounds every record: only a batch that may hold a refused record takes the slow path
+        maybe_bad_timestamps = log_append_batch or (
+            not policy.log_append_time
+            and (now_ms - lowest > policy.timestamp_before_max_ms or highest - now_ms > policy.timestamp_after_max_ms)
+        )
+        if (policy.compacted and summary.keyless) or maybe_bad_timestamps:
+            errors = _record_errors(records, h, policy, now_ms)
+            if errors:
+                _raise_record_errors(errors)
+    except RecordValidationError:
+        _require_crc(buf, h, tp)
+        raise
     if not policy.log_append_time and not log_append_batch and highest != h.max_timestamp:
-        _MAX_TS.pack_into(buf, h.position + rb.MAX_TIMESTAMP_OFFSET, highest)  # Kafka's batch.setMaxTimestamp
-        crc = _crc32c.crc32c(memoryview(buf)[h.position + rb.ATTRIBUTES_OFFSET : h.end_position])
-        struct.pack_into(">I", buf, h.position + rb.CRC_OFFSET, crc)
-        h.max_timestamp, h.crc = highest, crc
-    return h
+        _require_crc(buf, h, tp)  # never re-sign a corrupt batch
+        out = bytearray(buf)
+        _MAX_TS.pack_into(out, h.position + rb.MAX_TIMESTAMP_OFFSET, highest)  # Kafka's batch.setMaxTimestamp
+        crc = _crc32c.crc32c(memoryview(out)[h.position + rb.ATTRIBUTES_OFFSET : h.end_position])
+        struct.pack_into(">I", out, h.position + rb.CRC_OFFSET, crc)
+        return bytes(out)
+    return buf

@@ -57,8 +57,8 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> Any:
                 fields["error_code"] = ErrorCode.corrupt_message
             else:
                 try:
-                    records = bytearray(pd.records)
-                    validate_produce(records, _policy(name, pd.index, part.config), int(time.time() * 1000))
+                    records = validate_produce(pd.records, _policy(name, pd.index, part.config),
+                                               int(time.time() * 1000))
                     result = m.replicas.append_records(part, records, acks)
                 except RecordValidationError as exc:
                     fields.update(

@@ -58,3 +58,20 @@ def test_lying_sizes_close_the_connection_and_the_broker_serves_on(broker, api_k
         assert _recv_frame(s) is None  # closed, not answered
     assert broker.alive
     assert api_versions_ok(broker.bootstrap)
+
+
+def test_metadata_by_topic_id_before_v12_is_invalid_request(broker):
+    """Kafka refuses topic ids before Metadata v12 with INVALID_REQUEST per topic (the v11 response cannot carry
+    a null name: this used to fail encoding the response and close the connection)."""
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    topic = b"\xff" * 16 + b"\x00" + b"\x00"  # topic_id, name null (compact 0), tagged fields
+    body = b"\x02" + topic + b"\x01\x00\x00"  # 1 topic, allow_auto_topic_creation, include_topic_auth_ops, tags
+    host, port = broker.bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(_request(3, 11, 5, body, flexible=True))
+        resp = _recv_frame(s)
+    assert resp is not None
+    value, _ = entity_reader(load_response_schema(3, 11))(resp, 5)
+    assert [(t.error_code.value, t.name) for t in value.topics] == [(42, "")]

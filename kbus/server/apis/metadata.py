@@ -53,6 +53,11 @@ def _error_topic(ctx: RequestContext, name: str, code: ErrorCode) -> Any:
     return ctx.nested("MetadataResponseTopic", error_code=code, name=name, topic_id=None, partitions=())
 
 
+def _by_id(req_topic: Any) -> bool:
+    """A requested topic named by id (a null name, or a non-zero topic id)."""
+    return req_topic.name is None or getattr(req_topic, "topic_id", None) is not None
+
+
 @api(3, 0, 12)
 async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
     topics = m.cluster.topics()
@@ -61,6 +66,15 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
     allow_auto = getattr(request, "allow_auto_topic_creation", True) and m.config.auto_create_topics_enable
     entries = []
+    if not all_topics and ctx.api_version < 12 and any(_by_id(t) for t in requested):
+        # Kafka: topic ids (and so null names) are not supported before v12 -> INVALID_REQUEST for every topic,
+        # named "" where null (the v10/v11 response has no null name)
+        entries = [
+            ctx.nested("MetadataResponseTopic", error_code=ErrorCode.invalid_request, name=t.name or "",
+                       topic_id=getattr(t, "topic_id", None), partitions=())
+            for t in requested
+        ]
+        all_topics, requested = False, []
     if all_topics:
         entries = [_topic_entry(ctx, m, t) for t in sorted(topics.values(), key=lambda t: t.name)]
     else:

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Long fuzz run: a standalone kbus broker (no ZooKeeper) on a free port, FRAMES fuzzed frames (default 100,000),
+# then: acknowledged records read back byte for byte, consumers reach the end of every fuzzed partition, the
+# broker still serves, its log holds no traceback. Writes bench/fuzz-result.json; RSS samples are in it.
+#   usage: bench/fuzz.sh [FRAMES] [SEED]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+frames=${1:-100000}; seed=${2:-1}
+work=$(mktemp -d "${TMPDIR:-/tmp}/kbus-fuzz.XXXXXX")
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+trap bench_cleanup EXIT
+port=$(free_port)
+$PY -m kbus.server config/server.properties --override listeners=PLAINTEXT://127.0.0.1:"$port" \
+  --override log.dirs="$work/data" --override zookeeper.connect= --override group.initial.rebalance.delay.ms=0 \
+  >"$work/broker.log" 2>&1 &
+broker=$!; pids+=("$broker")
+wait_port "$port"
+status=0
+$PY bench/fuzz.py -b 127.0.0.1:"$port" -n "$frames" --seed "$seed" --broker-pid "$broker" \
+  --broker-log "$work/broker.log" >bench/fuzz-result.json || status=$?
+kill -0 "$broker" 2>/dev/null || { echo "fuzz: the broker died" >&2; tail -50 "$work/broker.log" >&2; status=1; }
+cat bench/fuzz-result.json
+exit $status

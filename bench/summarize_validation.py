@@ -1,0 +1,39 @@
+"""Medians of bench/validation.sh runs: produce msg/s and broker CPU per message, before vs now, per codec.
+usage: python bench/summarize_validation.py [bench/validation.jsonl]"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+
+def main(path: str) -> None:
+    runs: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            p = r.get("produce") or {}
+            if r.get("mode") != "produce" or not p.get("ok"):
+                continue
+            runs[(p["compression"], r["label"])].append(p)
+    print("| codec | label | runs | produce msg/s (median) | ratio | broker CPU µs/msg (median) | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for codec in sorted({c for c, _ in runs}):
+        base = runs.get((codec, "before"), [])
+        base_rate = statistics.median(p["msgs_per_s"] for p in base) if base else None
+        base_cpu = statistics.median(p["broker_cpu_us_per_msg"] for p in base) if base else None
+        for label in ("before", "now"):
+            ps = runs.get((codec, label), [])
+            if not ps:
+                continue
+            rate = statistics.median(p["msgs_per_s"] for p in ps)
+            cpu = statistics.median(p["broker_cpu_us_per_msg"] for p in ps)
+            r_rate = f"{rate / base_rate:.2f}x" if base_rate else "-"
+            r_cpu = f"{cpu / base_cpu:.2f}x" if base_cpu else "-"
+            print(f"| {codec} | {label} | {len(ps)} | {rate:,.0f} | {r_rate} | {cpu:.2f} | {r_cpu} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "bench/validation.jsonl")

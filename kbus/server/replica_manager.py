@@ -20,7 +20,7 @@ from kbus.server.config import KafkaConfig
 from kbus.server.identity import read_partition_topic_id, write_partition_topic_id
 from kbus.server.log.config import LogConfig
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData
-from kbus.server.log.manager import LogManager, read_checkpoint, write_checkpoint
+from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint, write_checkpoint
 from kbus.server.log.txn_index import AbortedTxn
 from kbus.server.metadata.types import BrokerInfo, MetadataStore, PartitionState, TopicMetadata
 from kbus.server.partition import Partition
@@ -265,6 +265,18 @@ class ReplicaManager:
     def shrink_isrs(self) -> None:
         for part in list(self.partitions.values()):
             part.maybe_shrink_isr(self.config.replica_lag_time_max_ms)
+
+    def describe_log_dirs(self) -> list[tuple[LogDirUsage, dict[TopicPartition, int]]]:
+        """Each log dir with its partitions' offset lag (DescribeLogDirs): how far the log end is below the high
+        watermark, 0 for a replica that has everything committed (Kafka's ReplicaManager.getLogEndOffsetLag)."""
+        out = []
+        for usage in self._log_manager.describe_dirs():
+            lags = {}
+            for tp in usage.partition_sizes:
+                part = self.partitions.get(tp)
+                lags[tp] = max(part.high_watermark - part.log_end_offset, 0) if part is not None else 0
+            out.append((usage, lags))
+        return out
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return {key: part.high_watermark for key, part in list(self.partitions.items())}

@@ -24,6 +24,7 @@ MAIN_CLASSES_39 = {
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-dump-log": "kafka.tools.DumpLogSegments",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
 }
 # Kafka 2.8, for the --zookeeper paths 3.x removed
 MAIN_CLASSES_28 = {

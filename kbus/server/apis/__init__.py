@@ -5,6 +5,7 @@ from kbus.server.apis import (  # noqa: F401
     api_versions,
     fetch,
     groups,
+    log_dirs,
     metadata,
     offsets,
     produce,

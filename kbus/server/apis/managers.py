@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kbus.server.config import KafkaConfig
 from kbus.server.log.config import LogConfig
 from kbus.server.log.log import AppendResult
+from kbus.server.log.manager import LogDirUsage
 from kbus.server.metadata.types import BrokerInfo, TopicMetadata
 from kbus.server.partition import Partition
 
@@ -41,6 +42,7 @@ class Replicas(Protocol):
         read_committed: bool = False,
         min_one_batch: bool = True,
     ) -> PartitionRead: ...
+    def describe_log_dirs(self) -> list[tuple[LogDirUsage, dict[tuple[str, int], int]]]: ...
 
 
 class Cluster(Protocol):

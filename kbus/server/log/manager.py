@@ -15,6 +15,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from kbus.server.log.config import LogConfig
@@ -33,6 +34,17 @@ DELETE_DIR_SUFFIX = "-delete"
 _CHECKPOINT_VERSION = 0
 
 TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirUsage:
+    """One log dir as DescribeLogDirs reports it: its partitions' sizes and the volume's space."""
+
+    path: Path
+    online: bool
+    partition_sizes: dict[TopicPartition, int]
+    total_bytes: int  # -1 when unknown (offline dir)
+    usable_bytes: int
 
 
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -191,6 +203,25 @@ class LogManager:
 
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._log_dir_of.get((topic, partition))
+
+    def describe_dirs(self) -> list[LogDirUsage]:
+        """Every configured log dir, offline ones included (DescribeLogDirs answers KAFKA_STORAGE_ERROR for them)."""
+        with self._lock:
+            sizes: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+            for tp, d in self._log_dir_of.items():
+                lg = self._logs.get(tp)
+                if lg is not None and d in sizes:
+                    sizes[d][tp] = lg.size_bytes
+        out = []
+        for d in self.log_dirs:
+            online = d not in self.offline_dirs
+            total = usable = -1
+            if online:
+                with contextlib.suppress(OSError):
+                    st = os.statvfs(d)
+                    total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+            out.append(LogDirUsage(d.absolute(), online, sizes[d], total, usable))
+        return out
 
     def _pick_dir(self) -> Path:
         usable = [d for d in self.log_dirs if d not in self.offline_dirs]

@@ -1,0 +1,80 @@
+"""DescribeLogDirs against every broker (or the chosen ones): what kafka-log-dirs.sh --describe asks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kbus.admin.errors import AdminError
+from kbus.admin.wire import WireAdmin, build, nested
+
+DESCRIBE_LOG_DIRS = 35
+# Kafka's exception class per error code, as kafka-log-dirs.sh prints it in "error"
+ERROR_CLASSES = {
+    56: "org.apache.kafka.common.errors.KafkaStorageException",
+    29: "org.apache.kafka.common.errors.ClusterAuthorizationException",
+}
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    log_dir: str
+    error: str | None  # Kafka's exception class name
+    replicas: list[ReplicaInfo]
+    total_bytes: int
+    usable_bytes: int
+
+
+def describe_log_dirs(
+    admin: WireAdmin, broker_ids: set[int] | None
+) -> tuple[list[int], dict[int, list[LogDirDescription]]]:
+    """(the cluster's broker ids, {broker id: its log dirs}) for `broker_ids` (None: every broker). Unknown ids
+    raise AdminError before anything is asked."""
+
+    async def work(session):  # type: ignore[no-untyped-def]
+        nodes, _ = await admin.cluster(session)
+        cluster = sorted(n.node_id for n in nodes)
+        if broker_ids is not None:
+            missing = sorted(broker_ids - set(cluster))
+            if missing:
+                raise AdminError(
+                    f"ERROR: The given brokers do not exist from --broker-list: {','.join(map(str, missing))}. "
+                    f"Current existent brokers: {','.join(map(str, cluster))}",
+                    "INVALID_REQUEST",
+                )
+        out: dict[int, list[LogDirDescription]] = {}
+        for node in nodes:
+            if broker_ids is not None and node.node_id not in broker_ids:
+                continue
+            resp, version = await session.send(node.host, node.port, DESCRIBE_LOG_DIRS, (1, 4),
+                                               lambda cls, v: build(cls, topics=None))  # fmt: skip
+            if version >= 3 and int(resp.error_code):
+                raise AdminError(f"DescribeLogDirs failed on broker {node.node_id}: {resp.error_code.name}",
+                                 resp.error_code.name.upper())  # fmt: skip
+            dirs = []
+            for r in resp.results:
+                replicas = [
+                    ReplicaInfo(t.name, int(p.partition_index), int(p.partition_size), int(p.offset_lag),
+                                bool(p.is_future_key))
+                    for t in r.topics
+                    for p in t.partitions
+                ]  # fmt: skip
+                code = int(r.error_code)
+                error = None if code == 0 else ERROR_CLASSES.get(code, r.error_code.name.upper())
+                space = (int(r.total_bytes), int(r.usable_bytes)) if version >= 4 else (-1, -1)
+                dirs.append(LogDirDescription(r.log_dir, error, replicas, *space))
+            out[node.node_id] = dirs
+        return cluster, out
+
+    return admin.run(work)
+
+
+__all__ = ["LogDirDescription", "ReplicaInfo", "describe_log_dirs", "nested"]

@@ -1,0 +1,43 @@
+"""DescribeLogDirs (35): which log dir holds each replica on this broker, how big it is, and the space on the
+dir's volume (kafka-log-dirs.sh --describe). Offline dirs answer KAFKA_STORAGE_ERROR, as in Kafka."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kbus.server.apis.registry import RequestContext, api
+
+if TYPE_CHECKING:
+    from kbus.server.apis.managers import Managers
+
+
+@api(35, 1, 4)
+async def describe_log_dirs(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    # null topics: every partition; otherwise only the ones asked for
+    wanted: set[tuple[str, int]] | None = None
+    if request.topics is not None:
+        wanted = {(t.topic, int(p)) for t in request.topics for p in t.partitions}
+    results = []
+    for usage, lags in m.replicas.describe_log_dirs():
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), size in sorted(usage.partition_sizes.items()):
+            if wanted is not None and (topic, index) not in wanted:
+                continue
+            by_topic.setdefault(topic, []).append(
+                ctx.nested("DescribeLogDirsPartition", partition_index=index, partition_size=size,
+                           offset_lag=lags.get((topic, index), 0), is_future_key=False)
+            )  # fmt: skip
+        topics = [ctx.nested("DescribeLogDirsTopic", name=name, partitions=parts) for name, parts in by_topic.items()]
+        results.append(
+            ctx.nested(
+                "DescribeLogDirsResult",
+                error_code=ErrorCode.none if usage.online else ErrorCode.kafka_storage_error,
+                log_dir=str(usage.path),
+                topics=topics,
+                total_bytes=usage.total_bytes,
+                usable_bytes=usage.usable_bytes,
+            )
+        )
+    return ctx.build(throttle_time=0, error_code=ErrorCode.none, results=results)

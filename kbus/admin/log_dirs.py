@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbus.admin.errors import AdminError
-from kbus.admin.wire import WireAdmin, build, nested
+from kbus.admin.wire import AdminSession, WireAdmin, build, nested
 
 DESCRIBE_LOG_DIRS = 35
 # Kafka's exception class per error code, as kafka-log-dirs.sh prints it in "error"
@@ -39,7 +39,7 @@ def describe_log_dirs(
     """(the cluster's broker ids, {broker id: its log dirs}) for `broker_ids` (None: every broker). Unknown ids
     raise AdminError before anything is asked."""
 
-    async def work(session):  # type: ignore[no-untyped-def]
+    async def work(session: AdminSession) -> tuple[list[int], dict[int, list[LogDirDescription]]]:
         nodes, _ = await admin.cluster(session)
         cluster = sorted(n.node_id for n in nodes)
         if broker_ids is not None:

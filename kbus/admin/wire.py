@@ -37,7 +37,7 @@ def response_class(api_key: int, version: int) -> type:
     return load_response_schema(api_key, version)
 
 
-class _Session:
+class AdminSession:
     """Connections of one admin call, with each broker's ApiVersions remembered."""
 
     def __init__(self, timeout_s: float) -> None:
@@ -93,9 +93,9 @@ class WireAdmin:
         host, _, port = hostport.strip().rpartition(":")
         return host.strip("[]"), int(port)
 
-    def run(self, work: Callable[[_Session], Awaitable[T]]) -> T:
+    def run(self, work: Callable[[AdminSession], Awaitable[T]]) -> T:
         async def main() -> T:
-            session = _Session(self.timeout_s)
+            session = AdminSession(self.timeout_s)
             try:
                 return await asyncio.wait_for(work(session), self.timeout_s)
             except TimeoutError:
@@ -105,7 +105,7 @@ class WireAdmin:
 
         return asyncio.run(main())
 
-    async def cluster(self, session: _Session) -> tuple[list[Node], int]:
+    async def cluster(self, session: AdminSession) -> tuple[list[Node], int]:
         """The brokers and the controller id, from the first bootstrap server that answers (Metadata v1+)."""
         reasons: list[str] = []
         for host, port in self.bootstrap:
@@ -118,7 +118,7 @@ class WireAdmin:
             return sorted(nodes, key=lambda n: n.node_id), int(resp.controller_id)
         raise ConnectionError(f"Could not connect to any broker ({'; '.join(reasons)})")
 
-    async def controller(self, session: _Session) -> Node:
+    async def controller(self, session: AdminSession) -> Node:
         nodes, controller_id = await self.cluster(session)
         node = next((n for n in nodes if n.node_id == controller_id), None)
         if node is None:

@@ -14,12 +14,12 @@ _quiet.setLevel(logging.CRITICAL)
 def bootstrap_from_zookeeper(connect: str, timeout_s: float = 10.0) -> str:
     """`host:port,...` of every broker registered under `connect` (host:port[,...][/chroot])."""
     # Imported here: kazoo and the znode codec are only needed by this rarely used path.
-    from kbus.server.metadata.errors import MetadataError
+    from kbus.common.errors import KafkaError
     from kbus.zk.client import KafkaZkClient
 
     try:
         zk = KafkaZkClient.connect(connect, 30.0, timeout_s, logger=_quiet)
-    except MetadataError as exc:
+    except KafkaError as exc:
         raise AdminError(f"Could not connect to ZooKeeper at {connect}: {exc}", "_TIMED_OUT") from None
     try:
         brokers = zk.get_all_brokers()

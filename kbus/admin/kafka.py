@@ -42,9 +42,9 @@ from kbus.admin.models import (
     PartitionOffset,
     TopicDescription,
 )
+from kbus.common.topics import is_internal
 
 # Kafka's Topic.isInternal: the two topics the brokers own.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 # librdkafka's ConsumerGroupState names -> the names Kafka's tools print.
 _GROUP_STATES = {
@@ -240,7 +240,7 @@ class KafkaAdmin:
                     name=name,
                     partitions=parts,
                     topic_id=topic_ids.get(name),
-                    is_internal=name in INTERNAL_TOPICS,
+                    is_internal=is_internal(name),
                     configs=configs.get(name, {}),
                 )
             )

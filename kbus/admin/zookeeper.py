@@ -12,8 +12,8 @@ from kazoo.exceptions import KazooException
 
 from kbus.admin.errors import AdminError
 from kbus.admin.models import PartitionDescription, TopicDescription
-from kbus.server.metadata.errors import InvalidPartitionsError, InvalidReplicationFactorError, MetadataError
-from kbus.server.metadata.validation import is_internal
+from kbus.common.errors import InvalidPartitionsError, InvalidReplicationFactorError, KafkaError
+from kbus.common.topics import is_internal
 from kbus.zk import codec, paths
 from kbus.zk.admin_zk import AdminZkClient
 from kbus.zk.client import KafkaZkClient
@@ -32,7 +32,7 @@ class ZkTopicAdmin:
     def __init__(self, connect: str, timeout_s: float = CONNECTION_TIMEOUT_S) -> None:
         try:
             self._zk = KafkaZkClient.connect(connect, 30.0, timeout_s, logger=_quiet)
-        except MetadataError as e:
+        except KafkaError as e:
             raise AdminError(str(e), "_TIMED_OUT") from None
         self._admin = AdminZkClient(self._zk)
 
@@ -54,10 +54,13 @@ class ZkTopicAdmin:
         if assignment is None:
             # ZooKeeper knows no broker defaults, so Kafka 2.x insisted on both (TopicCommand's checkRequiredArgs)
             if partitions is None:
-                raise AdminError('Missing required argument "[partitions]"', InvalidPartitionsError.error_name)
+                raise AdminError(
+                    'Missing required argument "[partitions]"', InvalidPartitionsError.error_code.name.upper()
+                )
             if replication_factor is None:
                 raise AdminError(
-                    'Missing required argument "[replication-factor]"', InvalidReplicationFactorError.error_name
+                    'Missing required argument "[replication-factor]"',
+                    InvalidReplicationFactorError.error_code.name.upper(),
                 )
         self._call(self._admin.create_topic, name, partitions or 0, replication_factor or 0, configs or {}, assignment)
 
@@ -97,7 +100,7 @@ class ZkTopicAdmin:
     def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
-        except MetadataError as e:
-            raise AdminError(str(e), e.error_name) from None
+        except KafkaError as e:
+            raise AdminError(str(e), e.error_code.name.upper()) from None
         except KazooException as e:
             raise AdminError(f"ZooKeeper error: {type(e).__name__} {e}".strip(), "UNKNOWN_SERVER_ERROR") from None

@@ -24,7 +24,7 @@ from kbus.cli.common import (
     warn,
 )
 from kbus.cli.line_reader import LineMessageReader, LineReaderError
-from kbus.cli.topic_names import validate_topic_name
+from kbus.common.topics import topic_name_error
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 FLUSH_POLL_S = 0.5
@@ -171,7 +171,7 @@ def console_producer(
             raise UsageError('Missing required argument "[topic]"')
         validate_bootstrap(bootstrap)
         assert bootstrap is not None
-        problem = validate_topic_name(topic)
+        problem = topic_name_error(topic)
         if problem:
             raise UsageError(problem)
         if compression_codec is not None and compression_codec not in CODECS:

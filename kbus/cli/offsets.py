@@ -10,11 +10,12 @@ from typing import Annotated
 import typer
 
 from kbus.admin.errors import AdminError
-from kbus.admin.kafka import EARLIEST, INTERNAL_TOPICS, LATEST, MAX_TIMESTAMP, KafkaAdmin
+from kbus.admin.kafka import EARLIEST, LATEST, MAX_TIMESTAMP, KafkaAdmin
 from kbus.cli.app import app
 from kbus.cli.client_config import translate
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
 from kbus.cli.topic_names import match_topics
+from kbus.common.topics import INTERNAL_TOPICS
 
 _TIMES = {"-1": LATEST, "latest": LATEST, "-2": EARLIEST, "earliest": EARLIEST, "-3": MAX_TIMESTAMP,
           "max-timestamp": MAX_TIMESTAMP}

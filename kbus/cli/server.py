@@ -26,7 +26,12 @@ def server_start(
     ] = False,
 ) -> None:
     """Start a kbus broker in the foreground; SIGTERM or Ctrl-C shuts it down cleanly (kafka-server-start.sh)."""
-    if config is not None and not Path(config).is_file():
+    if config is None:
+        from kbus.server.main import USAGE
+
+        print(USAGE)
+        raise typer.Exit(1)
+    if not Path(config).is_file():
         fail(f"ERROR Cannot read config file {config}: no such file")
     overrides = list(override or [])
     if daemon:

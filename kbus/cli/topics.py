@@ -9,12 +9,13 @@ import typer
 
 from kbus.admin.base import TopicAdmin
 from kbus.admin.errors import AdminError
-from kbus.admin.kafka import INTERNAL_TOPICS, KafkaAdmin
+from kbus.admin.kafka import KafkaAdmin
 from kbus.admin.models import PartitionDescription, TopicDescription
 from kbus.cli.app import app
 from kbus.cli.client_config import translate
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties, parse_key_values
-from kbus.cli.topic_names import has_collision_chars, match_topics, validate_topic_name
+from kbus.cli.topic_names import match_topics
+from kbus.common.topics import INTERNAL_TOPICS, has_collision_chars, topic_name_error
 
 ERROR_PREFIX = "Error while executing topic command : "
 MAX_REPLICATION_FACTOR = 32767  # a Java short
@@ -224,7 +225,7 @@ def _check_option_combinations(
             "INVALID_REPLICATION_FACTOR",
         )
     if create and topic:
-        problem = validate_topic_name(topic)
+        problem = topic_name_error(topic)
         if problem:
             raise AdminError(problem, "INVALID_TOPIC_EXCEPTION")
 

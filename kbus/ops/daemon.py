@@ -136,7 +136,7 @@ def _last_error(out: Path, since: int) -> str:
 def start_daemon(name: str, config: str | None, overrides: list[str], log_dir: Path | None = None) -> int:
     """Start the broker in the background and return once it accepts connections. Prints one status line;
     raises DaemonError (one line) when it cannot."""
-    from kbus.server.config import ConfigError, KafkaConfig
+    from kbus.common.broker_config import ConfigError, KafkaConfig
 
     try:
         cfg = KafkaConfig.load(config, overrides)

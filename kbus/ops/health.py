@@ -98,7 +98,7 @@ def check_over_wire(bootstrap: str, timeout: float = 10.0) -> HealthReport:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from kbus.cli.common import check_reachable
+    from kbus.common.bootstrap import check_reachable
 
     try:
         check_reachable(bootstrap)
@@ -127,7 +127,7 @@ def answering_broker(bootstrap: str, orig_broker_id: int, brokers: Iterable[Any]
     broker; -1 when that is still ambiguous."""
     if orig_broker_id >= 0:
         return orig_broker_id
-    from kbus.cli.common import validate_bootstrap
+    from kbus.common.bootstrap import validate_bootstrap
 
     host, port = validate_bootstrap(bootstrap)[0]
     known = list(brokers)

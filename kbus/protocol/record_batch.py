@@ -25,6 +25,8 @@ from typing import Any
 
 import crc32c as _crc32c
 
+from kbus.common.errors import ErrorCode, KafkaError
+
 Buffer = bytes | bytearray | memoryview
 
 # Field offsets inside a batch.
@@ -85,16 +87,16 @@ assert _HEADER.size == RECORD_BATCH_OVERHEAD
 HEADER_STRUCT = _HEADER
 
 
-class CorruptRecordError(ValueError):
+class CorruptRecordError(KafkaError, ValueError):
     """Not a well-formed batch: truncated, bad length or CRC mismatch (Kafka CORRUPT_MESSAGE)."""
 
-    error_code = 2
+    error_code = ErrorCode.corrupt_message
 
 
-class InvalidRecordError(ValueError):
+class InvalidRecordError(KafkaError, ValueError):
     """The batch is well-formed but not acceptable, e.g. magic != 2 (Kafka INVALID_RECORD)."""
 
-    error_code = 87
+    error_code = ErrorCode.invalid_record
 
 
 def crc32c(data: Buffer) -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 
+from kbus.common.errors import ErrorCode, KafkaError
 from kbus.protocol import record_batch as rb
 from kbus.protocol.record_scan import MalformedRecordsError, scan
 
@@ -33,9 +34,9 @@ Buffer = bytes | bytearray | memoryview
 # never holds them; kbus checks a whole batch at once, so it bounds the batch instead).
 MAX_UNCOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
 
-CORRUPT_MESSAGE = 2
-INVALID_TIMESTAMP = 32
-INVALID_RECORD = 87
+CORRUPT_MESSAGE = ErrorCode.corrupt_message
+INVALID_TIMESTAMP = ErrorCode.invalid_timestamp
+INVALID_RECORD = ErrorCode.invalid_record
 _MAX_TS = struct.Struct(">q")
 _LONG_MAX = 2**63 - 1
 
@@ -68,11 +69,11 @@ class RecordError:
         return f"RecordError(batchIndex={self.batch_index}, message='{self.message}')"
 
 
-class RecordValidationError(ValueError):
+class RecordValidationError(KafkaError, ValueError):
     """A produced batch Kafka refuses. ``error_code`` is Kafka's; ``record_errors`` the KIP-467 per-record list
     (empty for batch-level errors)."""
 
-    def __init__(self, error_code: int, message: str, record_errors: list[RecordError] | None = None) -> None:
+    def __init__(self, error_code: ErrorCode, message: str, record_errors: list[RecordError] | None = None) -> None:
         super().__init__(message)
         self.error_code = error_code
         self.record_errors: list[RecordError] = record_errors or []

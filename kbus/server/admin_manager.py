@@ -8,9 +8,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from kbus.server.config import KafkaConfig
-from kbus.server.log.config import LogConfig
-from kbus.server.metadata.errors import InvalidReplicationFactorError, TopicExistsError
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.errors import InvalidReplicationFactorError, TopicExistsError
+from kbus.common.topic_config import LogConfig
 from kbus.server.metadata.types import MetadataStore, TopicMetadata
 
 log = logging.getLogger("kbus.server.apis")

@@ -12,20 +12,20 @@ import time
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerEndpoint, BrokerInfo
+from kbus.common.topics import OFFSETS_TOPIC
 from kbus.server.admin_manager import AdminManager
 from kbus.server.apis.managers import Managers
 from kbus.server.apis.transactions import append_markers
-from kbus.server.config import KafkaConfig
 from kbus.server.controlled_shutdown import controlled_shutdown
 from kbus.server.coordinator import GroupCoordinator, start_group_coordinator
-from kbus.server.coordinator.records import OFFSETS_TOPIC
 from kbus.server.identity import read_meta_properties, settle_broker_id, settle_cluster_id, write_meta_properties
-from kbus.server.log.config import LogConfig
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogManager
 from kbus.server.metadata.cache import MetadataCache
 from kbus.server.metadata.local import LocalMetadataStore
-from kbus.server.metadata.types import BrokerEndpoint, BrokerInfo, MetadataStore, TopicMetadata
+from kbus.server.metadata.types import MetadataStore, TopicMetadata
 from kbus.server.partition import Partition
 from kbus.server.replica_manager import LeadershipListener, ReplicaManager
 from kbus.server.scheduler import Scheduler
@@ -59,7 +59,7 @@ class Broker:
         else:
             self.metadata = LocalMetadataStore(first_dir, info)
         self.cache = MetadataCache(self.metadata, config.cluster_id)
-        self.log_manager = LogManager(config.log_dirs, LogConfig.from_server_properties(config.raw))
+        self.log_manager = LogManager(config.log_dirs, config.log_defaults)
         self.replicas = ReplicaManager(config, self.broker_id, self.metadata, self.log_manager)
         self.admin = AdminManager(config, self.metadata, self.replicas.reconcile, self.replicas.default_log_config)
         self.group_coordinator: GroupCoordinator | None = None

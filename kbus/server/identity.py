@@ -8,6 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
+from kbus.common.properties import load_properties
 from kbus.server.metadata.local import write_atomically
 
 META_PROPERTIES = "meta.properties"
@@ -28,12 +29,7 @@ def read_meta_properties(log_dir: Path) -> dict[str, str]:
     path = log_dir / META_PROPERTIES
     if not path.exists():
         return {}
-    out = {}
-    for line in path.read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
+    return {k: v.strip() for k, v in load_properties(path).items()}
 
 
 def settle_broker_id(configured: int, meta: dict[str, str], first_dir: Path) -> int:

@@ -10,7 +10,7 @@ import signal
 import socket
 import sys
 
-from kbus.server.config import ConfigError, KafkaConfig, config_banner
+from kbus.common.broker_config import ConfigError, KafkaConfig, config_banner
 
 log = logging.getLogger("kbus.server")
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
@@ -92,7 +92,14 @@ async def serve(config: KafkaConfig) -> None:
     log.info("[KafkaServer id=%d] shut down completed", broker.broker_id)
 
 
+USAGE = "USAGE: kbus server-start [-daemon] server.properties [--override property=value]*"
+
+
 def run(config_path: str | None, overrides: list[str]) -> int:
+    if config_path is None:
+        # Kafka's kafka-server-start.sh: no defaults that would open 0.0.0.0:9092 with nobody having asked for it
+        print(USAGE)
+        return 1
     try:
         configure_logging()
     except ValueError as exc:
@@ -103,6 +110,8 @@ def run(config_path: str | None, overrides: list[str]) -> int:
     except ConfigError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
         return 1
+    for key in config.unknown_keys():
+        log.warning("The configuration '%s' was supplied but isn't a known config.", key)
     try:
         import uvloop
 

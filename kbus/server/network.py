@@ -46,8 +46,8 @@ from kbus.server.metrics import METRICS
 from kbus.server.sendfile import SendfileWriter
 
 if TYPE_CHECKING:
+    from kbus.common.broker_config import KafkaConfig
     from kbus.server.apis.managers import Managers
-    from kbus.server.config import KafkaConfig
 
 log = logging.getLogger("kbus.network")
 _conn_ids = itertools.count(1)

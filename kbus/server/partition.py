@@ -17,7 +17,7 @@ from kbus.server.metrics import METRICS
 from kbus.server.replication.epochs import LeaderEpochCache
 
 if TYPE_CHECKING:
-    from kbus.server.log.config import LogConfig
+    from kbus.common.topic_config import LogConfig
     from kbus.server.log.log import AppendResult, FetchData, Log
     from kbus.server.log.txn_index import AbortedTxn
 

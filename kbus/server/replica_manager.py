@@ -16,13 +16,14 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from kbus.server.config import KafkaConfig
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerInfo
+from kbus.common.topic_config import LogConfig
 from kbus.server.identity import read_partition_topic_id, write_partition_topic_id
-from kbus.server.log.config import LogConfig
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData
 from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint, write_checkpoint
 from kbus.server.log.txn_index import AbortedTxn
-from kbus.server.metadata.types import BrokerInfo, MetadataStore, PartitionState, TopicMetadata
+from kbus.server.metadata.types import MetadataStore, PartitionState, TopicMetadata
 from kbus.server.partition import Partition
 from kbus.server.replication.errors import (
     NotEnoughReplicasAfterAppendError,
@@ -164,7 +165,7 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- following the metadata
     def default_log_config(self) -> LogConfig:
-        return LogConfig.from_server_properties(self.config.raw)
+        return self.config.log_defaults
 
     def log_config_for(self, topic: TopicMetadata) -> LogConfig:
         return self.default_log_config().with_overrides(topic.configs)

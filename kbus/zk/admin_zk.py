@@ -8,13 +8,13 @@ from collections.abc import Mapping
 
 from kazoo.exceptions import BadVersionError
 
-from kbus.server.metadata.errors import InvalidPartitionsError, InvalidTopicError, UnknownTopicError
-from kbus.server.metadata.validation import validate_topic_name
+from kbus.common.errors import InvalidPartitionsError, InvalidTopicError, UnknownTopicError
+from kbus.common.topic_config import validate_topic_configs
+from kbus.common.topics import collision_key, has_collision_chars, validate_topic_name
 from kbus.zk import paths
 from kbus.zk.assignment import assign_replicas_to_brokers, start_index_for_new_partitions, validate_assignment
 from kbus.zk.client import KafkaZkClient
 from kbus.zk.codec import TopicAssignment
-from kbus.zk.topic_configs import validate_topic_configs
 
 
 class AdminZkClient:
@@ -98,9 +98,9 @@ class AdminZkClient:
 
     def _check_collision(self, name: str) -> None:
         """Kafka refuses names that differ only in '.' vs '_' (they share metric names)."""
-        if "." not in name and "_" not in name:
+        if not has_collision_chars(name):
             return
-        key = name.replace(".", "_")
-        clash = [t for t in self.zk.get_topics() if t != name and t.replace(".", "_") == key]
+        key = collision_key(name)
+        clash = [t for t in self.zk.get_topics() if t != name and collision_key(t) == key]
         if clash:
             raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clash)}")

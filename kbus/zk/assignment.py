@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from kbus.server.metadata.errors import InvalidPartitionsError, InvalidReplicationFactorError
+from kbus.common.errors import InvalidPartitionsError, InvalidReplicationFactorError
 
 
 def assign_replicas_to_brokers(

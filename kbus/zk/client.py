@@ -19,8 +19,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
-from kbus.server.metadata.errors import MetadataError, TopicExistsError, UnknownTopicError
-from kbus.server.metadata.types import BrokerInfo
+from kbus.common.cluster import BrokerInfo
+from kbus.common.errors import ErrorCode, KafkaError, TopicExistsError, UnknownTopicError
 from kbus.zk import codec, paths
 from kbus.zk.codec import Endpoint, LeaderAndIsr, TopicAssignment
 
@@ -28,22 +28,22 @@ log = logging.getLogger(__name__)
 Watch = Callable[[WatchedEvent], None] | None
 
 
-class ZooKeeperConnectionError(MetadataError):
+class ZooKeeperConnectionError(KafkaError):
     """ZooKeeper cannot be reached (wrong address, server down)."""
 
 
-class BrokerIdInUseError(MetadataError):
+class BrokerIdInUseError(KafkaError):
     """Another live broker already holds /brokers/ids/<id>."""
 
 
-class TopicMarkedForDeletionError(MetadataError):
-    error_name = "TOPIC_DELETION_DISABLED"
+class TopicMarkedForDeletionError(KafkaError):
+    error_code = ErrorCode.topic_deletion_disabled
 
 
-class ControllerMovedError(MetadataError):
+class ControllerMovedError(KafkaError):
     """A newer controller took over; this one's writes are fenced by /controller_epoch."""
 
-    error_name = "NOT_CONTROLLER"
+    error_code = ErrorCode.not_controller
 
 
 def split_chroot(connect: str) -> tuple[str, str]:
@@ -404,7 +404,7 @@ class KafkaZkClient:
         try:
             self.zk.create(paths.PREFERRED_REPLICA_ELECTION, codec.encode_partition_list(partitions), makepath=True)
         except NodeExistsError:
-            raise MetadataError("Preferred replica leader election currently in progress for another request") from None
+            raise KafkaError("Preferred replica leader election currently in progress for another request") from None
 
     def delete_preferred_replica_election(self) -> None:
         with contextlib.suppress(NoNodeError):

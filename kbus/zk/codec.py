@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbus.server.metadata.types import BrokerEndpoint, BrokerInfo
+from kbus.common.cluster import BrokerEndpoint, BrokerInfo
 
 NO_LEADER = -1
 

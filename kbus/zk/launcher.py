@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbus.zk.properties import read_properties
+from kbus.common.properties import PropertiesError, load_properties
 
 SERVER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 # On every server kbus starts, so `zookeeper-stop` run elsewhere finds kbus's servers and no one else's.
@@ -170,7 +170,11 @@ def shell_command(install: ZooKeeperInstall, server: str, args: list[str]) -> li
 def read_config(config_path: Path) -> dict[str, str]:
     if not config_path.is_file():
         raise ZooKeeperSetupError(f"ZooKeeper config file {config_path} does not exist")
-    props = read_properties(config_path)
+    try:
+        # ZooKeeper's QuorumPeerConfig trims every value
+        props = {k: v.strip() for k, v in load_properties(config_path).items()}
+    except (OSError, PropertiesError) as exc:
+        raise ZooKeeperSetupError(f"Cannot read ZooKeeper config file {config_path}: {exc}") from None
     if not props.get("dataDir"):
         raise ZooKeeperSetupError(f"{config_path}: dataDir is not set")
     if is_ensemble(props):

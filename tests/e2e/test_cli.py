@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -249,7 +250,7 @@ def test_server_start_and_stop(tmp_path: Path) -> None:
     config = tmp_path / "server.properties"
     config.write_text(
         f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\n"
-        "offsets.topic.replication.factor=1\n"
+        "offsets.topic.replication.factor=1\nlog.segmant.bytes=1024\n"
     )
     log = (tmp_path / "server.log").open("wb")
     proc = subprocess.Popen([KBUS, "server-start", str(config)], stdout=log, stderr=subprocess.STDOUT,
@@ -263,12 +264,47 @@ def test_server_start_and_stop(tmp_path: Path) -> None:
         stop = kbus("server-stop", str(config))
         assert stop.returncode == 0, stop.stderr
         assert proc.wait(30) == 0
-        assert "shut down completed" in (tmp_path / "server.log").read_text()
+        text = (tmp_path / "server.log").read_text()
+        assert "shut down completed" in text
+        # Kafka's warning for a key it does not know (a typo here), and the broker runs anyway
+        assert "The configuration 'log.segmant.bytes' was supplied but isn't a known config." in text
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
         log.close()
+
+
+def test_server_start_without_a_config_prints_usage() -> None:
+    done = kbus("server-start")
+    assert done.returncode == 1
+    assert done.stdout.startswith("USAGE: kbus server-start [-daemon] server.properties")
+    daemon = kbus("server-start", "--daemon")
+    assert daemon.returncode == 1 and daemon.stdout.startswith("USAGE:")
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("listeners=SSL://127.0.0.1:{port}", "listeners"),
+        ("listeners=SASL_SSL://127.0.0.1:{port}", "listeners"),
+        ("ssl.keystore.location=/etc/kafka/server.keystore.jks", "ssl.keystore.location"),
+        ("sasl.enabled.mechanisms=PLAIN", "sasl.enabled.mechanisms"),
+    ],
+)
+def test_server_start_refuses_security_it_cannot_provide(tmp_path: Path, line: str, named: str) -> None:
+    port = free_port()
+    config = tmp_path / "server.properties"
+    config.write_text(
+        f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\n" + line.format(port=port) + "\n"
+    )
+    done = kbus("server-start", str(config))
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ERROR {named}: "), done.stderr
+    assert not (tmp_path / "data").exists()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
 def test_shipped_config_files(broker) -> None:

@@ -40,5 +40,17 @@ def test_seed_002_hello_kafka_through_zookeeper(tmp_path: Path, zk_connect: str)
         shown = kbus("configs", "--zookeeper", zk_connect, "--entity-type", "topics", "--entity-name", "Hello-Kafka",
                      "--describe")
         assert shown.stdout == "Configs for topic 'Hello-Kafka' are retention.ms=3600000\n"
+
+        # One topic-config table: the same limit and Kafka's message whether the tool writes to ZooKeeper or asks
+        # the broker (min.insync.replicas=0 used to pass through --zookeeper).
+        for where in (["--zookeeper", zk_connect], ["--bootstrap-server", broker.bootstrap]):
+            refused = kbus("configs", *where, "--entity-type", "topics", "--entity-name", "Hello-Kafka", "--alter",
+                           "--add-config", "min.insync.replicas=0")
+            assert refused.returncode == 1, where
+            assert "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1" in refused.stderr
+            made = kbus("topics", "--create", *where, "--replication-factor", "1", "--partitions", "1",
+                        "--topic", "no-isr", "--config", "min.insync.replicas=0")
+            assert made.returncode == 1, where
+            assert "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1" in made.stderr
     finally:
         broker.stop()

@@ -139,5 +139,5 @@ def test_daemon_rejects_a_bad_config_before_forking(tmp_path: Path) -> None:
     write_config(tmp_path, free_port())
     done = kbus(tmp_path, "server-start", "--daemon", "server.properties", "--override", "num.partitions=zero")
     assert done.returncode == 1
-    assert done.stderr.strip() == "ERROR Invalid value 'zero' for configuration num.partitions: expected int"
+    assert done.stderr.strip() == "ERROR Invalid value zero for configuration num.partitions: Not a number of type INT"
     assert not (tmp_path / "logs").exists() or not (tmp_path / "logs/kbusServer.out").exists()

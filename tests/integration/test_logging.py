@@ -29,9 +29,10 @@ def test_broker_logs_through_the_log_config_file(tmp_path: Path) -> None:
     )
     port = free_port()
     env = {**os.environ, "KBUS_LOG_CONFIG": str(cfg), "KBUS_LOG_DIR": str(tmp_path / "logs")}
+    props = tmp_path / "server.properties"
+    props.write_text(f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kbus.server", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-         "--override", f"log.dirs={tmp_path / 'data'}"],
+        [sys.executable, "-m", "kbus.server", str(props)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:
@@ -55,8 +56,10 @@ def test_broker_logs_through_the_log_config_file(tmp_path: Path) -> None:
 def test_bad_log_config_is_one_line(tmp_path: Path) -> None:
     cfg = tmp_path / "logging.yaml"
     cfg.write_text("version: 1\nroot: {handlers: [nope]}\n")
+    props = tmp_path / "server.properties"
+    props.write_text(f"log.dirs={tmp_path / 'data'}\n")
     done = subprocess.run(
-        [sys.executable, "-m", "kbus.server", "--override", f"log.dirs={tmp_path / 'data'}"],
+        [sys.executable, "-m", "kbus.server", str(props)],
         env={**os.environ, "KBUS_LOG_CONFIG": str(cfg)}, capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 1

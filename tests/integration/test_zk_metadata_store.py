@@ -10,14 +10,14 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from kbus.server.metadata.errors import (
+from kbus.common.cluster import BrokerInfo
+from kbus.common.errors import (
     InvalidConfigError,
     InvalidReplicationFactorError,
     InvalidTopicError,
     TopicExistsError,
     UnknownTopicError,
 )
-from kbus.server.metadata.types import BrokerInfo
 from kbus.server.metadata.zk_store import ZkMetadataStore
 from kbus.zk import codec
 from kbus.zk.client import BrokerIdInUseError

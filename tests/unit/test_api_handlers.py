@@ -17,14 +17,14 @@ from kio.schema.errors import ErrorCode as E
 from kio.serial import entity_reader, entity_writer
 
 import kbus.server.apis  # noqa: F401 - fills the dispatch table
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.errors import TopicExistsError
+from kbus.common.topic_config import LogConfig
 from kbus.protocol.codec import RequestHeader, build, encode_response, nested, request_type, response_type
 from kbus.protocol.record_batch import build_batch
 from kbus.server.apis.managers import Managers
 from kbus.server.apis.registry import API_TABLE, RequestContext
-from kbus.server.config import KafkaConfig
-from kbus.server.log.config import LogConfig
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData
-from kbus.server.metadata.errors import TopicExistsError
 from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
 from kbus.server.replica_manager import PartitionRead
 from kbus.server.replication.errors import NotEnoughReplicasError, RequestTimedOutError

@@ -1,4 +1,4 @@
-"""CLI helpers: .properties parsing, key=value options, bootstrap validation, client config precedence."""
+"""CLI helpers: key=value options, bootstrap validation, client config precedence."""
 
 import socket
 
@@ -9,32 +9,12 @@ from kbus.cli.common import (
     UsageError,
     check_reachable,
     parse_key_values,
-    parse_properties,
     validate_bootstrap,
 )
 from kbus.cli.console_consumer import build_consumer_config, parse_offset
 from kbus.cli.console_producer import build_producer_config
-from kbus.cli.topic_names import match_topics, validate_topic_name
-
-
-def test_parse_properties_java_format() -> None:
-    text = (
-        "# comment\n! also a comment\n\n"
-        "bootstrap.servers=localhost:9092\n"
-        "  compression.type : gzip\n"
-        "linger.ms 5\n"
-        "long.value=a,\\\n    b\n"
-        "key.separator=\\t\n"
-        "empty=\n"
-    )
-    assert parse_properties(text) == {
-        "bootstrap.servers": "localhost:9092",
-        "compression.type": "gzip",
-        "linger.ms": "5",
-        "long.value": "a,b",
-        "key.separator": "\t",
-        "empty": "",
-    }
+from kbus.cli.topic_names import match_topics
+from kbus.common.topics import topic_name_error
 
 
 def test_parse_key_values() -> None:
@@ -125,11 +105,11 @@ def test_parse_offset() -> None:
 
 
 def test_topic_names() -> None:
-    assert validate_topic_name("abc-bus_location.1") is None
-    assert "empty" in (validate_topic_name("") or "")
-    assert validate_topic_name("..") is not None
-    assert validate_topic_name("a" * 250) is not None
-    assert validate_topic_name("bad/name") is not None
+    assert topic_name_error("abc-bus_location.1") is None
+    assert "empty" in (topic_name_error("") or "")
+    assert topic_name_error("..") is not None
+    assert topic_name_error("a" * 250) is not None
+    assert topic_name_error("bad/name") is not None
 
 
 def test_match_topics_is_a_full_regex_with_commas() -> None:

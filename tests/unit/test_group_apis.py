@@ -14,12 +14,12 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 from kio.serial import entity_reader, entity_writer
 
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerInfo
 from kbus.protocol.codec import RequestHeader, build, encode_response, nested, request_type, response_type
 from kbus.server.apis import groups as apis
 from kbus.server.apis.registry import API_TABLE, RequestContext
-from kbus.server.config import KafkaConfig
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
-from kbus.server.metadata.types import BrokerInfo
 from tests.unit.test_group_coordinator import FakeClock, MemoryLog
 
 

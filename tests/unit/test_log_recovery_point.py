@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kbus.common.topic_config import LogConfig
 from kbus.protocol.record_batch import build_batch
-from kbus.server.log.config import LogConfig
 from kbus.server.log.log import Log
 
 

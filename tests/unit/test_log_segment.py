@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+from kbus.common.topic_config import LogConfig
 from kbus.protocol import record_batch as rb
-from kbus.server.log.config import LogConfig
 from kbus.server.log.index import OffsetIndex, TimeIndex
 from kbus.server.log.segment import LogSegment, filename_prefix
 

@@ -14,11 +14,12 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.properties import parse_properties
 from kbus.ops import broker_metrics, daemon, install
 from kbus.ops.health import HealthReport, PartitionView, answering_broker, evaluate, evaluate_metadata
 from kbus.ops.http_endpoint import OpsEndpoint, Response, parse_request_line
 from kbus.ops.logging_config import LoggingConfigError, apply, expand, load
-from kbus.server.config import KafkaConfig, parse_properties
 from kbus.server.metadata.types import PartitionState
 from kbus.server.metrics import Metrics
 

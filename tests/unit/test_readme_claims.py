@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from kbus.server.config import KafkaConfig
+from kbus.common.broker_config import KafkaConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
+from kbus.common.topic_config import LogConfig
 from kbus.protocol.record_batch import build_batch
 from kbus.server.identity import read_partition_topic_id, write_partition_topic_id
-from kbus.server.log.config import LogConfig
 from kbus.server.log.log import Log
 from kbus.server.metadata.types import PartitionState
 from kbus.server.partition import Partition

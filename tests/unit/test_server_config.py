@@ -2,12 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbus.server.config import ConfigError, KafkaConfig, parse_properties
-
-
-def test_properties_parsing_comments_continuations_and_separators():
-    props = parse_properties("# c\n! c2\na=1\nb : 2\nc=x\\\n  y\n\nd=\n")
-    assert props == {"a": "1", "b": "2", "c": "xy", "d": ""}
+from kbus.common.broker_config import BROKER_CONFIGS, ConfigError, KafkaConfig
 
 
 def test_defaults_are_kafkas():
@@ -47,3 +42,59 @@ def test_bad_values_name_the_key(override, fragment):
 def test_missing_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         KafkaConfig.load(tmp_path / "nope.properties")
+
+
+def test_every_key_is_defined_once_with_its_default() -> None:
+    c = KafkaConfig()
+    for key, spec in BROKER_CONFIGS.items():
+        assert getattr(c, spec.attr) == spec.default, key
+    assert len({spec.attr for spec in BROKER_CONFIGS.values()}) == len(BROKER_CONFIGS)
+    # a broker default of a topic config takes the topic table's default
+    assert BROKER_CONFIGS["log.segment.bytes"].default == c.log_defaults.segment_bytes
+    assert BROKER_CONFIGS["log.retention.ms"].default is None  # Kafka's null: log.retention.hours decides
+
+
+def test_keys_kbus_reads_are_typed() -> None:
+    c = KafkaConfig.from_properties({
+        "auto.leader.rebalance.enable": "false", "broker.rack": "r1", "offsets.commit.timeout.ms": "7000",
+        "leader.imbalance.check.interval.seconds": "5", "offset.metadata.max.bytes": "10",
+    })
+    assert not c.auto_leader_rebalance_enable and c.broker_rack == "r1" and c.offsets_commit_timeout_ms == 7000
+    assert c.leader_imbalance_check_interval_seconds == 5 and c.offset_metadata_max_bytes == 10
+    assert c.unknown_keys() == []
+
+
+def test_unknown_keys_are_listed_for_kafkas_warning() -> None:
+    c = KafkaConfig.from_properties({"broker.id": "1", "no.such.key": "x", "log.segmant.bytes": "1"})
+    assert c.unknown_keys() == ["no.such.key", "log.segmant.bytes"]
+
+
+@pytest.mark.parametrize(
+    ("props", "named"),
+    [
+        ({"listeners": "SSL://127.0.0.1:9093"}, "listeners"),
+        ({"listeners": "SASL_SSL://127.0.0.1:9093"}, "listeners"),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"}, "listeners"),
+        ({"listeners": "PLAINTEXT://127.0.0.1:9092", "advertised.listeners": "SSL://h:9093"}, "advertised.listeners"),
+        ({"listeners": "CLIENT://127.0.0.1:9093", "listener.security.protocol.map": "CLIENT:SSL"}, "listeners"),
+        ({"listeners": "CLIENT://127.0.0.1:9093"}, "listeners"),  # a name with no protocol, as Kafka refuses
+        ({"ssl.keystore.location": "/etc/kafka/ks.jks"}, "ssl.keystore.location"),
+        ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms"),
+        ({"listener.name.client.ssl.keystore.location": "/k"}, "listener.name.client.ssl.keystore.location"),
+        ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
+        ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "authorizer.class.name"),
+        ({"process.roles": "broker"}, "process.roles"),
+    ],
+)
+def test_what_kbus_cannot_honour_is_refused_naming_the_key(props: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{named.replace('.', '[.]')}: ") as info:
+        KafkaConfig.from_properties(props)
+    assert "\n" not in str(info.value)
+
+
+def test_plaintext_under_another_name_is_fine() -> None:
+    c = KafkaConfig.from_properties({
+        "listeners": "CLIENT://127.0.0.1:9093", "listener.security.protocol.map": "CLIENT:PLAINTEXT",
+        "inter.broker.listener.name": "CLIENT",
+    })
+    assert c.listeners[0].name == "CLIENT"

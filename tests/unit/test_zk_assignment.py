@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from kbus.server.metadata.errors import InvalidPartitionsError, InvalidReplicationFactorError
+from kbus.common.errors import InvalidPartitionsError, InvalidReplicationFactorError
 from kbus.zk.assignment import assign_replicas_to_brokers, start_index_for_new_partitions, validate_assignment
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from kbus.common.properties import parse_properties
 from kbus.zk import launcher
 from kbus.zk.launcher import ZooKeeperSetupError
-from kbus.zk.properties import parse_properties
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,11 +36,6 @@ def test_shipped_config_matches_kafka_plus_whitelist():
     assert props["maxClientCnxns"] == "0"
     assert props["admin.enableServer"] == "false"
     assert "srvr" in props["4lw.commands.whitelist"].split(",")
-
-
-def test_properties_parser_handles_java_syntax():
-    props = parse_properties("# c\n! c\na=1\nb : two\nc three\nd=x\\\n  y\n  e = spaced  \n")
-    assert props == {"a": "1", "b": "two", "c": "three", "d": "xy", "e": "spaced"}
 
 
 def test_debian_install_with_log4j_binding(tmp_path):

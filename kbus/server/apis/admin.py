@@ -8,20 +8,21 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.broker_config import BROKER_CONFIGS
+from kbus.common.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    KafkaError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from kbus.common.topic_config import LogConfig, format_value, validate_topic_configs
+from kbus.common.topics import validate_topic_name
 from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.transactions import init_transactional_producer
-from kbus.server.config import BROKER_CONFIGS
-from kbus.server.log.config import LogConfig
-from kbus.server.metadata.errors import (
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-    MetadataError,
-    TopicExistsError,
-    UnknownTopicError,
-)
-from kbus.server.metadata.validation import validate_topic_configs, validate_topic_name
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
@@ -49,7 +50,7 @@ def _config_type(value: str) -> int:
         return CONFIG_TYPE_STRING
 
 
-def _admin_error(exc: MetadataError) -> dict[str, Any]:
+def _admin_error(exc: KafkaError) -> dict[str, Any]:
     """A refused admin request: its Kafka error, INVALID_REQUEST for anything without a more specific code."""
     code = error_code_for(exc)
     return {
@@ -70,7 +71,7 @@ def _check_create(m: Managers, topic: Any) -> tuple[int, int, dict[int, list[int
     rf = topic.replication_factor
     if assignment:
         if partitions != -1 or rf != -1:
-            raise MetadataError("Both numPartitions or replicationFactor and replicasAssignments were set.")
+            raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set.")
     else:
         partitions = m.config.num_partitions if partitions == -1 else partitions
         rf = m.config.default_replication_factor if rf == -1 else rf
@@ -99,7 +100,7 @@ async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
         }
         try:
             if topic.name in seen:
-                raise MetadataError(f"Create topics request from client contains duplicate topic {topic.name}")
+                raise InvalidRequestError(f"Create topics request from client contains duplicate topic {topic.name}")
             seen.add(topic.name)
             partitions, rf, assignment, configs = _check_create(m, topic)
             if request.validate_only:
@@ -122,7 +123,7 @@ async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
                 )
                 for k, v in effective.to_properties().items()
             ]
-        except MetadataError as exc:
+        except KafkaError as exc:
             fields.update(_admin_error(exc))
         results.append(ctx.nested("CreatableTopicResult", **fields))
     return ctx.build(throttle_time=0, topics=results)
@@ -153,7 +154,7 @@ async def delete_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
                 fields["topic_id"] = topic.topic_id
                 await m.admin.delete_topic(name)
                 fields["error_code"] = ErrorCode.none
-        except MetadataError as exc:
+        except KafkaError as exc:
             fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
         results.append(ctx.nested("DeletableTopicResult", **fields))
     return ctx.build(throttle_time=0, responses=results)
@@ -179,7 +180,7 @@ async def create_partitions(m: Managers, ctx: RequestContext, request: Any) -> A
             if not request.validate_only:
                 await m.admin.create_partitions(t.name, t.count)
             fields["error_code"] = ErrorCode.none
-        except MetadataError as exc:
+        except KafkaError as exc:
             fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
         results.append(ctx.nested("CreatePartitionsTopicResult", **fields))
     return ctx.build(throttle_time=0, results=results)
@@ -231,11 +232,11 @@ def _topic_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, synon
 
 def _broker_entries(m: Managers, ctx: RequestContext, keys: Any) -> list[Any]:
     entries = []
-    for key, (attr, _typ, _default) in sorted(BROKER_CONFIGS.items()):
+    for key, spec in sorted(BROKER_CONFIGS.items()):
         if keys is not None and key not in keys:
             continue
-        value = getattr(m.config, attr)
-        text = str(value).lower() if isinstance(value, bool) else str(value)
+        value = getattr(m.config, spec.attr)
+        text = None if value is None else format_value(value)  # Kafka's null: a key not set that has no default
         source = STATIC_BROKER_CONFIG if key in m.config.raw else DEFAULT_CONFIG
         entries.append(
             ctx.nested(
@@ -247,7 +248,7 @@ def _broker_entries(m: Managers, ctx: RequestContext, keys: Any) -> list[Any]:
                 config_source=source,
                 is_sensitive=False,
                 synonyms=(),
-                config_type=_config_type(text),
+                config_type=_config_type(text or ""),
                 documentation=None,
             )
         )
@@ -272,7 +273,7 @@ async def describe_configs(m: Managers, ctx: RequestContext, request: Any) -> An
                 )
             elif res.resource_type == BROKER:
                 if res.resource_name not in ("", str(m.broker_id)):
-                    raise MetadataError(f"Unexpected broker id, expected {m.broker_id}")
+                    raise InvalidRequestError(f"Unexpected broker id, expected {m.broker_id}")
                 fields["configs"] = _broker_entries(m, ctx, keys)
             else:
                 fields.update(
@@ -281,7 +282,7 @@ async def describe_configs(m: Managers, ctx: RequestContext, request: Any) -> An
                 results.append(ctx.nested("DescribeConfigsResult", **fields))
                 continue
             fields["error_code"] = ErrorCode.none
-        except MetadataError as exc:
+        except KafkaError as exc:
             fields.update(_admin_error(exc))
         results.append(ctx.nested("DescribeConfigsResult", **fields))
     return ctx.build(throttle_time=0, results=results)
@@ -336,7 +337,7 @@ async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incre
                         changes[c.name] = ",".join(items) if items else None
                 await _alter_topic(m, res.resource_name, changes, request.validate_only, replace=not incremental)
                 fields["error_code"] = ErrorCode.none
-        except MetadataError as exc:
+        except KafkaError as exc:
             fields.update(_admin_error(exc))
         out.append(ctx.nested("AlterConfigsResourceResponse", **fields))
     return out

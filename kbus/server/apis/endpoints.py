@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kbus.common.cluster import BrokerEndpoint, BrokerInfo
 from kbus.server.apis.registry import RequestContext
-from kbus.server.metadata.types import BrokerEndpoint, BrokerInfo
 
 
 def on_listener(ctx: RequestContext, brokers: Iterable[BrokerInfo]) -> list[tuple[BrokerInfo, BrokerEndpoint]]:

@@ -5,32 +5,19 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from kio.schema.errors import ErrorCode
-
-from kbus.protocol.record_batch import CorruptRecordError, InvalidRecordError
-from kbus.server.log import errors as log_errors
-from kbus.server.metadata.errors import MetadataError
-from kbus.server.replication.errors import ReplicationError
+from kbus.common.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kbus.server.partition import Partition
 
 log = logging.getLogger("kbus.server.apis")
 
-_BY_TYPE: list[tuple[type[BaseException], ErrorCode]] = [
-    (CorruptRecordError, ErrorCode.corrupt_message),
-    (InvalidRecordError, ErrorCode.invalid_record),
-]
-
-
 def error_code_for(exc: BaseException) -> ErrorCode:
-    if isinstance(exc, MetadataError | ReplicationError):
-        return ErrorCode[exc.error_name.lower()]
-    if isinstance(exc, log_errors.LogError) and exc.error_code >= 0:
-        return ErrorCode(exc.error_code)
-    for typ, code in _BY_TYPE:
-        if isinstance(exc, typ):
-            return code
+    """Every kbus error is a KafkaError carrying its code; anything else is a bug, logged with its traceback."""
+    if isinstance(exc, KafkaError):
+        if exc.error_code == ErrorCode.unknown_server_error:
+            log.warning("Unexpected error: %s: %s", type(exc).__name__, exc)
+        return exc.error_code
     log.exception("Unexpected error", exc_info=exc)
     return ErrorCode.unknown_server_error
 

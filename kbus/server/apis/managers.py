@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from kbus.server.config import KafkaConfig
-from kbus.server.log.config import LogConfig
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerInfo
+from kbus.common.topic_config import LogConfig
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogDirUsage
-from kbus.server.metadata.types import BrokerInfo, TopicMetadata
+from kbus.server.metadata.types import TopicMetadata
 from kbus.server.partition import Partition
 
 if TYPE_CHECKING:

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.errors import KafkaError
+from kbus.common.topics import is_internal, validate_topic_name
 from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
-from kbus.server.metadata.errors import MetadataError
 from kbus.server.metadata.types import TopicMetadata
-from kbus.server.metadata.validation import is_internal, validate_topic_name
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
@@ -100,13 +100,13 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
             if topic is None:
                 try:
                     validate_topic_name(name)
-                except MetadataError as exc:
+                except KafkaError as exc:
                     entries.append(_error_topic(ctx, name or "", error_code_for(exc)))
                     continue
                 if allow_auto and not is_internal(name):
                     try:
                         topic = await m.admin.auto_create_topic(name)
-                    except MetadataError as exc:
+                    except KafkaError as exc:
                         entries.append(_error_topic(ctx, name, error_code_for(exc)))
                         continue
             if topic is None:

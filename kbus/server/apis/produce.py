@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.topics import is_internal
 from kbus.protocol.codec import ms
 from kbus.protocol.validation import RecordValidationError, ValidationPolicy, validate_produce
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
-from kbus.server.metadata.validation import is_internal
 from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
+    from kbus.common.topic_config import LogConfig
     from kbus.server.apis.managers import Managers
-    from kbus.server.log.config import LogConfig
     from kbus.server.log.log import AppendResult
     from kbus.server.partition import Partition
 

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.common.topics import OFFSETS_TOPIC
 from kbus.protocol.codec import ms
 from kbus.protocol.control import build_marker_batch
 from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
-from kbus.server.coordinator.records import OFFSETS_TOPIC, OffsetAndMetadata
+from kbus.server.coordinator.records import OffsetAndMetadata
 from kbus.server.transaction.coordinator import TopicPartition, TransactionCoordinator
 from kbus.server.transaction.service import MarkerListener
 

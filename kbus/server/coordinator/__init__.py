@@ -11,9 +11,9 @@ import asyncio
 import contextlib
 import time
 
-from kbus.server.config import KafkaConfig
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.topics import OFFSETS_TOPIC
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
-from kbus.server.coordinator.records import OFFSETS_TOPIC
 from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas, follow_leadership
 from kbus.server.coordinator.timers import TimerDriver
 from kbus.server.metadata.types import MetadataStore
@@ -34,7 +34,7 @@ def group_config(cfg: KafkaConfig) -> GroupConfig:
         max_size=cfg.group_max_size,
         offsets_retention_ms=cfg.offsets_retention_minutes * 60_000,
         offsets_retention_check_interval_ms=cfg.offsets_retention_check_interval_ms,
-        offset_metadata_max_bytes=int(cfg.raw.get("offset.metadata.max.bytes", 4096)),
+        offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
         offsets_topic_replication_factor=cfg.offsets_topic_replication_factor,
         offsets_topic_segment_bytes=cfg.offsets_topic_segment_bytes,
     )
@@ -61,7 +61,7 @@ def start_group_coordinator(config: KafkaConfig, replicas: StateReplicas, metada
         t = metadata.topics().get(OFFSETS_TOPIC)
         return len(t.partitions) if t is not None else None
 
-    offsets_log = InternalTopicLog(OFFSETS_TOPIC, replicas, int(config.raw.get("offsets.commit.timeout.ms", 5000)))
+    offsets_log = InternalTopicLog(OFFSETS_TOPIC, replicas, config.offsets_commit_timeout_ms)
     coordinator = GroupCoordinator(
         group_config(config),
         offsets_log,

@@ -19,6 +19,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.common.topics import OFFSETS_TOPIC
 from kbus.protocol.control import COMMIT, parse_marker
 from kbus.protocol.record_batch import (
     CorruptRecordError,
@@ -35,7 +36,6 @@ from kbus.server.coordinator.group import (
     SyncResult,
 )
 from kbus.server.coordinator.records import (
-    OFFSETS_TOPIC,
     GroupKey,
     GroupMetadataRecord,
     OffsetAndMetadata,

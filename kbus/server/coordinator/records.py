@@ -11,7 +11,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3

@@ -1,6 +1,6 @@
 """Kafka's log layer: segments (.log/.index/.timeindex), partition logs and the log manager."""
 
-from kbus.server.log.config import LogConfig
+from kbus.common.topic_config import LogConfig
 from kbus.server.log.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,

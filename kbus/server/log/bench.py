@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kbus.common.topic_config import LogConfig
 from kbus.protocol import record_batch as rb
-from kbus.server.log.config import LogConfig
 from kbus.server.log.log import Log
 
 

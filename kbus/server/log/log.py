@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbus.common.topic_config import LogConfig
 from kbus.protocol import record_batch as rb
 from kbus.protocol.control import EndTxnMarker, parse_marker
 from kbus.protocol.record_batch import LOG_OVERHEAD, BatchHeader
-from kbus.server.log.config import LogConfig
 from kbus.server.log.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,

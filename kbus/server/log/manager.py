@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbus.server.log.config import LogConfig
+from kbus.common.topic_config import LogConfig
 from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.log import Log, TimeFn, now_ms, parse_topic_partition
 from kbus.server.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS

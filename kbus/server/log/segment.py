@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from kbus.common.topic_config import LogConfig
 from kbus.protocol.record_batch import (
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -23,7 +24,6 @@ from kbus.protocol.record_batch import (
     BatchHeader,
     iter_complete_batches,
 )
-from kbus.server.log.config import LogConfig
 from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.index import OffsetIndex, TimeIndex
 from kbus.server.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex

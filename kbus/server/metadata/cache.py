@@ -3,7 +3,8 @@ the controller, the cluster id, partition leaders. Reads answer from the store's
 
 from __future__ import annotations
 
-from kbus.server.metadata.types import BrokerInfo, MetadataStore, TopicMetadata
+from kbus.common.cluster import BrokerInfo
+from kbus.server.metadata.types import MetadataStore, TopicMetadata
 
 
 class MetadataCache:

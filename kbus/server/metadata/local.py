@@ -13,14 +13,15 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from kbus.server.metadata.errors import (
+from kbus.common.cluster import BrokerInfo
+from kbus.common.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicExistsError,
     UnknownTopicError,
 )
-from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
-from kbus.server.metadata.validation import validate_topic_name
+from kbus.common.topics import validate_topic_name
+from kbus.server.metadata.types import PartitionState, TopicMetadata
 
 METADATA_FILE = "__kbus_metadata.json"
 PRODUCER_ID_BLOCK = 1000

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kbus.common.cluster import BrokerInfo
+
 
 @dataclass
 class PartitionState:
@@ -22,32 +24,6 @@ class TopicMetadata:
     topic_id: uuid.UUID
     partitions: dict[int, PartitionState]
     configs: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class BrokerEndpoint:
-    """One advertised listener of a broker (Kafka's EndPoint)."""
-
-    listener: str
-    host: str
-    port: int
-    security_protocol: str = "PLAINTEXT"
-
-
-@dataclass(frozen=True)
-class BrokerInfo:
-    broker_id: int
-    host: str  # host/port: the broker's first advertised endpoint (or its PLAINTEXT one)
-    port: int
-    rack: str | None = None
-    endpoints: tuple[BrokerEndpoint, ...] = ()  # every advertised listener
-
-    def endpoint(self, listener: str) -> BrokerEndpoint | None:
-        """Where a client that reached some broker on `listener` finds this one (Kafka: Metadata answers with
-        the endpoints of the listener the request came in on); None when this broker has no such listener."""
-        if not self.endpoints:  # registered without listener names: one endpoint serves every listener
-            return BrokerEndpoint(listener, self.host, self.port)
-        return next((e for e in self.endpoints if e.listener == listener), None)
 
 
 class MetadataStore(Protocol):

@@ -21,10 +21,11 @@ from typing import Any
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from kbus.server.config import KafkaConfig
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerInfo
+from kbus.common.errors import UnknownTopicError
 from kbus.server.metadata.controller import ClusterSnapshot, Controller, ControllerSettings, elect_controller
-from kbus.server.metadata.errors import UnknownTopicError
-from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
+from kbus.server.metadata.types import PartitionState, TopicMetadata
 from kbus.zk import paths
 from kbus.zk.admin_zk import AdminZkClient
 from kbus.zk.client import (
@@ -51,22 +52,20 @@ class ZkMetadataStore:
     def for_broker(cls, config: KafkaConfig, broker_id: int, info: BrokerInfo) -> ZkMetadataStore:
         """The broker's store: advertised listeners, broker.rack, zookeeper.*.timeout.ms, delete.topic.enable,
         unclean.leader.election.enable and the leader rebalance settings come from its config."""
-        raw = config.raw
-        auto_rebalance = raw.get("auto.leader.rebalance.enable", "true").lower() == "true"
         return cls(
             config.zookeeper_connect,
             broker_id,
             info.host,
             info.port,
-            rack=info.rack or raw.get("broker.rack") or None,
+            rack=info.rack or config.broker_rack or None,
             endpoints=[Endpoint(e.listener, e.host, e.port, e.security_protocol) for e in info.endpoints],
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
             delete_topic_enable=config.delete_topic_enable,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
-            auto_leader_rebalance_enable=auto_rebalance,
-            leader_imbalance_check_interval_s=float(raw.get("leader.imbalance.check.interval.seconds", 300)),
-            leader_imbalance_per_broker_percentage=int(raw.get("leader.imbalance.per.broker.percentage", 10)),
+            auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_s=float(config.leader_imbalance_check_interval_seconds),
+            leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
         )
 
     def __init__(

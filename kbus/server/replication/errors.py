@@ -1,21 +1,23 @@
-"""Errors of the replicated write path; `error_name` is the Kafka error each maps to."""
+"""Errors of the replicated write path, each with the Kafka error code it maps to."""
+
+from kbus.common.errors import ErrorCode, KafkaError
 
 
-class ReplicationError(Exception):
-    error_name = "UNKNOWN_SERVER_ERROR"
+class ReplicationError(KafkaError):
+    """Base of the replicated write path's errors."""
 
 
 class NotEnoughReplicasError(ReplicationError):
-    error_name = "NOT_ENOUGH_REPLICAS"
+    error_code = ErrorCode.not_enough_replicas
 
 
 class NotEnoughReplicasAfterAppendError(ReplicationError):
-    error_name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    error_code = ErrorCode.not_enough_replicas_after_append
 
 
 class NotLeaderError(ReplicationError):
-    error_name = "NOT_LEADER_OR_FOLLOWER"
+    error_code = ErrorCode.not_leader_or_follower
 
 
 class RequestTimedOutError(ReplicationError):
-    error_name = "REQUEST_TIMED_OUT"
+    error_code = ErrorCode.request_timed_out

@@ -16,11 +16,11 @@ from typing import Any, Protocol
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerInfo
 from kbus.protocol.client import KafkaConnection
 from kbus.protocol.codec import build, nested
 from kbus.protocol.record_batch import iter_complete_batches
-from kbus.server.config import KafkaConfig
-from kbus.server.metadata.types import BrokerInfo
 from kbus.server.partition import Partition
 from kbus.server.repeated_warning import RepeatedWarning
 from kbus.server.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET

@@ -11,9 +11,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from kbus.common.topics import TRANSACTION_STATE_TOPIC
 from kbus.server.coordinator.records import RecordFormatError, _Reader, _Writer, partition_for
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
 VALUE_VERSION = 0
 

@@ -21,11 +21,12 @@ from kio.schema.write_txn_markers.v1.request import (
 from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
 from kio.static.primitive import i16, i32
 
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerInfo
 from kbus.protocol.client import KafkaConnection
-from kbus.server.config import KafkaConfig
 from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas
 from kbus.server.log.log import AppendResult
-from kbus.server.metadata.types import BrokerInfo, TopicMetadata
+from kbus.server.metadata.types import TopicMetadata
 from kbus.server.partition import Partition
 from kbus.server.transaction.coordinator import TopicPartition, TransactionConfig, TransactionCoordinator
 from kbus.server.transaction.records import TRANSACTION_STATE_TOPIC
@@ -188,7 +189,7 @@ class TransactionService:
             remove_expired_interval_ms=cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
         )
         self.marker_listeners: list[MarkerListener] = []
-        timeout_ms = int(cfg.raw.get("request.timeout.ms", 30000))
+        timeout_ms = cfg.request_timeout_ms
         self.request_timeout_ms = timeout_ms
         self.markers = BrokerMarkerWriter(broker, timeout_ms, self.marker_listeners, append_local)
 

@@ -1,0 +1,50 @@
+"""Kafka's topic-name rules and internal topics (org.apache.kafka.common.internals.Topic), for the broker and for
+the tools that check a name before sending it."""
+
+from __future__ import annotations
+
+import re
+
+from kbus.common.errors import InvalidTopicError
+
+MAX_NAME_LENGTH = 249
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """None when `name` is legal, else Kafka's InvalidTopicException message."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
+    if not _LEGAL.match(name):
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than '
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+def validate_topic_name(name: str | None) -> None:
+    message = topic_name_error(name)
+    if message is not None:
+        raise InvalidTopicError(message)
+
+
+def is_internal(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
+def has_collision_chars(name: str) -> bool:
+    """'.' and '_' map to the same metric name, so Kafka warns about topics that use either."""
+    return "." in name or "_" in name
+
+
+def collision_key(name: str) -> str:
+    """Names with equal keys collide (they differ only in '.' vs '_'); Kafka refuses the second one."""
+    return name.replace(".", "_")

@@ -45,6 +45,22 @@ APIS = {  # api key -> (name, versions kbus serves)
     11: ("JoinGroup", range(0, 10)),
     8: ("OffsetCommit", range(2, 10)),
 }
+# every other API kbus serves, for the nullable-field sweep (null where the schema allows it must never reach a
+# handler as a TypeError); the ones that delete or rewrite data get their own topics
+OTHER_APIS = {
+    9: ("OffsetFetch", range(1, 10)), 10: ("FindCoordinator", range(0, 5)), 12: ("Heartbeat", range(0, 5)),
+    13: ("LeaveGroup", range(0, 6)), 14: ("SyncGroup", range(0, 6)), 15: ("DescribeGroups", range(0, 6)),
+    16: ("ListGroups", range(0, 6)), 20: ("DeleteTopics", range(1, 7)), 21: ("DeleteRecords", range(0, 3)),
+    22: ("InitProducerId", range(0, 5)), 23: ("OffsetForLeaderEpoch", range(2, 5)),
+    24: ("AddPartitionsToTxn", range(0, 4)), 25: ("AddOffsetsToTxn", range(0, 4)), 26: ("EndTxn", range(0, 4)),
+    27: ("WriteTxnMarkers", range(1, 2)), 28: ("TxnOffsetCommit", range(0, 4)), 32: ("DescribeConfigs", range(1, 5)),
+    33: ("AlterConfigs", range(0, 3)), 37: ("CreatePartitions", range(0, 4)), 42: ("DeleteGroups", range(0, 3)),
+    44: ("IncrementalAlterConfigs", range(0, 2)), 47: ("OffsetDelete", range(0, 1)),
+    60: ("DescribeCluster", range(0, 2)), 61: ("DescribeProducers", range(0, 1)),
+    65: ("DescribeTransactions", range(0, 1)), 66: ("ListTransactions", range(0, 2)),
+}
+DESTRUCTIVE = {20, 21, 24, 27, 28, 33, 37, 44}
+VICTIM_TOPICS = ["fuzz-victim", "fuzz-auto"]
 ACKED_TOPIC = "fuzz-acked"
 GARBAGE_TOPIC = "fuzz-garbage"
 COMPACT_TOPIC = "fuzz-compact"
@@ -63,8 +79,10 @@ def _unwrap(tp: object) -> tuple[object, bool]:
 class Generator:
     """Valid request bodies with values that make the broker work, from kio's schema."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, null_rate: float = 0.0) -> None:
         self.rng = rng
+        self.null_rate = null_rate  # how often a nullable field is sent as null
+        self.topics = TOPICS
 
     def batch(self, n: int | None = None, codec: int = rb.COMPRESSION_NONE) -> tuple[bytes, list[tuple[bytes, bytes]]]:
         rng = self.rng
@@ -75,8 +93,8 @@ class Generator:
     def _string(self, name: str) -> str:
         if "group" in name:
             return self.rng.choice(GROUPS)
-        if "topic" in name or name == "name":
-            return self.rng.choice(TOPICS)
+        if "topic" in name or name in ("name", "resource_name"):
+            return self.rng.choice(self.topics)
         if "protocol_type" in name:
             return "consumer"
         return self.rng.choice(["", "a", "kbus-fuzz", "x" * self.rng.randint(0, 20)])
@@ -152,6 +170,8 @@ class Generator:
                 if value is None and not nullable and kafka_type == "datetime_i64":
                     value = datetime.datetime.now(datetime.UTC)
                 kwargs[f.name] = value
+            if nullable and "tag" not in f.metadata and self.rng.random() < self.null_rate:
+                kwargs[f.name] = None
         return cls(**kwargs)
 
     def body(self, api_key: int, version: int) -> bytes:
@@ -311,13 +331,16 @@ def healthy(host: str, port: int) -> bool:
 
 
 def run(host: str, port: int, frames: int, seed: int, broker_pid: int | None = None,
-        frame_timeout: float = 10.0, progress: bool = False) -> FuzzResult:
+        frame_timeout: float = 10.0, progress: bool = False, apis: dict[int, tuple[str, range]] | None = None,
+        null_rate: float = 0.0, mutate_rate: float = 0.8) -> FuzzResult:
+    """``apis`` defaults to the eight of issue 10 (APIS); OTHER_APIS with a null_rate sweeps the rest."""
+    apis = apis or APIS
     rng = random.Random(seed)
-    gen = Generator(rng)
+    gen = Generator(rng, null_rate)
     res = FuzzResult()
     conn: Conn | None = None
     corr = 0
-    keys = list(APIS)
+    keys = list(apis)
     started = time.monotonic()
     for i in range(frames):
         if broker_pid is not None and i % max(frames // 20, 1) == 0:
@@ -342,9 +365,10 @@ def run(host: str, port: int, frames: int, seed: int, broker_pid: int | None = N
             frame = request_frame(0, version, corr, produce_body(version, GARBAGE_TOPIC, batch))
         else:
             api_key = rng.choice(keys)
-            version = rng.choice(APIS[api_key][1])
+            version = rng.choice(apis[api_key][1])
+            gen.topics = VICTIM_TOPICS if api_key in DESTRUCTIVE else TOPICS
             body = gen.body(api_key, version)
-            if rng.random() < 0.8:
+            if rng.random() < mutate_rate:
                 body = mutate(rng, body)
             if rng.random() < 0.03:
                 version = rng.choice([-1, 99, version + 1])
@@ -353,7 +377,7 @@ def run(host: str, port: int, frames: int, seed: int, broker_pid: int | None = N
                 frame = struct.pack(">i", rng.choice([-1, 2**31 - 1, len(frame)])) + frame[4:]
                 lying_size = True
         res.frames += 1
-        res.by_api[APIS[api_key][0]] += 1
+        res.by_api[{**APIS, **OTHER_APIS}[api_key][0]] += 1
         sentinel = request_frame(18, 0, SENTINEL_CORRELATION, b"")
         may_wait = api_key in (1, 11) or lying_size  # Fetch/JoinGroup may wait as long as the request asks
         conn.sock.settimeout(1.0 if may_wait else frame_timeout)
@@ -379,7 +403,7 @@ def run(host: str, port: int, frames: int, seed: int, broker_pid: int | None = N
             else:
                 res.hangs += 1
                 if len(res.hang_frames) < 5:
-                    res.hang_frames.append(f"{APIS[api_key][0]} v{version}: {frame.hex()}")
+                    res.hang_frames.append(f"{api_key} v{version}: {frame.hex()}")
             conn.close()
             conn = None
             continue

@@ -92,7 +92,12 @@ done
 in_container() { nsenter -t "$LEADER" -a env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   LANG=C.UTF-8 "$@"; }
 t_boot=$SECONDS
-state=$(timeout 120 nsenter -t "$LEADER" -a systemctl is-system-running --wait || true)
+state=
+for _ in $(seq 1 240); do  # is-system-running --wait can return before the container's bus is up: poll instead
+  state=$(in_container systemctl is-system-running 2>/dev/null || true)
+  case $state in running|degraded) break ;; esac
+  sleep 0.5
+done
 say "container systemd (pid $LEADER on the host) is '$state' after $((SECONDS - t_boot))s"
 [ "$state" = running ] || in_container systemctl --no-pager --failed || true
 

@@ -70,36 +70,46 @@ out=$($KBUS console-consumer --bootstrap-server $BOOTSTRAP --topic topic-1 --fro
 step "kill -9 of the main PID while a producer (acks=all) runs"
 $KBUS topics --create --topic acked --bootstrap-server $BOOTSTRAP --partitions 3 --replication-factor 1 \
   || fail "create acked"
-rm -f /run/kbus-acked.txt
-$PY - <<'EOF' &
-# Produce 30000 numbered records with acks=all; write the ones the broker acknowledged to /run/kbus-acked.txt.
-import time
+rm -f /run/kbus-acked.txt /run/kbus-producing /run/kbus-killed
+$PY - 2>/run/kbus-producer.err <<'EOF' &
+# Produce numbered records (acks=all) before, across and after the kill: from 2000 acknowledged records on, the
+# shell may kill; 3 s after it did, stop producing and wait for every record's fate. Acknowledged ones go to a file.
+import os, time
 from confluent_kafka import Producer
 acked, failed = [], []
 def report(err, msg):
     (failed if err else acked).append(msg.value().decode())
 p = Producer({"bootstrap.servers": "localhost:9092", "acks": "all", "linger.ms": 5,
               "message.timeout.ms": 120000, "enable.idempotence": True})
-for i in range(30000):
-    while True:
-        try:
-            p.produce("acked", str(i).encode(), str(i % 97).encode(), on_delivery=report)
+i, at_kill = 0, None
+while i < 500000:
+    if len(acked) >= 2000 and not os.path.exists("/run/kbus-producing"):
+        open("/run/kbus-producing", "w").close()
+    if os.path.exists("/run/kbus-killed"):
+        if at_kill is None:
+            at_kill = len(acked)
+        if time.time() - os.path.getmtime("/run/kbus-killed") > 3:
             break
-        except BufferError:
-            p.poll(0.05)
+    try:
+        p.produce("acked", str(i).encode(), str(i % 97).encode(), on_delivery=report)
+        i += 1
+    except BufferError:
+        p.poll(0.05)
     p.poll(0)
-    if i % 1000 == 0:
-        time.sleep(0.05)
+    if i % 500 == 0:
+        time.sleep(0.01)
 left = p.flush(150)
 with open("/run/kbus-acked.txt", "w") as f:
     f.write("\n".join(acked) + "\n")
-print(f"producer: {len(acked)} acknowledged, {len(failed)} failed, {left} unresolved", flush=True)
+print(f"producer: {i} sent, {at_kill} acknowledged when the kill was seen, {len(acked)} acknowledged in the end, "
+      f"{len(failed)} failed, {left} unresolved", flush=True)
 EOF
 producer=$!
-sleep 2
+for _ in $(seq 1 120); do [ -e /run/kbus-producing ] && break; sleep 0.5; done
+[ -e /run/kbus-producing ] || fail "producer did not get going"
 victim=$(main_pid)
 restarts_before=$(systemctl show -p NRestarts --value kbus)
-kill -9 "$victim" && echo "kill -9 $victim at t=${SECONDS}s"
+kill -9 "$victim" && touch /run/kbus-killed && echo "kill -9 $victim at t=${SECONDS}s"
 t_kill=$(date +%s.%N)
 for _ in $(seq 1 120); do
   now=$(main_pid)
@@ -113,8 +123,11 @@ now=$(main_pid)
     "$victim" "$now" "$($PY -c "print($t_back - $t_kill)")" || fail "kbus not restarted after kill -9"
 restarts=$(systemctl show -p NRestarts --value kbus)
 [ "$restarts" -gt "$restarts_before" ] && ok "NRestarts $restarts_before -> $restarts" || fail "NRestarts"
-journalctl -u kbus -o cat --no-pager | grep -E "Main process exited|Scheduled restart|loaded .* logs from" | tail -3
+# the new broker waits for the killed one's ZooKeeper session to expire before it registers (as Kafka does)
+journalctl -u kbus -o cat --no-pager \
+  | grep -E "Main process exited|Scheduled restart|loaded .* logs from|is held by session" | tail -4
 wait $producer || fail "producer"
+echo "(librdkafka logged $(grep -c 'Connection refused' /run/kbus-producer.err) refused connects while kbus was down)"
 $PY - <<'EOF' || fail "acknowledged records lost"
 from confluent_kafka import Consumer, TopicPartition
 acked = set(open("/run/kbus-acked.txt").read().split())

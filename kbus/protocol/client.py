@@ -11,7 +11,7 @@ from typing import Any
 from kio.serial import entity_reader
 
 from kbus.protocol.bounds import check_bounds
-from kbus.protocol.codec import API_VERSIONS_KEY, ProtocolError, encode_request, read_uvarint
+from kbus.protocol.codec import API_VERSIONS_KEY, ProtocolError, encode_request, skip_tagged_fields
 
 _I32 = struct.Struct(">i")
 
@@ -53,12 +53,8 @@ class KafkaConnection:
         if corr != self._correlation:
             raise ProtocolError(f"correlation id {corr} != {self._correlation}")
         pos = 4
-        if flexible and int(req_type.__api_key__) != API_VERSIONS_KEY:
-            count, pos = read_uvarint(frame, pos)
-            for _ in range(count):
-                _, pos = read_uvarint(frame, pos)
-                n, pos = read_uvarint(frame, pos)
-                pos += n
+        if flexible and int(req_type.__api_key__) != API_VERSIONS_KEY:  # KIP-511: ApiVersions has no v1 header
+            pos = skip_tagged_fields(frame, pos)
         check_bounds(response_type, frame, pos)  # a broken peer must not make kio allocate what a count claims
         value: Any
         value, _ = entity_reader(response_type)(frame, pos)

@@ -64,6 +64,19 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         raise ProtocolError(str(exc)) from None
 
 
+def skip_tagged_fields(buf: bytes, pos: int) -> int:
+    """Past a header's tagged fields (request header v2, response header v1): kbus reads none of them. Returns the
+    body's offset; ProtocolError when the fields run past the frame."""
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise ProtocolError("truncated header tagged fields")
+    return pos
+
+
 @lru_cache(maxsize=512)  # keyed by wire values: bounded, garbage (key, version) pairs must not grow it
 def request_type(api_key: int, api_version: int) -> type | None:
     try:
@@ -101,13 +114,7 @@ def parse_request_header(frame: bytes, *, supported: Callable[[int, int], bool])
     if rtype is None:
         raise UnsupportedVersionError(header)
     if flexible:
-        count, pos = read_uvarint(frame, pos)
-        for _ in range(count):
-            _, pos = read_uvarint(frame, pos)
-            size, pos = read_uvarint(frame, pos)
-            pos += size
-        if pos > len(frame):
-            raise ProtocolError("truncated header tagged fields")
+        pos = skip_tagged_fields(frame, pos)
     return header, pos
 
 

@@ -106,3 +106,15 @@ def test_build_drops_unknown_fields_and_converts_types():
     )
     assert part.error_code == ErrorCode.unknown_topic_or_partition
     assert not hasattr(part, "log_start_offset")
+
+
+def test_skip_tagged_fields_is_shared_by_server_and_client() -> None:
+    from kbus.protocol.codec import skip_tagged_fields
+    from kbus.protocol.errors import ProtocolError
+
+    # two tagged fields (tag 0 with 3 bytes, tag 5 with 0 bytes), then the body
+    frame = b"\x02" + b"\x00\x03abc" + b"\x05\x00" + b"BODY"
+    assert frame[skip_tagged_fields(frame, 0):] == b"BODY"
+    assert skip_tagged_fields(b"\x00rest", 0) == 1
+    with pytest.raises(ProtocolError):
+        skip_tagged_fields(b"\x01\x00\x7f" + b"short", 0)

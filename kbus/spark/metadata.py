@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kbus.cli.common import UsageError, check_reachable
+from kbus.common.bootstrap import check_reachable
+from kbus.common.errors import UsageError
 from kbus.spark.offsets import PartitionOffsets, TopicPartition
 from kbus.spark.options import EARLIEST, LATEST, KbusOptionError, OffsetSpec, Subscription
 

@@ -6,12 +6,12 @@
 #   scripts/kafka-jars.sh [VERSION]            kafka_2.13 + kafka-tools + their dependencies + slf4j-reload4j:
 #                                              the broker and every bin/kafka-*.sh main class (default 3.9)
 #   scripts/kafka-jars.sh --clients VERSION    kafka-clients alone (+ its dependencies and an slf4j binding)
-#   scripts/kafka-jars.sh --spark VERSION      spark-sql-kafka-0-10_2.13 at that Spark version, for --jars
 #   scripts/kafka-jars.sh --default-version 3.9|4|2.8   print the pinned version of that line and exit
 #
 # Everything Maven downloads (plugins too) goes to .cache/m2, so nothing outside the repo is touched and a clean
 # clone fetches it all itself. A finished directory carries a `.complete` marker; a second call prints it at once.
 # Next to a distribution's libs/, config/ holds log4j.properties (broker) and tools-log4j.properties (tools).
+# Spark's Kafka connector has its own home, kbus/spark/connector.py (`kbus spark-submit --packages ...`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -29,7 +29,6 @@ die() { echo "kafka-jars: $*" >&2; exit 2; }
 kind=dist
 case "${1:-}" in
   --clients) kind=clients; shift ;;
-  --spark) kind=spark; shift ;;
   --default-version)
     case "${2:-}" in 3.9) echo "$KAFKA_39" ;; 4) echo "$KAFKA_4" ;; 2.8) echo "$KAFKA_28" ;;
       *) die "--default-version takes 3.9, 4 or 2.8" ;; esac
@@ -48,7 +47,6 @@ command -v mvn >/dev/null 2>&1 || die "Maven (mvn) is not installed (Debian: apt
 case "$kind" in
   dist) dir=.cache/kafka/$version ;;
   clients) dir=.cache/kafka-clients/$version ;;
-  spark) dir=.cache/spark-kafka/$version ;;
 esac
 libs=$root/$dir/libs
 if [ -f "$root/$dir/.complete" ]; then
@@ -75,9 +73,6 @@ case "$kind" in
     deps+=$(dep org.slf4j slf4j-api "$SLF4J_2")
     deps+=$(dep org.slf4j slf4j-simple "$SLF4J_2")
     ;;
-  spark)
-    deps+=$(dep org.apache.spark spark-sql-kafka-0-10_2.13 "$version")
-    ;;
 esac
 
 mkdir -p "$root/$dir"
@@ -97,24 +92,11 @@ $deps
 EOF
 log=$root/$dir/mvn.log
 rm -rf "$libs"
-# the spark connector's own dependencies (spark-sql etc.) are in pyspark's jars/ already: copy only what
-# pyspark lacks (kafka-clients, the token provider, commons-pool2)
-extra=()
-if [ "$kind" = spark ]; then
-  extra=(-DexcludeGroupIds=org.apache.spark,org.scala-lang,org.slf4j,org.apache.hadoop,com.google.code.findbugs,org.xerial.snappy,org.lz4,com.github.luben)
-  extra+=(-DincludeScope=runtime)
-fi
 if ! mvn -B -q -f "$root/$dir/pom.xml" -Dmaven.repo.local="$root/.cache/m2" \
      org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-     -DoutputDirectory="$libs" -DincludeScope=runtime "${extra[@]}" >"$log" 2>&1; then
+     -DoutputDirectory="$libs" -DincludeScope=runtime >"$log" 2>&1; then
   tail -20 "$log" >&2
   die "Maven could not fetch the $kind jars for $version (log: $dir/mvn.log)"
-fi
-if [ "$kind" = spark ]; then
-  # the connector and the token provider themselves are excluded with their group above; copy them back
-  for a in spark-sql-kafka-0-10_2.13 spark-token-provider-kafka-0-10_2.13; do
-    cp "$root/.cache/m2/org/apache/spark/$a/$version/$a-$version.jar" "$libs/"
-  done
 fi
 if [ "$kind" = dist ] && [[ "$version" != 4.* ]]; then
   # log4j 1 configs like the distribution's config/: tools warn on stderr (stdout stays the tool's output),

@@ -1,7 +1,9 @@
 """`kbus spark-submit JOB.py [job args]`: pyspark's bundled spark-submit, ready for kbus topics.
 
 Local defaults (master local[*], no UI, quiet logs, 127.0.0.1), the `kbus` data source registered automatically,
-and every spark-submit option passed through unchanged (so `--help` reaches spark-submit too).
+and every spark-submit option passed through unchanged (so `--help` reaches spark-submit too), but for
+`--packages org.apache.spark:spark-sql-kafka-0-10_2.13:VERSION`, Spark's own Kafka connector, which comes from a
+local jar cache (kbus.spark.connector).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import typer
 
 from kbus.cli.app import app
 from kbus.cli.common import fail
+from kbus.spark.connector import cache_root, connector_jars, take_connector, with_connector_jars
 from kbus.spark.submit import (
     SubmitError,
     build_kbus_zip,
@@ -43,6 +46,13 @@ def spark_submit(ctx: typer.Context) -> None:
         find_java(os.environ)
     except SubmitError as e:
         fail(f"kbus spark-submit: {e}", code=2)
+    # Spark's own Kafka connector (format "kafka") from the local jar cache rather than Spark's Ivy
+    args, connector_version = take_connector(args)
+    if connector_version is not None:
+        try:
+            args = with_connector_jars(args, connector_jars(connector_version, cache_root(os.environ)))
+        except SubmitError as e:
+            fail(f"kbus spark-submit: {e}", code=2)
     py_files: Path | None = None
     if not is_local_master(args, os.environ):
         # Executors elsewhere do not share this environment: ship kbus with the job.

@@ -18,7 +18,9 @@ broker=$!; pids+=("$broker")
 wait_port "$port"
 status=0
 $PY bench/fuzz.py -b 127.0.0.1:"$port" -n "$frames" --seed "$seed" --broker-pid "$broker" \
-  --broker-log "$work/broker.log" >bench/fuzz-result.json || status=$?
+  --broker-log "$work/broker.log" >"$work/result.json" || status=$?
 kill -0 "$broker" 2>/dev/null || { echo "fuzz: the broker died" >&2; tail -50 "$work/broker.log" >&2; status=1; }
+echo "fuzz: exit status $status, broker log $(wc -l <"$work/broker.log") lines" >&2
+cp "$work/result.json" bench/fuzz-result.json
 cat bench/fuzz-result.json
 exit $status

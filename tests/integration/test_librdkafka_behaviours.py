@@ -50,6 +50,21 @@ def test_0011_keyless_record_on_compacted_topic_is_invalid_record(broker):
     assert got == [(0, b"k1", b"v1"), (1, b"k2", b"v2")]
 
 
+def test_0011_keyless_records_in_one_batch_fail_it_with_per_record_errors(broker):
+    """0011's variation 0: 100 records in one batch, every tenth keyless. Kafka's KIP-467 record_errors name the
+    keyless ones (INVALID_RECORD); librdkafka fails the other 90 with _INVALID_DIFFERENT_RECORD."""
+    topic = _topic(broker.bootstrap, **{"cleanup.policy": "compact"})
+    results: list[KafkaError | None] = []
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000, "acks": "all", "retries": 0})
+    for i in range(100):
+        key = None if i % 10 == 0 else f"k{i}".encode()
+        p.produce(topic, value=f"v{i}".encode(), key=key, partition=0, on_delivery=lambda e, _m: results.append(e))
+    p.flush(30)
+    codes = [e.code() if e is not None else None for e in results]
+    assert codes.count(KafkaError.INVALID_RECORD) == 10, codes
+    assert codes.count(KafkaError._INVALID_DIFFERENT_RECORD) == 90, codes
+
+
 def test_0034_error_partition_beside_healthy_ones(broker):
     topic = _topic(broker.bootstrap, partitions=2)
     _deliver(broker.bootstrap, topic, [(None, f"p0-{i}".encode(), 0) for i in range(5)] + [(None, b"p1", 1)])

@@ -13,6 +13,7 @@ import kbus.cli.console_consumer
 import kbus.cli.console_producer
 import kbus.cli.consumer_groups
 import kbus.cli.dump_log
+import kbus.cli.leader_election
 import kbus.cli.log_dirs
 import kbus.cli.offsets
 import kbus.cli.server

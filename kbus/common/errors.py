@@ -15,6 +15,7 @@ __all__ = [
     "InvalidRequestError",
     "InvalidTopicError",
     "KafkaError",
+    "NotControllerError",
     "TopicExistsError",
     "UnknownTopicError",
     "UsageError",
@@ -54,6 +55,12 @@ class InvalidConfigError(KafkaError):
 
 class InvalidRequestError(KafkaError):
     error_code = ErrorCode.invalid_request
+
+
+class NotControllerError(KafkaError):
+    """A request only the controller answers (ElectLeaders, partition reassignments) reached another broker."""
+
+    error_code = ErrorCode.not_controller
 
 
 class UsageError(Exception):

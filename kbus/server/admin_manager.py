@@ -97,5 +97,10 @@ class AdminManager:
         self._apply()
 
     # ---- producers
+    async def elect_leaders(
+        self, kind: str, partitions: set[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], str | None]:
+        return await asyncio.to_thread(self._metadata.elect_leaders, kind, partitions)
+
     def allocate_producer_id(self) -> int:
         return self._metadata.allocate_producer_id()

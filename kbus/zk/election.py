@@ -78,3 +78,31 @@ def imbalanced_brokers(
         if leaders.get(tp) != preferred:
             not_leading[preferred] = not_leading.get(preferred, 0) + 1
     return {b for b, n in preferred_count.items() if not_leading.get(b, 0) * 100 > percentage * n}
+
+
+# ElectLeaders outcomes (Kafka error names; the API layer maps them to codes)
+ELECTION_NOT_NEEDED = "ELECTION_NOT_NEEDED"
+PREFERRED_LEADER_NOT_AVAILABLE = "PREFERRED_LEADER_NOT_AVAILABLE"
+ELIGIBLE_LEADERS_NOT_AVAILABLE = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+
+
+def requested_election(
+    kind: str, replicas: Sequence[int], current: LeaderAndIsr, live: Collection[int], controller_epoch: int
+) -> LeaderAndIsr | str:
+    """An ElectLeaders request for one partition (kind "preferred" or "unclean"): the new state, or why there is
+    none (Kafka's ZK controller rules: a preferred election needs the preferred replica alive and in sync; an
+    unclean one only runs for a partition without a live leader and takes the first live replica, in sync or not)."""
+    if kind == "preferred":
+        if replicas and current.leader == replicas[0]:
+            return ELECTION_NOT_NEEDED
+        moved = preferred_leader(replicas, current, live, controller_epoch)
+        return PREFERRED_LEADER_NOT_AVAILABLE if moved is None else moved
+    if current.leader != NO_LEADER and current.leader in live:
+        return ELECTION_NOT_NEEDED
+    in_sync = [b for b in replicas if b in live and b in current.isr]
+    if in_sync:
+        return current.with_leader(in_sync[0], [b for b in current.isr if b in live], controller_epoch)
+    live_replicas = [b for b in replicas if b in live]
+    if not live_replicas:
+        return ELIGIBLE_LEADERS_NOT_AVAILABLE
+    return current.with_leader(live_replicas[0], [live_replicas[0]], controller_epoch)

@@ -3,6 +3,7 @@
 from kbus.server.apis import (  # noqa: F401
     admin,
     api_versions,
+    elect_leaders,
     fetch,
     groups,
     log_dirs,

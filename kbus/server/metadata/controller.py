@@ -23,7 +23,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from kbus.zk import paths
 from kbus.zk.client import KafkaZkClient, Watch
 from kbus.zk.codec import NO_LEADER, LeaderAndIsr, TopicAssignment
-from kbus.zk.election import imbalanced_brokers, initial_state, preferred_leader, reconcile
+from kbus.zk.election import imbalanced_brokers, initial_state, preferred_leader, reconcile, requested_election
 
 log = logging.getLogger("kbus.server.metadata.zk_store")
 
@@ -220,6 +220,47 @@ class Controller:
             self._view.record_state(name, partition, written)
             changed = True
         return changed
+
+    def elect_leaders(
+        self, controller_epoch: ControllerEpoch, kind: str, partitions: set[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], str | None]:
+        """ElectLeaders (kafka-leader-election.sh): per partition None when a new leader was written, else the
+        Kafka error name saying why not. `partitions` None means every partition."""
+        zk = self._client()
+        epoch, epoch_version = controller_epoch
+        snap = self._view.snapshot()
+        replicas: dict[tuple[str, int], Sequence[int]] = {
+            (name, p): r
+            for name, (assignment, _) in snap.assignments.items()
+            if name not in snap.deleting
+            for p, r in assignment.partitions.items()
+        }
+        wanted = set(replicas) if partitions is None else partitions
+        results: dict[tuple[str, int], str | None] = {}
+        moves: list[tuple[str, int, LeaderAndIsr]] = []
+        for tp in sorted(wanted):
+            current = snap.states.get(tp[0], {}).get(tp[1])
+            if tp not in replicas:
+                results[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+            elif current is None:
+                results[tp] = "LEADER_NOT_AVAILABLE"
+            else:
+                outcome = requested_election(kind, replicas[tp], current, snap.live, epoch)
+                if isinstance(outcome, str):
+                    results[tp] = outcome
+                else:
+                    moves.append((tp[0], tp[1], outcome))
+        written_all = zk.update_partition_states(moves, epoch_version) if moves else []
+        for (name, partition, _), written in zip(moves, written_all, strict=True):
+            if written is None:  # a leader changed its ISR meanwhile: the client may simply ask again
+                self._view.request_state_read(name, partition)
+                results[(name, partition)] = "REQUEST_TIMED_OUT"
+                continue
+            log.info("Controller %d: %s election made %d leader of %s-%d", self.broker_id, kind, written.leader,
+                     name, partition)  # fmt: skip
+            self._view.record_state(name, partition, written)
+            results[(name, partition)] = None
+        return results
 
     # ---- this broker's own leadership moves ------------------------------------------------------------------
 

@@ -170,6 +170,13 @@ class LocalMetadataStore:
         """There is no other broker to hand leadership to; nothing to move."""
         return []
 
+    def elect_leaders(self, kind: str, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], str | None]:
+        """One broker, one replica per partition: its leader is always the preferred one and always alive."""
+        topics = self.topics()
+        existing = {(t.name, p) for t in topics.values() for p in t.partitions}
+        wanted = existing if partitions is None else partitions
+        return {tp: "ELECTION_NOT_NEEDED" if tp in existing else "UNKNOWN_TOPIC_OR_PARTITION" for tp in wanted}
+
     def allocate_producer_id(self) -> int:
         with self._lock:
             if self._next_producer_id >= self._producer_id_limit:

@@ -70,3 +70,9 @@ class MetadataStore(Protocol):
         ...
 
     def allocate_producer_id(self) -> int: ...
+
+    # ---- operator requests answered by the controller
+    def elect_leaders(self, kind: str, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], str | None]:
+        """ElectLeaders ("preferred" or "unclean"; None: every partition): per partition None when a leader was
+        elected, else the Kafka error name. Raises NotControllerError on a broker that is not the controller."""
+        ...

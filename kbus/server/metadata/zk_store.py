@@ -23,7 +23,7 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
-from kbus.common.errors import UnknownTopicError
+from kbus.common.errors import NotControllerError, UnknownTopicError
 from kbus.server.metadata.controller import ClusterSnapshot, Controller, ControllerSettings, elect_controller
 from kbus.server.metadata.types import PartitionState, TopicMetadata
 from kbus.zk import paths
@@ -289,6 +289,16 @@ class ZkMetadataStore:
         if touched:
             self._notify()
         return stranded
+
+    def elect_leaders(self, kind: str, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], str | None]:
+        with self._cond:
+            epoch = self._controller_epoch
+        if epoch is None:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        results = self._controller.elect_leaders(epoch, kind, partitions)
+        if any(r is None for r in results.values()):
+            self._notify()
+        return results
 
     def allocate_producer_id(self) -> int:
         with self._pid_lock:

@@ -308,6 +308,47 @@ class KafkaAdmin:
         futures = self._client.incremental_alter_configs([resource], request_timeout=self.timeout_s)
         self._wait(next(iter(futures.values())), f"altering configs of {entity_type} {name}")
 
+    # --- SCRAM users (KIP-554) ----------------------------------------------------------------------
+
+    def describe_scram_users(self, users: list[str] | None) -> dict[str, dict[str, int]]:
+        """user -> {mechanism: iterations}; secrets never leave the broker."""
+        if users is None:
+            everyone = self._client.describe_user_scram_credentials()
+            assert isinstance(everyone, Future)  # one future for all users
+            described = self._wait(everyone, "describing SCRAM users")
+        else:
+            futures = self._client.describe_user_scram_credentials(users)
+            assert isinstance(futures, dict)  # one future per user
+            described = {u: self._wait(f, f"describing SCRAM user {u}") for u, f in futures.items()}
+        return {
+            user: {info.mechanism.name.replace("_", "-"): info.iterations for info in d.scram_credential_infos}
+            for user, d in described.items()
+        }
+
+    def alter_scram_user(self, user: str, upserts: dict[str, tuple[int, str]], deletes: list[str]) -> None:
+        """upserts: mechanism -> (iterations, password); the client salts and hashes, the password is not sent."""
+        from confluent_kafka.admin import (
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialDeletion,
+            UserScramCredentialUpsertion,
+        )
+
+        def mechanism(name: str) -> ScramMechanism:
+            try:
+                return ScramMechanism[name.replace("-", "_")]
+            except KeyError:
+                raise AdminError(f"Unknown SCRAM mechanism {name}", "UNSUPPORTED_SASL_MECHANISM") from None
+
+        alterations: list[Any] = [
+            UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism(m), it), pw.encode())
+            for m, (it, pw) in upserts.items()
+        ]
+        alterations += [UserScramCredentialDeletion(user, mechanism(m)) for m in deletes]
+        futures = self._client.alter_user_scram_credentials(alterations)
+        for fut in futures.values():
+            self._wait(fut, f"altering SCRAM credentials of user {user}")
+
     def create_topic(
         self,
         name: str,

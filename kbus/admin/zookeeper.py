@@ -104,3 +104,29 @@ class ZkTopicAdmin:
             raise AdminError(str(e), e.error_code.name.upper()) from None
         except KazooException as e:
             raise AdminError(f"ZooKeeper error: {type(e).__name__} {e}".strip(), "UNKNOWN_SERVER_ERROR") from None
+
+
+class ZkUserAdmin:
+    """SCRAM users straight in ZooKeeper (/config/users/<user>), as kafka-configs.sh --zookeeper did."""
+
+    def __init__(self, connect: str, timeout_s: float = CONNECTION_TIMEOUT_S) -> None:
+        try:
+            self._zk = KafkaZkClient.connect(connect, 30.0, timeout_s, logger=_quiet)
+        except MetadataError as e:
+            raise AdminError(str(e), "_TIMED_OUT") from None
+
+    def describe(self, users: list[str] | None) -> dict[str, dict[str, str]]:
+        names = users if users is not None else self._zk.entity_names("users")
+        return {u: self._zk.get_entity_config("users", u) for u in names}
+
+    def alter(self, user: str, changes: dict[str, str | None]) -> None:
+        configs = self._zk.get_entity_config("users", user)
+        for key, value in changes.items():
+            if value is None:
+                configs.pop(key, None)
+            else:
+                configs[key] = value
+        self._zk.change_entity_config("users", user, configs)
+
+    def close(self) -> None:
+        self._zk.close()

@@ -1,5 +1,7 @@
-"""`kbus configs`: kafka-configs.sh for topics and brokers — describe configs (with their synonyms) and change
-them with IncrementalAlterConfigs, over the wire or, for topics, straight to ZooKeeper (--zookeeper)."""
+"""`kbus configs`: kafka-configs.sh for topics, brokers and users — describe configs (with their synonyms) and
+change them with IncrementalAlterConfigs, over the wire or, for topics, straight to ZooKeeper (--zookeeper); SCRAM
+users (`--entity-type users --add-config 'SCRAM-SHA-256=[iterations=8192,password=...]'`) with
+Describe/AlterUserScramCredentials or in ZooKeeper's /config/users/<user>."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from kbus.cli.app import app
 from kbus.cli.client_config import translate
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
 
-_ENTITY_TYPES = {"topics": "topic", "brokers": "broker"}
+_ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "users": "user"}
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+DEFAULT_SCRAM_ITERATIONS = 4096  # Kafka's ConfigCommand default
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -95,7 +99,9 @@ def configs(
             )
         if bool(bootstrap_server) == bool(zookeeper):
             raise UsageError("Exactly one of --bootstrap-server or --zookeeper must be specified")
-        if zookeeper:
+        if kind == "user":
+            code = _users(bootstrap_server, zookeeper, command_config, name, describe, to_set, to_delete)
+        elif zookeeper:
             code = _via_zookeeper(zookeeper, kind, name, describe, to_set, to_delete)
         else:
             assert bootstrap_server is not None
@@ -121,9 +127,9 @@ def _entity(
     if broker is not None:
         return "broker", broker
     if entity_type is None:
-        raise UsageError("--entity-type must be specified (topics or brokers)")
+        raise UsageError("--entity-type must be specified (topics, brokers or users)")
     if entity_type not in _ENTITY_TYPES:
-        raise UsageError(f"Invalid entity type {entity_type}, the entity type must be one of topics, brokers")
+        raise UsageError(f"Invalid entity type {entity_type}, the entity type must be one of topics, brokers, users")
     return _ENTITY_TYPES[entity_type], entity_name
 
 
@@ -180,6 +186,80 @@ def _via_zookeeper(
         changes: dict[str, str | None] = {**to_set, **dict.fromkeys(to_delete)}
         admin.alter_topic_configs(name, changes)
         print(f"Completed updating config for entity: topic '{name}'.")
+        return 0
+    finally:
+        admin.close()
+
+
+def _scram_upserts(to_set: dict[str, str]) -> dict[str, tuple[int, str]]:
+    """'SCRAM-SHA-256' -> 'iterations=8192,password=...' as (iterations, password)."""
+    out = {}
+    for key, value in to_set.items():
+        if key not in SCRAM_MECHANISMS:
+            raise UsageError(f"Invalid config(s): {key} (users take {', '.join(SCRAM_MECHANISMS)} here)")
+        fields = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
+        if "password" not in fields:
+            raise UsageError(f"{key}: a password must be given, e.g. {key}=[iterations=8192,password=alice-secret]")
+        try:
+            iterations = int(fields.get("iterations", DEFAULT_SCRAM_ITERATIONS))
+        except ValueError:
+            raise UsageError(f"{key}: iterations must be a number") from None
+        out[key] = (iterations, fields["password"])
+    return out
+
+
+def _users(
+    bootstrap_server: str | None,
+    zookeeper: str | None,
+    command_config: str | None,
+    name: str | None,
+    describe: bool,
+    to_set: dict[str, str],
+    to_delete: list[str],
+) -> int:
+    upserts = _scram_upserts(to_set)
+    for key in to_delete:
+        if key not in SCRAM_MECHANISMS:
+            raise UsageError(f"Invalid config(s): {key} (users take {', '.join(SCRAM_MECHANISMS)} here)")
+    if not describe and name is None:
+        raise UsageError("an entity name must be specified with --alter of users")
+    if zookeeper:
+        from kbus.admin.zookeeper import ZkUserAdmin
+        from kbus.server.security.scram import ScramCredential, from_password
+
+        zk = ZkUserAdmin(zookeeper)
+        try:
+            if describe:
+                for user, configs in zk.describe([name] if name else None).items():
+                    # iterations only: kbus never prints stored keys (Kafka 2.x printed the whole credential)
+                    listed = ",".join(
+                        f"{m}=iterations={ScramCredential.decode(v).iterations}"
+                        for m, v in sorted(configs.items())
+                        if m in SCRAM_MECHANISMS
+                    )
+                    print(f"Configs for user-principal '{user}' are {listed}")
+                return 0
+            assert name is not None
+            changes: dict[str, str | None] = {m: from_password(m, pw, it).encode() for m, (it, pw) in upserts.items()}
+            changes.update(dict.fromkeys(to_delete))
+            zk.alter(name, changes)
+            print(f"Completed updating config for entity: user-principal '{name}'.")
+            return 0
+        finally:
+            zk.close()
+    assert bootstrap_server is not None
+    check_reachable(bootstrap_server)
+    conf = translate(load_properties(command_config)) if command_config else {}
+    admin = KafkaAdmin(bootstrap_server, conf)
+    try:
+        if describe:
+            for user, creds in admin.describe_scram_users([name] if name else None).items():
+                listed = ", ".join(f"{m}=iterations={i}" for m, i in sorted(creds.items()))
+                print(f"SCRAM credential configs for user-principal '{user}' are {listed}")
+            return 0
+        assert name is not None
+        admin.alter_scram_user(name, upserts, to_delete)
+        print(f"Completed updating config for user {name}.")
         return 0
     finally:
         admin.close()

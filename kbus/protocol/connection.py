@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import enum
 import struct
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -76,6 +78,16 @@ class KafkaPrincipal:
 ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
 
 
+class SaslExchange(Protocol):
+    """The server side of one SASL mechanism's exchange (kept on the connection between SASL requests)."""
+
+    mechanism: str
+    complete: bool
+    principal: KafkaPrincipal | None
+
+    def evaluate(self, token: bytes) -> bytes: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ApiFlags:
     """What the connection needs to know about an API (declared by each entry of the server's registry)."""
@@ -112,9 +124,11 @@ class SaslToken:
 
 @dataclass(frozen=True, slots=True)
 class Closed:
-    """The connection is done: everything answered is in data_to_send(). `reason` is None for an orderly EOF."""
+    """The connection is done: everything answered is in data_to_send(). `reason` is None for an orderly EOF;
+    `violation` tells a peer that broke the protocol (malformed frame) from a close the broker chose (failed login)."""
 
     reason: str | None
+    violation: bool = False
 
 
 class _Marker(enum.Enum):
@@ -144,6 +158,7 @@ class Connection:
         max_frame_bytes: int,
         principal: KafkaPrincipal = ANONYMOUS,
         max_pipelined: int = 64,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.listener = listener
         self.principal = principal
@@ -154,12 +169,16 @@ class Connection:
         self._buf = bytearray()
         self._eof = False
         self._closing: str | None = None  # why no further request is read (set once)
+        self._violation_seen = False
         self._closed = False
         self._inflight: deque[_Slot] = deque()
         self._slots: dict[int, _Slot] = {}
         self._ready: list[OutFrame] = []  # answered frames, in request order, not yet taken by data_to_send()
         self._next_seq = 0
         self._expect_raw_token = False
+        self.sasl: SaslExchange | None = None  # a SASL exchange under way (between SaslHandshake and its end)
+        self.session_expires_at: float | None = None  # KIP-368: when a SASL session must re-authenticate
+        self._clock = clock
 
     # ---- input
     def receive_data(self, data: bytes) -> None:
@@ -179,9 +198,11 @@ class Connection:
         return len(self._inflight)
 
     # ---- authentication (called by the SASL handlers)
-    def authenticate(self, principal: KafkaPrincipal) -> None:
+    def authenticate(self, principal: KafkaPrincipal, session_lifetime_ms: int = 0) -> None:
         self.principal = principal
         self.authenticated = True
+        self.sasl = None
+        self.session_expires_at = self._clock() + session_lifetime_ms / 1000 if session_lifetime_ms > 0 else None
 
     def expect_raw_sasl_token(self) -> None:
         """After a SaslHandshake v0 the next frame is a bare SASL token."""
@@ -195,14 +216,18 @@ class Connection:
     # ---- events
     def next_event(self) -> Event:
         if self._closed:
-            return Closed(self._closing)
+            return Closed(self._closing, self._violation_seen)
         if self._closing is not None or (self._eof and not self._has_frame_bytes()):
             return self._finish()
         if len(self._buf) < 4:
             return NEED_DATA
-        limit = self._max_frame if self.authenticated else min(self._max_frame, SASL_MAX_RECEIVE_SIZE)
         try:
-            size = frame_size(bytes(self._buf[:4]), limit)
+            size = frame_size(bytes(self._buf[:4]), self._max_frame)
+            if not self.authenticated and size > SASL_MAX_RECEIVE_SIZE:
+                raise ProtocolError(
+                    f"frame of {size} bytes before authentication (sasl.server.max.receive.size="
+                    f"{SASL_MAX_RECEIVE_SIZE})"
+                )
         except ProtocolError as exc:
             return self._violation(str(exc))
         if self._expect_raw_token:
@@ -250,7 +275,9 @@ class Connection:
         except ProtocolError as exc:
             return self._violation(str(exc))
         if not self._gate_allows(flags):
-            return self._violation(f"unexpected request (API key {header.api_key}) before authentication")
+            return self._violation(
+                f"unexpected request (API key {header.api_key}) before authentication or after the session expired"
+            )
         try:
             body = decode_request(frame, header, body_at)
         except ProtocolError as exc:
@@ -258,9 +285,15 @@ class Connection:
         return Request(self._open_slot(flags.pipelined), header, body)
 
     def _gate_allows(self, flags: ApiFlags) -> bool:
-        return self.authenticated or flags.before_auth
+        if flags.before_auth:
+            return True
+        if self.session_expires_at is not None and self._clock() >= self.session_expires_at:
+            return False  # KIP-368: an expired session must re-authenticate before anything else
+        return self.authenticated
 
     def _violation(self, reason: str) -> Event:
+        if self._closing is None:
+            self._violation_seen = True
         self.close(reason)
         self._buf.clear()
         return self._finish()
@@ -270,7 +303,7 @@ class Connection:
         if self._inflight:
             return PAUSED
         self._closed = True
-        return Closed(self._closing)
+        return Closed(self._closing, self._violation_seen)
 
     def _open_slot(self, pipelined: bool) -> int:
         seq = self._next_seq

@@ -29,6 +29,7 @@ from kbus.server.metadata.types import MetadataStore, TopicMetadata
 from kbus.server.partition import Partition
 from kbus.server.replica_manager import LeadershipListener, ReplicaManager
 from kbus.server.scheduler import Scheduler
+from kbus.server.security.manager import SecurityManager
 from kbus.server.transaction.service import TransactionService
 
 log = logging.getLogger("kbus.server")
@@ -58,6 +59,8 @@ class Broker:
             self.metadata = ZkMetadataStore.for_broker(config, self.broker_id, info)
         else:
             self.metadata = LocalMetadataStore(first_dir, info)
+        # TLS contexts and SASL settings per listener, checked now so a bad one stops the start
+        self.security = SecurityManager(config, self.metadata.user_credentials)
         self.cache = MetadataCache(self.metadata, config.cluster_id)
         self.log_manager = LogManager(config.log_dirs, config.log_defaults)
         self.replicas = ReplicaManager(config, self.broker_id, self.metadata, self.log_manager)
@@ -65,7 +68,10 @@ class Broker:
         self.group_coordinator: GroupCoordinator | None = None
         self.transactions: TransactionService | None = None
         # what the API handlers are given; the coordinators join it in start()
-        self.managers = Managers(config, self.broker_id, self.cache, self.replicas, self.admin, groups=None)
+        self.managers = Managers(
+            config, self.broker_id, self.cache, self.replicas, self.admin, groups=None,
+            security=self.security, users=self.metadata,
+        )
         self.scheduler = Scheduler()
         self.stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -36,13 +36,15 @@ from kbus.protocol.connection import (
     Closed,
     Connection,
     KafkaPrincipal,
-    ListenerName,
     Request,
     SaslToken,
 )
 from kbus.protocol.splice import OutFrame, RecordSplicer
 from kbus.server.apis.registry import API_TABLE, CATALOG, RequestContext
+from kbus.server.apis.sasl import raw_token
 from kbus.server.metrics import METRICS
+from kbus.server.security.manager import SSL_HANDSHAKE_TIMEOUT_S, ListenerSecurity, SecurityManager
+from kbus.server.security.principal import certificate_principal
 from kbus.server.sendfile import SendfileWriter
 
 if TYPE_CHECKING:
@@ -78,20 +80,25 @@ class KafkaServer:
         self.config = config
         self._servers: list[asyncio.Server] = []
         self.connections: set[KafkaProtocol] = set()
+        # each listener's TLS context and SASL settings (the broker's; built here for a bare test server)
+        self.security = managers.security or SecurityManager(config, lambda _user: {})
 
     async def bind(self) -> None:
         """Bind every listener without accepting yet: a port that is taken fails here, before the broker
         registers itself anywhere (Kafka binds its SocketServer before registering in ZooKeeper)."""
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
-            name = ListenerName(listener.name, self.config.security_protocol(listener.name))
+            security = self.security.listener(listener.name)
             server = await loop.create_server(
-                functools.partial(KafkaProtocol, self, name),
+                functools.partial(KafkaProtocol, self, self.security.listener(listener.name)),
                 listener.host or None,
                 listener.port,
                 reuse_address=True,
                 backlog=512,
                 start_serving=False,
+                ssl=security.ssl_context,
+                # a stalled or garbage handshake costs that connection only (asyncio closes it, logs at DEBUG)
+                ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S if security.ssl_context is not None else None,
             )
             self._servers.append(server)
 
@@ -101,7 +108,10 @@ class KafkaServer:
         for listener, server in zip(self.config.listeners, self._servers, strict=True):
             await server.start_serving()
             bound = server.sockets[0].getsockname()
-            log.info("Awaiting socket connections on %s:%d (%s)", bound[0], bound[1], listener.name)
+            log.info(
+                "Awaiting socket connections on %s:%d (%s, %s)",
+                bound[0], bound[1], listener.name, self.config.security_protocol(listener.name),
+            )
 
     async def stop(self) -> None:
         for server in self._servers:
@@ -114,10 +124,11 @@ class KafkaServer:
 class KafkaProtocol(asyncio.Protocol):
     """One client connection on one listener."""
 
-    def __init__(self, server: KafkaServer, listener: ListenerName) -> None:
+    def __init__(self, server: KafkaServer, security: ListenerSecurity) -> None:
         self.server = server
         self.managers = server.managers
-        self.listener = listener
+        self.security = security
+        self.listener = security.listener
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
         self.conn_id = ""
@@ -138,11 +149,17 @@ class KafkaProtocol(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.conn_id = f"{self.peer[0]}:{self.peer[1]}-{next(_conn_ids)}"
+        try:
+            principal = self._transport_principal()
+        except ValueError:
+            self._lost = True
+            self.transport.close()
+            return
         self.conn = Connection(
             self.listener,
             CATALOG,
             max_frame_bytes=self.server.config.socket_request_max_bytes,
-            principal=self._transport_principal(),
+            principal=principal,
             max_pipelined=MAX_PIPELINED,
         )
         if SENDFILE and not self.listener.security_protocol.uses_tls:
@@ -152,18 +169,31 @@ class KafkaProtocol(asyncio.Protocol):
         self.server.connections.add(self)
 
     def _transport_principal(self) -> KafkaPrincipal:
-        return ANONYMOUS
+        """SSL listeners: the client certificate's subject through ssl.principal.mapping.rules (ANONYMOUS
+        without one, as Kafka). Other listeners: ANONYMOUS until SASL says otherwise."""
+        mapper = self.security.principal_mapper
+        ssl_object = self.transport.get_extra_info("ssl_object") if self.transport is not None else None
+        if mapper is None or ssl_object is None:
+            return ANONYMOUS
+        try:
+            return certificate_principal(ssl_object.getpeercert(binary_form=True), mapper) or ANONYMOUS
+        except ValueError as exc:  # no mapping rule matched: Kafka refuses the connection
+            log.warning("Closing connection from %s: %s", self.peer[0], exc)
+            raise
 
     def data_received(self, data: bytes) -> None:
-        assert self.conn is not None
+        if self.conn is None:
+            return
         self.conn.receive_data(data)
         self._pump()
 
     def eof_received(self) -> bool:
-        assert self.conn is not None
+        if self.conn is None:
+            return False
         self.conn.receive_data(b"")
         self._pump()
-        return True  # keep the transport open to write what is still being answered; _pump closes it
+        # keep the transport open to write what is still being answered (_pump closes it); TLS cannot half-close
+        return self.security.ssl_context is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
@@ -196,7 +226,7 @@ class KafkaProtocol(asyncio.Protocol):
             if isinstance(event, Request):
                 self._start(self._run(event))
             elif isinstance(event, SaslToken):
-                conn.fail(event.seq, "SASL token without a SASL handshake in progress")
+                self._start(self._run_token(event))
             elif event is NEED_DATA:
                 self._resume_reading()
                 return
@@ -210,8 +240,10 @@ class KafkaProtocol(asyncio.Protocol):
                     if self._writer.stalled:
                         return  # called again once the last responses are sent; Closed is reported again
                     self._writer.close()  # its dup of the socket would keep the connection open
-                if event.reason is not None:
-                    log.warning("Closing connection %s (%s): %s", self.conn_id, self.listener.name, event.reason)
+                if event.reason is not None and not transport.is_closing():
+                    # a peer breaking the protocol is worth a warning; a close we chose (failed login) is not
+                    level = logging.WARNING if event.violation else logging.INFO
+                    log.log(level, "Closing connection %s (%s): %s", self.conn_id, self.listener.name, event.reason)
                 transport.close()
                 return
         self._pause_reading()
@@ -266,6 +298,23 @@ class KafkaProtocol(asyncio.Protocol):
         else:
             if not self._lost:
                 conn.send_response(request.seq, data)
+        self._pump()
+
+    async def _run_token(self, event: SaslToken) -> None:
+        conn = self.conn
+        assert conn is not None
+        try:
+            data = await raw_token(self.server.security, self.listener.name, conn, event.token)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("Unexpected error in a SASL exchange with %s", self.conn_id)
+            data = None
+        if not self._lost:
+            if data is None:
+                conn.fail(event.seq, "SASL authentication failed")
+            else:
+                conn.send_response(event.seq, data)
         self._pump()
 
     async def _execute(self, request: Request, conn: Connection) -> OutFrame | None:

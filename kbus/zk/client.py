@@ -364,6 +364,28 @@ class KafkaZkClient:
             makepath=True,
         )
 
+    # ---- other entities' configs (/config/users/<user>: SCRAM credentials) ----
+
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        try:
+            data, _ = self.zk.get(paths.entity_config(entity_type, name))
+        except NoNodeError:
+            return {}
+        return codec.decode_entity_config(data)
+
+    def entity_names(self, entity_type: str) -> list[str]:
+        return sorted(self._children(f"{paths.CONFIG}/{entity_type}", None))
+
+    def change_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
+        """AdminZkClient.changeConfigs: write the entity's whole config, then the change notification."""
+        self._set_or_create(paths.entity_config(entity_type, name), codec.encode_entity_config(configs))
+        self.zk.create(
+            f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
+            codec.encode_config_change(entity_type, name),
+            sequence=True,
+            makepath=True,
+        )
+
     # ---- deletion ----
 
     def mark_topic_for_deletion(self, topic: str) -> None:

@@ -58,6 +58,11 @@ def topic_config(name: str) -> str:
     return f"{CONFIG_TOPICS}/{name}"
 
 
+def entity_config(entity_type: str, name: str) -> str:
+    """/config/<type>/<name>: users' SCRAM credentials and quotas, clients' quotas, brokers' dynamic configs."""
+    return f"{CONFIG}/{entity_type}/{name}"
+
+
 def delete_topic_marker(name: str) -> str:
     return f"{DELETE_TOPICS}/{name}"
 

@@ -11,5 +11,7 @@ from kbus.server.apis import (  # noqa: F401
     offsets,
     produce,
     replication,
+    sasl,
     transactions,
+    users,
 )

@@ -20,6 +20,7 @@ from kbus.server.partition import Partition
 if TYPE_CHECKING:
     from kbus.server.coordinator.coordinator import GroupCoordinator
     from kbus.server.replica_manager import PartitionRead
+    from kbus.server.security.manager import SecurityManager
     from kbus.server.transaction.service import TransactionService
 
 
@@ -85,6 +86,15 @@ class TopicAdmin(Protocol):
     ) -> dict[tuple[str, int], str | None]: ...
 
 
+class UserCredentials(Protocol):
+    """Describe/AlterUserScramCredentials: users' SCRAM credentials as Kafka stores them (the metadata store);
+    calls may block (ZooKeeper)."""
+
+    def user_credentials(self, user: str) -> dict[str, str]: ...
+    def users_credentials(self) -> dict[str, dict[str, str]]: ...
+    def alter_user_credential(self, user: str, mechanism: str, credential: str | None) -> None: ...
+
+
 @dataclass
 class Managers:
     config: KafkaConfig
@@ -94,3 +104,5 @@ class Managers:
     admin: TopicAdmin
     groups: GroupCoordinator | None
     transactions: TransactionService | None = None
+    security: SecurityManager | None = None  # listeners' TLS/SASL settings (SaslHandshake, SaslAuthenticate)
+    users: UserCredentials | None = None

@@ -48,6 +48,7 @@ class LocalMetadataStore:
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
         self._topics: dict[str, TopicMetadata] = {}
+        self._users: dict[str, dict[str, str]] = {}  # user -> {SCRAM mechanism: credential}, as in /config/users
         self._next_producer_id = 0
         self._producer_id_limit = 0
         self.cluster_id = ""  # a standalone broker keeps its cluster id in meta.properties
@@ -68,6 +69,7 @@ class LocalMetadataStore:
                     for p, s in t["partitions"].items()
                 }
                 self._topics[name] = TopicMetadata(name, uuid.UUID(t["topic_id"]), parts, dict(t.get("configs", {})))
+            self._users = {u: dict(c) for u, c in doc.get("users", {}).items()}
             # Never hand out an id twice across restarts: resume from the end of the last reserved block.
             self._producer_id_limit = self._next_producer_id = int(doc.get("producer_id_block_end", 0))
 
@@ -186,6 +188,26 @@ class LocalMetadataStore:
             self._next_producer_id += 1
             return pid
 
+    # ---- users' SCRAM credentials ----
+    def user_credentials(self, user: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._users.get(user, {}))
+
+    def users_credentials(self) -> dict[str, dict[str, str]]:
+        with self._lock:
+            return {u: dict(c) for u, c in self._users.items()}
+
+    def alter_user_credential(self, user: str, mechanism: str, credential: str | None) -> None:
+        with self._lock:
+            configs = self._users.setdefault(user, {})
+            if credential is None:
+                configs.pop(mechanism, None)
+            else:
+                configs[mechanism] = credential
+            if not configs:
+                del self._users[user]
+            self._save()
+
     def add_listener(self, callback: Callable[[], None]) -> None:
         self._listeners.append(callback)
 
@@ -206,5 +228,6 @@ class LocalMetadataStore:
                 }
                 for t in self._topics.values()
             },
+            "users": self._users,
         }
         write_atomically(self._path, json.dumps(doc, indent=1, sort_keys=True))

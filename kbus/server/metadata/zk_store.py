@@ -202,6 +202,24 @@ class ZkMetadataStore:
         with self._cond:
             return self._states.get(topic, {}).get(partition)
 
+    # ---- users' SCRAM credentials (/config/users/<user>, read on each login: no cache to go stale) -------------
+
+    def user_credentials(self, user: str) -> dict[str, str]:
+        return self._client().get_entity_config("users", user)
+
+    def users_credentials(self) -> dict[str, dict[str, str]]:
+        zk = self._client()
+        return {u: zk.get_entity_config("users", u) for u in zk.entity_names("users")}
+
+    def alter_user_credential(self, user: str, mechanism: str, credential: str | None) -> None:
+        zk = self._client()
+        configs = zk.get_entity_config("users", user)
+        if credential is None:
+            configs.pop(mechanism, None)
+        else:
+            configs[mechanism] = credential
+        zk.change_entity_config("users", user, configs)
+
     # ---- writes (admin) ------------------------------------------------------------------------------------
 
     def create_topic(

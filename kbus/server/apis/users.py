@@ -1,0 +1,126 @@
+"""DescribeUserScramCredentials (50) and AlterUserScramCredentials (51): SCRAM users managed over the wire, as
+kafka-configs.sh --bootstrap-server --entity-type users does (KIP-554). Secrets never leave the broker: Describe
+answers mechanisms and iterations only."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from kbus.server.apis.registry import RequestContext, api
+from kbus.server.security import scram
+
+if TYPE_CHECKING:
+    from kbus.server.apis.managers import Managers
+
+_TYPE_OF = {name: t for t, name in scram.MECHANISM_TYPES.items()}
+
+
+@api(50, 0, 0)
+async def describe_user_scram_credentials(managers: Managers, ctx: RequestContext, request: Any) -> Any:
+    store = managers.users
+    if store is None:
+        return ctx.build(throttle_time=0, error_code=E.unsupported_version, error_message="no credential store")
+    everyone = await asyncio.to_thread(store.users_credentials)
+    if request.users is None:
+        wanted = sorted(u for u, c in everyone.items() if any(m in scram.MECHANISMS for m in c))
+    else:
+        wanted = [u.name for u in request.users]
+    counts = Counter(wanted)
+    results = []
+    for user in dict.fromkeys(wanted):
+        creds = {m: c for m, c in everyone.get(user, {}).items() if m in scram.MECHANISMS}
+        infos: list[Any] = []
+        if counts[user] > 1:
+            code = E.duplicate_resource
+            message: str | None = f"Cannot describe SCRAM credentials for the same user twice in a request: {user}"
+        elif not creds:
+            code, message = E.resource_not_found, f"Attempt to describe a user credential that does not exist: {user}"
+        else:
+            code, message = E.none, None
+            for m, c in sorted(creds.items()):
+                iterations = scram.ScramCredential.decode(c).iterations
+                infos.append(ctx.nested("CredentialInfo", mechanism=_TYPE_OF[m], iterations=iterations))
+        results.append(
+            ctx.nested(
+                "DescribeUserScramCredentialsResult",
+                user=user,
+                error_code=code,
+                error_message=message,
+                credential_infos=infos,
+            )
+        )
+    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, results=results)
+
+
+@api(51, 0, 0)
+async def alter_user_scram_credentials(managers: Managers, ctx: RequestContext, request: Any) -> Any:
+    store = managers.users
+    if store is None:
+        return ctx.build(throttle_time=0, results=())
+    seen = Counter(
+        [(d.name, d.mechanism) for d in request.deletions] + [(u.name, u.mechanism) for u in request.upsertions]
+    )
+    errors: dict[str, tuple[E, str]] = {}
+    order: list[str] = []
+
+    def fail(user: str, code: E, message: str) -> None:
+        errors.setdefault(user, (code, message))
+
+    def check(user: str, mechanism_type: int) -> str | None:
+        if user not in order:
+            order.append(user)
+        if not user:
+            fail(user, E.unacceptable_credential, "Username must not be empty")
+            return None
+        mechanism = scram.MECHANISM_TYPES.get(mechanism_type)
+        if mechanism is None:
+            fail(user, E.unsupported_sasl_mechanism, "Unknown SCRAM mechanism")
+            return None
+        if seen[(user, mechanism_type)] > 1:
+            fail(user, E.duplicate_resource, "A user credential cannot be altered twice in the same request")
+            return None
+        return mechanism
+
+    deletions, upsertions = [], []
+    existing = await asyncio.to_thread(store.users_credentials)
+    for d in request.deletions:
+        mechanism = check(d.name, d.mechanism)
+        if mechanism is None:
+            continue
+        if mechanism not in existing.get(d.name, {}):
+            fail(d.name, E.resource_not_found, "Attempt to delete a user credential that does not exist")
+            continue
+        deletions.append((d.name, mechanism))
+    for u in request.upsertions:
+        mechanism = check(u.name, u.mechanism)
+        if mechanism is None:
+            continue
+        if u.iterations < scram.MIN_ITERATIONS:
+            fail(u.name, E.unacceptable_credential, "Too few iterations")
+            continue
+        if u.iterations > scram.MAX_ITERATIONS:
+            fail(u.name, E.unacceptable_credential, "Too many iterations")
+            continue
+        cred = scram.from_salted_password(mechanism, bytes(u.salted_password), bytes(u.salt), u.iterations)
+        upsertions.append((u.name, mechanism, cred.encode()))
+    # a user with any bad alteration gets none applied (Kafka validates per user before writing)
+    for user, mechanism in deletions:
+        if user not in errors:
+            await asyncio.to_thread(store.alter_user_credential, user, mechanism, None)
+    for user, mechanism, text in upsertions:
+        if user not in errors:
+            await asyncio.to_thread(store.alter_user_credential, user, mechanism, text)
+    results = [
+        ctx.nested(
+            "AlterUserScramCredentialsResult",
+            user=user,
+            error_code=errors.get(user, (E.none, ""))[0],
+            error_message=errors[user][1] if user in errors else None,
+        )
+        for user in order
+    ]
+    return ctx.build(throttle_time=0, results=results)

@@ -112,7 +112,7 @@ class ZkUserAdmin:
     def __init__(self, connect: str, timeout_s: float = CONNECTION_TIMEOUT_S) -> None:
         try:
             self._zk = KafkaZkClient.connect(connect, 30.0, timeout_s, logger=_quiet)
-        except MetadataError as e:
+        except KafkaError as e:
             raise AdminError(str(e), "_TIMED_OUT") from None
 
     def describe(self, users: list[str] | None) -> dict[str, dict[str, str]]:

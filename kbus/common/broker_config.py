@@ -315,7 +315,7 @@ class KafkaConfig:
 
     def unknown_keys(self) -> list[str]:
         """Keys given that no broker config has (Kafka warns: supplied but isn't a known config)."""
-        return [k for k in self.raw if k not in BROKER_CONFIGS]
+        return [k for k in self.raw if k not in BROKER_CONFIGS and not is_security_key(k)]
 
     # ---- construction ----
     @classmethod
@@ -365,9 +365,10 @@ class KafkaConfig:
                 "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
             )
         if self.inter_broker_listener not in {a.name for a in advertised}:
+            key = "inter.broker.listener.name" if self.inter_broker_listener_name else "security.inter.broker.protocol"
             raise ConfigError(
-                "inter.broker.listener.name must be a listener name defined in advertised.listeners "
-                f"(inter-broker listener {self.inter_broker_listener}; listeners {self.listeners_raw})"
+                f"{key}: the inter-broker listener {self.inter_broker_listener} must be a listener name defined in "
+                f"advertised.listeners ({self.advertised_listeners_raw or self.listeners_raw})"
             )
         self.log_defaults  # noqa: B018 - the log.*.hours/minutes keys against the topic limits
         if not self.log_dirs:
@@ -403,12 +404,26 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
 # A config asking for any of these is refused at start with one line naming the key, never half-honoured (a
 # broker that serves plaintext on a port configured as SSL is worse than none). This is the one place to lift a
 # refusal when the feature lands: add the protocol to SUPPORTED_SECURITY_PROTOCOLS, drop the key prefix.
-SUPPORTED_SECURITY_PROTOCOLS = frozenset({SecurityProtocol.PLAINTEXT})
-_UNSUPPORTED_PREFIXES = {
-    "ssl.": "TLS",
-    "sasl.": "SASL",
-    "listener.name.": "per-listener TLS/SASL settings",
-}
+SUPPORTED_SECURITY_PROTOCOLS = frozenset(SecurityProtocol)
+_UNSUPPORTED_PREFIXES: dict[str, str] = {}
+# TLS and SASL keys kbus reads (kbus.server.security), plain or per listener (`listener.name.<l>.<key>`)
+SECURITY_KEYS = frozenset(
+    {
+        "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+        "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",
+        "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
+        "ssl.cipher.suites", "ssl.endpoint.identification.algorithm", "ssl.principal.mapping.rules",
+        "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol",
+        "connection.failed.authentication.delay.ms", "connections.max.reauth.ms",
+    }
+)
+
+
+def is_security_key(key: str) -> bool:
+    if key.startswith("listener.name."):
+        rest = key[len("listener.name.") :].partition(".")[2]
+        return rest in SECURITY_KEYS or rest.endswith(".sasl.jaas.config")
+    return key in SECURITY_KEYS
 _UNSUPPORTED_SET = {
     "authorizer.class.name": "authorization (ACLs)",
     "process.roles": "KRaft mode (kbus runs with ZooKeeper)",

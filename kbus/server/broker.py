@@ -39,6 +39,9 @@ class Broker:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
         self.started_at_ms = int(time.time() * 1000)
+        # TLS contexts and SASL settings per listener, checked first so a bad one stops the start before anything
+        # is created on disk; SCRAM logins read the credentials from the metadata store made below
+        self.security = SecurityManager(config, lambda user: self.metadata.user_credentials(user))
         first_dir = config.log_dirs[0]
         for d in config.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
@@ -59,8 +62,6 @@ class Broker:
             self.metadata = ZkMetadataStore.for_broker(config, self.broker_id, info)
         else:
             self.metadata = LocalMetadataStore(first_dir, info)
-        # TLS contexts and SASL settings per listener, checked now so a bad one stops the start
-        self.security = SecurityManager(config, self.metadata.user_credentials)
         self.cache = MetadataCache(self.metadata, config.cluster_id)
         self.log_manager = LogManager(config.log_dirs, config.log_defaults)
         self.replicas = ReplicaManager(config, self.broker_id, self.metadata, self.log_manager)

@@ -286,18 +286,19 @@ def test_server_start_without_a_config_prints_usage() -> None:
 @pytest.mark.parametrize(
     ("line", "named"),
     [
-        ("listeners=SSL://127.0.0.1:{port}", "listeners"),
-        ("listeners=SASL_SSL://127.0.0.1:{port}", "listeners"),
-        ("ssl.keystore.location=/etc/kafka/server.keystore.jks", "ssl.keystore.location"),
-        ("sasl.enabled.mechanisms=PLAIN", "sasl.enabled.mechanisms"),
+        # a TLS listener without a keystore, a Java keystore, a SASL listener left at Kafka's GSSAPI default
+        ("listeners=SSL://127.0.0.1:{port}\nsecurity.inter.broker.protocol=SSL", "ssl.keystore.location"),
+        ("listeners=SASL_SSL://127.0.0.1:{port}\nsecurity.inter.broker.protocol=SASL_SSL", "ssl.keystore.location"),
+        ("listeners=SSL://127.0.0.1:{port}\nsecurity.inter.broker.protocol=SSL\nssl.keystore.location=/k.jks",
+         "ssl.keystore.type"),
+        ("listeners=SASL_PLAINTEXT://127.0.0.1:{port}\nsecurity.inter.broker.protocol=SASL_PLAINTEXT",
+         "sasl.enabled.mechanisms"),
     ],
 )
 def test_server_start_refuses_security_it_cannot_provide(tmp_path: Path, line: str, named: str) -> None:
     port = free_port()
     config = tmp_path / "server.properties"
-    config.write_text(
-        f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\n" + line.format(port=port) + "\n"
-    )
+    config.write_text(f"log.dirs={tmp_path / 'data'}\n" + line.format(port=port) + "\n")
     done = kbus("server-start", str(config))
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()

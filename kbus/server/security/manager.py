@@ -7,8 +7,8 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kbus.common.broker_config import ConfigError, KafkaConfig
 from kbus.protocol.connection import ListenerName, SecurityProtocol
-from kbus.server.config import ConfigError, KafkaConfig
 from kbus.server.security import tls
 from kbus.server.security.principal import SslPrincipalMapper
 from kbus.server.security.props import for_listener
@@ -73,7 +73,7 @@ class SecurityManager:
         options: Mapping[str, str] = module.options if module else {}
         if not options.get("username") or "password" not in options:
             raise ConfigError(
-                f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config needs username and password: "
+                f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config: needs username and password: "
                 "the broker logs in with them on the inter-broker listener"
             )
         return ClientSecurity(protocol, ctx, mechanism, options["username"], options["password"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kbus.common.broker_config import ConfigError
 from kbus.protocol.connection import KafkaPrincipal
-from kbus.server.config import ConfigError
 
 # Kafka's RULE_SPLITTER: rules are joined by commas, and a rule's pattern may itself contain (escaped) commas
 _RULE = re.compile(r"\s*(DEFAULT|RULE:((\\.|[^\\/])+)/((\\.|[^\\/])*)/([LU]?).*?|(.*?))\s*([,\n]\s*|$)")

@@ -16,8 +16,8 @@ import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from kbus.common.broker_config import ConfigError
 from kbus.protocol.connection import KafkaPrincipal
-from kbus.server.config import ConfigError
 from kbus.server.security import jaas
 from kbus.server.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kbus.server.security.scram import ScramCredential
@@ -109,7 +109,6 @@ class ScramServer:
             ) from None
         raise SaslAuthenticationError("Authentication failed: unexpected SCRAM message")
 
-
     def _client_final(self, message: str) -> bytes:
         """Kafka's check of the client-final message (ScramSaslServer), with scramp's parsed first step.
 
@@ -164,7 +163,8 @@ class ListenerSasl:
             module = jaas_module(props, "PLAIN")
             if module is None or module.login_module != PLAIN_MODULE:
                 raise ConfigError(
-                    "SASL/PLAIN needs listener.name.<listener>.plain.sasl.jaas.config (or sasl.jaas.config) with "
+                    "sasl.jaas.config: SASL/PLAIN needs listener.name.<listener>.plain.sasl.jaas.config (or "
+                    "sasl.jaas.config) with "
                     f'{PLAIN_MODULE} and user_<name>="<password>" entries'
                 )
             users = {k[5:]: v for k, v in module.options.items() if k.startswith("user_")}

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from kbus.server.config import ConfigError
+from kbus.common.broker_config import ConfigError
 
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -82,7 +82,7 @@ def _store_type(props: Mapping[str, str], key: str) -> str:
     value = (_get(props, key) or "JKS").upper()
     if value == "JKS":
         raise ConfigError(
-            f"{key}=JKS is not supported by kbus (Java's own format): convert the store with `keytool "
+            f"{key}: JKS is not supported by kbus (Java's own format): convert the store with `keytool "
             "-importkeystore -srckeystore store.jks -destkeystore store.p12 -deststoretype PKCS12` and set "
             f"{key}=PKCS12, or use PEM"
         )
@@ -102,7 +102,7 @@ def _load_keystore(ctx: ssl.SSLContext, props: Mapping[str, str]) -> bool:
     key_password = _get(props, "ssl.key.password") or None
     if kind == "PKCS12":
         if not location:
-            raise ConfigError("ssl.keystore.location is required for ssl.keystore.type=PKCS12")
+            raise ConfigError("ssl.keystore.location: required with ssl.keystore.type=PKCS12")
         bundle, _ = _pkcs12(
             _read(location, "ssl.keystore.location"), _get(props, "ssl.keystore.password"), "ssl.keystore.location"
         )
@@ -111,17 +111,19 @@ def _load_keystore(ctx: ssl.SSLContext, props: Mapping[str, str]) -> bool:
         key_password = None
     elif location:
         if chain or inline_key:
-            raise ConfigError("ssl.keystore.location cannot be set with ssl.keystore.certificate.chain/key")
+            raise ConfigError("ssl.keystore.location: cannot be set with ssl.keystore.certificate.chain/key")
         bundle = _read(location, "ssl.keystore.location")
     else:
         if not (chain and inline_key):
-            raise ConfigError("ssl.keystore.certificate.chain and ssl.keystore.key must be set together")
+            raise ConfigError("ssl.keystore.certificate.chain: must be set together with ssl.keystore.key")
         bundle = _inline_pem(inline_key, "ssl.keystore.key") + _inline_pem(chain, "ssl.keystore.certificate.chain")
     with _private_file(bundle) as path:
         try:
             ctx.load_cert_chain(path, password=key_password)
         except ssl.SSLError as exc:
-            raise ConfigError(f"ssl.keystore: cannot load the key and certificate chain: {exc.reason or exc}") from None
+            raise ConfigError(
+                f"ssl.keystore.location: cannot load the key and certificate chain: {exc.reason or exc}"
+            ) from None
     return True
 
 
@@ -133,7 +135,7 @@ def _load_truststore(ctx: ssl.SSLContext, props: Mapping[str, str]) -> bool:
     kind = _store_type(props, "ssl.truststore.type")
     if kind == "PKCS12":
         if not location:
-            raise ConfigError("ssl.truststore.location is required for ssl.truststore.type=PKCS12")
+            raise ConfigError("ssl.truststore.location: required with ssl.truststore.type=PKCS12")
         _, certs = _pkcs12(
             _read(location, "ssl.truststore.location"),
             _get(props, "ssl.truststore.password"),
@@ -149,7 +151,7 @@ def _load_truststore(ctx: ssl.SSLContext, props: Mapping[str, str]) -> bool:
     try:
         ctx.load_verify_locations(cadata=pem.decode())
     except (ssl.SSLError, ValueError) as exc:
-        raise ConfigError(f"ssl.truststore: no usable certificate: {exc}") from None
+        raise ConfigError(f"ssl.truststore.location: no usable certificate: {exc}") from None
     return True
 
 
@@ -206,15 +208,17 @@ def server_context(props: Mapping[str, str]) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     if not _load_keystore(ctx, props):
         raise ConfigError(
-            "ssl.keystore.location (or ssl.keystore.certificate.chain and ssl.keystore.key) is required on a TLS "
-            "listener"
+            "ssl.keystore.location: required on an SSL or SASL_SSL listener (or ssl.keystore.certificate.chain and "
+            "ssl.keystore.key)"
         )
     client_auth = (_get(props, "ssl.client.auth") or "none").lower()
     if client_auth not in _CLIENT_AUTH:
         raise ConfigError(f"ssl.client.auth: {client_auth} is not one of none, requested, required")
     has_trust = _load_truststore(ctx, props)
     if client_auth != "none" and not has_trust:
-        raise ConfigError(f"ssl.client.auth={client_auth} needs ssl.truststore.location or ssl.truststore.certificates")
+        raise ConfigError(
+            f"ssl.client.auth: {client_auth} needs ssl.truststore.location or ssl.truststore.certificates"
+        )
     ctx.verify_mode = _CLIENT_AUTH[client_auth]
     _protocols(ctx, props)
     return ctx

@@ -311,7 +311,7 @@ class KafkaConfig:
                 changes[target.attr] = target.parse(str(scaled))  # the topic key's limits hold for it too
             except ValueError as exc:
                 raise ConfigError(f"Invalid value {value} for configuration {key}: {exc}") from None
-        return dataclasses.replace(_LOG, **changes)
+        return dataclasses.replace(_LOG, **changes)  # type: ignore[arg-type]  # each value has its attribute's type (its spec parsed it)
 
     def unknown_keys(self) -> list[str]:
         """Keys given that no broker config has (Kafka warns: supplied but isn't a known config)."""
@@ -329,7 +329,7 @@ class KafkaConfig:
                 values[spec.attr] = spec.parse(raw)
             except ValueError as exc:
                 raise ConfigError(f"Invalid value {raw} for configuration {key}: {exc}") from None
-        cfg = dataclasses.replace(cls(), **values, raw=dict(props))
+        cfg = dataclasses.replace(cls(), **values, raw=dict(props))  # type: ignore[arg-type]  # each value has its attribute's type (its spec parsed it)
         cfg.validate()
         return cfg
 

@@ -149,7 +149,7 @@ class LogConfig:
             if raw is None:
                 raise InvalidConfigError(f"Invalid value null for configuration {key}")
             changes[spec.attr] = spec.parse_value(key, raw)
-        return dataclasses.replace(base or cls(), **changes)
+        return dataclasses.replace(base or cls(), **changes)  # type: ignore[arg-type]  # each value has its attribute's type (its spec parsed it)
 
     def with_overrides(self, props: Mapping[str, str | None]) -> LogConfig:
         return LogConfig.from_properties(props, base=self)

@@ -7,12 +7,31 @@ numbers nobody may ever read. Everything here runs on the broker's event loop, s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Protocol
 
+from kbus.server.coordinator import GroupCoordinator
 from kbus.server.metrics import METRICS, Metrics
+from kbus.server.partition import Partition
 
 Sample = tuple[dict[str, str], float]
+
+
+class BrokerView(Protocol):
+    """What the metrics and the health check read of a running broker (kbus.server.broker.Broker)."""
+
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def cluster_id(self) -> str: ...
+    @property
+    def stopping(self) -> bool: ...
+    @property
+    def partitions(self) -> Mapping[tuple[str, int], Partition]: ...
+    @property
+    def group_coordinator(self) -> GroupCoordinator | None: ...
+    def controller_id(self) -> int: ...
+    def get_partition(self, topic: str, index: int) -> Partition | None: ...
 
 # Counters the replication code increments; rendered from startup so dashboards and alerts see 0, not "no data".
 ZERO_COUNTERS = ("kbus_isr_shrinks_total", "kbus_isr_expands_total")
@@ -22,14 +41,14 @@ def _one(value: float) -> list[Sample]:
     return [({}, float(value))]
 
 
-def under_replicated(partitions: Iterable[Any]) -> list[Any]:
+def under_replicated(partitions: Iterable[Partition]) -> list[Partition]:
     """Kafka counts a partition as under-replicated on its leader only: fewer in-sync replicas than replicas."""
     return [p for p in partitions if p.is_leader and len(p.state.isr) < len(p.state.replicas)]
 
 
-def consumer_lag(broker: Any) -> Iterator[Sample]:
+def consumer_lag(broker: BrokerView) -> Iterator[Sample]:
     """Lag per group and partition, for partitions this broker leads: high watermark minus committed offset."""
-    coordinator = getattr(broker, "group_coordinator", None)
+    coordinator = broker.group_coordinator
     if coordinator is None:
         return
     for group in list(coordinator.groups.values()):
@@ -41,23 +60,23 @@ def consumer_lag(broker: Any) -> Iterator[Sample]:
             yield {"group": group.group_id, "topic": topic, "partition": str(index)}, float(lag)
 
 
-def group_states(broker: Any) -> list[Sample]:
-    coordinator = getattr(broker, "group_coordinator", None)
+def group_states(broker: BrokerView) -> list[Sample]:
+    coordinator = broker.group_coordinator
     if coordinator is None:
         return []
     counts: dict[str, int] = {}
     for group in list(coordinator.groups.values()):
-        state = getattr(group.state, "value", str(group.state))
+        state = group.state.value
         counts[state] = counts.get(state, 0) + 1
     return [({"state": state}, float(n)) for state, n in sorted(counts.items())]
 
 
-def register(broker: Any, metrics: Metrics = METRICS) -> None:
+def register(broker: BrokerView, metrics: Metrics = METRICS) -> None:
     """Attach the broker's gauges (idempotent: a later call replaces the callbacks with the new broker's)."""
     for name in ZERO_COUNTERS:
         metrics.inc(name, 0)
 
-    def partitions() -> list[Any]:
+    def partitions() -> list[Partition]:
         return list(broker.partitions.values())
 
     metrics.gauge(
@@ -98,7 +117,7 @@ def register(broker: Any, metrics: Metrics = METRICS) -> None:
     )
     metrics.gauge(
         "kbus_consumer_groups",
-        lambda: _one(len(getattr(getattr(broker, "group_coordinator", None), "groups", {}) or {})),
+        lambda: _one(0 if broker.group_coordinator is None else len(broker.group_coordinator.groups)),
         "Consumer groups this broker coordinates",
     )
     metrics.gauge("kbus_consumer_groups_by_state", lambda: group_states(broker), "Coordinated groups per state")

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kbus.ops.broker_metrics import BrokerView
 
 
 @dataclass
@@ -50,10 +53,10 @@ def _names(items: list[str], limit: int = 5) -> str:
     return shown + (f", ... {len(items) - limit} more" if len(items) > limit else "")
 
 
-def evaluate(broker: Any) -> HealthReport:
+def evaluate(broker: BrokerView) -> HealthReport:
     """Health from inside the broker process."""
     report = HealthReport(broker.broker_id)
-    if getattr(broker, "stopping", False):
+    if broker.stopping:
         report.problems.append("shutting down")
     for (topic, index), part in sorted(broker.partitions.items()):
         report.partitions += 1

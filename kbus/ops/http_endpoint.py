@@ -13,9 +13,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbus.server.metrics import METRICS, Metrics
+
+if TYPE_CHECKING:
+    from kbus.ops.broker_metrics import BrokerView
 
 log = logging.getLogger("kbus.ops.http")
 
@@ -101,7 +104,7 @@ class OpsEndpoint:
             self._server = None
 
 
-async def start_for_broker(broker: Any, host: str, port: int, metrics: Metrics = METRICS) -> OpsEndpoint:
+async def start_for_broker(broker: BrokerView, host: str, port: int, metrics: Metrics = METRICS) -> OpsEndpoint:
     """Register the broker's gauges and serve /metrics and /health for it; stop() it before the broker."""
     from kbus.ops import broker_metrics
     from kbus.ops.health import evaluate

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode as E
 from kbus.protocol.codec import ms
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.transactions import find_transaction_coordinator
+from kbus.server.coordinator.membership import EMPTY_SUMMARY
 from kbus.server.coordinator.records import OffsetAndMetadata
 
 if TYPE_CHECKING:
@@ -363,8 +364,6 @@ async def describe_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
     described = []
     for group_id in req.groups:
         if coordinator is None:
-            from kbus.server.coordinator.coordinator import EMPTY_SUMMARY
-
             error, summary = int(E.coordinator_not_available), EMPTY_SUMMARY
         else:
             error, summary = coordinator.describe_group(group_id)

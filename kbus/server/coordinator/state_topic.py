@@ -3,22 +3,27 @@ piece every coordinator shares: keys map onto the topic's partitions, the leader
 keys, loads them by reading the partition when it becomes leader and drops them when it resigns, and writes each
 change as records appended with acks=all.
 
-The group coordinator keeps groups and offsets in `__consumer_offsets` this way; a transaction coordinator plugs
-in with `__transaction_state` the same way (its own `StateTopic`, `InternalTopicLog` and `follow_leadership`).
+The group coordinator keeps groups and offsets in `__consumer_offsets` this way (`StateTopic`, `InternalTopicLog`,
+`StatePartitions`, `follow_leadership`); the transaction coordinator's `__transaction_state` uses the same
+`InternalTopicLog` and `follow_leadership`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.log.log import AppendResult
 from kbus.server.partition import Partition
+
+log = logging.getLogger("kbus.coordinator")
+State = TypeVar("State")
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,67 @@ class InternalTopicLog:
             chunks.append(chunk)
             offset = last.next_offset
         return chunks
+
+
+class StatePartitions(Generic[State]):
+    """Which partitions of a state topic this coordinator owns (Kafka's ownedPartitions / loadingPartitions).
+
+    `elect` starts a load: the partition is read back (`StateLog.read`), decoded off the event loop (`replay`,
+    CPU work proportional to the partition) and handed to `install`; only then is it owned. `resign` forgets it
+    and `uninstall`s its state. A resign (and re-elect) while a load is in flight makes that load's result
+    stale: each election's load carries a token, and only the current one installs.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        log: StateLog,
+        replay: Callable[[int, list[bytes]], State],
+        install: Callable[[int, State], None],
+        uninstall: Callable[[int], None],
+        spawn: Callable[[Awaitable[None]], None],
+    ) -> None:
+        self.topic = topic
+        self._log = log
+        self._replay = replay
+        self._install = install
+        self._uninstall = uninstall
+        self._spawn = spawn
+        self.owned: set[int] = set()
+        self.loading: dict[int, object] = {}  # partition -> the token of the load in flight
+
+    def elect(self, partition: int) -> bool:
+        """This broker now leads `partition`: load it. False when it is already owned or loading."""
+        if partition in self.owned or partition in self.loading:
+            return False
+        token = object()
+        self.loading[partition] = token
+        self._spawn(self._load(partition, token))
+        return True
+
+    def resign(self, partition: int) -> None:
+        self.owned.discard(partition)
+        self.loading.pop(partition, None)
+        self._uninstall(partition)
+
+    def clear(self) -> None:
+        self.owned.clear()
+        self.loading.clear()
+
+    async def _load(self, partition: int, token: object) -> None:
+        try:
+            chunks = await self._log.read(partition)
+            state = await asyncio.to_thread(self._replay, partition, chunks)
+        except Exception:
+            log.exception("Loading %s-%d failed", self.topic, partition)
+            if self.loading.get(partition) is token:
+                del self.loading[partition]
+            return
+        if self.loading.get(partition) is not token:  # resigned (and maybe re-elected) while loading
+            return
+        self._install(partition, state)
+        del self.loading[partition]
+        self.owned.add(partition)
 
 
 class StateLoader(Protocol):

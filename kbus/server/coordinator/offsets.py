@@ -1,0 +1,231 @@
+"""Committed offsets (the offsets half of Kafka's GroupCoordinator): OffsetCommit, TxnOffsetCommit and their
+transaction markers, OffsetFetch, OffsetDelete, and retention (offsets.retention.minutes, deleted topics).
+Each commit is one append to the group's `__consumer_offsets` partition in Kafka's record format.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from kio.schema.errors import ErrorCode as E
+
+from kbus.protocol.record_batch import build_batch
+from kbus.server.coordinator.group import Group, GroupState
+from kbus.server.coordinator.group_store import GroupStore, TopicPartition
+from kbus.server.coordinator.records import OffsetAndMetadata, offset_commit_key, offset_commit_value
+
+log = logging.getLogger("kbus.coordinator")
+
+
+class GroupOffsets(GroupStore):
+    # ================================================================ offsets
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, int]:
+        error = self.validate_group_status(group_id, "commit")
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return dict.fromkeys(offsets, E.illegal_generation)
+            # Not using Kafka's group management: a "simple" group that only stores offsets.
+            group = Group(group_id, self.partition_for(group_id), current_state_timestamp=self.clock())
+            self.groups[group_id] = group
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        if error is None and group.is_(GroupState.COMPLETING_REBALANCE):
+            error = E.rebalance_in_progress
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and group.has(member_id):
+            self._schedule_heartbeat(group, group.get(member_id))
+        return await self._store_offsets(group, offsets)
+
+    def _validate_offset_commit(
+        self, group: Group, generation_id: int, member_id: str, instance_id: str | None
+    ) -> int | None:
+        if group.is_(GroupState.DEAD):
+            return E.coordinator_not_available
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return None
+        if generation_id >= 0 or member_id != "" or instance_id is not None:
+            error = self._validate_current_member(group, member_id, instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = E.illegal_generation
+            return error
+        if not group.is_(GroupState.EMPTY):
+            return E.unknown_member_id
+        return None
+
+    async def _store_offsets(
+        self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if self._partition_exists is not None and not self._partition_exists(*tp):
+                result[tp] = E.unknown_topic_or_partition
+            elif len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                result[tp] = E.offset_metadata_too_large
+            else:
+                valid[tp] = om
+        if not valid:
+            return result
+        now = self.clock()
+        records = [(offset_commit_key(group.group_id, t, p), offset_commit_value(om)) for (t, p), om in valid.items()]
+        for tp in valid:
+            group.pending_offset_commits[tp] += 1
+        try:
+            await self.log.append(group.partition, build_batch(records, timestamp_ms=now))
+            error: int = E.none
+        except Exception as exc:
+            error = self._append_error(group.partition, exc, for_offsets=True)
+        finally:
+            for tp in valid:
+                group.pending_offset_commits[tp] -= 1
+                if group.pending_offset_commits[tp] <= 0:
+                    del group.pending_offset_commits[tp]
+        if error == E.none and self.groups.get(group.group_id) is group:
+            group.offsets.update(valid)
+        result.update(dict.fromkeys(valid, error))
+        return result
+
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit: written to the offsets partition inside the producer's transaction; visible only
+        once its COMMIT marker lands there (`complete_txn`)."""
+        error = self.validate_group_status(group_id, "commit")
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = Group(group_id, self.partition_for(group_id), current_state_timestamp=self.clock())
+            self.groups[group_id] = group
+        elif generation_id >= 0 or member_id:
+            # KIP-447: a producer fenced by a rebalance cannot commit for the group's new generation
+            error = self._validate_current_member(group, member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = E.illegal_generation
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+        result: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if self._partition_exists is not None and not self._partition_exists(*tp):
+                result[tp] = E.unknown_topic_or_partition
+            elif len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                result[tp] = E.offset_metadata_too_large
+            else:
+                valid[tp] = om
+        if not valid:
+            return result
+        records = [(offset_commit_key(group_id, t, p), offset_commit_value(om)) for (t, p), om in valid.items()]
+        batch = build_batch(records, timestamp_ms=self.clock(), producer_id=producer_id,
+                            producer_epoch=producer_epoch, is_transactional=True)
+        try:
+            await self.log.append(group.partition, batch)
+            error = E.none
+        except Exception as exc:
+            error = self._append_error(group.partition, exc, for_offsets=True)
+        if error == E.none and self.groups.get(group_id) is group:
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
+        result.update(dict.fromkeys(valid, error))
+        return result
+
+    def complete_txn(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker was written on __consumer_offsets-`partition` (Kafka's handleTxnCompletion)."""
+        for group in self.groups.values():
+            if group.partition == partition:
+                group.complete_txn_offsets(producer_id, committed)
+
+    def unstable_offsets(self, group_id: str, partitions: list[TopicPartition]) -> set[TopicPartition]:
+        """Partitions with a transactional commit still undecided (OffsetFetch require_stable, KIP-447)."""
+        group = self.groups.get(group_id)
+        if group is None or not group.pending_txn_offsets:
+            return set()
+        return {tp for tp in partitions if group.has_pending_txn_offset(tp)}
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """(group error, committed offset or None per partition; every committed partition when None asked)."""
+        error = self.validate_group_status(group_id, "fetch")
+        if error is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        committed = {} if group is None else group.offsets
+        if partitions is None:
+            return E.none, dict(committed)
+        return E.none, {tp: committed.get(tp) for tp in partitions}
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        error = self.validate_group_status(group_id, "offset_delete")
+        if error is not None:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return E.group_id_not_found, {}
+        errors: dict[TopicPartition, int] = {}
+        if group.is_(GroupState.EMPTY):
+            eligible = list(partitions)
+        elif group.protocol_type == "consumer":
+            eligible = [tp for tp in partitions if not group.is_subscribed_to_topic(tp[0])]
+            errors.update({tp: E.group_subscribed_to_topic for tp in partitions if tp not in eligible})
+        else:
+            return E.non_empty_group, {}
+        if eligible:
+            await self._cleanup_group_metadata([group], lambda g: list(eligible))
+            errors.update(dict.fromkeys(eligible, E.none))
+        return E.none, errors
+
+    async def expire_offsets(self) -> int:
+        """offsets.retention.minutes, and offsets of topics that no longer exist (Kafka removes those when the
+        topic is deleted; a periodic sweep also catches deletions made while this broker was not leading)."""
+        now = self.clock()
+        retention = self.config.offsets_retention_ms
+        live = self._live_topics() if self._live_topics is not None else None
+
+        def select(group: Group) -> list[TopicPartition]:
+            gone = [] if live is None else [tp for tp in group.offsets if tp[0] not in live]
+            return sorted(set(group.expired_offsets(now, retention)) | set(gone))
+
+        groups = [g for g in self.groups.values() if g.partition in self.owned and not g.is_(GroupState.DEAD)]
+        removed = await self._cleanup_group_metadata(groups, select)
+        if removed:
+            log.info("Removed %d expired offset(s)", removed)
+        return removed
+
+    async def on_topics_deleted(self, topics: Iterable[str]) -> int:
+        gone = set(topics)
+        groups = [g for g in self.groups.values() if g.partition in self.owned and not g.is_(GroupState.DEAD)]
+        return await self._cleanup_group_metadata(groups, lambda g: [tp for tp in g.offsets if tp[0] in gone])
+
+    def _schedule_cleanup(self) -> None:
+        if self._cleanup_scheduled:
+            return
+        self._cleanup_scheduled = True
+        interval = max(self.config.offsets_retention_check_interval_ms, 100)
+
+        def fire() -> None:
+            self._cleanup_scheduled = False
+            self.run_in_background(self.expire_offsets())
+            self._schedule_cleanup()
+
+        self.timers.schedule(("cleanup",), self.clock() + interval, fire)

@@ -8,6 +8,8 @@ need_pkgs=()
 # a JDK and Maven: Apache Kafka's jars and the Java client tests (scripts/kafka-jars.sh, tests/java)
 command -v javac >/dev/null 2>&1 || need_pkgs+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_pkgs+=(maven)
+# Node.js and npm: the kafkajs client test (tests/js)
+command -v npm >/dev/null 2>&1 || need_pkgs+=(nodejs npm)
 [ -f /usr/share/java/zookeeper.jar ] || need_pkgs+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need_pkgs+=(kcat)
 # pip install builds kbus's one C extension (the produce record scan): a compiler and Python's headers

@@ -27,9 +27,7 @@ def new_cluster_id() -> str:
 
 def read_meta_properties(log_dir: Path) -> dict[str, str]:
     path = log_dir / META_PROPERTIES
-    if not path.exists():
-        return {}
-    return {k: v.strip() for k, v in load_properties(path).items()}
+    return load_properties(path) if path.exists() else {}
 
 
 def settle_broker_id(configured: int, meta: dict[str, str], first_dir: Path) -> int:

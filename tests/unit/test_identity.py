@@ -25,7 +25,7 @@ def test_meta_properties_round_trip_and_broker_id_pinning(tmp_path: Path) -> Non
     assert (meta["broker.id"], meta["cluster.id"], meta["version"]) == ("3", "abc", "0")
     assert settle_broker_id(-1, meta, tmp_path) == 3  # broker.id=-1 takes the stored one
     assert settle_broker_id(3, meta, tmp_path) == 3
-    with pytest.raises(InconsistentIdentityError, match="doesn't match stored broker.id 3"):
+    with pytest.raises(InconsistentIdentityError, match=r"doesn't match stored broker\.id 3"):
         settle_broker_id(4, meta, tmp_path)
 
 

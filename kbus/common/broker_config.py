@@ -211,6 +211,11 @@ class KafkaConfig:
     replica_fetch_max_bytes: int = _int("replica.fetch.max.bytes", 1048576, at_least=0)
     replica_fetch_wait_max_ms: int = _int("replica.fetch.wait.max.ms", 500)
     replica_high_watermark_checkpoint_interval_ms: int = _long("replica.high.watermark.checkpoint.interval.ms", 5000)
+    # incremental fetch sessions (KIP-227)
+    max_incremental_fetch_session_cache_slots: int = _int("max.incremental.fetch.session.cache.slots", 1000, at_least=0)
+    min_incremental_fetch_session_eviction_ms: int = _int(
+        "min.incremental.fetch.session.eviction.ms", 120000, at_least=0
+    )
     # the group coordinator
     offsets_topic_num_partitions: int = _int("offsets.topic.num.partitions", 50, at_least=1)
     offsets_topic_replication_factor: int = _int("offsets.topic.replication.factor", 3, at_least=1)

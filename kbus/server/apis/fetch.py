@@ -17,6 +17,7 @@ from kbus.protocol.record_batch import iter_complete_batches
 from kbus.protocol.splice import FileRegion
 from kbus.server.apis.errors import error_code_for, leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
+from kbus.server.fetch_session import FINAL_EPOCH, FetchContext, FetchSessionError
 from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
 
 
 def _collect(
-    m: Managers, ctx: RequestContext, request: Any, replica_id: int
+    m: Managers, ctx: RequestContext, request: Any, replica_id: int, fctx: FetchContext
 ) -> tuple[list[Any], int, list[Any], dict[str, tuple[int, int]]]:
     """One pass over the requested partitions: (per-topic responses, bytes gathered, partitions to wait on,
     bytes and messages per topic)."""
@@ -57,10 +58,10 @@ def _collect(
     waits = []
     topics_out = []
     sent: dict[str, tuple[int, int]] = {}
-    for ft in request.topics:
+    for topic, partitions in fctx.topics():
         parts_out = []
-        for fp in ft.partitions:
-            part, error = m.replicas.leader_partition(ft.topic, fp.partition)
+        for fp in partitions:
+            part, error = m.replicas.leader_partition(topic, fp.partition)
             fields: dict[str, Any] = {
                 "partition_index": fp.partition,
                 "high_watermark": -1,
@@ -108,11 +109,21 @@ def _collect(
                     total += size
                     remaining = max(remaining - size, 0)
                     if size:
-                        nbytes, nmsgs = sent.get(ft.topic, (0, 0))
-                        sent[ft.topic] = (nbytes + size, nmsgs + count)
+                        nbytes, nmsgs = sent.get(topic, (0, 0))
+                        sent[topic] = (nbytes + size, nmsgs + count)
                     waits.append(part)  # any healthy partition's next append may bring min_bytes closer
-            parts_out.append(ctx.nested("PartitionData", **fields))
-        topics_out.append(ctx.nested("FetchableTopicResponse", topic=ft.topic, partitions=parts_out))
+            if fctx.include(
+                topic,
+                fp.partition,
+                error=fields["error_code"],
+                has_records=bool(fields["records"]),
+                high_watermark=fields["high_watermark"],
+                last_stable_offset=fields["last_stable_offset"],
+                log_start_offset=fields["log_start_offset"],
+            ):
+                parts_out.append(ctx.nested("PartitionData", **fields))
+        if parts_out:
+            topics_out.append(ctx.nested("FetchableTopicResponse", topic=topic, partitions=parts_out))
     return topics_out, total, waits, sent
 
 
@@ -121,10 +132,22 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
     replica_id = getattr(request, "replica_id", -1)
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     min_bytes = request.min_bytes if ms(request.max_wait) > 0 else 0  # Kafka: min_bytes <= 0 answers at once
+    fctx = m.fetch_sessions.new_context(
+        getattr(request, "session_id", 0),
+        getattr(request, "session_epoch", FINAL_EPOCH),
+        [(ft.topic, ft.partitions) for ft in request.topics],
+        [(f.topic, f.partitions) for f in getattr(request, "forgotten_topics_data", ())],
+        time.monotonic(),
+    )
+    if isinstance(fctx, FetchSessionError):
+        return ctx.build(throttle_time=0, error_code=fctx.error_code, session_id=0, responses=[])
+    if fctx.incremental:
+        METRICS.inc("kbus_incremental_fetches_total")
     while True:
         if ctx.splicer is not None:
             ctx.splicer.regions.clear()  # a pass that waits again is thrown away with its placeholders
-        topics_out, total, waits, sent = _collect(m, ctx, request, replica_id)
+        fctx.reset_pass()
+        topics_out, total, waits, sent = _collect(m, ctx, request, replica_id, fctx)
         timeout = deadline - time.monotonic()
         if total >= min_bytes or timeout <= 0 or not waits or m.replicas.stopping:
             break
@@ -138,8 +161,9 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
         finally:
             for part in waits:
                 part.remove_waiter(fut)
+    fctx.commit()
     if replica_id < 0:
         for topic, (nbytes, nmsgs) in sent.items():
             METRICS.inc("kbus_bytes_out_total", nbytes, topic=topic)
             METRICS.inc("kbus_messages_out_total", nmsgs, topic=topic)
-    return ctx.build(throttle_time=0, error_code=ErrorCode.none, session_id=0, responses=topics_out)
+    return ctx.build(throttle_time=0, error_code=ErrorCode.none, session_id=fctx.session_id, responses=topics_out)

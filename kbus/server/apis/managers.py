@@ -4,7 +4,7 @@ unit tests pass fakes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
+from kbus.server.fetch_session import FetchSessionCache
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogDirUsage
 from kbus.server.metadata.types import TopicMetadata
@@ -106,3 +107,10 @@ class Managers:
     transactions: TransactionService | None = None
     security: SecurityManager | None = None  # listeners' TLS/SASL settings (SaslHandshake, SaslAuthenticate)
     users: UserCredentials | None = None
+    # Kafka's FetchManager: incremental fetch sessions (KIP-227), sized by the broker config
+    fetch_sessions: FetchSessionCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fetch_sessions = FetchSessionCache(
+            self.config.max_incremental_fetch_session_cache_slots, self.config.min_incremental_fetch_session_eviction_ms
+        )

@@ -1,0 +1,178 @@
+"""Incremental fetch sessions (KIP-227, Kafka's FetchSession.scala / FetchSessionCache), sans I/O.
+
+A client that sends session_id 0 and epoch 0 asks for a session: the broker remembers the partitions it fetches
+and answers with a session id. Its next fetches (epoch 1, 2, ...) list only the partitions whose fetch position
+changed (plus `forgotten_topics_data` to drop some), and the response carries only partitions with something new:
+records, an error, or a changed high watermark, last stable offset or log start offset. With 1,000 partitions
+and data on a few, neither side re-sends and re-encodes the other 990-odd partitions every time.
+
+Epoch -1 (FINAL) is a sessionless full fetch (librdkafka always sends that), closing the session it names.
+A wrong epoch answers INVALID_FETCH_SESSION_EPOCH, an unknown id FETCH_SESSION_ID_NOT_FOUND; the client then starts
+over with a full fetch. Sessions live in a cache of `max.incremental.fetch.session.cache.slots` entries (0: no
+sessions); when it is full, the least recently used session idle for `min.incremental.fetch.session.eviction.ms`
+makes room (Kafka also weighs size and privileges followers; kbus's followers do not use sessions).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kio.schema.errors import ErrorCode
+
+FINAL_EPOCH = -1
+INITIAL_EPOCH = 0
+
+
+class FetchPartitionRequest(Protocol):
+    """What a Fetch request says about one partition (kio's FetchPartition of any version)."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def partition_max_bytes(self) -> int: ...
+
+
+@dataclass(slots=True)
+class _Sent:
+    """What the client was last told about a partition."""
+
+    high_watermark: int = -2
+    last_stable_offset: int = -2
+    log_start_offset: int = -2
+
+
+@dataclass(slots=True)
+class FetchSession:
+    session_id: int
+    epoch: int  # the epoch the next request must carry
+    last_used: float
+    partitions: OrderedDict[tuple[str, int], FetchPartitionRequest] = field(default_factory=OrderedDict)
+    sent: dict[tuple[str, int], _Sent] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class FetchContext:
+    """How to answer one Fetch: which partitions to read, which to put in the response, what session id to send."""
+
+    session_id: int
+    partitions: list[tuple[str, FetchPartitionRequest]]
+    session: FetchSession | None = None
+    incremental: bool = False
+    _pending: dict[tuple[str, int], _Sent] = field(default_factory=dict)
+
+    def topics(self) -> Iterator[tuple[str, list[FetchPartitionRequest]]]:
+        """The partitions to read, grouped by topic in request (or session) order."""
+        topic: str | None = None
+        group: list[FetchPartitionRequest] = []
+        for t, fp in self.partitions:
+            if t != topic and group:
+                yield topic, group  # type: ignore[misc]  # topic is set once group is not empty
+                group = []
+            topic = t
+            group.append(fp)
+        if group:
+            yield topic, group  # type: ignore[misc]
+
+    def include(self, topic: str, partition: int, *, error: int, has_records: bool, high_watermark: int,
+                last_stable_offset: int, log_start_offset: int) -> bool:
+        """Whether the response carries this partition: always in a full fetch; in an incremental one only when
+        something changed for the client. What it is told is remembered only when `commit()` is called."""
+        if self.session is None:
+            return True
+        key = (topic, partition)
+        sent = self.session.sent.get(key)
+        changed = (
+            sent is None
+            or sent.high_watermark != high_watermark
+            or sent.last_stable_offset != last_stable_offset
+            or sent.log_start_offset != log_start_offset
+        )
+        if changed:
+            self._pending[key] = _Sent(high_watermark, last_stable_offset, log_start_offset)
+        return not self.incremental or changed or has_records or error != ErrorCode.none
+
+    def reset_pass(self) -> None:
+        """A pass over the partitions was thrown away (the fetch waits for more data)."""
+        self._pending.clear()
+
+    def commit(self) -> None:
+        """The response is going out: remember what it told the client."""
+        if self.session is not None:
+            self.session.sent.update(self._pending)
+        self._pending.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSessionError:
+    error_code: int
+
+
+class FetchSessionCache:
+    def __init__(self, max_slots: int, eviction_ms: int = 120_000) -> None:
+        self.max_slots = max_slots
+        self.eviction_s = eviction_ms / 1000
+        self._sessions: OrderedDict[int, FetchSession] = OrderedDict()  # least recently used first
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def new_context(
+        self,
+        session_id: int,
+        epoch: int,
+        topics: list[tuple[str, list[FetchPartitionRequest]]],
+        forgotten: list[tuple[str, list[int]]],
+        now: float,
+    ) -> FetchContext | FetchSessionError:
+        requested = [(t, fp) for t, parts in topics for fp in parts]
+        if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
+            if session_id:
+                self._sessions.pop(session_id, None)  # the client closes (or restarts) its session
+            if epoch == FINAL_EPOCH:
+                return FetchContext(0, requested)
+            session = self._create(now)
+            if session is None:
+                return FetchContext(0, requested)  # no room: a sessionless full fetch
+            for t, fp in requested:
+                session.partitions[(t, fp.partition)] = fp
+            return FetchContext(session.session_id, requested, session)
+        session = self._sessions.get(session_id)
+        if session is None:
+            return FetchSessionError(ErrorCode.fetch_session_id_not_found)
+        if epoch != session.epoch:
+            return FetchSessionError(ErrorCode.invalid_fetch_session_epoch)
+        session.epoch = _next_epoch(epoch)
+        session.last_used = now
+        self._sessions.move_to_end(session_id)
+        for t, parts in forgotten:
+            for p in parts:
+                session.partitions.pop((t, p), None)
+                session.sent.pop((t, p), None)
+        for t, fp in requested:
+            session.partitions[(t, fp.partition)] = fp  # a new partition, or a new position for a known one
+        return FetchContext(session_id, [(t, fp) for (t, _), fp in session.partitions.items()], session, True)
+
+    def _create(self, now: float) -> FetchSession | None:
+        if self.max_slots <= 0:
+            return None
+        if len(self._sessions) >= self.max_slots:
+            oldest_id, oldest = next(iter(self._sessions.items()))
+            if now - oldest.last_used < self.eviction_s:
+                return None
+            del self._sessions[oldest_id]
+        session_id = 0
+        while session_id == 0 or session_id in self._sessions:
+            session_id = random.randint(1, 2**31 - 1)
+        session = FetchSession(session_id, 1, now)
+        self._sessions[session_id] = session
+        return session
+
+
+def _next_epoch(epoch: int) -> int:
+    return 1 if epoch >= 2**31 - 1 else epoch + 1

@@ -29,6 +29,7 @@ CHECKS = [
     "admin_list_offsets_delete_records",
     "admin_describe_cluster",
     "admin_consumer_groups",
+    "transactions_commit_abort_fence_offsets",
 ]
 
 

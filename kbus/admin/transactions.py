@@ -20,15 +20,16 @@ from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.schema.list_transactions.v1.response import ListTransactionsResponse
 from kio.schema.response_header.v1.header import ResponseHeader
+from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
 from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import i8, i16, i32, i64
 
 from kbus.admin.errors import AdminError
 from kbus.protocol.client import KafkaConnection
 
-TRANSACTION_KEY_TYPE = 1
+TRANSACTION_KEY_TYPE = i8(1)
 
 
 # DescribeTransactions v0 as kio defines it, except the start time: Kafka sends -1 when no transaction is under way
@@ -188,7 +189,9 @@ class TransactionsAdmin:
             resp = self._call(
                 broker_id,
                 ListTransactionsRequest(
-                    state_filters=states, producer_id_filters=producer_ids, duration_filter=duration_ms
+                    state_filters=states,
+                    producer_id_filters=tuple(ProducerId(p) for p in producer_ids),
+                    duration_filter=i64(duration_ms),
                 ),
                 ListTransactionsResponse,
             )
@@ -202,7 +205,7 @@ class TransactionsAdmin:
         coordinator = self.find_coordinator(transactional_id)
         resp = self._call(
             coordinator,
-            DescribeTransactionsRequest(transactional_ids=(transactional_id,)),
+            DescribeTransactionsRequest(transactional_ids=(TransactionalId(transactional_id),)),
             _DescribeTransactionsResponse,
         )
         s = resp.transaction_states[0]
@@ -229,7 +232,9 @@ class TransactionsAdmin:
         target = broker_id if broker_id is not None else self.leader_of(topic, partition)
         resp = self._call(
             target,
-            DescribeProducersRequest(topics=(TopicRequest(name=topic, partition_indexes=(partition,)),)),
+            DescribeProducersRequest(
+                topics=(TopicRequest(name=TopicName(topic), partition_indexes=(i32(partition),)),)
+            ),
             DescribeProducersResponse,
         )
         p = resp.topics[0].partitions[0]
@@ -253,11 +258,11 @@ class TransactionsAdmin:
         request = WriteTxnMarkersRequest(
             markers=(
                 WritableTxnMarker(
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
+                    producer_id=ProducerId(producer_id),
+                    producer_epoch=i16(producer_epoch),
                     transaction_result=False,
-                    coordinator_epoch=coordinator_epoch,
-                    topics=(WritableTxnMarkerTopic(name=topic, partition_indexes=(partition,)),),
+                    coordinator_epoch=i32(coordinator_epoch),
+                    topics=(WritableTxnMarkerTopic(name=TopicName(topic), partition_indexes=(i32(partition),)),),
                 ),
             )
         )

@@ -66,7 +66,8 @@ class KafkaStyleCommand(TyperCommand):
 
     optional_values: dict[str, str] = {}
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    # typer hands its own Context (a subclass of its vendored click's); the base class names the click one
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         out: list[str] = []
         for i, arg in enumerate(args):
             out.append(arg)

@@ -46,6 +46,15 @@ NOOP_FORMATTERS = {
 }
 
 
+
+def _headers(msg: Message) -> list[tuple[str, bytes | None]] | None:
+    """A record's headers as the formatter prints them (librdkafka gives a list of (name, bytes) pairs)."""
+    raw = msg.headers()
+    if not raw:
+        return None
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return [(k, v.encode() if isinstance(v, str) else v) for k, v in pairs]
+
 def parse_offset(text: str) -> int:
     """--offset: 'earliest', 'latest' or a non-negative number -> a librdkafka start offset."""
     lowered = text.strip().lower()
@@ -337,17 +346,18 @@ def _run(
                     if err.fatal():
                         raise KafkaException(err)
                     continue
+                topic_name, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                if topic_name is None or partition is None or offset is None:
+                    continue  # librdkafka sets all three on every record; only events lack them
                 if value_only:
                     value = msg.value()
                     chunks.append((null if value is None else value) + line_end)
                 elif not noop:
                     ts_type, ts = msg.timestamp()
                     chunks.append(
-                        fmt.format_fields(
-                            msg.partition(), msg.offset(), ts_type, ts, msg.key(), msg.value(), msg.headers()
-                        )
+                        fmt.format_fields(partition, offset, ts_type, ts, msg.key(), msg.value(), _headers(msg))
                     )
-                last_of_partition[(msg.topic(), msg.partition())] = msg
+                last_of_partition[(topic_name, partition)] = msg
                 taken += 1
             if taken:
                 # One write per batch: stdout may be unbuffered (PYTHONUNBUFFERED), and the count and the

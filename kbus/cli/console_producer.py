@@ -133,9 +133,7 @@ def console_producer(
         int | None, typer.Option("--message-send-max-retries", help="retries (default 3)")
     ] = None,
     retry_backoff_ms: Annotated[int | None, typer.Option("--retry-backoff-ms", help="retry.backoff.ms")] = None,
-    metadata_expiry_ms: Annotated[
-        int | None, typer.Option("--metadata-expiry-ms", help="metadata.max.age.ms")
-    ] = None,
+    metadata_expiry_ms: Annotated[int | None, typer.Option("--metadata-expiry-ms", help="metadata.max.age.ms")] = None,
     max_block_ms: Annotated[
         int | None, typer.Option("--max-block-ms", help="Accepted for compatibility; librdkafka does not block")
     ] = None,
@@ -251,9 +249,8 @@ def _run(producer: Producer, topic: str, reader: LineMessageReader, sync: bool) 
                 break
             while True:
                 try:
-                    producer.produce(
-                        topic, value=rec.value, key=rec.key, headers=rec.headers or None, on_delivery=delivery
-                    )
+                    headers: list[tuple[str, str | bytes | None]] | None = list(rec.headers) if rec.headers else None
+                    producer.produce(topic, value=rec.value, key=rec.key, headers=headers, on_delivery=delivery)
                     break
                 except BufferError:
                     producer.poll(0.1)  # local queue full: let deliveries drain

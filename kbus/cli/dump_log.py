@@ -23,6 +23,7 @@ from kbus.protocol.record_batch import (
     MAGIC_V2,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
+    Buffer,
     CorruptRecordError,
     decode_records,
     iter_complete_batches,
@@ -101,7 +102,7 @@ def dump_segment(path: Path, out: TextIO, print_data: bool, deep: bool) -> None:
             out.write(f"Found {trailing} invalid bytes at the end of {path.name}\n")
 
 
-def _control_text(buf: bytes | bytearray | memoryview, h: BatchHeader) -> str:
+def _control_text(buf: Buffer, h: BatchHeader) -> str:
     """What Kafka prints for a control record: the transaction marker's type and coordinator epoch."""
     try:
         marker = parse_marker(memoryview(buf)[h.position : h.position + h.size])

@@ -24,6 +24,7 @@ from kbus.common.topic_config import (
     parse_int,
     parse_long,
     parse_str,
+    with_values,
 )
 from kbus.protocol.connection import SecurityProtocol
 
@@ -316,7 +317,7 @@ class KafkaConfig:
                 changes[target.attr] = target.parse(str(scaled))  # the topic key's limits hold for it too
             except ValueError as exc:
                 raise ConfigError(f"Invalid value {value} for configuration {key}: {exc}") from None
-        return dataclasses.replace(_LOG, **changes)  # type: ignore[arg-type]  # each value has its attribute's type (its spec parsed it)
+        return with_values(_LOG, changes)
 
     def unknown_keys(self) -> list[str]:
         """Keys given that no broker config has (Kafka warns: supplied but isn't a known config)."""
@@ -334,7 +335,7 @@ class KafkaConfig:
                 values[spec.attr] = spec.parse(raw)
             except ValueError as exc:
                 raise ConfigError(f"Invalid value {raw} for configuration {key}: {exc}") from None
-        cfg = dataclasses.replace(cls(), **values, raw=dict(props))  # type: ignore[arg-type]  # each value has its attribute's type (its spec parsed it)
+        cfg = dataclasses.replace(with_values(cls(), values), raw=dict(props))
         cfg.validate()
         return cfg
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kbus.common.errors import InvalidConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 LONG_MAX = 2**63 - 1
 LONG_MIN = -(2**63)
@@ -23,6 +26,13 @@ CLEANUP_POLICIES = ("compact", "delete")
 
 ConfigValue = int | float | bool | str
 T = TypeVar("T", int, float, bool, str)
+D = TypeVar("D", bound="DataclassInstance")
+
+
+def with_values(table: D, values: Mapping[str, ConfigValue | None]) -> D:
+    """A copy of a config table with parsed values set by attribute name (each parsed by its own key's parser,
+    so its type fits the field; the type checker cannot follow that per key)."""
+    return dataclasses.replace(table, **values)
 
 
 # ---- parsers: raw text -> value, or ValueError with the reason Kafka's ConfigDef gives ----------------------
@@ -149,7 +159,7 @@ class LogConfig:
             if raw is None:
                 raise InvalidConfigError(f"Invalid value null for configuration {key}")
             changes[spec.attr] = spec.parse_value(key, raw)
-        return dataclasses.replace(base or cls(), **changes)  # type: ignore[arg-type]  # each value has its attribute's type (its spec parsed it)
+        return with_values(base or cls(), changes)
 
     def with_overrides(self, props: Mapping[str, str | None]) -> LogConfig:
         return LogConfig.from_properties(props, base=self)

@@ -113,7 +113,7 @@ def check_over_wire(bootstrap: str, timeout: float = 10.0) -> HealthReport:
     except KafkaException as exc:
         raise BrokerUnreachable(f"no metadata from {bootstrap} within {timeout:g} s: {exc.args[0].str()}") from None
     views = [
-        PartitionView(t.topic, p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
+        PartitionView(t.topic or "", p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
         for t in md.topics.values()
         for p in t.partitions.values()
     ]

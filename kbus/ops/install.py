@@ -56,7 +56,8 @@ def set_property(text: str, key: str, value: str, comment: str = "") -> str:
     pattern = re.compile(rf"^[#!]?\s*{re.escape(key)}\s*[=:].*$", re.MULTILINE)
     lines = [m for m in pattern.finditer(text)]
     live = [m for m in lines if not m.group(0).startswith(("#", "!"))]
-    target = (live or lines or [None])[0]
+    candidates = live or lines
+    target = candidates[0] if candidates else None
     if target is not None:
         return text[: target.start()] + f"{key}={value}" + text[target.end() :]
     tail = "" if text.endswith("\n") or not text else "\n"

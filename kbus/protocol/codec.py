@@ -50,7 +50,7 @@ class RequestHeader:
 def frame_size(prefix: bytes, max_frame_bytes: int) -> int:
     """The payload size a frame's 4-byte prefix announces; ProtocolError when it is negative or larger than
     socket.request.max.bytes (the connection is then closed before anything is buffered)."""
-    (size,) = _I32.unpack(prefix)
+    size: int = _I32.unpack(prefix)[0]
     if size < 0 or size > max_frame_bytes:
         raise ProtocolError(f"frame of {size} bytes outside [0, socket.request.max.bytes={max_frame_bytes}]")
     return size
@@ -241,7 +241,8 @@ def nested(message_type: type, name: str, /) -> type:
     """The nested entity class `name` that lives beside a versioned kio message class."""
     import sys
 
-    return getattr(sys.modules[message_type.__module__], name)
+    cls: type = getattr(sys.modules[message_type.__module__], name)
+    return cls
 
 
 def ms(value: Any) -> int:

@@ -16,6 +16,7 @@ and partition leader epoch can be rewritten without recomputing it.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import threading
 import time
@@ -27,7 +28,7 @@ import crc32c as _crc32c
 
 from kbus.common.errors import ErrorCode, KafkaError
 
-Buffer = bytes | bytearray | memoryview
+Buffer = bytes | bytearray | memoryview | mmap.mmap  # segment files are read through mmap (dump-log)
 
 # Field offsets inside a batch.
 BASE_OFFSET_OFFSET = 0
@@ -468,7 +469,7 @@ def _decompress_bounded(module: Any, data: bytes, max_size: int) -> memoryview:
 
 
 def _snappy_checked_len(cramjam: Any, block: bytes, budget: int) -> int:
-    n = cramjam.snappy.decompress_raw_len(block)
+    n: int = cramjam.snappy.decompress_raw_len(block)
     if n > budget:
         raise CorruptRecordError("snappy records decompress to more than the bound")
     return n

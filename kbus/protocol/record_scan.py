@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-Buffer = bytes | bytearray | memoryview
+from kbus.protocol.record_batch import Buffer
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from kbus.common.errors import ErrorCode, KafkaError
 from kbus.protocol import record_batch as rb
 from kbus.protocol.record_scan import MalformedRecordsError, scan
 
-Buffer = bytes | bytearray | memoryview
+Buffer = rb.Buffer
 
 # A decompressed batch may not grow beyond this: a few KB of zstd can claim gigabytes (Kafka streams records and
 # never holds them; kbus checks a whole batch at once, so it bounds the batch instead).

@@ -8,7 +8,7 @@ So readers keep clients out of their pickled state and pass everything read() ne
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -28,6 +28,7 @@ from kbus.spark.metadata import KbusDataLossError, OffsetReader, check_brokers
 from kbus.spark.offsets import (
     OffsetRange,
     PartitionOffsets,
+    SparkOffset,
     TopicPartition,
     from_spark_offset,
     rate_limit,
@@ -110,7 +111,7 @@ class KbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: PartitionOffsets | None = None  # frozen end for trigger=availableNow
         self._latest_seen: PartitionOffsets | None = None
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, object]:
         # The copy shipped to executors must not carry a live client.
         return {**self.__dict__, "_client": None}
 
@@ -124,7 +125,7 @@ class KbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = reader.topic_partitions(self.options.subscription)
         return {tp: high for tp, (_low, high) in reader.watermarks(tps).items()}
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> SparkOffset:
         o = self.options
         reader = self._offsets()
         tps = reader.topic_partitions(o.subscription)
@@ -138,7 +139,7 @@ class KbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: SparkOffset, limit: ReadLimit) -> SparkOffset:
         begin = from_spark_offset(start)
         latest = dict(self._target) if self._target is not None else self._latest()
         self._latest_seen = latest
@@ -170,10 +171,10 @@ class KbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         marks = self._offsets().watermarks(new) if new else {}
         return {tp: begin[tp] if tp in begin else marks[tp][0] for tp in end}
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> SparkOffset | None:
         return to_spark_offset(self._latest_seen) if self._latest_seen is not None else None
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: SparkOffset, end: SparkOffset) -> Sequence[InputPartition]:
         begin, stop = from_spark_offset(start), from_spark_offset(end)
         starts = self._starts(begin, stop)
         ranges = [OffsetRange(t, p, starts[(t, p)], stop[(t, p)]) for (t, p) in sorted(stop)]
@@ -183,7 +184,7 @@ class KbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, KafkaInputPartition)
         return read_range(partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: SparkOffset) -> None:
         # Nothing to do: like Spark's Kafka source, the checkpoint (not a consumer group) owns the offsets.
         pass
 
@@ -235,7 +236,7 @@ class KbusStreamWriter(DataSourceStreamArrowWriter):
         pass
 
 
-def _sink_options(options: dict, schema: StructType) -> SinkOptions:
+def _sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
     sink = parse_sink_options(options)
     check_sink_schema(schema, sink.topic)
     return sink

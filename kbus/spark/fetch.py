@@ -18,6 +18,7 @@ from confluent_kafka import (
     Consumer,
     KafkaError,
     KafkaException,
+    Message,
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.datasource import InputPartition
@@ -67,7 +68,7 @@ def _arrow_schema(include_headers: bool) -> pa.Schema:
 
 
 def messages_to_batch(
-    messages: list, topic: str, partition: int, include_headers: bool, schema: pa.Schema | None = None
+    messages: list[Message], topic: str, partition: int, include_headers: bool, schema: pa.Schema | None = None
 ) -> pa.RecordBatch:
     """confluent-kafka Message objects (no errors among them) -> one RecordBatch in the source schema."""
     n = len(messages)
@@ -82,9 +83,16 @@ def messages_to_batch(
         pa.array([_TIMESTAMP_TYPES.get(s[0], NO_TIMESTAMP_TYPE) for s in stamps], pa.int32()),
     ]
     if include_headers:
-        headers = [[{"key": k, "value": v} for k, v in (m.headers() or ())] for m in messages]
+        headers = [[{"key": k, "value": v} for k, v in _header_pairs(m)] for m in messages]
         columns.append(pa.array(headers, pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
     return pa.RecordBatch.from_arrays(columns, schema=schema or _arrow_schema(include_headers))
+
+
+def _header_pairs(m: Message) -> list[tuple[str, str | bytes | None]]:
+    raw = m.headers()  # librdkafka gives a list of pairs (its type admits a dict too)
+    if not raw:
+        return []
+    return list(raw.items()) if isinstance(raw, dict) else raw
 
 
 def read_range(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
@@ -137,6 +145,7 @@ def _consume(consumer: Consumer, part: KafkaInputPartition) -> Iterator[pa.Recor
                     continue
                 raise KafkaException(err)
             offset = m.offset()
+            assert offset is not None  # a message without an error has one
             if offset >= end:
                 next_offset = end  # a gap ran past the end of the range: the range is complete
                 break

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 TopicPartition = tuple[str, int]
 PartitionOffsets = dict[TopicPartition, int]
+SparkOffset = dict[str, dict[str, int]]  # Spark's JSON offset: {topic: {partition: offset}}
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class OffsetRange:
         return max(0, self.end - self.start)
 
 
-def to_spark_offset(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+def to_spark_offset(offsets: Mapping[TopicPartition, int]) -> SparkOffset:
     """Spark round-trips offsets through JSON, so partition keys must be strings: {"t": {"0": 42}}."""
     out: dict[str, dict[str, int]] = {}
     for (topic, partition), offset in sorted(offsets.items()):

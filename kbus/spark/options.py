@@ -129,7 +129,7 @@ def _positive_int(opts: dict[str, str], name: str) -> int | None:
     return value
 
 
-def _json_object(name: str, raw: str) -> dict:
+def _json_object(name: str, raw: str) -> dict[str, object]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as e:

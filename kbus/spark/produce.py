@@ -167,14 +167,13 @@ def produce_batches(batches: Iterator[pa.RecordBatch], client_config: dict[str, 
         for i in range(n):
             if topics[i] is None:
                 raise KbusOptionError("a row has a null 'topic' and no 'topic' option is set")
-            kwargs: dict = {"on_delivery": deliveries}
-            if partitions[i] is not None:
-                kwargs["partition"] = partitions[i]
-            if headers[i]:
-                kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+            partition = partitions[i] if partitions[i] is not None else -1  # -1: librdkafka's partitioner picks
+            row_headers = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else None
             while True:
                 try:
-                    producer.produce(topics[i], values[i], keys[i], **kwargs)
+                    producer.produce(
+                        topics[i], values[i], keys[i], partition=partition, headers=row_headers, on_delivery=deliveries
+                    )
                     break
                 except BufferError:
                     producer.poll(0.1)  # local queue full: let deliveries drain

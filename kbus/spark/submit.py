@@ -40,10 +40,10 @@ def find_java(env: Mapping[str, str]) -> str:
         if java.is_file() and os.access(java, os.X_OK):
             return str(java)
         raise SubmitError(f"JAVA_HOME={java_home} has no bin/java: fix JAVA_HOME or unset it")
-    java = shutil.which("java", path=env.get("PATH"))
-    if java is None:
+    found = shutil.which("java", path=env.get("PATH"))
+    if found is None:
         raise SubmitError("no Java runtime found (Spark needs Java 17+): apt-get install -y openjdk-17-jre-headless")
-    return java
+    return found
 
 
 _FLAGS = {"--verbose", "-v", "--version", "--help", "-h", "--supervise"}

@@ -456,7 +456,8 @@ class KafkaZkClient:
     def _children(self, path: str, watch: Watch) -> list[str]:
         """Children of a persistent path; a ZooKeeper no broker ever used has none (rather than an error)."""
         try:
-            return self.zk.get_children(path, watch=watch)
+            children: list[str] = self.zk.get_children(path, watch=watch)
+            return children
         except NoNodeError:
             if watch is not None:
                 self.zk.exists(path, watch=watch)

@@ -39,14 +39,14 @@ class JobSpec:
     trigger: dict[str, Any] = field(default_factory=lambda: {"processingTime": "10 seconds"})
 
 
-def _section(doc: dict, key: str) -> dict:
+def _section(doc: dict[str, object], key: str) -> dict[str, object]:
     value = doc.get(key) or {}
     if not isinstance(value, dict):
         raise JobConfigError(f"'{key}' must be a mapping")
     return value
 
 
-def _options(section: dict, where: str) -> dict[str, str]:
+def _options(section: dict[str, object], where: str) -> dict[str, str]:
     options = section.get("options") or {}
     if not isinstance(options, dict):
         raise JobConfigError(f"'{where}.options' must be a mapping")

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import struct
+from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from kio.serial import entity_reader
 
 from kbus.protocol.bounds import check_bounds
@@ -16,15 +22,67 @@ from kbus.protocol.codec import API_VERSIONS_KEY, ProtocolError, encode_request,
 _I32 = struct.Struct(">i")
 
 
+class AuthenticationError(ConnectionError):
+    """The peer refused our SASL login (the message is the broker's)."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How a client reaches a listener: TLS (a context from ssl.* keys) and/or SASL (mechanism and login)."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str = ""
+    username: str = ""
+    password: str = ""
+
+
+PLAINTEXT = ClientSecurity()
+
+
 class KafkaConnection:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, security: ClientSecurity = PLAINTEXT) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
 
     async def connect(self, timeout: float = 5.0) -> None:
-        self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), timeout)
+        ctx = self.security.ssl_context
+        opened = asyncio.open_connection(self.host, self.port, ssl=ctx, server_hostname=self.host if ctx else None)
+        self._reader, self._writer = await asyncio.wait_for(opened, timeout)
+        if self.security.sasl_mechanism:
+            try:
+                await asyncio.wait_for(self._authenticate(), timeout)
+            except BaseException:
+                await self.close()
+                raise
+
+    async def _authenticate(self) -> None:
+        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate v2 requests (Kafka's client)."""
+        sec = self.security
+        handshake = await self.request(SaslHandshakeRequest(mechanism=sec.sasl_mechanism), SaslHandshakeResponse)
+        if handshake.error_code != 0:
+            raise AuthenticationError(
+                f"SASL mechanism {sec.sasl_mechanism} refused (enabled: {', '.join(handshake.mechanisms)})"
+            )
+        if sec.sasl_mechanism == "PLAIN":
+            await self._sasl_step(f"\0{sec.username}\0{sec.password}".encode())
+            return
+        import scramp
+
+        client = scramp.ScramClient([sec.sasl_mechanism], sec.username, sec.password)
+        server_first = await self._sasl_step(client.get_client_first().encode())
+        client.set_server_first(server_first.decode())
+        server_final = await self._sasl_step(client.get_client_final().encode())
+        client.set_server_final(server_final.decode())
+
+    async def _sasl_step(self, token: bytes) -> bytes:
+        answer = await self.request(SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse)
+        if answer.error_code != 0:
+            raise AuthenticationError(answer.error_message or f"SASL authentication failed ({answer.error_code})")
+        return bytes(answer.auth_bytes)
 
     @property
     def connected(self) -> bool:

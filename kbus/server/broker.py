@@ -65,6 +65,7 @@ class Broker:
         self.cache = MetadataCache(self.metadata, config.cluster_id)
         self.log_manager = LogManager(config.log_dirs, config.log_defaults)
         self.replicas = ReplicaManager(config, self.broker_id, self.metadata, self.log_manager)
+        self.inter_broker_security = self.replicas.client_security = self.security.inter_broker
         self.admin = AdminManager(config, self.metadata, self.replicas.reconcile, self.replicas.default_log_config)
         self.group_coordinator: GroupCoordinator | None = None
         self.transactions: TransactionService | None = None

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
+from kbus.protocol.client import PLAINTEXT
 from kbus.server.identity import read_partition_topic_id, write_partition_topic_id
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData
 from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint, write_checkpoint
@@ -59,6 +60,7 @@ class ReplicaManager:
         self._log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers = ReplicaFetcherManager(self)
+        self.client_security = PLAINTEXT  # how followers reach leaders; the broker sets the inter-broker listener's
         self.stopping = False
         self.shutting_down = False  # controlled shutdown under way: lead nothing new, follow nothing
         self._leadership_listeners: list[LeadershipListener] = []

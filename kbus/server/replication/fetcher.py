@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
-from kbus.protocol.client import KafkaConnection
+from kbus.protocol.client import ClientSecurity, KafkaConnection
 from kbus.protocol.codec import build, nested
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.partition import Partition
@@ -42,6 +42,7 @@ class FollowerHost(Protocol):
     broker_id: int
     config: KafkaConfig
     stopping: bool
+    client_security: ClientSecurity
 
     def get_partition(self, topic: str, index: int) -> Partition | None: ...
     def broker_endpoint(self, broker_id: int) -> BrokerInfo | None: ...
@@ -89,7 +90,12 @@ class ReplicaFetcher:
         endpoint = None if leader is None else leader.endpoint(self.host.config.inter_broker_listener)
         if endpoint is None:
             return None
-        conn = KafkaConnection(endpoint.host, endpoint.port, f"broker-{self.host.broker_id}-fetcher-{self.leader_id}")
+        conn = KafkaConnection(
+            endpoint.host,
+            endpoint.port,
+            f"broker-{self.host.broker_id}-fetcher-{self.leader_id}",
+            self.host.client_security,  # TLS/SASL of the inter-broker listener
+        )
         await conn.connect()
         self._conn = conn
         return conn

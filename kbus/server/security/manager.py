@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kbus.common.broker_config import ConfigError, KafkaConfig
+from kbus.protocol.client import ClientSecurity
 from kbus.protocol.connection import ListenerName, SecurityProtocol
 from kbus.server.security import tls
 from kbus.server.security.principal import SslPrincipalMapper
@@ -23,17 +24,6 @@ class ListenerSecurity:
     ssl_context: ssl.SSLContext | None  # SSL and SASL_SSL
     principal_mapper: SslPrincipalMapper | None  # SSL: the principal comes from the client certificate
     sasl: ListenerSasl | None  # SASL_PLAINTEXT and SASL_SSL
-
-
-@dataclass(frozen=True)
-class ClientSecurity:
-    """How this broker connects to the others (replication, transaction markers)."""
-
-    protocol: SecurityProtocol
-    ssl_context: ssl.SSLContext | None = None
-    sasl_mechanism: str = ""
-    username: str = ""
-    password: str = ""
 
 
 class SecurityManager:
@@ -62,7 +52,7 @@ class SecurityManager:
         props = for_listener(config.raw, name)
         ctx = tls.client_context(props) if protocol.uses_tls else None
         if not protocol.uses_sasl:
-            return ClientSecurity(protocol, ctx)
+            return ClientSecurity(protocol.value, ctx)
         mechanism = config.raw.get("sasl.mechanism.inter.broker.protocol", "GSSAPI").strip().upper()
         if mechanism not in SUPPORTED:
             raise ConfigError(
@@ -76,7 +66,7 @@ class SecurityManager:
                 f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config: needs username and password: "
                 "the broker logs in with them on the inter-broker listener"
             )
-        return ClientSecurity(protocol, ctx, mechanism, options["username"], options["password"])
+        return ClientSecurity(protocol.value, ctx, mechanism, options["username"], options["password"])
 
     def listener(self, name: str) -> ListenerSecurity:
         return self._listeners[name]

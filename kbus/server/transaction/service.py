@@ -23,7 +23,7 @@ from kio.static.primitive import i16, i32
 
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
-from kbus.protocol.client import KafkaConnection
+from kbus.protocol.client import ClientSecurity, KafkaConnection
 from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas
 from kbus.server.log.log import AppendResult
 from kbus.server.metadata.types import TopicMetadata
@@ -51,6 +51,7 @@ class TransactionHost(StateReplicas, Protocol):
 
     config: KafkaConfig
     broker_id: int
+    inter_broker_security: ClientSecurity  # how markers reach other brokers
 
     def topics(self) -> dict[str, TopicMetadata]: ...
     def live_brokers(self) -> list[BrokerInfo]: ...
@@ -165,7 +166,12 @@ class BrokerMarkerWriter:
         endpoint = None if info is None else info.endpoint(self._broker.config.inter_broker_listener)
         if endpoint is None:
             return None
-        conn = KafkaConnection(endpoint.host, endpoint.port, f"broker-{self._broker.broker_id}-txn-markers")
+        conn = KafkaConnection(
+            endpoint.host,
+            endpoint.port,
+            f"broker-{self._broker.broker_id}-txn-markers",
+            self._broker.inter_broker_security,  # TLS/SASL of the inter-broker listener
+        )
         self._connections[broker_id] = conn
         return conn
 

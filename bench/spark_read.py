@@ -2,6 +2,7 @@
 consume rate of the same topic on the same broker.
 
     .venv/bin/python bench/spark_read.py [--bootstrap-server HOST:PORT] [--records 1000000] [--partitions 3]
+        [--kafka-connector 4.2.0]     # Spark's own format("kafka") beside format("kbus"), same session and topic
 
 Without --bootstrap-server it starts its own kbus broker (python -m kbus.server) in a temporary directory on a free
 loopback port and stops it at the end. Results are printed as a markdown table (see bench/spark_read.md).
@@ -22,6 +23,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from kbus.spark.connector import CONNECTOR, connector_jars
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -106,35 +111,37 @@ def raw_consume(bootstrap: str, topic: str, partitions: int, records: int) -> fl
     return rate
 
 
-def spark_read(bootstrap: str, topic: str, records: int, runs: int, min_partitions: int | None) -> list[float]:
+def spark_session(jars: list[Path]) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-
     import kbus.spark
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
     )
+    if jars:  # Spark's own Kafka connector, for format("kafka") side by side
+        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     kbus.spark.register(spark)
-    rates = []
-    for _ in range(runs):
-        reader = spark.read.format("kbus").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-        if min_partitions:
-            reader = reader.option("minPartitions", str(min_partitions))
-        t0 = time.perf_counter()
-        # Every row crosses into the JVM and its value is looked at: a full scan, not a metadata count.
-        row = reader.load().agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first()
-        elapsed = time.perf_counter() - t0
-        assert row is not None and row["n"] == records, row
-        rates.append(records / elapsed)
-    return rates
+    return spark
+
+
+def spark_read(
+    spark: SparkSession, fmt: str, bootstrap: str, topic: str, records: int, min_partitions: int | None
+) -> float:
+    reader = spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    if min_partitions:
+        reader = reader.option("minPartitions", str(min_partitions))
+    t0 = time.perf_counter()
+    # Every row crosses into the JVM and its value is looked at: a full scan, not a metadata count.
+    row = reader.load().agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first()
+    elapsed = time.perf_counter() - t0
+    assert row is not None and row["n"] == records, row
+    return records / elapsed
 
 
 def main() -> int:
@@ -144,6 +151,12 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--kafka-connector",
+        metavar="VERSION",
+        help=f"also read with Spark's own format('kafka') ({CONNECTOR}:VERSION, fetched into .cache/), "
+        "interleaved with format('kbus') in the same session",
+    )
     args = parser.parse_args()
 
     broker = None
@@ -161,8 +174,15 @@ def main() -> int:
         time.sleep(1)
         produce_rate = produce(bootstrap, topic, args.records, args.value_size)
         raw = [raw_consume(bootstrap, topic, args.partitions, args.records) for _ in range(args.runs)]
-        spark = spark_read(bootstrap, topic, args.records, args.runs, None)
-        spark_split = spark_read(bootstrap, topic, args.records, args.runs, 2 * args.partitions)
+        jars = connector_jars(args.kafka_connector, REPO / ".cache") if args.kafka_connector else []
+        spark = spark_session(jars)
+        formats = ["kbus", "kafka"] if jars else ["kbus"]
+        results: dict[str, list[float]] = {}
+        for min_partitions in (None, 2 * args.partitions):
+            for _ in range(args.runs):  # interleaved, so both readers see the same machine load
+                for fmt in formats:
+                    rate = spark_read(spark, fmt, bootstrap, topic, args.records, min_partitions)
+                    results.setdefault(f"{fmt}/{min_partitions}", []).append(rate)
         load = os.getloadavg()
         print(
             f"\n{args.records:,} records of {args.value_size} B in {args.partitions} partitions; "
@@ -171,11 +191,18 @@ def main() -> int:
         print("| reader | records/s (each run) | best |")
         print("|---|---|---|")
         print(f"| confluent-kafka produce (setup) | {produce_rate:,.0f} | |")
-        for name, rates in (
-            ("confluent-kafka consume, 1 consumer, assign() all partitions", raw),
-            (f"Spark batch read, local[2], {args.partitions} input partitions", spark),
-            (f"Spark batch read, local[2], minPartitions={2 * args.partitions}", spark_split),
-        ):
+        rows = [("confluent-kafka consume, 1 consumer, assign() all partitions", raw)]
+        for fmt in formats:
+            rows.append(
+                (f'Spark format("{fmt}"), local[2], {args.partitions} input partitions', results[f"{fmt}/None"])
+            )
+            rows.append(
+                (
+                    f'Spark format("{fmt}"), local[2], minPartitions={2 * args.partitions}',
+                    results[f"{fmt}/{2 * args.partitions}"],
+                )
+            )
+        for name, rates in rows:
             print(f"| {name} | {' / '.join(f'{r:,.0f}' for r in rates)} | {max(rates):,.0f} |")
         return 0
     finally:

@@ -138,6 +138,21 @@ def leader_of(bootstrap: str, topic: str, rf: int, timeout: float = 120) -> int:
     raise RuntimeError(f"{topic}: no leader with {rf} in-sync replicas")
 
 
+def wait_unregistered(b: Broker, timeout: float = 120) -> None:
+    from kazoo.client import KazooClient
+
+    hosts, _, chroot = b.zk.partition("/")
+    zk = KazooClient(hosts=hosts)
+    zk.start(timeout=30)
+    try:
+        deadline = time.monotonic() + timeout
+        while zk.exists(f"/{chroot}/brokers/ids/{b.broker_id}") and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def log_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -186,6 +201,9 @@ def recovery(args: argparse.Namespace, work: Path, zk: str) -> None:
                             "-s", "1000", "--acks", "1", "--quiet"], check=True, stdout=subprocess.DEVNULL)
             b.stop(signal.SIGKILL)
             size = log_bytes(b.log_dir / "big-0")
+            # Kafka refuses to start while its dead session's /brokers/ids/N is still in ZooKeeper (NodeExists):
+            # restart both once it has expired, as an operator would
+            wait_unregistered(b)
             t0 = b.start()
             wait_served(b.bootstrap, "big", 1)
             secs = time.monotonic() - t0

@@ -87,6 +87,25 @@ def consume(args: argparse.Namespace, topic: str) -> dict[str, float]:
             "broker_cpu_s": round(cpu, 2), "broker_cpu_us_per_msg": round(cpu / n * 1e6, 3)}
 
 
+def live(args: argparse.Namespace, topic: str) -> dict[str, float]:
+    """A consumer reading while a producer writes at --live-rate msg/s: the broker's CPU per message over the
+    whole window, where every fetch finds little new data (what fetch sessions are for)."""
+    log4j = os.path.join(args.libs, "..", "config", "tools-log4j.properties")
+    props = [f"bootstrap.servers={args.bootstrap}", f"acks={args.acks}", *args.producer_props]
+    producer = subprocess.Popen(
+        ["java", "-Xmx512M", f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{args.libs}/*",
+         "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(args.num_records),
+         "--record-size", str(args.size), "--throughput", str(args.live_rate), "--producer-props", *props],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        result = consume(args, topic)
+    finally:
+        out, err = producer.communicate(timeout=args.timeout)
+    if producer.returncode != 0:
+        raise RuntimeError(f"ProducerPerformance exited {producer.returncode}: {err[-500:]}")
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-b", "--bootstrap", required=True)
@@ -98,6 +117,8 @@ def main() -> int:
     ap.add_argument("--acks", default="all")
     ap.add_argument("--throughput", type=int, default=-1, help="producer records/s (-1: as fast as it can)")
     ap.add_argument("--producer-props", nargs="*", default=[], metavar="K=V")
+    ap.add_argument("--live-rate", type=int, default=0,
+                    help="consume while producing at this many msg/s (broker CPU covers both); 0: produce first")
     ap.add_argument("--label", default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=float, default=300)
@@ -109,10 +130,14 @@ def main() -> int:
         "tool": "kafka-perf-test", "label": args.label, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "loadavg_start": os.getloadavg(), "ok": False,
         "config": {"num_messages": args.num_records, "size": args.size, "partitions": args.partitions,
-                   "acks": args.acks, "throughput": args.throughput, "producer_props": args.producer_props}}
+                   "acks": args.acks, "throughput": args.throughput, "producer_props": args.producer_props,
+                   "live_rate": args.live_rate}}
     try:
-        result["produce"] = produce(args, topic)
-        result["consume"] = consume(args, topic)
+        if args.live_rate:
+            result["consume"] = live(args, topic)
+        else:
+            result["produce"] = produce(args, topic)
+            result["consume"] = consume(args, topic)
         result["broker_rss_mb"] = round(broker_rss_mb(args.broker_pid), 1)
         result["ok"] = True
     except (RuntimeError, subprocess.TimeoutExpired) as e:

@@ -20,12 +20,15 @@ for who in $SYSTEMS; do
   case $who in
     kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
     kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
+    # kbus without incremental fetch sessions (for measuring KIP-227)
+    kbus-nosession) start_kbus kbus-nosession "${port[$who]}" "127.0.0.1:$zkport/kbus-nosession" \
+      --override max.incremental.fetch.session.cache.slots=0; pid[$who]=$kbus_pid ;;
     tansu) start_tansu "${port[$who]}"; pid[$who]=$tansu_pid ;;
   esac
 done
 for who in $SYSTEMS; do wait_port "${port[$who]}"; done
-for who in $SYSTEMS; do  # unrecorded warm-up (Kafka's JIT)
-  $PY bench/perftest.py -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --libs "$libs" -n 300000 \
+for who in $SYSTEMS; do  # unrecorded warm-up (Kafka's JIT); WARMUP=0 skips it
+  [ "${WARMUP:-1}" = 0 ] || $PY bench/perftest.py -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --libs "$libs" -n 300000 \
     "$@" >/dev/null 2>&1 || true
 done
 for r in $(seq "$rounds"); do

@@ -23,6 +23,9 @@ for who in $SYSTEMS; do
   case $who in
     kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
     kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
+    # kbus without incremental fetch sessions (for measuring KIP-227)
+    kbus-nosession) start_kbus kbus-nosession "${port[$who]}" "127.0.0.1:$zkport/kbus-nosession" \
+      --override max.incremental.fetch.session.cache.slots=0; pid[$who]=$kbus_pid ;;
     # kbus with fetches copied through Python instead of sendfile (for measuring zero copy)
     kbus-copy) KBUS_SENDFILE=0 start_kbus kbus-copy "${port[$who]}" "127.0.0.1:$zkport/kbus-copy"
       pid[$who]=$kbus_pid ;;

@@ -72,6 +72,8 @@ def main() -> None:
                 s = "-" if v is None else fmt.format(v)
                 # kbus-3x-rf3 is compared with kafka-3x-rf3: the same suffix on the baseline
                 base_label = args.baseline + ("-" + lbl.split("-", 1)[1] if "-" in lbl else "")
+                if base_label not in by_label:
+                    base_label = args.baseline
                 base = by_label.get(base_label)
                 if v is not None and base and lbl != base_label:
                     b = med(base, phase, key)

@@ -35,13 +35,17 @@ def main() -> None:
             r = json.loads(line)
             if r.get("ok") and (not args.since or r["time"] >= args.since):
                 c = r["config"]
-                runs[(c["partitions"], c["size"], c["acks"], c["num_messages"])][r["label"]].append(r)
-    for (parts, size, acks, n), by_label in sorted(runs.items()):
+                runs[(c["partitions"], c["size"], c["acks"], c["num_messages"], c.get("live_rate", 0))][
+                    r["label"]].append(r)
+    for (parts, size, acks, n, live), by_label in sorted(runs.items()):
         labels = sorted(by_label, key=lambda lbl: (lbl != args.baseline, lbl))
-        print(f"\n**Kafka's perf tools: {n:,} x {size} B, {parts} partition(s), acks={acks}**\n")
+        how = f", consumed while produced at {live:,} msg/s" if live else ""
+        print(f"\n**Kafka's perf tools: {n:,} x {size} B, {parts} partition(s), acks={acks}{how}**\n")
         print("| metric (median) | " + " | ".join(f"{lbl} (n={len(by_label[lbl])})" for lbl in labels) + " |")
         print("|---|" + "---|" * len(labels))
         for name, phase, key, fmt in METRICS:
+            if any(phase not in r for rows in by_label.values() for r in rows):
+                continue  # live runs have no separate produce phase
             meds = {lbl: statistics.median(r[phase][key] for r in rows) for lbl, rows in by_label.items()}
             base = meds.get(args.baseline)
             cells = [fmt.format(meds[lbl]) + (f" ({meds[lbl] / base:.2f}x)" if base and lbl != args.baseline else "")

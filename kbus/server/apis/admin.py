@@ -96,7 +96,7 @@ async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
             "error_message": None,
             "num_partitions": -1,
             "replication_factor": -1,
-            "configs": None,
+            "configs": (),  # an error result keeps Kafka's default, an empty list (not null)
         }
         try:
             if topic.name in seen:

@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
 
+from kbus.common.cluster import SecurityProtocol
 from kbus.common.properties import PropertiesError, load_properties
 from kbus.common.topic_config import (
     TOPIC_CONFIGS,
@@ -26,7 +27,6 @@ from kbus.common.topic_config import (
     parse_str,
     with_values,
 )
-from kbus.protocol.connection import SecurityProtocol
 
 T = TypeVar("T", int, float, bool, str)
 _LOG = LogConfig()  # Kafka's topic defaults, which the broker's log.* keys default to

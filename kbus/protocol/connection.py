@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kbus.common.cluster import SecurityProtocol
 from kbus.protocol.codec import (
     API_VERSIONS_KEY,
     ProtocolError,
@@ -39,21 +40,6 @@ from kbus.protocol.splice import OutFrame
 
 _API_KEY = struct.Struct(">h")
 SASL_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size default
-
-
-class SecurityProtocol(enum.StrEnum):
-    PLAINTEXT = "PLAINTEXT"
-    SSL = "SSL"
-    SASL_PLAINTEXT = "SASL_PLAINTEXT"
-    SASL_SSL = "SASL_SSL"
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
-
-    @property
-    def uses_tls(self) -> bool:
-        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
 
 
 @dataclass(frozen=True, slots=True)

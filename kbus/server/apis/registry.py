@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.index import api_key_map
 
+from kbus.common.cluster import SecurityProtocol
 from kbus.protocol.codec import RequestHeader, build, nested, response_type
-from kbus.protocol.connection import ANONYMOUS, ApiFlags, Connection, KafkaPrincipal, ListenerName, SecurityProtocol
+from kbus.protocol.connection import ANONYMOUS, ApiFlags, Connection, KafkaPrincipal, ListenerName
 from kbus.protocol.splice import RecordSplicer
 
 if TYPE_CHECKING:

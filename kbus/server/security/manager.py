@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kbus.common.broker_config import ConfigError, KafkaConfig
+from kbus.common.cluster import SecurityProtocol
 from kbus.protocol.client import ClientSecurity
-from kbus.protocol.connection import ListenerName, SecurityProtocol
+from kbus.protocol.connection import ListenerName
 from kbus.server.security import tls
 from kbus.server.security.principal import SslPrincipalMapper
 from kbus.server.security.props import for_listener

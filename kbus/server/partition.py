@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.metadata.types import PartitionState
@@ -206,7 +206,7 @@ class Partition:
         if lagging:
             self._change_isr(self._shrink_isr(lagging))
 
-    def _change_isr(self, change: Coroutine[Any, Any, None]) -> None:
+    def _change_isr(self, change: Coroutine[object, None, None]) -> None:
         if self._alter_isr is None or (self._isr_change is not None and not self._isr_change.done()):
             change.close()
             return

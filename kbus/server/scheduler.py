@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
 
 log = logging.getLogger("kbus.server")
 
@@ -15,14 +14,14 @@ log = logging.getLogger("kbus.server")
 class Scheduler:
     def __init__(self) -> None:
         self._periodic: list[asyncio.Task[None]] = []
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Task[None]] = set()
 
     def schedule(self, name: str, interval_ms: int, job: Callable[[], None], *, in_thread: bool = False) -> None:
         """Run `job` every `interval_ms` (at least 100 ms), on a worker thread when `in_thread`."""
         every = self._every(name, max(interval_ms, 100) / 1000, job, in_thread)
         self._periodic.append(asyncio.create_task(every, name=name))
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, coro: Coroutine[object, None, None]) -> None:
         """Background work that must not be garbage-collected mid-flight; its failures are logged."""
         task = asyncio.create_task(coro)
         self._background.add(task)
@@ -49,7 +48,7 @@ class Scheduler:
             except Exception:
                 log.exception("periodic task %s failed", name)
 
-    def _done(self, task: asyncio.Task[Any]) -> None:
+    def _done(self, task: asyncio.Task[None]) -> None:
         self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.warning("Background task failed: %s", task.exception())

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -358,7 +358,7 @@ class Group:
         consumer group keeps the offsets of topics it subscribes to; a simple (memberless, typeless) group expires
         each offset `retention` after its commit."""
 
-        def expired(base: Any, keep: set[str]) -> list[tuple[str, int]]:
+        def expired(base: Callable[[OffsetAndMetadata], int], keep: set[str]) -> list[tuple[str, int]]:
             out = []
             for tp, om in self.offsets.items():
                 if tp[0] in keep or self.pending_offset_commits.get(tp):

@@ -12,7 +12,6 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
@@ -92,7 +91,7 @@ class GroupStore:
         # The cluster's topic names, or None while the metadata cannot be trusted (e.g. not loaded yet).
         self._live_topics = live_topics
         self._leads_partition = leads_partition
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Future[object]] = set()
         self._cleanup_scheduled = False
         self.driver: TimerDriver | None = None  # runs `timers` on the event loop once started
 
@@ -312,12 +311,12 @@ class GroupStore:
 
     # ================================================================ lifecycle
 
-    def run_in_background(self, coro: Awaitable[Any]) -> None:
+    def run_in_background(self, coro: Awaitable[object]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
+    def _task_done(self, task: asyncio.Future[object]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("coordinator task failed", exc_info=task.exception())

@@ -14,7 +14,6 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from kio.schema.errors import ErrorCode as E
 
@@ -24,6 +23,9 @@ from kbus.server.coordinator.group_store import GroupStore
 log = logging.getLogger("kbus.coordinator")
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+# a JoinGroup's member details: client id, client host, rebalance and session timeouts (ms), protocol type and the
+# (name, metadata) protocols it supports
+JoinArgs = tuple[str, str, int, int, str, list[tuple[str, bytes]]]
 STATES_BY_LOWER = {s.value.lower(): s for s in GroupState}
 
 
@@ -124,7 +126,7 @@ class GroupMembership(GroupStore):
         instance_id: str | None,
         require_known: bool,
         skip_ok: bool,
-        args: tuple[Any, ...],
+        args: JoinArgs,
         fut: asyncio.Future[JoinResult],
         respond: Callable[[JoinResult], None],
     ) -> None:
@@ -164,7 +166,7 @@ class GroupMembership(GroupStore):
         group: Group,
         member_id: str,
         instance_id: str | None,
-        args: tuple[Any, ...],
+        args: JoinArgs,
         fut: asyncio.Future[JoinResult],
         respond: Callable[[JoinResult], None],
     ) -> None:
@@ -220,7 +222,7 @@ class GroupMembership(GroupStore):
         group: Group,
         member_id: str,
         instance_id: str | None,
-        args: tuple[Any, ...],
+        args: JoinArgs,
         fut: asyncio.Future[JoinResult],
     ) -> None:
         client_id, client_host, rebalance_ms, session_ms, protocol_type, protocols = args

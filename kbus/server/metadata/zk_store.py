@@ -16,7 +16,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
@@ -37,7 +36,7 @@ from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
 
 log = logging.getLogger(__name__)
 
-Event = tuple[Any, ...]
+Event = tuple[str | int, ...]  # (kind, topic[, partition])
 _RESYNC: Event = ("resync",)
 _STOP: Event = ("stop",)
 _REBALANCE: Event = ("rebalance",)
@@ -389,7 +388,7 @@ class ZkMetadataStore:
             for event in events:
                 changed |= self._apply(event)
             with self._cond:
-                reads = [(e[1], e[2]) for e in events if e[0] == "state" and e[1] in self._assignments]
+                reads = [(str(e[1]), int(e[2])) for e in events if e[0] == "state" and e[1] in self._assignments]
             changed |= self._refresh_states(reads)
         if self._controller_epoch is not None:
             try:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, Protocol
+from typing import Protocol
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.response import PartitionData as FetchPartitionData  # FETCH_VERSION's
 
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
@@ -251,7 +252,7 @@ class ReplicaFetcher:
             # (Kafka's replica.fetch.backoff.ms)
             await asyncio.sleep(RETRY_BACKOFF_S)
 
-    def _apply(self, part: Partition, tp: TopicPartition, p: Any) -> bool:
+    def _apply(self, part: Partition, tp: TopicPartition, p: FetchPartitionData) -> bool:
         """Apply one partition of a fetch response; False when it carried an error."""
         code = p.error_code
         if code == ErrorCode.none:

@@ -42,14 +42,23 @@ class JavaChecks:
     def classpath(self) -> str:
         return f"{self.home / 'classes'}:{self.home / 'libs'}/*"
 
-    def java(self, main: str, *args: str) -> list[str]:
-        return ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", self.classpath, main, *args]
+    def java(self, main: str, *args: str, client_config: Path | None = None) -> list[str]:
+        props = [f"-Dkbus.client.config={client_config}"] if client_config else []
+        return ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", *props, "-cp", self.classpath,
+                main, *args]  # fmt: skip
 
-    def run(self, bootstrap: str, suffix: str, timeout: float = 600) -> tuple[dict[str, tuple[bool, str]], str]:
-        """Runs every check in one JVM; returns {check: (passed, detail)} and the JVM's stderr."""
-        out = subprocess.run(
-            self.java("kbus.compat.Checks", bootstrap, suffix), capture_output=True, text=True, timeout=timeout
-        )
+    def run(
+        self,
+        bootstrap: str,
+        suffix: str,
+        checks: tuple[str, ...] = (),
+        client_config: Path | None = None,
+        timeout: float = 600,
+    ) -> tuple[dict[str, tuple[bool, str]], str]:
+        """Runs the checks (all by default) in one JVM; returns {check: (passed, detail)} and the JVM's stderr.
+        `client_config`: a .properties file every client gets (security settings)."""
+        cmd = self.java("kbus.compat.Checks", bootstrap, suffix, *checks, client_config=client_config)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         results: dict[str, tuple[bool, str]] = {}
         for line in out.stdout.splitlines():
             m = RESULT.match(line)

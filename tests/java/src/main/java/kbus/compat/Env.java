@@ -23,10 +23,28 @@ final class Env implements AutoCloseable {
     final Admin admin;
     private final List<AutoCloseable> opened = new ArrayList<>();
 
+    /** Client settings every client of a run gets (security.protocol, sasl.*, ssl.*): the file named by the
+     *  system property kbus.client.config, if any. */
+    static final Properties CLIENT_CONFIG = loadClientConfig();
+
+    static Properties loadClientConfig() {
+        Properties p = new Properties();
+        String path = System.getProperty("kbus.client.config");
+        if (path != null) {
+            try (var in = java.nio.file.Files.newInputStream(java.nio.file.Path.of(path))) {
+                p.load(in);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        return p;
+    }
+
     Env(String bootstrap, String prefix) {
         this.bootstrap = bootstrap;
         this.prefix = prefix;
         Properties p = new Properties();
+        p.putAll(CLIENT_CONFIG);
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
@@ -43,6 +61,7 @@ final class Env implements AutoCloseable {
 
     Properties producerProps() {
         Properties p = new Properties();
+        p.putAll(CLIENT_CONFIG);
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.ACKS_CONFIG, "all");
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
@@ -60,6 +79,7 @@ final class Env implements AutoCloseable {
 
     Properties consumerProps(String group) {
         Properties p = new Properties();
+        p.putAll(CLIENT_CONFIG);
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         if (group != null) p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");

@@ -1,0 +1,116 @@
+"""A leader Partition decides its ISR changes and writes them through the alter-ISR port it was given (a fake
+here, ZooKeeper or the local store in a broker): expand when a follower catches up, shrink when one lags past
+replica.lag.time.max.ms, one change at a time, and a state that moved on meanwhile is never overwritten."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kbus.common.topic_config import LogConfig
+from kbus.protocol.record_batch import build_batch
+from kbus.server.log.log import Log
+from kbus.server.metadata.types import PartitionState
+from kbus.server.partition import Partition
+
+LEADER, FOLLOWER = 1, 2
+
+
+class FakeAlterIsr:
+    """Records each write; answers with the written state (or what `answer` says) once `release` is set."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[int], PartitionState]] = []
+        self.release = asyncio.Event()
+        self.answer: PartitionState | str | None = "written"
+
+    async def __call__(self, topic: str, index: int, isr: list[int], based_on: PartitionState) -> PartitionState | None:
+        self.calls.append((list(isr), based_on))
+        await self.release.wait()
+        if self.answer == "written":
+            return PartitionState(based_on.leader, based_on.leader_epoch, list(based_on.replicas), list(isr))
+        assert not isinstance(self.answer, str)
+        return self.answer
+
+
+def leader(tmp_path: Path, isr: list[int], port: FakeAlterIsr, records: int = 5) -> Partition:
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    part = Partition("t", 0, log, PartitionState(LEADER, 4, [LEADER, FOLLOWER], isr), LEADER, alter_isr=port)
+    for _ in range(records):
+        part.append_as_leader(build_batch([(None, b"x")]))
+    return part
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_a_caught_up_follower_joins_the_isr_through_the_port(tmp_path: Path) -> None:
+    async def main() -> None:
+        port = FakeAlterIsr()
+        part = leader(tmp_path, [LEADER], port)
+        part.follower_fetched(FOLLOWER, 2)  # behind the log end: not in sync yet
+        await settle()
+        assert port.calls == []
+        part.follower_fetched(FOLLOWER, part.log_end_offset)
+        part.follower_fetched(FOLLOWER, part.log_end_offset)  # a second fetch while the write is in flight
+        await settle()
+        assert [isr for isr, _ in port.calls] == [[LEADER, FOLLOWER]]  # one change at a time
+        port.release.set()
+        await settle()
+        assert part.state.isr == [LEADER, FOLLOWER]
+
+    asyncio.run(main())
+
+
+def test_a_lagging_follower_is_shrunk_out(tmp_path: Path) -> None:
+    async def main() -> None:
+        port = FakeAlterIsr()
+        port.release.set()
+        part = leader(tmp_path, [LEADER, FOLLOWER], port)
+        part.maybe_shrink_isr(max_lag_ms=60_000)  # just became leader: the follower has time left
+        await settle()
+        assert port.calls == []
+        part.maybe_shrink_isr(max_lag_ms=-1)  # nothing caught up within the (elapsed) lag time
+        await settle()
+        assert [isr for isr, _ in port.calls] == [[LEADER]]
+        assert part.state.isr == [LEADER]
+
+    asyncio.run(main())
+
+
+def test_a_refused_or_outdated_write_leaves_the_newer_state(tmp_path: Path) -> None:
+    async def main() -> None:
+        port = FakeAlterIsr()
+        part = leader(tmp_path, [LEADER, FOLLOWER], port)
+        port.answer = None  # the store refused: leadership or the ISR moved on
+        port.release.set()
+        part.maybe_shrink_isr(max_lag_ms=-1)
+        await settle()
+        assert part.state.isr == [LEADER, FOLLOWER]
+        # the write succeeded, but a newer leader epoch arrived from the metadata meanwhile
+        port.answer = "written"
+        port.release.clear()
+        part.maybe_shrink_isr(max_lag_ms=-1)
+        await settle()
+        part.update_state(PartitionState(LEADER, 5, [LEADER, FOLLOWER], [LEADER, FOLLOWER]))
+        port.release.set()
+        await settle()
+        assert (part.state.leader_epoch, part.state.isr) == (5, [LEADER, FOLLOWER])
+
+    asyncio.run(main())
+
+
+def test_a_closed_partition_ignores_its_pending_change(tmp_path: Path) -> None:
+    async def main() -> None:
+        port = FakeAlterIsr()
+        part = leader(tmp_path, [LEADER, FOLLOWER], port)
+        part.maybe_shrink_isr(max_lag_ms=-1)
+        await settle()
+        part.close()
+        port.release.set()
+        await settle()
+        assert part.state.isr == [LEADER, FOLLOWER] and part.closed
+
+    asyncio.run(main())

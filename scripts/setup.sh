@@ -5,10 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_pkgs=()
-# a JDK and Maven: Apache Kafka's jars and the Java client tests (scripts/kafka-jars.sh, tests/java)
+# a JDK and Maven: Apache Kafka's jars and the Java client tests (scripts/kafka-jars.sh, tests/e2e/ecosystem/java)
 command -v javac >/dev/null 2>&1 || need_pkgs+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_pkgs+=(maven)
-# Node.js and npm: the kafkajs client test (tests/js)
+# Node.js and npm: the kafkajs client test (tests/e2e/ecosystem/js)
 command -v npm >/dev/null 2>&1 || need_pkgs+=(nodejs npm)
 [ -f /usr/share/java/zookeeper.jar ] || need_pkgs+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need_pkgs+=(kcat)

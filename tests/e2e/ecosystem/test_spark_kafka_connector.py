@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from kbus.spark.connector import CONNECTOR, connector_jars
-from tests.ecosystem.kafka_jars import REPO, kbus
+from tests.e2e.ecosystem.kafka_jars import REPO, kbus
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]

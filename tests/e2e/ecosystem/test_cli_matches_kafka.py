@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from tests.ecosystem.kafka_jars import KafkaDistribution, kbus
+from tests.e2e.ecosystem.kafka_jars import KafkaDistribution, kbus
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """The Java client over kbus's TLS and SASL listeners (SCRAM-SHA-256/512, PLAIN; a PEM truststore with host name
-verification): the producer, a consumer group and AdminClient checks of tests/java, with only security settings
+verification): the producer, a consumer group and AdminClient checks of tests/e2e/ecosystem/java, with only security settings
 added to each client."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ecosystem.java_checks import VERSIONS, JavaChecks
+from tests.e2e.ecosystem.java_checks import VERSIONS, JavaChecks
 from tests.integration import test_security
 from tests.integration.test_security import SecureBroker
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ecosystem.java_checks import VERSIONS, JavaChecks
-from tests.ecosystem.kafka_jars import REPO, KafkaDistribution
+from tests.e2e.ecosystem.java_checks import VERSIONS, JavaChecks
+from tests.e2e.ecosystem.kafka_jars import REPO, KafkaDistribution
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration

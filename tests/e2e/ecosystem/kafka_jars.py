@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "kafka-jars.sh"
 
 # the main class each bin/kafka-*.sh script runs in Kafka 3.9

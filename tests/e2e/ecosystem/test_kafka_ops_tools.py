@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.ecosystem.kafka_jars import KafkaDistribution, kbus
+from tests.e2e.ecosystem.kafka_jars import KafkaDistribution, kbus
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration

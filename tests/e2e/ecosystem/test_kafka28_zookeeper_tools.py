@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.ecosystem.kafka_jars import KafkaDistribution, kbus
+from tests.e2e.ecosystem.kafka_jars import KafkaDistribution, kbus
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper]

@@ -1,11 +1,11 @@
 """Apache Kafka's Java client (kafka-clients 3.9.x and 4.x, from Maven) against a real kbus broker: producer,
-consumer groups and AdminClient, each a named check in tests/java run in one JVM per client version."""
+consumer groups and AdminClient, each a named check in tests/e2e/ecosystem/java run in one JVM per client version."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.ecosystem.java_checks import CHECKS, VERSIONS, JavaChecks
+from tests.e2e.ecosystem.java_checks import CHECKS, VERSIONS, JavaChecks
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration

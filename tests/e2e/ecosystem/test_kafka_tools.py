@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ecosystem.kafka_jars import KafkaDistribution, kbus
+from tests.e2e.ecosystem.kafka_jars import KafkaDistribution, kbus
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ecosystem.java_checks import VERSIONS, JavaChecks, build
-from tests.ecosystem.kafka_jars import KafkaDistribution, distribution
+from tests.e2e.ecosystem.java_checks import VERSIONS, JavaChecks, build
+from tests.e2e.ecosystem.kafka_jars import KafkaDistribution, distribution
 
 
 @pytest.fixture(scope="session")
@@ -22,5 +22,5 @@ def kafka28() -> KafkaDistribution:
 
 @pytest.fixture(scope="session")
 def java_checks() -> dict[str, JavaChecks]:
-    """tests/java built once per session for each kafka-clients version (incremental Maven builds)."""
+    """tests/e2e/ecosystem/java built once per session for each kafka-clients version (incremental Maven builds)."""
     return {v: build(v) for v in VERSIONS}

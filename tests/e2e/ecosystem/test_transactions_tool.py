@@ -18,7 +18,7 @@ from kio.schema.produce.v9.response import ProduceResponse
 
 from kbus.protocol import record_batch as rb
 from kbus.protocol.client import KafkaConnection
-from tests.ecosystem.kafka_jars import KafkaDistribution
+from tests.e2e.ecosystem.kafka_jars import KafkaDistribution
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """kafkajs (the npm package, pure JavaScript) against kbus: admin, an idempotent gzip producer with headers, a
-consumer group of two members, committed offsets and group admin (tests/js/kafkajs_check.js)."""
+consumer group of two members, committed offsets and group admin (tests/e2e/ecosystem/js/kafkajs_check.js)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,22 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.ecosystem.kafka_jars import REPO
+from tests.e2e.ecosystem.kafka_jars import REPO
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration
 
-JS = REPO / "tests" / "js"
+JS = Path(__file__).resolve().parent / "js"
 MODULES = REPO / ".cache" / "kafkajs"
 
 
 @pytest.fixture(scope="session")
 def kafkajs() -> str:
-    """kafkajs installed from npm into .cache/kafkajs (the version pinned in tests/js/package.json)."""
+    """kafkajs installed from npm into .cache/kafkajs (the version pinned in tests/e2e/ecosystem/js/package.json)."""
     MODULES.mkdir(parents=True, exist_ok=True)
     shutil.copy2(JS / "package.json", MODULES / "package.json")
     out = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=MODULES,

@@ -1,4 +1,5 @@
-"""The Java client checks (tests/java, a Maven module) built per kafka-clients version into .cache/java-checks/."""
+"""The Java client checks (the Maven module in java/ beside this file) built per kafka-clients version into
+.cache/java-checks/."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.ecosystem.kafka_jars import REPO, default_version
+from tests.e2e.ecosystem.kafka_jars import REPO, default_version
 
-POM = REPO / "tests" / "java" / "pom.xml"
+POM = Path(__file__).resolve().parent / "java" / "pom.xml"
 RESULT = re.compile(r"^RESULT (?P<name>\S+) (?P<status>PASS|FAIL) ?(?P<detail>.*)$")
 
 # the client versions tested: the newest 3.9.x and 4.x that Maven Central serves (pinned in scripts/kafka-jars.sh)

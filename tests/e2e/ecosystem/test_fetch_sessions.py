@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.ecosystem.kafka_jars import KafkaDistribution
+from tests.e2e.ecosystem.kafka_jars import KafkaDistribution
 from tests.integration.test_metrics_endpoint import samples, scrape, value
 from tests.kbus_processes import free_port
 

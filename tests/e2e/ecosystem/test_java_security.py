@@ -1,6 +1,6 @@
 """The Java client over kbus's TLS and SASL listeners (SCRAM-SHA-256/512, PLAIN; a PEM truststore with host name
-verification): the producer, a consumer group and AdminClient checks of tests/e2e/ecosystem/java, with only security settings
-added to each client."""
+verification): the producer, a consumer group and AdminClient checks of the Maven module in java/ beside this
+file, with only security settings added to each client."""
 
 from __future__ import annotations
 

@@ -9,9 +9,11 @@ from typing import Annotated
 
 import typer
 
+from kbus.admin.broker_configs import alter_broker_configs, describe_broker_configs
 from kbus.admin.errors import AdminError
 from kbus.admin.kafka import KafkaAdmin
 from kbus.admin.models import ConfigEntry
+from kbus.admin.wire import WireAdmin
 from kbus.cli.app import app
 from kbus.cli.client_config import translate
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
@@ -78,6 +80,12 @@ def configs(
     broker: Annotated[
         str | None, typer.Option("--broker", help="Shorthand for --entity-type brokers --entity-name")
     ] = None,
+    entity_default: Annotated[
+        bool, typer.Option("--entity-default", help="Brokers: the cluster-wide dynamic defaults")
+    ] = False,
+    broker_defaults: Annotated[
+        bool, typer.Option("--broker-defaults", help="Shorthand for --entity-type brokers --entity-default")
+    ] = False,
     add_config: Annotated[str | None, typer.Option("--add-config", help="k1=v1,k2=[v1,v2],k3=v3 to set")] = None,
     add_config_file: Annotated[
         str | None, typer.Option("--add-config-file", help=".properties file of configs to set")
@@ -88,7 +96,15 @@ def configs(
     try:
         if describe == alter:
             raise UsageError("Command must include exactly one action: --describe, --alter")
+        if broker_defaults:
+            entity_type, entity_default = "brokers", True
         kind, name = _entity(entity_type, entity_name, topic, broker)
+        if entity_default:
+            if kind != "broker":
+                raise UsageError("--entity-default is only allowed with --entity-type brokers")
+            if name is not None:
+                raise UsageError("--entity-default and --entity-name cannot be used together")
+            name = ""
         to_set = parse_add_config(add_config) if add_config else {}
         if add_config_file:
             to_set.update(load_properties(add_config_file))
@@ -109,7 +125,7 @@ def configs(
             conf = translate(load_properties(command_config)) if command_config else {}
             admin = KafkaAdmin(bootstrap_server, conf)
             try:
-                code = _via_wire(admin, kind, name, describe, all_, to_set, to_delete)
+                code = _via_wire(admin, WireAdmin(bootstrap_server), kind, name, describe, all_, to_set, to_delete)
             finally:
                 admin.close()
     except UsageError as exc:
@@ -135,6 +151,7 @@ def _entity(
 
 def _via_wire(
     admin: KafkaAdmin,
+    wire: WireAdmin,
     kind: str,
     name: str | None,
     describe: bool,
@@ -144,16 +161,22 @@ def _via_wire(
 ) -> int:
     if describe:
         if name is None:
-            names = admin.list_topics() if kind == "topic" else [str(b.id) for b in admin.describe_cluster().brokers]
+            # Kafka's ConfigCommand: every broker, then the cluster-wide defaults ("")
+            names = admin.list_topics() if kind == "topic" else [
+                *(str(b.id) for b in admin.describe_cluster().brokers), ""]
         else:
             names = [name]
         for n in names:
-            entries = admin.describe_configs(kind, n)
+            entries = describe_broker_configs(wire, n) if kind == "broker" else admin.describe_configs(kind, n)
             if not all_:
-                wanted = "DYNAMIC_TOPIC_CONFIG" if kind == "topic" else "DYNAMIC_BROKER_CONFIG"
+                wanted = {"topic": "DYNAMIC_TOPIC_CONFIG", "broker": "DYNAMIC_BROKER_CONFIG"}[kind]
+                if kind == "broker" and n == "":
+                    wanted = "DYNAMIC_DEFAULT_BROKER_CONFIG"
                 entries = [e for e in entries if e.source == wanted]
-            heading = "All configs" if all_ else "Dynamic configs"
-            print(f"{heading} for {kind} {n} are:")
+            if kind == "broker" and n == "":
+                print("Default configs for brokers in the cluster are:")
+            else:
+                print(f"{'All configs' if all_ else 'Dynamic configs'} for {kind} {n} are:")
             for e in entries:
                 print(format_entry(e))
         return 0
@@ -161,8 +184,14 @@ def _via_wire(
         raise UsageError(f"an entity name must be specified with --alter of {kind}s")
     if kind == "topic" and name not in admin.list_topics():
         raise AdminError(f"The topic '{name}' does not exist.", "UNKNOWN_TOPIC_OR_PARTITION")
-    admin.alter_configs(kind, name, to_set, to_delete)
-    print(f"Completed updating config for {kind} {name}.")
+    if kind == "broker":
+        alter_broker_configs(wire, name, to_set, to_delete)
+    else:
+        admin.alter_configs(kind, name, to_set, to_delete)
+    if name == "":
+        print(f"Completed updating default config for {kind}s in the cluster.")
+    else:
+        print(f"Completed updating config for {kind} {name}.")
     return 0
 
 

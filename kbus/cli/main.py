@@ -3,6 +3,7 @@ importing the module is all it takes (one import line per module below)."""
 
 # Command modules (import for their registration side effect).
 # ruff: noqa: F401
+import os
 import sys
 from pathlib import PurePath
 
@@ -77,5 +78,12 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except typer.Abort:
         print("Aborted.", file=sys.stderr, flush=True)
+        sys.exit(1)
+    except Exception as exc:
+        # A bug, not a usage error: still one line (KBUS_DEBUG=1 shows the traceback)
+        if os.environ.get("KBUS_DEBUG"):
+            raise
+        where = f"kbus {args[0]}" if args and args[0] in _command_names() else "kbus"
+        print(f"{where}: ERROR {type(exc).__name__}: {exc} (KBUS_DEBUG=1 shows where)", file=sys.stderr, flush=True)
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)

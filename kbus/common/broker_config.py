@@ -472,3 +472,67 @@ def config_banner(config: KafkaConfig) -> str:
     for key in sorted(BROKER_CONFIGS):
         lines.append(f"\t{key} = {_shown(key, getattr(config, BROKER_CONFIGS[key].attr))}")
     return "\n".join(lines)
+
+
+# ---- dynamic broker configs ----------------------------------------------------------------------------------
+# Kafka's DynamicBrokerConfig.AllDynamicConfigs among the keys kbus knows: every broker default of a topic config
+# (DynamicLogConfig: log.retention.*, log.segment.bytes, min.insync.replicas, unclean.leader.election.enable,
+# message.max.bytes, compression.type, ...), the thread pools (DynamicThreadPool; kbus runs one event loop, so
+# they are accepted and shown but change nothing), the cleaner's backoff, and the dynamic-only replication
+# throttles. Everything else needs a restart, as in Kafka.
+DYNAMIC_ONLY_KEYS = frozenset(
+    {"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+     "replica.alter.log.dirs.io.max.bytes.per.second"}
+)  # fmt: skip
+DYNAMIC_BROKER_KEYS = frozenset(
+    {key for key, spec in BROKER_CONFIGS.items() if spec.topic is not None}
+    | {"num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir", "log.cleaner.backoff.ms"}
+    | DYNAMIC_ONLY_KEYS
+)
+BROKER_DEFAULT_ENTITY = "<default>"
+
+
+def check_dynamic_broker_configs(changes: Mapping[str, str | None]) -> None:
+    """What AlterConfigs on a BROKER resource may set: dynamic keys with values their parser accepts. Raises
+    ConfigError naming the keys (Kafka: "Cannot update these configs dynamically: Set(...)")."""
+    static = sorted(k for k in changes if k not in DYNAMIC_BROKER_KEYS)
+    if static:
+        raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(static)})")
+    for key, value in changes.items():
+        if value is None:
+            continue
+        parse = BROKER_CONFIGS[key].parse if key in BROKER_CONFIGS else parse_long(0)
+        try:
+            parse(value)
+        except ValueError as exc:
+            raise ConfigError(f"Invalid value {value} for configuration {key}: {exc}") from None
+
+
+def with_dynamic_configs(
+    static: KafkaConfig, cluster_default: Mapping[str, str], per_broker: Mapping[str, str]
+) -> tuple[KafkaConfig, list[str]]:
+    """The config in effect: per-broker dynamic > cluster-wide dynamic > server.properties > Kafka's default.
+    `raw` stays the static one (DescribeConfigs tells the sources apart). Invalid or non-dynamic stored values
+    (written by some other tool) are skipped and returned, as Kafka logs and ignores them."""
+    skipped: list[str] = []
+    values: dict[str, ConfigValue] = {}
+    for layer in (cluster_default, per_broker):
+        for key, raw in layer.items():
+            spec = BROKER_CONFIGS.get(key)
+            if key not in DYNAMIC_BROKER_KEYS:
+                skipped.append(key)
+                continue
+            if spec is None:
+                continue  # dynamic-only keys (throttles) are read where they are used
+            try:
+                values[spec.attr] = spec.parse(raw)
+            except ValueError:
+                skipped.append(key)
+    if not values:
+        return static, skipped
+    effective = dataclasses.replace(static, **values)  # type: ignore[arg-type]
+    try:
+        effective.validate()
+    except ConfigError:
+        return static, sorted({*skipped, *cluster_default, *per_broker})
+    return effective, skipped

@@ -8,8 +8,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from kbus.common.broker_config import KafkaConfig
-from kbus.common.errors import InvalidReplicationFactorError, TopicExistsError
+from kbus.common.broker_config import (
+    BROKER_DEFAULT_ENTITY,
+    ConfigError,
+    KafkaConfig,
+    check_dynamic_broker_configs,
+)
+from kbus.common.errors import InvalidReplicationFactorError, InvalidRequestError, TopicExistsError
 from kbus.common.topic_config import LogConfig
 from kbus.server.metadata.types import MetadataStore, TopicMetadata
 
@@ -25,6 +30,7 @@ class AdminManager:
         default_log_config: Callable[[], LogConfig],
     ) -> None:
         self.config = config
+        self.static_config = config  # server.properties and --override; `config` may gain dynamic configs
         self._metadata = metadata
         self._apply = apply_metadata
         self._default_log_config = default_log_config
@@ -97,6 +103,21 @@ class AdminManager:
         self._apply()
 
     # ---- producers
+    # ---- dynamic broker configs
+    def dynamic_broker_configs(self) -> dict[str, dict[str, str]]:
+        """{"<default>": cluster-wide, "<this broker's id>": its own} as stored (ZooKeeper /config/brokers)."""
+        return self._metadata.broker_configs()
+
+    async def alter_broker_configs(self, entity: str, changes: dict[str, str | None]) -> None:
+        try:
+            check_dynamic_broker_configs(changes)
+        except ConfigError as exc:
+            name = "" if entity == BROKER_DEFAULT_ENTITY else entity
+            raise InvalidRequestError(
+                f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {exc}"
+            ) from None
+        await asyncio.to_thread(self._metadata.alter_broker_configs, entity, changes)
+
     async def elect_leaders(
         self, kind: str, partitions: set[tuple[str, int]] | None
     ) -> dict[tuple[str, int], str | None]:

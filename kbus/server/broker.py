@@ -12,7 +12,7 @@ import time
 
 from kio.schema.errors import ErrorCode
 
-from kbus.common.broker_config import KafkaConfig
+from kbus.common.broker_config import BROKER_CONFIGS, BROKER_DEFAULT_ENTITY, KafkaConfig, with_dynamic_configs
 from kbus.common.cluster import BrokerEndpoint, BrokerInfo
 from kbus.common.topics import OFFSETS_TOPIC
 from kbus.server.admin_manager import AdminManager
@@ -78,6 +78,7 @@ class Broker:
         self.stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reconcile_scheduled = False
+        self._skipped_dynamic: list[str] = []
 
     @property
     def cluster_id(self) -> str:
@@ -143,6 +144,7 @@ class Broker:
         except BaseException:
             self.log_manager.shutdown()  # leave the logs clean: the next start needs no recovery
             raise
+        self._apply_dynamic_configs()
         self.replicas.reconcile()
         self.group_coordinator = start_group_coordinator(self.config, self.replicas, self.metadata)
         self.transactions = TransactionService(self, append_markers)
@@ -214,4 +216,24 @@ class Broker:
 
     def _reconcile_soon(self) -> None:
         self._reconcile_scheduled = False
+        self._apply_dynamic_configs()
         self.replicas.reconcile()
+
+    def _apply_dynamic_configs(self) -> None:
+        """kafka-configs --entity-type brokers without a restart: the dynamic keys (log.* defaults,
+        min.insync.replicas, ...) from /config/brokers/<default> and /config/brokers/<id> over server.properties;
+        the reconcile that follows gives every log without its own override the new defaults."""
+        layers = self.metadata.broker_configs()
+        effective, skipped = with_dynamic_configs(
+            self.admin.static_config, layers.get(BROKER_DEFAULT_ENTITY, {}), layers.get(str(self.broker_id), {})
+        )
+        if skipped and skipped != self._skipped_dynamic:
+            log.warning("Ignoring dynamic broker config(s) that are invalid or not dynamic: %s", ", ".join(skipped))
+        self._skipped_dynamic = skipped
+        if effective == self.config:
+            return
+        old = vars(self.config)
+        changed = [key for key, spec in sorted(BROKER_CONFIGS.items()) if vars(effective)[spec.attr] != old[spec.attr]]
+        self.config = self.replicas.config = self.admin.config = self.managers.config = effective
+        log.info("Dynamic broker config(s) now in effect: %s",
+                 ", ".join(f"{k}={vars(effective)[BROKER_CONFIGS[k].attr]}" for k in changed))  # fmt: skip

@@ -386,6 +386,24 @@ class KafkaZkClient:
             makepath=True,
         )
 
+    # ---- dynamic broker configs (/config/brokers/<id> and /config/brokers/<default>) ----
+
+    def get_broker_config(self, entity: str, watch: Watch = None) -> dict[str, str]:
+        """A broker's (or the cluster default's) dynamic configs; the watch is set even while the znode is absent."""
+        path = paths.broker_config(entity)
+        if watch is not None and self.zk.exists(path, watch=watch) is None:
+            return {}
+        try:
+            data, _ = self.zk.get(path, watch=watch)
+        except NoNodeError:
+            return {}
+        return codec.decode_entity_config(data)
+
+    def change_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
+        """AdminZkClient.changeBrokerConfig: the config, then the change notification (Kafka's brokers follow the
+        notifications; kbus's watch the znode itself, so both kinds of broker see a change made by either tool)."""
+        self.change_entity_config("brokers", entity, configs)
+
     # ---- deletion ----
 
     def mark_topic_for_deletion(self, topic: str) -> None:

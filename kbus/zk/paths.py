@@ -10,6 +10,8 @@ BROKER_TOPICS = "/brokers/topics"
 BROKER_SEQID = "/brokers/seqid"
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
+BROKER_DEFAULT_ENTITY = "<default>"  # /config/brokers/<default>: the cluster-wide dynamic broker configs
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -63,13 +65,18 @@ def entity_config(entity_type: str, name: str) -> str:
     return f"{CONFIG}/{entity_type}/{name}"
 
 
+def broker_config(entity: str) -> str:
+    """/config/brokers/<id> or /config/brokers/<default>."""
+    return entity_config("brokers", entity)
+
+
 def delete_topic_marker(name: str) -> str:
     return f"{DELETE_TOPICS}/{name}"
 
 
 def parse(path: str) -> tuple[str, ...]:
     """Classify a znode path from a watch event: ("brokers",), ("topics",), ("topic", t), ("state", t, p),
-    ("config", t), ("controller",), ("delete_topics",), or ("other", path)."""
+    ("config", t), ("broker_config", id or <default>), ("controller",), ("delete_topics",), or ("other", path)."""
     if path == BROKER_IDS:
         return ("brokers",)
     if path == BROKER_TOPICS:
@@ -88,4 +95,6 @@ def parse(path: str) -> tuple[str, ...]:
             return ("state", parts[2], parts[4])
     if parts[:2] == ["config", "topics"] and len(parts) == 3:
         return ("config", parts[2])
+    if parts[:2] == ["config", "brokers"] and len(parts) == 3:
+        return ("broker_config", parts[2])
     return ("other", path)

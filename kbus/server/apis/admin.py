@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kbus.common.broker_config import BROKER_CONFIGS
+from kbus.common.broker_config import (
+    BROKER_CONFIGS,
+    BROKER_DEFAULT_ENTITY,
+    DYNAMIC_BROKER_KEYS,
+    DYNAMIC_ONLY_KEYS,
+    ConfigError,
+    check_dynamic_broker_configs,
+)
 from kbus.common.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -29,7 +36,8 @@ if TYPE_CHECKING:
 
 TOPIC, BROKER = 2, 4
 # DescribeConfigs ConfigSource values
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 ZERO_UUID = uuid.UUID(int=0)
 CONFIG_TYPE_STRING, CONFIG_TYPE_BOOLEAN, CONFIG_TYPE_INT, CONFIG_TYPE_LONG, CONFIG_TYPE_DOUBLE = 2, 1, 3, 5, 6
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -230,28 +238,60 @@ def _topic_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, synon
     return entries
 
 
-def _broker_entries(m: Managers, ctx: RequestContext, keys: Any) -> list[Any]:
+def _broker_entry(ctx: RequestContext, key: str, value: str | None, source: int, synonyms: list[Any]) -> Any:
+    return ctx.nested(
+        "DescribeConfigsResourceResult",
+        name=key,
+        value=value,
+        read_only=key not in DYNAMIC_BROKER_KEYS,
+        is_default=source == DEFAULT_CONFIG,
+        config_source=source,
+        is_sensitive=False,
+        synonyms=synonyms,
+        config_type=_config_type(value or ""),
+        documentation=None,
+    )
+
+
+def _broker_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with_synonyms: bool) -> list[Any]:
+    """A broker's configs with their source (Kafka's precedence: per-broker dynamic, cluster-wide dynamic,
+    server.properties, default); name "" is the cluster-wide dynamic default entity, which lists only what is set
+    there."""
+    layers = m.admin.dynamic_broker_configs()
+    default_layer = layers.get(BROKER_DEFAULT_ENTITY, {})
+    if name == "":
+        return [
+            _broker_entry(ctx, key, value, DYNAMIC_DEFAULT_BROKER_CONFIG,
+                          [ctx.nested("DescribeConfigsSynonym", name=key, value=value,
+                                      source=DYNAMIC_DEFAULT_BROKER_CONFIG)] if with_synonyms else [])
+            for key, value in sorted(default_layer.items())
+            if keys is None or key in keys
+        ]  # fmt: skip
+    own_layer = layers.get(str(m.broker_id), {})
+    static = m.admin.static_config
     entries = []
-    for key, spec in sorted(BROKER_CONFIGS.items()):
+    names = sorted({*BROKER_CONFIGS, *(k for k in (*default_layer, *own_layer) if k in DYNAMIC_ONLY_KEYS)})
+    for key in names:
         if keys is not None and key not in keys:
             continue
-        value = getattr(m.config, spec.attr)
-        text = None if value is None else format_value(value)  # Kafka's null: a key not set that has no default
-        source = STATIC_BROKER_CONFIG if key in m.config.raw else DEFAULT_CONFIG
-        entries.append(
-            ctx.nested(
-                "DescribeConfigsResourceResult",
-                name=key,
-                value=text,
-                read_only=True,
-                is_default=source == DEFAULT_CONFIG,
-                config_source=source,
-                is_sensitive=False,
-                synonyms=(),
-                config_type=_config_type(text or ""),
-                documentation=None,
-            )
-        )
+        spec = BROKER_CONFIGS.get(key)
+        default = None if spec is None or spec.default in (None, "") else format_value(spec.default)
+        candidates = [
+            (DYNAMIC_BROKER_CONFIG, own_layer.get(key)),
+            (DYNAMIC_DEFAULT_BROKER_CONFIG, default_layer.get(key)),
+            (STATIC_BROKER_CONFIG, static.raw.get(key)),
+            (DEFAULT_CONFIG, default),
+        ]
+        present = [(src, v) for src, v in candidates if v is not None or src == DEFAULT_CONFIG]
+        source = present[0][0]
+        if spec is not None:
+            value = vars(m.config)[spec.attr]
+            text = None if value in (None, "") else format_value(value)  # Kafka's null: not set and no default
+        else:
+            text = present[0][1]
+        syn = [ctx.nested("DescribeConfigsSynonym", name=key, value=v, source=src) for src, v in present
+               if v is not None] if with_synonyms else []  # fmt: skip
+        entries.append(_broker_entry(ctx, key, text, source, syn))
     return entries
 
 
@@ -274,7 +314,9 @@ async def describe_configs(m: Managers, ctx: RequestContext, request: Any) -> An
             elif res.resource_type == BROKER:
                 if res.resource_name not in ("", str(m.broker_id)):
                     raise InvalidRequestError(f"Unexpected broker id, expected {m.broker_id}")
-                fields["configs"] = _broker_entries(m, ctx, keys)
+                fields["configs"] = _broker_entries(
+                    m, ctx, res.resource_name, keys, ctx.api_version >= 1 and request.include_synonyms
+                )
             else:
                 fields.update(
                     error_code=ErrorCode.invalid_request, error_message=f"Unsupported resource type {res.resource_type}"
@@ -302,6 +344,30 @@ async def _alter_topic(
         await m.admin.alter_topic_configs(name, changes)
 
 
+def _broker_entity(name: str) -> str:
+    """A BROKER resource name: "" is the cluster-wide default (/config/brokers/<default>), else a broker id."""
+    if name == "":
+        return BROKER_DEFAULT_ENTITY
+    if not name.isdigit():
+        raise InvalidRequestError(f"Broker id must be an integer, got '{name}'")
+    return str(int(name))
+
+
+async def _alter_broker(
+    m: Managers, entity: str, changes: dict[str, str | None], validate_only: bool, replace: bool
+) -> None:
+    if replace:  # legacy AlterConfigs replaces the whole set (of the broker's entity as this broker knows it)
+        changes = {**dict.fromkeys(m.admin.dynamic_broker_configs().get(entity, {})), **changes}
+    if validate_only:
+        changes = {k: v for k, v in changes.items() if v is not None}
+        try:
+            check_dynamic_broker_configs(changes)
+        except ConfigError as exc:
+            raise InvalidRequestError(str(exc)) from None
+        return
+    await m.admin.alter_broker_configs(entity, changes)
+
+
 async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incremental: bool) -> list[Any]:
     out = []
     for res in request.resources:
@@ -311,14 +377,19 @@ async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incre
             "error_message": None,
         }
         try:
-            if res.resource_type != TOPIC:
+            if res.resource_type not in (TOPIC, BROKER):
                 fields.update(
                     error_code=ErrorCode.invalid_request,
-                    error_message="kbus does not support dynamic broker configs; edit server.properties",
+                    error_message=f"Unsupported resource type {res.resource_type}",
                 )
             else:
-                topic = m.cluster.topic(res.resource_name)
-                current = dict(topic.configs) if topic else {}
+                entity = None
+                if res.resource_type == BROKER:
+                    entity = _broker_entity(res.resource_name)
+                    current = m.admin.dynamic_broker_configs().get(entity, {})
+                else:
+                    topic = m.cluster.topic(res.resource_name)
+                    current = dict(topic.configs) if topic else {}
                 changes: dict[str, str | None] = {}
                 for c in res.configs:
                     op = getattr(c, "config_operation", SET) if incremental else SET
@@ -335,7 +406,10 @@ async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incre
                             else [x for x in items if x not in vals]
                         )
                         changes[c.name] = ",".join(items) if items else None
-                await _alter_topic(m, res.resource_name, changes, request.validate_only, replace=not incremental)
+                if entity is not None:
+                    await _alter_broker(m, entity, changes, request.validate_only, replace=not incremental)
+                else:
+                    await _alter_topic(m, res.resource_name, changes, request.validate_only, replace=not incremental)
                 fields["error_code"] = ErrorCode.none
         except KafkaError as exc:
             fields.update(_admin_error(exc))

@@ -12,6 +12,7 @@ pure functions of `kbus.zk.election`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -104,6 +105,10 @@ class Controller:
         self._client = client
         self._view = view
         self._settings = settings
+
+    def set_unclean_default(self, enabled: bool) -> None:
+        """unclean.leader.election.enable as a dynamic broker config (kafka-configs --entity-type brokers)."""
+        self._settings = dataclasses.replace(self._settings, unclean_leader_election_enable=enabled)
 
     # ---- the active controller's rules ----------------------------------------------------------------------
 

@@ -51,6 +51,8 @@ class LocalMetadataStore:
         self._users: dict[str, dict[str, str]] = {}  # user -> {SCRAM mechanism: credential}, as in /config/users
         self._next_producer_id = 0
         self._producer_id_limit = 0
+        # dynamic broker configs: {"<default>": {...}, "<id>": {...}} (ZooKeeper's /config/brokers, kept here)
+        self._broker_configs: dict[str, dict[str, str]] = {}
         self.cluster_id = ""  # a standalone broker keeps its cluster id in meta.properties
 
     # ---- lifecycle ----
@@ -72,6 +74,8 @@ class LocalMetadataStore:
             self._users = {u: dict(c) for u, c in doc.get("users", {}).items()}
             # Never hand out an id twice across restarts: resume from the end of the last reserved block.
             self._producer_id_limit = self._next_producer_id = int(doc.get("producer_id_block_end", 0))
+            self._broker_configs = {str(e): {str(k): str(v) for k, v in c.items()}
+                                    for e, c in doc.get("broker_configs", {}).items()}  # fmt: skip
 
     def stop(self) -> None:
         pass
@@ -172,6 +176,23 @@ class LocalMetadataStore:
         """There is no other broker to hand leadership to; nothing to move."""
         return []
 
+    def broker_configs(self) -> dict[str, dict[str, str]]:
+        with self._lock:
+            entities = ("<default>", str(self._broker.broker_id))
+            return {e: dict(self._broker_configs.get(e, {})) for e in entities}
+
+    def alter_broker_configs(self, entity: str, changes: dict[str, str | None]) -> None:
+        with self._lock:
+            merged = dict(self._broker_configs.get(entity, {}))
+            for key, value in changes.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            self._broker_configs[entity] = merged
+            self._save()
+        self._notify()
+
     def elect_leaders(self, kind: str, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], str | None]:
         """One broker, one replica per partition: its leader is always the preferred one and always alive."""
         topics = self.topics()
@@ -220,6 +241,7 @@ class LocalMetadataStore:
         doc = {
             "version": 1,
             "producer_id_block_end": self._producer_id_limit,
+            "broker_configs": self._broker_configs,
             "topics": {
                 t.name: {
                     "topic_id": str(t.topic_id),

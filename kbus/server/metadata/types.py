@@ -76,6 +76,15 @@ class MetadataStore(Protocol):
 
     def allocate_producer_id(self) -> int: ...
 
+    # ---- dynamic broker configs (kafka-configs --entity-type brokers)
+    def broker_configs(self) -> dict[str, dict[str, str]]:
+        """The dynamic configs this broker follows: {"<default>": cluster-wide, "<id>": its own}."""
+        ...
+
+    def alter_broker_configs(self, entity: str, changes: dict[str, str | None]) -> None:
+        """Set (value) or remove (None) dynamic configs of broker `entity` (an id or "<default>")."""
+        ...
+
     # ---- operator requests answered by the controller
     def elect_leaders(self, kind: str, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], str | None]:
         """ElectLeaders ("preferred" or "unclean"; None: every partition): per partition None when a leader was

@@ -96,6 +96,7 @@ class ZkMetadataStore:
         self._registration_wait_s = registration_wait_ms / 1000
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
         self._delete_topic_enable = delete_topic_enable
+        self._static_unclean = unclean_leader_election_enable
         self._auto_rebalance = auto_leader_rebalance_enable
         self._rebalance_interval_s = leader_imbalance_check_interval_s if auto_leader_rebalance_enable else 1e9
         self._next_rebalance = time.monotonic() + self._rebalance_interval_s
@@ -115,6 +116,8 @@ class ZkMetadataStore:
         self._assignments: dict[str, tuple[TopicAssignment, int]] = {}
         self._states: dict[str, dict[int, LeaderAndIsr]] = {}
         self._configs: dict[str, dict[str, str]] = {}
+        # dynamic broker configs this broker follows: /config/brokers/<default> and /config/brokers/<id>
+        self._broker_configs: dict[str, dict[str, str]] = {}
         self._deleting: set[str] = set()
         self._controller_id = NO_LEADER
         self._controller_epoch: tuple[int, int] | None = None  # (epoch, znode version) while we are controller
@@ -307,6 +310,23 @@ class ZkMetadataStore:
             self._notify()
         return stranded
 
+    def broker_configs(self) -> dict[str, dict[str, str]]:
+        with self._cond:
+            return {e: dict(self._broker_configs.get(e, {})) for e in self._broker_entities()}
+
+    def alter_broker_configs(self, entity: str, changes: dict[str, str | None]) -> None:
+        zk = self._client()
+        merged = zk.get_broker_config(entity)
+        for key, value in changes.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        zk.change_broker_config(entity, merged)
+        if entity in self._broker_entities():
+            self._events.put(("broker_config", entity))
+            self._wait(lambda: self._broker_configs.get(entity, {}) == merged, ADMIN_WAIT_S)
+
     def elect_leaders(self, kind: str, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], str | None]:
         with self._cond:
             epoch = self._controller_epoch
@@ -423,6 +443,8 @@ class ZkMetadataStore:
             return False  # read together, pipelined, after the other events (see _process)
         if kind == "config":
             return event[1] in self._assignments and self._refresh_config(event[1])
+        if kind == "broker_config":
+            return event[1] in self._broker_entities() and self._refresh_broker_config(event[1])
         if kind == "delete_topics":
             return self.refresh_deletions()
         if kind == "controller":
@@ -435,8 +457,13 @@ class ZkMetadataStore:
         self._refresh_brokers()
         self._refresh_topic_list(reread=True)
         self.refresh_deletions()
+        for entity in self._broker_entities():
+            self._refresh_broker_config(entity)
         self._refresh_controller()
         return True
+
+    def _broker_entities(self) -> tuple[str, str]:
+        return (paths.BROKER_DEFAULT_ENTITY, str(self.broker_id))
 
     # ---- refreshing the view (each re-reads with a watch and says whether anything changed) ----------------
 
@@ -512,6 +539,22 @@ class ZkMetadataStore:
             else:
                 states[partition] = state
             return True
+
+    def _refresh_broker_config(self, entity: str) -> bool:
+        configs = self._client().get_broker_config(entity, watch=self._on_watch)
+        with self._cond:
+            if self._broker_configs.get(entity, {}) == configs:
+                return False
+            self._broker_configs[entity] = configs
+            layers = [self._broker_configs.get(e, {}) for e in self._broker_entities()]
+        # the controller's default for topics without their own unclean.leader.election.enable
+        unclean = self._static_unclean
+        for layer in layers:
+            value = layer.get("unclean.leader.election.enable", "").strip().lower()
+            if value in ("true", "false"):
+                unclean = value == "true"
+        self._controller.set_unclean_default(unclean)
+        return True
 
     def _refresh_config(self, name: str) -> bool:
         configs = self._client().get_topic_config(name, watch=self._on_watch)

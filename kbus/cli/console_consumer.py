@@ -30,6 +30,8 @@ from kbus.cli.common import (
 )
 from kbus.cli.consumer_watch import ConsumerWatch
 from kbus.cli.formatter import DefaultMessageFormatter
+from kbus.cli.topic_names import include_list
+from kbus.common.topics import is_internal
 
 POLL_S = 0.5  # short polls keep Ctrl-C, SIGTERM and --timeout-ms responsive
 BATCH = 500
@@ -202,7 +204,7 @@ def console_consumer(
             raise UsageError("Exactly one of --include/--topic is required.")
         if include:
             try:
-                re.compile(include.strip().replace(",", "|"))
+                include_list(include)
             except re.error as exc:
                 raise UsageError(f"Invalid --include regular expression '{include}': {exc}") from None
         if zookeeper and not bootstrap_server:
@@ -287,7 +289,7 @@ def _note_auto_creation(consumer: Consumer, topic: str, watch: ConsumerWatch) ->
     except KafkaException as exc:
         raise ConnectionError(f"Could not fetch metadata: {exc.args[0].str()}") from None
     if topic not in md.topics:
-        watch.topic_auto_created(topic, sorted(n for n in md.topics if not n.startswith("__")))
+        watch.topic_auto_created(topic, sorted(n for n in md.topics if not is_internal(n)))
 
 
 def _matching_topics(consumer: Consumer, pattern: str) -> list[str]:
@@ -295,8 +297,8 @@ def _matching_topics(consumer: Consumer, pattern: str) -> list[str]:
         md = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
     except KafkaException as exc:
         raise ConnectionError(f"Could not fetch metadata: {exc.args[0].str()}") from None
-    regex = re.compile(pattern.strip().replace(",", "|"))
-    names = sorted(n for n in md.topics if regex.fullmatch(n) and not n.startswith("__"))
+    regex = include_list(pattern)
+    names = sorted(n for n in md.topics if regex.fullmatch(n) and not is_internal(n))  # exclude.internal.topics
     if not names:
         raise UsageError(f"No topic matches --include '{pattern}'")
     return names

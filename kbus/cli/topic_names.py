@@ -1,8 +1,15 @@
-"""How kafka-topics matches --topic against topic names. (The name rules themselves are in kbus.common.topics.)"""
+"""How Kafka's tools match --topic/--include patterns against topic names (the name rules are in
+kbus.common.topics)."""
 
 from __future__ import annotations
 
 import re
+
+
+def include_list(pattern: str) -> re.Pattern[str]:
+    """Kafka's IncludeList (--include, --topic in kafka-topics): a Java regular expression where ',' means '|'.
+    re.error for a pattern that does not compile."""
+    return re.compile(pattern.strip().replace(",", "|"))
 
 
 def match_topics(pattern: str, names: list[str]) -> list[str]:
@@ -10,7 +17,7 @@ def match_topics(pattern: str, names: list[str]) -> list[str]:
     --create), with ',' meaning '|' as in Kafka's IncludeList; a pattern that is not a valid regex is taken
     literally."""
     try:
-        regex = re.compile(pattern.strip().replace(",", "|"))
+        regex = include_list(pattern)
     except re.error:
         return [n for n in names if n == pattern]
     return [n for n in names if regex.fullmatch(n)]

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kbus.common.topics import is_internal
+
 EARLIEST = -2  # Spark's JSON sentinels for "earliest" / "latest" inside per-partition offsets
 LATEST = -1
 
@@ -48,7 +50,7 @@ class Subscription:
         if self.kind == "assign":
             return topic in self.assignment
         # Java's Pattern.matcher(name).matches() is a full match; internal topics are never subscribed.
-        return not topic.startswith("__") and re.fullmatch(self.pattern or "", topic) is not None
+        return not is_internal(topic) and re.fullmatch(self.pattern or "", topic) is not None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from types import NoneType, UnionType
 from typing import Union, get_args, get_origin
 
 from kbus.protocol.errors import ProtocolError
+from kbus.protocol.record_batch import CorruptRecordError, decode_unsigned_varint
 
 Buffer = bytes | bytearray | memoryview
 # A step checks one field starting at ``pos`` and returns the position after it; ``end`` bounds the walk.
@@ -45,19 +46,10 @@ _FIXED_WIDTH = {
 
 
 def _uvarint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise ProtocolError("varint runs past the end of the frame")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ProtocolError("varint longer than 10 bytes")
+    try:
+        return decode_unsigned_varint(buf, pos, end)
+    except CorruptRecordError as exc:
+        raise ProtocolError(f"{exc} (frame)") from None
 
 
 def _need(pos: int, n: int, end: int, what: str) -> int:

@@ -314,11 +314,13 @@ def encode_varint(n: int, out: bytearray) -> None:
     encode_unsigned_varint(zigzag_encode(n) & 0xFFFFFFFFFFFFFFFF, out)
 
 
-def decode_unsigned_varint(buf: Buffer, pos: int) -> tuple[int, int]:
+def decode_unsigned_varint(buf: Buffer, pos: int, end: int | None = None) -> tuple[int, int]:
+    """An unsigned varint at `pos` that must end before `end` (default: the buffer's end)."""
+    limit = len(buf) if end is None else end
     result = 0
     shift = 0
     while True:
-        if pos >= len(buf):
+        if pos >= limit:
             raise CorruptRecordError("varint runs past the end of the buffer")
         b = buf[pos]
         pos += 1

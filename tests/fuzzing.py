@@ -26,7 +26,7 @@ import struct
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from types import NoneType, UnionType
 from typing import Union, get_args, get_origin
 
@@ -159,11 +159,11 @@ class Generator:
             if get_origin(inner) is tuple:
                 elem = get_args(inner)[0]
                 n = self.rng.randint(0, 3)
-                if hasattr(elem, "__dataclass_fields__"):
+                if is_dataclass(elem):
                     kwargs[f.name] = tuple(self.entity(elem) for _ in range(n))
                 else:
                     kwargs[f.name] = tuple(self._value(kafka_type, f.name) for _ in range(n))
-            elif hasattr(inner, "__dataclass_fields__"):
+            elif is_dataclass(inner):
                 kwargs[f.name] = self.entity(inner)  # type: ignore[arg-type]
             else:
                 value = self._value(kafka_type, f.name)

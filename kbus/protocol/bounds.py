@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from functools import cache
 from types import NoneType, UnionType
 from typing import Union, get_args, get_origin
@@ -154,13 +154,13 @@ def _field_step(tp: object, kafka_type: str | None, flexible: bool, is_tag: bool
     nullable = nullable and not is_tag  # tagged fields are optional by their absence, not by a null
     if get_origin(inner) is tuple:
         (elem, _ellipsis) = get_args(inner)
-        if isinstance(elem, type) and hasattr(elem, "__dataclass_fields__"):
+        if isinstance(elem, type) and is_dataclass(elem):
             item = entity_step(elem)
         else:
             assert kafka_type is not None, name
             item = _primitive(kafka_type, flexible, False, name)
         return _array(item, flexible, nullable, name)
-    if isinstance(inner, type) and hasattr(inner, "__dataclass_fields__"):
+    if isinstance(inner, type) and is_dataclass(inner):
         walk = entity_step(inner)
         return _nullable_entity(walk, name) if nullable else walk
     assert kafka_type is not None, name

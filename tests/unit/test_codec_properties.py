@@ -9,7 +9,7 @@ import datetime
 import io
 import struct
 import uuid
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from types import NoneType, UnionType
 from typing import Union, get_args, get_origin
 
@@ -78,9 +78,9 @@ def entities(cls: type) -> st.SearchStrategy[object]:
         kafka_type = f.metadata.get("kafka_type")
         if get_origin(inner) is tuple:
             elem = get_args(inner)[0]
-            item = entities(elem) if hasattr(elem, "__dataclass_fields__") else _primitive(kafka_type)
+            item = entities(elem) if is_dataclass(elem) else _primitive(kafka_type)
             strat: st.SearchStrategy[object] = st.lists(item, **_SMALL).map(tuple)
-        elif hasattr(inner, "__dataclass_fields__"):
+        elif is_dataclass(inner):
             strat = entities(inner)  # type: ignore[arg-type]
         else:
             strat = _primitive(kafka_type)

@@ -18,7 +18,11 @@ typedef struct {
 } cursor;
 
 /* Unsigned varint of at most max_bytes bytes (5 for int32, 10 for int64, as Kafka's ByteUtils); 0 on error. */
-static int read_uvarint(cursor *c, int max_bytes, uint64_t *out) {
+static inline int read_uvarint(cursor *c, int max_bytes, uint64_t *out) {
+    if (c->p < c->end && !(*c->p & 0x80)) { /* the common case: one byte */
+        *out = *c->p++;
+        return 1;
+    }
     uint64_t v = 0;
     int shift = 0;
     for (int i = 0; i < max_bytes; i++) {
@@ -35,7 +39,7 @@ static int read_uvarint(cursor *c, int max_bytes, uint64_t *out) {
     return 0;
 }
 
-static int read_varint32(cursor *c, int32_t *out) {
+static inline int read_varint32(cursor *c, int32_t *out) {
     uint64_t raw;
     if (!read_uvarint(c, 5, &raw) || raw > 0xFFFFFFFFull)
         return 0;
@@ -44,7 +48,7 @@ static int read_varint32(cursor *c, int32_t *out) {
     return 1;
 }
 
-static int read_varint64(cursor *c, int64_t *out) {
+static inline int read_varint64(cursor *c, int64_t *out) {
     uint64_t raw;
     if (!read_uvarint(c, 10, &raw))
         return 0;
@@ -53,7 +57,7 @@ static int read_varint64(cursor *c, int64_t *out) {
 }
 
 /* A length-prefixed field that may be null (-1): skip it; 0 on error. */
-static int skip_nullable(cursor *c, int32_t *len) {
+static inline int skip_nullable(cursor *c, int32_t *len) {
     if (!read_varint32(c, len) || *len < -1)
         return 0;
     if (*len > 0) {

@@ -2,8 +2,9 @@
 UnifiedLog.analyzeAndValidateRecords) rules, sans I/O, in one place.
 
 Per partition of a Produce request, in Kafka's order:
-1. the bytes are exactly one v2 batch (CORRUPT_MESSAGE for a bad length or CRC, INVALID_RECORD for another magic,
-   more than one batch, or an unknown compression codec);
+1. the bytes are exactly one v2 batch (CORRUPT_MESSAGE for a bad length or CRC — the CRC itself is computed once,
+   by the log's append, unless validation must report or rewrite first —, INVALID_RECORD for another magic, more
+   than one batch, or an unknown compression codec);
 2. the batch header, as Kafka's validateBatch: base offset 0, lastOffsetDelta + 1 == record count > 0, no control
    bit from clients, a producer id needs a sequence (INVALID_RECORD);
 3. every record parses and agrees with the batch, after decompression for gzip/snappy/lz4/zstd (record_scan; the
@@ -20,7 +21,7 @@ checked against its producer's open transaction there).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import crc32c as _crc32c
 
@@ -77,12 +78,6 @@ class RecordValidationError(KafkaError, ValueError):
         super().__init__(message)
         self.error_code = error_code
         self.record_errors: list[RecordError] = record_errors or []
-
-
-@dataclass(slots=True)
-class ValidatedBatch:
-    header: rb.BatchHeader
-    records: bytearray = field(repr=False)
 
 
 def _invalid(message: str) -> RecordValidationError:

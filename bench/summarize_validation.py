@@ -1,5 +1,6 @@
-"""Medians of bench/validation.sh runs: produce msg/s and broker CPU per message, before vs now, per codec.
-usage: python bench/summarize_validation.py [bench/validation.jsonl]"""
+"""Medians of bench/validation.sh runs: produce msg/s and broker CPU per message per label (before, novalidation,
+now) and codec, with ratios against "before" or, without it, "novalidation".
+usage: python bench/summarize_validation.py [bench/validation.jsonl] [--since=2026-11-24T09:00]"""
 
 from __future__ import annotations
 
@@ -9,22 +10,22 @@ import sys
 from collections import defaultdict
 
 
-def main(path: str) -> None:
+def main(path: str, since: str = "") -> None:
     runs: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
     with open(path) as f:
         for line in f:
             r = json.loads(line)
             p = r.get("produce") or {}
-            if r.get("mode") != "produce" or not p.get("ok"):
+            if r.get("mode") != "produce" or not p.get("ok") or r.get("time", "") < since:
                 continue
             runs[(p["compression"], r["label"])].append(p)
     print("| codec | label | runs | produce msg/s (median) | ratio | broker CPU µs/msg (median) | ratio |")
     print("|---|---|---|---|---|---|---|")
     for codec in sorted({c for c, _ in runs}):
-        base = runs.get((codec, "before"), [])
+        base = runs.get((codec, "before")) or runs.get((codec, "novalidation"), [])
         base_rate = statistics.median(p["msgs_per_s"] for p in base) if base else None
         base_cpu = statistics.median(p["broker_cpu_us_per_msg"] for p in base) if base else None
-        for label in ("before", "now"):
+        for label in ("before", "novalidation", "now"):
             ps = runs.get((codec, label), [])
             if not ps:
                 continue
@@ -36,4 +37,6 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench/validation.jsonl")
+    args = [a for a in sys.argv[1:] if not a.startswith("--since")]
+    since = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--since=")), "")
+    main(args[0] if args else "bench/validation.jsonl", since)

@@ -4,12 +4,15 @@
 #   usage: bench/validation.sh BEFORE_TREE [ROUNDS] [extra kbench args, e.g. --compression lz4]
 #   BEFORE_TREE: e.g. `git worktree add ../kbus-before e39440b && (cd ../kbus-before && python3 -m venv .venv &&
 #                .venv/bin/pip install -e .)`
-# Results append to bench/validation.jsonl (OUT=...) and a report with ratios against "before" is printed.
+# BEFORE_LABEL names the first tree (default "before"; "novalidation" for a tree of this commit with the
+# validate_produce call taken out, which isolates validation from everything else that changed since).
+# Results append to bench/validation.jsonl (OUT=...) and a report with ratios against the first tree is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 before=$(cd "$1" && pwd); shift
 rounds=${1:-5}; shift || true
 OUT=${OUT:-bench/validation.jsonl}
+blabel=${BEFORE_LABEL:-before}
 work=$(mktemp -d "${TMPDIR:-/tmp}/kbus-validation.XXXXXX")
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
@@ -28,11 +31,11 @@ wait_port "$bport"; wait_port "$nport"
 echo "before: $(git -C "$before" log -1 --format='%h %s' | cut -c1-80)" >&2
 echo "now:    $(git log -1 --format='%h %s' | cut -c1-80)" >&2
 for r in $(seq "$rounds"); do
-  for who in before now; do
-    if [ $who = before ]; then port=$bport; p=$before_pid; else port=$nport; p=$now_pid; fi
+  for who in "$blabel" now; do
+    if [ "$who" = now ]; then port=$nport; p=$now_pid; else port=$bport; p=$before_pid; fi
     echo "== round $r: $who" >&2
     $PY "$KBENCH" produce -b 127.0.0.1:"$port" --broker-pid "$p" --label "$who" --out "$OUT" --delete --quiet "$@" \
       >/dev/null || echo "   ($who run reported invalid: see $OUT)" >&2
   done
 done
-$PY "$KBENCH" report "$OUT" --baseline before
+$PY "$KBENCH" report "$OUT" --baseline "$blabel"

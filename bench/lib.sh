@@ -22,9 +22,11 @@ bench_cleanup() {
   [ -n "${KEEP_WORK:-}" ] || rm -rf "$work"
 }
 
-wait_port() {  # wait_port PORT [TRIES x 0.1 s]
-  for _ in $(seq "${2:-600}"); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done
-  echo "bench: nothing listens on 127.0.0.1:$1" >&2; return 1
+wait_port() {  # wait_port PORT [TRIES x 0.1 s]  (a loaded 2-core machine can take a minute to start a JVM)
+  for _ in $(seq "${2:-1800}"); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "bench: nothing listens on 127.0.0.1:$1; the last lines of the broker logs:" >&2
+  tail -n 5 "$work"/*.log >&2 || true
+  return 1
 }
 
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

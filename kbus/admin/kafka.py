@@ -42,6 +42,7 @@ from kbus.admin.models import (
     PartitionOffset,
     TopicDescription,
 )
+from kbus.common.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from kbus.common.topics import is_internal
 
 # Kafka's Topic.isInternal: the two topics the brokers own.
@@ -308,6 +309,27 @@ class KafkaAdmin:
         futures = self._client.incremental_alter_configs([resource], request_timeout=self.timeout_s)
         self._wait(next(iter(futures.values())), f"altering configs of {entity_type} {name}")
 
+    # --- ACLs --------------------------------------------------------------------------------------------
+
+    def create_acls(self, bindings: list[AclBinding]) -> None:
+        from confluent_kafka.admin import AclBinding as CkBinding
+
+        ck = [
+            CkBinding(int(b.resource_type), b.name, int(b.pattern), b.principal, b.host, int(b.operation),
+                      int(b.permission))
+            for b in bindings
+        ]
+        for fut in self._client.create_acls(ck, request_timeout=self.timeout_s).values():
+            self._wait(fut, "creating ACLs")
+
+    def describe_acls(self, flt: AclFilter) -> list[AclBinding]:
+        future = self._client.describe_acls(_ck_filter(flt), request_timeout=self.timeout_s)
+        return [_from_ck(b) for b in self._wait(future, "describing ACLs")]
+
+    def delete_acls(self, filters: list[AclFilter]) -> list[AclBinding]:
+        futures = self._client.delete_acls([_ck_filter(f) for f in filters], request_timeout=self.timeout_s)
+        return [_from_ck(b) for fut in futures.values() for b in self._wait(fut, "deleting ACLs")]
+
     # --- SCRAM users (KIP-554) ----------------------------------------------------------------------
 
     def describe_scram_users(self, users: list[str] | None) -> dict[str, dict[str, int]]:
@@ -536,3 +558,19 @@ class KafkaAdmin:
 
 # The name the topic command and the ZooKeeper back end refer to: the wire implementation of TopicAdmin.
 KafkaTopicAdmin = KafkaAdmin
+
+
+def _ck_filter(f: AclFilter) -> Any:
+    from confluent_kafka.admin import AclBindingFilter
+
+    return AclBindingFilter(  # None matches any name, principal or host (librdkafka's filter)
+        int(f.resource_type), f.name, int(f.pattern), f.principal, f.host,  # type: ignore[arg-type]
+        int(f.operation), int(f.permission),
+    )
+
+
+def _from_ck(b: Any) -> AclBinding:
+    return AclBinding(
+        ResourceType(b.restype.value), b.name, PatternType(b.resource_pattern_type.value), b.principal, b.host,
+        Operation(b.operation.value), Permission(b.permission_type.value),
+    )

@@ -9,6 +9,7 @@ from pathlib import PurePath
 
 import typer
 
+import kbus.cli.acls
 import kbus.cli.configs
 import kbus.cli.console_consumer
 import kbus.cli.console_producer

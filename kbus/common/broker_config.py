@@ -421,6 +421,7 @@ SECURITY_KEYS = frozenset(
         "ssl.cipher.suites", "ssl.endpoint.identification.algorithm", "ssl.principal.mapping.rules",
         "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol",
         "connection.failed.authentication.delay.ms", "connections.max.reauth.ms",
+        "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
     }
 )
 
@@ -431,7 +432,6 @@ def is_security_key(key: str) -> bool:
         return rest in SECURITY_KEYS or rest.endswith(".sasl.jaas.config")
     return key in SECURITY_KEYS
 _UNSUPPORTED_SET = {
-    "authorizer.class.name": "authorization (ACLs)",
     "process.roles": "KRaft mode (kbus runs with ZooKeeper)",
 }
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import Authorizer
 from kbus.common.broker_config import BROKER_CONFIGS, BROKER_DEFAULT_ENTITY, KafkaConfig, with_dynamic_configs
 from kbus.common.cluster import BrokerEndpoint, BrokerInfo
 from kbus.common.topics import OFFSETS_TOPIC
@@ -72,7 +74,7 @@ class Broker:
         # what the API handlers are given; the coordinators join it in start()
         self.managers = Managers(
             config, self.broker_id, self.cache, self.replicas, self.admin, groups=None,
-            security=self.security, users=self.metadata,
+            security=self.security, users=self.metadata, acls=self.metadata,
         )
         self.scheduler = Scheduler()
         self.stopping = False
@@ -126,6 +128,19 @@ class Broker:
     ) -> None:
         await self.admin.ensure_topic(name, num_partitions, replication_factor, configs)
 
+    def _follow_acls(self, authorizer: Authorizer) -> None:
+        """Load the ACLs, then reload them whenever a change is announced (ZooKeeper's /kafka-acl-changes: by
+        any broker or Kafka's own tools). Reloads run on a thread of their own, never on ZooKeeper's."""
+        authorizer.set_acls(self.metadata.acls())
+
+        def reload() -> None:
+            try:
+                authorizer.set_acls(self.metadata.acls())
+            except Exception as exc:  # ZooKeeper away: the next change notification retries
+                log.warning("Could not reload ACLs: %s", exc)
+
+        self.metadata.watch_acls(lambda: threading.Thread(target=reload, name="acl-reload", daemon=True).start())
+
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -145,6 +160,8 @@ class Broker:
             self.log_manager.shutdown()  # leave the logs clean: the next start needs no recovery
             raise
         self._apply_dynamic_configs()
+        if self.security.authorizer is not None:
+            await asyncio.to_thread(self._follow_acls, self.security.authorizer)
         self.replicas.reconcile()
         self.group_coordinator = start_group_coordinator(self.config, self.replicas, self.metadata)
         self.transactions = TransactionService(self, append_markers)

@@ -322,7 +322,15 @@ class KafkaProtocol(asyncio.Protocol):
         if request.unsupported_version:
             return unsupported_version_response(header)
         spec = API_TABLE[header.api_key]
-        ctx = RequestContext(header, self.peer[0], self.peer[1], self.conn_id, listener=self.listener, connection=conn)
+        ctx = RequestContext(
+            header,
+            self.peer[0],
+            self.peer[1],
+            self.conn_id,
+            listener=self.listener,
+            connection=conn,
+            authorizer=self.server.security.authorizer,
+        )
         if self._writer is not None:
             ctx.splicer = RecordSplicer(header.flexible)
         started = time.perf_counter()

@@ -79,7 +79,6 @@ def test_unknown_keys_are_listed_for_kafkas_warning() -> None:
             {"listeners": "A://:1,B://:2", "listener.security.protocol.map": "A:SSL,B:SSL"},
             "security.inter.broker.protocol",
         ),
-        ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "authorizer.class.name"),
         ({"process.roles": "broker"}, "process.roles"),
     ],
 )

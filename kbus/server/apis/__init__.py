@@ -1,6 +1,7 @@
 """The broker's API handlers; importing this package fills the dispatch table (registry.API_TABLE)."""
 
 from kbus.server.apis import (  # noqa: F401
+    acls,
     admin,
     api_versions,
     elect_leaders,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.common.broker_config import (
     BROKER_CONFIGS,
     BROKER_DEFAULT_ENTITY,
@@ -110,6 +111,13 @@ async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
             if topic.name in seen:
                 raise InvalidRequestError(f"Create topics request from client contains duplicate topic {topic.name}")
             seen.add(topic.name)
+            if not (
+                ctx.authorized(Operation.CREATE, ResourceType.CLUSTER)
+                or ctx.authorized(Operation.CREATE, ResourceType.TOPIC, topic.name)
+            ):
+                fields.update(error_code=ErrorCode.topic_authorization_failed, error_message="Authorization failed.")
+                results.append(ctx.nested("CreatableTopicResult", **fields))
+                continue
             partitions, rf, assignment, configs = _check_create(m, topic)
             if request.validate_only:
                 tid = ZERO_UUID
@@ -153,6 +161,8 @@ async def delete_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
         try:
             if name is None:
                 fields["error_code"] = ErrorCode.unknown_topic_id
+            elif not ctx.authorized(Operation.DELETE, ResourceType.TOPIC, name):
+                fields["error_code"] = ErrorCode.topic_authorization_failed
             elif not m.config.delete_topic_enable:
                 fields["error_code"] = ErrorCode.topic_deletion_disabled
             else:
@@ -175,6 +185,10 @@ async def create_partitions(m: Managers, ctx: RequestContext, request: Any) -> A
     for t in request.topics:
         fields: dict[str, Any] = {"name": t.name, "error_message": None}
         try:
+            if not ctx.authorized(Operation.ALTER, ResourceType.TOPIC, t.name):
+                fields["error_code"] = ErrorCode.topic_authorization_failed
+                results.append(ctx.nested("CreatePartitionsTopicResult", **fields))
+                continue
             topic = m.cluster.topic(t.name)
             if topic is None:
                 raise UnknownTopicError(f"The topic '{t.name}' does not exist.")
@@ -295,6 +309,18 @@ def _broker_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with
     return entries
 
 
+def _config_authorized(ctx: RequestContext, resource_type: int, name: str, op: Operation) -> bool:
+    """Kafka: topic configs need the operation on the topic, broker configs on the cluster."""
+    if resource_type == TOPIC:
+        return ctx.authorized(op, ResourceType.TOPIC, name)
+    return ctx.authorized(op, ResourceType.CLUSTER)
+
+
+def _config_denied(resource_type: int) -> dict[str, Any]:
+    code = ErrorCode.topic_authorization_failed if resource_type == TOPIC else ErrorCode.cluster_authorization_failed
+    return {"error_code": code, "error_message": None}
+
+
 @api(32, 1, 4)
 async def describe_configs(m: Managers, ctx: RequestContext, request: Any) -> Any:
     results = []
@@ -307,6 +333,10 @@ async def describe_configs(m: Managers, ctx: RequestContext, request: Any) -> An
             "configs": (),
         }
         try:
+            if not _config_authorized(ctx, res.resource_type, res.resource_name, Operation.DESCRIBE_CONFIGS):
+                fields.update(_config_denied(res.resource_type))
+                results.append(ctx.nested("DescribeConfigsResult", **fields))
+                continue
             if res.resource_type == TOPIC:
                 fields["configs"] = _topic_entries(
                     m, ctx, res.resource_name, keys, getattr(request, "include_synonyms", False)
@@ -377,7 +407,9 @@ async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incre
             "error_message": None,
         }
         try:
-            if res.resource_type not in (TOPIC, BROKER):
+            if not _config_authorized(ctx, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS):
+                fields.update(_config_denied(res.resource_type))
+            elif res.resource_type not in (TOPIC, BROKER):
                 fields.update(
                     error_code=ErrorCode.invalid_request,
                     error_message=f"Unsupported resource type {res.resource_type}",
@@ -442,7 +474,7 @@ async def describe_cluster(m: Managers, ctx: RequestContext, request: Any) -> An
         cluster_id=m.cluster.cluster_id,
         controller_id=m.cluster.controller_id(),
         brokers=brokers,
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=ctx.authorized_operations(ResourceType.CLUSTER),
     )
 
 

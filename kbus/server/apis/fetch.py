@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.protocol.splice import FileRegion
@@ -71,7 +72,13 @@ def _collect(
                 "preferred_read_replica": -1,
                 "records": b"",  # Kafka sends empty records for an error partition; librdkafka rejects a null
             }
-            if part is None:
+            if not (
+                ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+                if replica_id >= 0
+                else ctx.authorized(Operation.READ, ResourceType.TOPIC, topic)
+            ):
+                fields["error_code"] = ErrorCode.topic_authorization_failed
+            elif part is None:
                 fields["error_code"] = error
             elif (err := leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1))) is not None:
                 fields["error_code"] = err

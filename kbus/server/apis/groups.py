@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.transactions import find_transaction_coordinator
@@ -34,6 +35,16 @@ NOT_REQUESTED_OPERATIONS = -(2**31)
 
 def _coordinator(m: Managers) -> GroupCoordinator | None:
     return m.groups
+
+
+def _group(ctx: RequestContext, operation: Operation, group_id: str) -> bool:
+    return ctx.authorized(operation, ResourceType.GROUP, group_id)
+
+
+def _group_operations(ctx: RequestContext, group_id: str) -> int:
+    if ctx.authorizer is None:
+        return GROUP_AUTHORIZED_OPERATIONS
+    return ctx.authorized_operations(ResourceType.GROUP, group_id)
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -62,7 +73,13 @@ async def _find_keyed_coordinator(
     return E.none, leader.broker_id, endpoint.host, endpoint.port
 
 
-async def _find_coordinator(m: Managers, key: str, key_type: int, listener: str) -> tuple[int, int, str, int]:
+async def _find_coordinator(
+    m: Managers, key: str, key_type: int, listener: str, ctx: RequestContext
+) -> tuple[int, int, str, int]:
+    if key_type == GROUP_KEY_TYPE and not _group(ctx, Operation.DESCRIBE, key):
+        return E.group_authorization_failed, -1, "", -1
+    if key_type == TRANSACTION_KEY_TYPE and not ctx.authorized(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return E.transactional_id_authorization_failed, -1, "", -1
     if key_type == GROUP_KEY_TYPE:
         if m.groups is None:
             return E.coordinator_not_available, -1, "", -1
@@ -82,7 +99,7 @@ async def find_coordinator(m: Managers, ctx: RequestContext, req: Any) -> Any:
     if ctx.api_version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
-            error, node_id, host, port = await _find_coordinator(m, key, key_type, ctx.listener.name)
+            error, node_id, host, port = await _find_coordinator(m, key, key_type, ctx.listener.name, ctx)
             coordinators.append(
                 ctx.nested(
                     "Coordinator",
@@ -95,7 +112,7 @@ async def find_coordinator(m: Managers, ctx: RequestContext, req: Any) -> Any:
                 )
             )
         return ctx.build(throttle_time=0, coordinators=coordinators)
-    error, node_id, host, port = await _find_coordinator(m, req.key, key_type, ctx.listener.name)
+    error, node_id, host, port = await _find_coordinator(m, req.key, key_type, ctx.listener.name, ctx)
     return ctx.build(
         throttle_time=0, error_code=error, error_message=_error_message(error), node_id=node_id, host=host, port=port
     )
@@ -108,10 +125,10 @@ async def find_coordinator(m: Managers, ctx: RequestContext, req: Any) -> Any:
 async def join_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
     version = ctx.api_version
     coordinator = _coordinator(m)
-    if coordinator is None:
+    if coordinator is None or not _group(ctx, Operation.READ, req.group_id):
         return ctx.build(
             throttle_time=0,
-            error_code=E.coordinator_not_available,
+            error_code=E.coordinator_not_available if coordinator is None else E.group_authorization_failed,
             generation_id=-1,
             member_id=req.member_id,
             protocol_name=None if version >= 7 else "",
@@ -151,6 +168,8 @@ async def join_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
 @api(14, 0, 5)
 async def sync_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(m)
+    if not _group(ctx, Operation.READ, req.group_id):
+        return ctx.build(throttle_time=0, error_code=E.group_authorization_failed, assignment=b"")
     if coordinator is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, assignment=b"")
     result = await coordinator.sync_group(
@@ -174,6 +193,8 @@ async def sync_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
 @api(12, 0, 4)
 async def heartbeat(m: Managers, ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(m)
+    if not _group(ctx, Operation.READ, req.group_id):
+        return ctx.build(throttle_time=0, error_code=E.group_authorization_failed)
     if coordinator is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
     error = coordinator.heartbeat(
@@ -189,7 +210,9 @@ async def leave_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
         identities = [(m.member_id, getattr(m, "group_instance_id", None)) for m in req.members]
     else:
         identities = [(req.member_id, None)]
-    if coordinator is None:
+    if not _group(ctx, Operation.READ, req.group_id):
+        top, errors = int(E.group_authorization_failed), list[int]()
+    elif coordinator is None:
         top, errors = int(E.coordinator_not_available), list[int]()
     else:
         top, errors = coordinator.leave_group(req.group_id, identities)
@@ -224,16 +247,20 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
                 commit_timestamp=now,
                 expire_timestamp=now + retention_ms if retention_ms >= 0 else None,
             )
-    if coordinator is None:
-        errors: dict[tuple[str, int], int] = dict.fromkeys(offsets, E.coordinator_not_available)
+    denied_topics = {tp for tp in offsets if not ctx.authorized(Operation.READ, ResourceType.TOPIC, tp[0])}
+    if not _group(ctx, Operation.READ, req.group_id):
+        errors: dict[tuple[str, int], int] = dict.fromkeys(offsets, E.group_authorization_failed)
+    elif coordinator is None:
+        errors = dict.fromkeys(offsets, E.coordinator_not_available)
     else:
         errors = await coordinator.commit_offsets(
             req.group_id,
             req.member_id,
             getattr(req, "group_instance_id", None),
             req.generation_id_or_member_epoch,
-            offsets,
+            {tp: om for tp, om in offsets.items() if tp not in denied_topics},
         )
+        errors.update(dict.fromkeys(denied_topics, E.topic_authorization_failed))
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for (topic, partition), error in errors.items():
         by_topic[topic].append(ctx.nested("OffsetCommitResponsePartition", partition_index=partition, error_code=error))
@@ -242,8 +269,11 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
 
 
 def _fetch_group(
-    coordinator: GroupCoordinator | None, group_id: str, requested: list[tuple[str, int]] | None
+    coordinator: GroupCoordinator | None, group_id: str, requested: list[tuple[str, int]] | None,
+    ctx: RequestContext | None = None,
 ) -> tuple[int, dict[tuple[str, int], Any]]:
+    if ctx is not None and not _group(ctx, Operation.DESCRIBE, group_id):
+        return E.group_authorization_failed, {}
     if coordinator is None:
         return E.coordinator_not_available, {}
     return coordinator.fetch_offsets(group_id, requested)
@@ -292,7 +322,7 @@ async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     if ctx.api_version >= 8:
         groups = []
         for g in req.groups:
-            error, offsets = _fetch_group(coordinator, g.group_id, _requested(g.topics))
+            error, offsets = _fetch_group(coordinator, g.group_id, _requested(g.topics), ctx)
             unstable = _unstable(coordinator, req, g.group_id, offsets)
             topics = _offset_topics(
                 ctx, offsets, partition_cls="OffsetFetchResponsePartitions", topic_cls="OffsetFetchResponseTopics",
@@ -301,7 +331,7 @@ async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
             groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
         return ctx.build(throttle_time=0, groups=groups)
     requested = _requested(req.topics)
-    error, offsets = _fetch_group(coordinator, req.group_id, requested)
+    error, offsets = _fetch_group(coordinator, req.group_id, requested, ctx)
     if error != E.none and ctx.api_version < 2:
         # v1 has no group-level error: report it on every requested partition.
         offsets = dict.fromkeys(requested or [], None)
@@ -324,7 +354,9 @@ async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
 async def offset_delete(m: Managers, ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(m)
     partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    if coordinator is None:
+    if not _group(ctx, Operation.DELETE, req.group_id):
+        error, errors = int(E.group_authorization_failed), dict[tuple[str, int], int]()
+    elif coordinator is None:
         error, errors = int(E.coordinator_not_available), dict[tuple[str, int], int]()
     else:
         error, errors = await coordinator.delete_offsets(req.group_id, partitions)
@@ -344,6 +376,8 @@ async def list_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
     if coordinator is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, groups=[])
     error, overviews = coordinator.list_groups(getattr(req, "states_filter", ()), getattr(req, "types_filter", ()))
+    if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
+        overviews = [o for o in overviews if _group(ctx, Operation.DESCRIBE, o.group_id)]
     groups = [
         ctx.nested(
             "ListedGroup",
@@ -363,7 +397,9 @@ async def describe_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
     include_ops = bool(getattr(req, "include_authorized_operations", False))
     described = []
     for group_id in req.groups:
-        if coordinator is None:
+        if not _group(ctx, Operation.DESCRIBE, group_id):
+            error, summary = int(E.group_authorization_failed), EMPTY_SUMMARY
+        elif coordinator is None:
             error, summary = int(E.coordinator_not_available), EMPTY_SUMMARY
         else:
             error, summary = coordinator.describe_group(group_id)
@@ -388,7 +424,7 @@ async def describe_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
                 protocol_type=summary.protocol_type,
                 protocol_data=summary.protocol,
                 members=members,
-                authorized_operations=GROUP_AUTHORIZED_OPERATIONS if include_ops else NOT_REQUESTED_OPERATIONS,
+                authorized_operations=_group_operations(ctx, group_id) if include_ops else NOT_REQUESTED_OPERATIONS,
             )
         )
     return ctx.build(throttle_time=0, groups=described)
@@ -398,9 +434,11 @@ async def describe_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
 async def delete_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(m)
     names = list(req.groups_names)
+    denied = [n for n in names if not _group(ctx, Operation.DELETE, n)]
     if coordinator is None:
         errors: dict[str, int] = dict.fromkeys(names, E.coordinator_not_available)
     else:
-        errors = await coordinator.delete_groups(names)
+        errors = await coordinator.delete_groups([n for n in names if n not in denied])
+    errors.update(dict.fromkeys(denied, E.group_authorization_failed))
     results = [ctx.nested("DeletableGroupResult", group_id=n, error_code=errors[n]) for n in names]
     return ctx.build(throttle_time=0, results=results)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import AclBinding
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
@@ -100,6 +101,13 @@ class UserCredentials(Protocol):
     def alter_user_credential(self, user: str, mechanism: str, credential: str | None) -> None: ...
 
 
+class AclStore(Protocol):
+    """Create/Describe/DeleteAcls: where ACLs live (ZooKeeper's /kafka-acl, or the local metadata file); may block."""
+
+    def acls(self) -> list[AclBinding]: ...
+    def alter_acls(self, add: list[AclBinding], remove: list[AclBinding]) -> None: ...
+
+
 @dataclass
 class Managers:
     config: KafkaConfig
@@ -111,6 +119,7 @@ class Managers:
     transactions: TransactionService | None = None
     security: SecurityManager | None = None  # listeners' TLS/SASL settings (SaslHandshake, SaslAuthenticate)
     users: UserCredentials | None = None
+    acls: AclStore | None = None
     # Kafka's FetchManager: incremental fetch sessions (KIP-227), sized by the broker config
     fetch_sessions: FetchSessionCache = field(init=False)
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.common.errors import KafkaError
 from kbus.common.topics import is_internal, validate_topic_name
 from kbus.server.apis.endpoints import on_listener
@@ -45,7 +46,7 @@ def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata) -> Any:
         topic_id=topic.topic_id,
         is_internal=is_internal(topic.name),
         partitions=partitions,
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, topic.name),
     )
 
 
@@ -76,7 +77,11 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
         ]
         all_topics, requested = False, []
     if all_topics:
-        entries = [_topic_entry(ctx, m, t) for t in sorted(topics.values(), key=lambda t: t.name)]
+        entries = [
+            _topic_entry(ctx, m, t)
+            for t in sorted(topics.values(), key=lambda t: t.name)
+            if ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name)  # Kafka hides the others
+        ]
     else:
         by_id = {t.topic_id: t for t in topics.values()}
         for req_topic in requested:
@@ -93,15 +98,26 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
                             partitions=(),
                         )
                     )
+                elif not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name):
+                    entries.append(_error_topic(ctx, t.name, ErrorCode.topic_authorization_failed))
                 else:
                     entries.append(_topic_entry(ctx, m, t))
                 continue
             topic = topics.get(name)
+            if name and not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, name):
+                entries.append(_error_topic(ctx, name, ErrorCode.topic_authorization_failed))
+                continue
             if topic is None:
                 try:
                     validate_topic_name(name)
                 except KafkaError as exc:
                     entries.append(_error_topic(ctx, name or "", error_code_for(exc)))
+                    continue
+                may_create = ctx.authorized(Operation.CREATE, ResourceType.CLUSTER) or ctx.authorized(
+                    Operation.CREATE, ResourceType.TOPIC, name
+                )
+                if allow_auto and not is_internal(name) and not may_create:
+                    entries.append(_error_topic(ctx, name, ErrorCode.topic_authorization_failed))
                     continue
                 if allow_auto and not is_internal(name):
                     try:
@@ -123,5 +139,5 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
         cluster_id=m.cluster.cluster_id,
         controller_id=m.cluster.controller_id(),
         topics=entries,
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=ctx.authorized_operations(ResourceType.CLUSTER),
     )

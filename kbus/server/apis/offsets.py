@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.server.apis.errors import error_code_for, leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
 
@@ -26,7 +27,9 @@ async def list_offsets(m: Managers, ctx: RequestContext, request: Any) -> Any:
                 "leader_epoch": -1,
             }
             part, error = m.replicas.leader_partition(t.name, p.partition_index)
-            if part is None:
+            if not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name):
+                fields["error_code"] = ErrorCode.topic_authorization_failed
+            elif part is None:
                 fields["error_code"] = error
             elif (err := leader_epoch_error(part, getattr(p, "current_leader_epoch", -1))) is not None:
                 fields["error_code"] = err

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.common.topics import is_internal
 from kbus.protocol.codec import ms
 from kbus.protocol.validation import RecordValidationError, ValidationPolicy, validate_produce
@@ -46,6 +47,8 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> Any:
             part, error = m.replicas.leader_partition(name, pd.index)
             if acks not in (0, 1, -1):
                 fields["error_code"] = ErrorCode.invalid_required_acks
+            elif not ctx.authorized(Operation.WRITE, ResourceType.TOPIC, name):
+                fields["error_code"] = ErrorCode.topic_authorization_failed
             elif part is None:
                 fields["error_code"] = error
             elif is_internal(name):  # only the broker writes __consumer_offsets, as in Kafka

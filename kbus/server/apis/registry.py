@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.index import api_key_map
 
+from kbus.common.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from kbus.common.cluster import SecurityProtocol
 from kbus.protocol.codec import RequestHeader, build, nested, response_type
 from kbus.protocol.connection import ANONYMOUS, ApiFlags, Connection, KafkaPrincipal, ListenerName
@@ -97,9 +98,24 @@ class RequestContext:
     # Set on plaintext connections: Fetch may leave record bytes in the segment file (kbus.protocol.splice).
     splicer: RecordSplicer | None = None
 
+    # Kafka's AclAuthorizer when authorizer.class.name enables it; None: everything is allowed
+    authorizer: Authorizer | None = None
+
     @property
     def principal(self) -> KafkaPrincipal:
         return ANONYMOUS if self.connection is None else self.connection.principal
+
+    def authorized(self, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """May this request's principal, from this client's host, do `operation` on the resource?"""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize(self.principal, self.client_host, operation, resource_type, name)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """KIP-430's bit field for the authorized-operations fields (INT32_MIN: not computed, no authorizer)."""
+        if self.authorizer is None:
+            return -2147483648
+        return self.authorizer.authorized_operations(self.principal, self.client_host, resource_type, name)
 
     @property
     def api_key(self) -> int:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.security import scram
 
@@ -24,6 +25,8 @@ async def describe_user_scram_credentials(managers: Managers, ctx: RequestContex
     store = managers.users
     if store is None:
         return ctx.build(throttle_time=0, error_code=E.unsupported_version, error_message="no credential store")
+    if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return ctx.build(throttle_time=0, error_code=E.cluster_authorization_failed, error_message=None, results=())
     everyone = await asyncio.to_thread(store.users_credentials)
     if request.users is None:
         wanted = sorted(u for u, c in everyone.items() if any(m in scram.MECHANISMS for m in c))
@@ -61,6 +64,20 @@ async def alter_user_scram_credentials(managers: Managers, ctx: RequestContext, 
     store = managers.users
     if store is None:
         return ctx.build(throttle_time=0, results=())
+    if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
+        users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+        return ctx.build(
+            throttle_time=0,
+            results=[
+                ctx.nested(
+                    "AlterUserScramCredentialsResult",
+                    user=u,
+                    error_code=E.cluster_authorization_failed,
+                    error_message=None,
+                )
+                for u in users
+            ],
+        )
     seen = Counter(
         [(d.name, d.mechanism) for d in request.deletions] + [(u.name, u.mechanism) for u in request.upsertions]
     )

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from kbus.common.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from kbus.common.cluster import BrokerInfo
 from kbus.common.errors import (
     InvalidPartitionsError,
@@ -49,6 +50,8 @@ class LocalMetadataStore:
         self._listeners: list[Callable[[], None]] = []
         self._topics: dict[str, TopicMetadata] = {}
         self._users: dict[str, dict[str, str]] = {}  # user -> {SCRAM mechanism: credential}, as in /config/users
+        self._acls: set[AclBinding] = set()
+        self._acl_watchers: list[Callable[[], None]] = []
         self._next_producer_id = 0
         self._producer_id_limit = 0
         # dynamic broker configs: {"<default>": {...}, "<id>": {...}} (ZooKeeper's /config/brokers, kept here)
@@ -72,6 +75,10 @@ class LocalMetadataStore:
                 }
                 self._topics[name] = TopicMetadata(name, uuid.UUID(t["topic_id"]), parts, dict(t.get("configs", {})))
             self._users = {u: dict(c) for u, c in doc.get("users", {}).items()}
+            self._acls = {
+                AclBinding(ResourceType(a[0]), a[1], PatternType(a[2]), a[3], a[4], Operation(a[5]), Permission(a[6]))
+                for a in doc.get("acls", [])
+            }
             # Never hand out an id twice across restarts: resume from the end of the last reserved block.
             self._producer_id_limit = self._next_producer_id = int(doc.get("producer_id_block_end", 0))
             self._broker_configs = {str(e): {str(k): str(v) for k, v in c.items()}
@@ -209,6 +216,21 @@ class LocalMetadataStore:
             self._next_producer_id += 1
             return pid
 
+    # ---- ACLs ----
+    def acls(self) -> list[AclBinding]:
+        with self._lock:
+            return sorted(self._acls)
+
+    def alter_acls(self, add: list[AclBinding], remove: list[AclBinding]) -> None:
+        with self._lock:
+            self._acls = (self._acls | set(add)) - set(remove)
+            self._save()
+        for cb in self._acl_watchers:
+            cb()
+
+    def watch_acls(self, on_change: Callable[[], None]) -> None:
+        self._acl_watchers.append(on_change)
+
     # ---- users' SCRAM credentials ----
     def user_credentials(self, user: str) -> dict[str, str]:
         with self._lock:
@@ -251,5 +273,9 @@ class LocalMetadataStore:
                 for t in self._topics.values()
             },
             "users": self._users,
+            "acls": [
+                [int(a.resource_type), a.name, int(a.pattern), a.principal, a.host, int(a.operation), int(a.permission)]
+                for a in sorted(self._acls)
+            ],
         }
         write_atomically(self._path, json.dumps(doc, indent=1, sort_keys=True))

@@ -20,11 +20,13 @@ from collections.abc import Callable, Iterable
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
+from kbus.common.acl import AclBinding
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.errors import NotControllerError, UnknownTopicError
 from kbus.server.metadata.controller import ClusterSnapshot, Controller, ControllerSettings, elect_controller
 from kbus.server.metadata.types import PartitionState, TopicMetadata
+from kbus.zk import acls as zk_acls
 from kbus.zk import paths
 from kbus.zk.admin_zk import AdminZkClient
 from kbus.zk.client import (
@@ -203,6 +205,17 @@ class ZkMetadataStore:
     def partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
         with self._cond:
             return self._states.get(topic, {}).get(partition)
+
+    # ---- ACLs (Kafka's /kafka-acl layout) ----
+
+    def acls(self) -> list[AclBinding]:
+        return zk_acls.read_all(self._client().zk)
+
+    def alter_acls(self, add: list[AclBinding], remove: list[AclBinding]) -> None:
+        zk_acls.alter(self._client().zk, add, remove)
+
+    def watch_acls(self, on_change: Callable[[], None]) -> None:
+        zk_acls.watch(self._client().zk, on_change)
 
     # ---- users' SCRAM credentials (/config/users/<user>, read on each login: no cache to go stale) -------------
 

@@ -7,6 +7,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kbus.common.acl import Authorizer
 from kbus.common.broker_config import ConfigError, KafkaConfig
 from kbus.common.cluster import SecurityProtocol
 from kbus.protocol.client import ClientSecurity
@@ -34,6 +35,7 @@ class SecurityManager:
         for lst in config.listeners:
             self._listeners[lst.name] = self._build(config, lst.name)
         self.inter_broker = self._client(config)
+        self.authorizer = _authorizer(config)
 
     @staticmethod
     def _build(config: KafkaConfig, name: str) -> ListenerSecurity:
@@ -71,3 +73,18 @@ class SecurityManager:
 
     def listener(self, name: str) -> ListenerSecurity:
         return self._listeners[name]
+
+
+ACL_AUTHORIZERS = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
+
+
+def _authorizer(config: KafkaConfig) -> Authorizer | None:
+    """authorizer.class.name: Kafka's AclAuthorizer (or its pre-2.4 name) switches kbus's authorizer on."""
+    name = config.raw.get("authorizer.class.name", "").strip()
+    if not name:
+        return None
+    if name not in ACL_AUTHORIZERS:
+        raise ConfigError(
+            f"authorizer.class.name: {name} is not supported by kbus (use {ACL_AUTHORIZERS[0]}, kbus's ACL authorizer)"
+        )
+    return Authorizer.from_props(dict(config.raw))

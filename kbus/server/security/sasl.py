@@ -16,9 +16,9 @@ import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from kbus.common import jaas
 from kbus.common.broker_config import ConfigError
 from kbus.protocol.connection import KafkaPrincipal
-from kbus.server.security import jaas
 from kbus.server.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kbus.server.security.scram import ScramCredential
 

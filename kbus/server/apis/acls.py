@@ -1,0 +1,177 @@
+"""CreateAcls (30), DescribeAcls (29), DeleteAcls (31): Kafka's AclAuthorizer administration. Without
+authorizer.class.name they answer SECURITY_DISABLED, as Kafka does."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from kbus.common.acl import (
+    CLUSTER_NAME,
+    WILDCARD,
+    AclBinding,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from kbus.server.apis.registry import RequestContext, api
+
+if TYPE_CHECKING:
+    from kbus.server.apis.managers import Managers
+
+NO_AUTHORIZER = "No Authorizer is configured on the broker"
+
+
+def _enum(cls: type[Any], value: int) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        return None
+
+
+def _binding(c: Any, version: int) -> tuple[AclBinding | None, str]:
+    """An AclCreation as a binding, or (None, why it is invalid)."""
+    rtype = _enum(ResourceType, c.resource_type)
+    pattern = PatternType.LITERAL if version == 0 else _enum(PatternType, c.resource_pattern_type)
+    op, perm = _enum(Operation, c.operation), _enum(Permission, c.permission_type)
+    if rtype in (None, ResourceType.ANY) or pattern in (None, PatternType.ANY, PatternType.MATCH):
+        return None, "Invalid resource type or pattern type"
+    if op in (None, Operation.ANY) or perm in (None, Permission.ANY):
+        return None, "Invalid operation or permission type"
+    if not c.resource_name:
+        return None, "Resource name must not be empty"
+    if rtype == ResourceType.CLUSTER and c.resource_name != CLUSTER_NAME:
+        return None, f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+    if pattern == PatternType.PREFIXED and c.resource_name == WILDCARD:
+        return None, "Prefixed ACLs cannot use the wildcard resource name"
+    kind, sep, name = (c.principal or "").partition(":")
+    if not sep or not kind or not name:
+        return None, f"Invalid principal {c.principal!r} (expected Type:name, e.g. User:alice)"
+    return AclBinding(rtype, c.resource_name, pattern, c.principal, c.host or WILDCARD, op, perm), ""
+
+
+def _filter(f: Any, version: int) -> AclFilter | None:
+    rtype = _enum(ResourceType, f.resource_type_filter)
+    pattern = PatternType.LITERAL if version == 0 else _enum(PatternType, f.pattern_type_filter)
+    op, perm = _enum(Operation, f.operation), _enum(Permission, f.permission_type)
+    if None in (rtype, pattern, op, perm):
+        return None
+    return AclFilter(rtype, f.resource_name_filter, pattern, f.principal_filter, f.host_filter, op, perm)
+
+
+@api(30, 1, 3)
+async def create_acls(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    def result(code: E, message: str | None = None) -> Any:
+        return ctx.nested("AclCreationResult", error_code=code, error_message=message)
+
+    if ctx.authorizer is None or m.acls is None:
+        return ctx.build(
+            throttle_time=0, results=[result(E.security_disabled, NO_AUTHORIZER) for _ in request.creations]
+        )
+    if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
+        return ctx.build(throttle_time=0, results=[result(E.cluster_authorization_failed) for _ in request.creations])
+    results, adds = [], []
+    for c in request.creations:
+        binding, why = _binding(c, ctx.api_version)
+        if binding is None:
+            results.append(result(E.invalid_request, why))
+        else:
+            adds.append(binding)
+            results.append(result(E.none))
+    if adds:
+        await asyncio.to_thread(m.acls.alter_acls, adds, [])
+        ctx.authorizer.set_acls(ctx.authorizer.acls | set(adds))  # this broker at once; others on the notification
+    return ctx.build(throttle_time=0, results=results)
+
+
+def _description(ctx: RequestContext, acl: AclBinding) -> Any:
+    return ctx.nested(
+        "AclDescription",
+        principal=acl.principal,
+        host=acl.host,
+        operation=int(acl.operation),
+        permission_type=int(acl.permission),
+    )
+
+
+@api(29, 1, 3)
+async def describe_acls(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    if ctx.authorizer is None or m.acls is None:
+        return ctx.build(throttle_time=0, error_code=E.security_disabled, error_message=NO_AUTHORIZER, resources=())
+    if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return ctx.build(throttle_time=0, error_code=E.cluster_authorization_failed, error_message=None, resources=())
+    flt = _filter(request, ctx.api_version)
+    if flt is None:
+        return ctx.build(
+            throttle_time=0, error_code=E.invalid_request, error_message="Invalid ACL filter", resources=()
+        )
+    groups: dict[tuple[ResourceType, str, PatternType], list[AclBinding]] = {}
+    for acl in sorted(await asyncio.to_thread(m.acls.acls)):
+        if flt.matches(acl):
+            groups.setdefault((acl.resource_type, acl.name, acl.pattern), []).append(acl)
+    resources = [
+        ctx.nested(
+            "DescribeAclsResource",
+            resource_type=int(t),
+            resource_name=n,
+            pattern_type=int(p),
+            acls=[_description(ctx, a) for a in acls],
+        )
+        for (t, n, p), acls in groups.items()
+    ]
+    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, resources=resources)
+
+
+@api(31, 1, 3)
+async def delete_acls(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    def filter_result(code: E, message: str | None, matching: list[Any]) -> Any:
+        return ctx.nested("DeleteAclsFilterResult", error_code=code, error_message=message, matching_acls=matching)
+
+    if ctx.authorizer is None or m.acls is None:
+        return ctx.build(
+            throttle_time=0,
+            filter_results=[filter_result(E.security_disabled, NO_AUTHORIZER, []) for _ in request.filters],
+        )
+    if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
+        return ctx.build(
+            throttle_time=0,
+            filter_results=[filter_result(E.cluster_authorization_failed, None, []) for _ in request.filters],
+        )
+    current = await asyncio.to_thread(m.acls.acls)
+    results, removed = [], set()
+    for f in request.filters:
+        flt = _filter(f, ctx.api_version)
+        if flt is None:
+            results.append(filter_result(E.invalid_request, "Invalid ACL filter", []))
+            continue
+        hits = [a for a in current if flt.matches(a)]
+        removed.update(hits)
+        results.append(
+            filter_result(
+                E.none,
+                None,
+                [
+                    ctx.nested(
+                        "DeleteAclsMatchingAcl",
+                        error_code=E.none,
+                        error_message=None,
+                        resource_type=int(a.resource_type),
+                        resource_name=a.name,
+                        pattern_type=int(a.pattern),
+                        principal=a.principal,
+                        host=a.host,
+                        operation=int(a.operation),
+                        permission_type=int(a.permission),
+                    )
+                    for a in hits
+                ],
+            )
+        )
+    if removed:
+        await asyncio.to_thread(m.acls.alter_acls, [], sorted(removed))
+        ctx.authorizer.set_acls(ctx.authorizer.acls - removed)
+    return ctx.build(throttle_time=0, filter_results=results)

@@ -1,0 +1,236 @@
+"""ACLs on a real broker (authorizer.class.name=kafka.security.authorizer.AclAuthorizer, SASL/PLAIN users):
+`kbus acls` with kafka-acls.sh's flags and output, per-API authorization as Kafka does it (Produce needs Write,
+Fetch and groups need Read, Metadata hides what one may not Describe), deny beats allow, prefixed patterns."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kbus.common.acl import AclBinding, Authorizer, Operation, PatternType, Permission, ResourceType
+from kbus.protocol.connection import KafkaPrincipal
+from tests.kbus_processes import BrokerProcess, free_port
+
+pytestmark = pytest.mark.integration
+KBUS = str(Path(sys.executable).parent / "kbus")
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" '
+    + " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+    + ";"
+)
+
+
+@dataclass
+class AclBroker:
+    proc: BrokerProcess
+    bootstrap: str
+    admin_config: Path
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+    port = free_port()
+    d = tmp_path_factory.mktemp("acl")
+    b = BrokerProcess(
+        d,
+        {
+            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.jaas.config": JAAS,
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:admin",
+            "connection.failed.authentication.delay.ms": "0",
+        },
+        port=port,
+    ).start()
+    admin_config = d / "admin.properties"
+    admin_config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret";\n'
+    )
+    yield AclBroker(b, f"127.0.0.1:{port}", admin_config)
+    b.stop()
+
+
+def conf(ab: AclBroker, user: str) -> dict:
+    return {
+        "bootstrap.servers": ab.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": USERS[user],
+    }
+
+
+def kbus_acls(ab: AclBroker, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KBUS, "acls", "--bootstrap-server", ab.bootstrap, "--command-config", str(ab.admin_config), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def new_topic(ab: AclBroker, name: str | None = None) -> str:
+    name = name or f"acl-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(conf(ab, "admin"))
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(15)
+    return name
+
+
+def produce_error(ab: AclBroker, user: str, topic: str) -> str | None:
+    errors: list[str] = []
+    p = Producer({**conf(ab, user), "message.timeout.ms": 10000})
+    p.produce(topic, b"x", on_delivery=lambda err, _m: errors.append(err.name() if err else "OK"))
+    p.flush(15)
+    return errors[0] if errors else None
+
+
+def consume_error(ab: AclBroker, user: str, topic: str, group: str) -> str:
+    c = Consumer({**conf(ab, user), "group.id": group, "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    deadline = time.monotonic() + 20
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                return m.error().name()
+            return "OK"
+        return "TIMEOUT"
+    finally:
+        c.close()
+
+
+def test_producer_acl_with_kafka_acls_output(acl_broker: AclBroker):
+    topic = new_topic(acl_broker)
+    assert produce_error(acl_broker, "alice", topic) == "TOPIC_AUTHORIZATION_FAILED"
+    added = kbus_acls(acl_broker, "--add", "--allow-principal", "User:alice", "--producer", "--topic", topic)
+    assert added.returncode == 0, added.stderr
+    resource = f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)"
+    assert added.stdout.startswith(f"Adding ACLs for resource `{resource}`: \n \t(principal=User:alice, host=*, ")
+    assert f"Current ACLs for resource `{resource}`: \n" in added.stdout
+    for op in ("WRITE", "DESCRIBE", "CREATE"):
+        assert f"(principal=User:alice, host=*, operation={op}, permissionType=ALLOW)" in added.stdout
+    assert produce_error(acl_broker, "alice", topic) == "OK"
+    assert produce_error(acl_broker, "bob", topic) == "TOPIC_AUTHORIZATION_FAILED"
+    listed = kbus_acls(acl_broker, "--list", "--topic", topic)
+    assert listed.returncode == 0 and f"Current ACLs for resource `{resource}`:" in listed.stdout
+
+
+def test_consumer_needs_read_on_topic_and_group(acl_broker: AclBroker):
+    topic = new_topic(acl_broker)
+    assert produce_error(acl_broker, "admin", topic) == "OK"
+    assert consume_error(acl_broker, "alice", topic, "g-alice") in (
+        "GROUP_AUTHORIZATION_FAILED",
+        "TOPIC_AUTHORIZATION_FAILED",
+    )
+    done = kbus_acls(
+        acl_broker, "--add", "--allow-principal", "User:alice", "--consumer", "--topic", topic, "--group", "g-alice"
+    )
+    assert done.returncode == 0, done.stderr
+    assert consume_error(acl_broker, "alice", topic, "g-alice") == "OK"
+
+
+def test_metadata_hides_topics_one_may_not_describe(acl_broker: AclBroker):
+    topic = new_topic(acl_broker)
+    assert topic in AdminClient(conf(acl_broker, "admin")).list_topics(timeout=10).topics
+    assert topic not in AdminClient(conf(acl_broker, "bob")).list_topics(timeout=10).topics
+
+
+def test_deny_beats_allow_and_remove(acl_broker: AclBroker):
+    topic = new_topic(acl_broker)
+    kbus_acls(acl_broker, "--add", "--allow-principal", "User:bob", "--operation", "Write", "--topic", topic)
+    assert produce_error(acl_broker, "bob", topic) == "OK"
+    kbus_acls(acl_broker, "--add", "--deny-principal", "User:bob", "--operation", "Write", "--topic", topic)
+    assert produce_error(acl_broker, "bob", topic) == "TOPIC_AUTHORIZATION_FAILED"
+    removed = kbus_acls(
+        acl_broker, "--remove", "--force", "--deny-principal", "User:bob", "--operation", "Write", "--topic", topic
+    )
+    assert removed.returncode == 0, removed.stderr
+    assert produce_error(acl_broker, "bob", topic) == "OK"
+
+
+def test_prefixed_acl(acl_broker: AclBroker):
+    prefix = f"pre{uuid.uuid4().hex[:6]}-"
+    topic = new_topic(acl_broker, prefix + "orders")
+    done = kbus_acls(
+        acl_broker,
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Write",
+        "--topic",
+        prefix,
+        "--resource-pattern-type",
+        "prefixed",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "patternType=PREFIXED" in done.stdout
+    assert produce_error(acl_broker, "alice", topic) == "OK"
+    assert produce_error(acl_broker, "alice", new_topic(acl_broker)) == "TOPIC_AUTHORIZATION_FAILED"
+
+
+def test_acl_apis_need_alter_on_the_cluster(acl_broker: AclBroker):
+    alice_props = acl_broker.admin_config.parent / "alice.properties"
+    alice_props.write_text(acl_broker.admin_config.read_text().replace("admin", "alice"))
+    denied = subprocess.run(
+        [
+            KBUS,
+            "acls",
+            "--bootstrap-server",
+            acl_broker.bootstrap,
+            "--command-config",
+            str(alice_props),
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "All",
+            "--cluster",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert denied.returncode != 0
+    assert "CLUSTER_AUTHORIZATION_FAILED" in denied.stderr or "authoriz" in denied.stderr.lower()
+
+
+def test_authorizer_rules():
+    alice, bob = KafkaPrincipal("User", "alice"), KafkaPrincipal("User", "bob")
+    a = Authorizer(super_users=["User:admin"])
+    t = ResourceType.TOPIC
+    a.set_acls(
+        [
+            AclBinding(t, "*", PatternType.LITERAL, "User:*", "*", Operation.DESCRIBE, Permission.ALLOW),
+            AclBinding(t, "orders", PatternType.LITERAL, "User:alice", "*", Operation.READ, Permission.ALLOW),
+            AclBinding(t, "orders", PatternType.LITERAL, "User:alice", "10.0.0.9", Operation.ALL, Permission.DENY),
+            AclBinding(t, "pay-", PatternType.PREFIXED, "User:bob", "*", Operation.WRITE, Permission.ALLOW),
+        ]
+    )
+    assert a.authorize(alice, "127.0.0.1", Operation.READ, t, "orders")
+    assert a.authorize(alice, "127.0.0.1", Operation.DESCRIBE, t, "orders")  # implied by Read (and the wildcard)
+    assert not a.authorize(alice, "10.0.0.9", Operation.READ, t, "orders")  # deny beats allow, by host
+    assert not a.authorize(alice, "127.0.0.1", Operation.WRITE, t, "orders")
+    assert a.authorize(bob, "h", Operation.WRITE, t, "pay-eu") and not a.authorize(bob, "h", Operation.WRITE, t, "p")
+    assert a.authorize(KafkaPrincipal("User", "admin"), "h", Operation.DELETE, t, "orders")  # super user
+    assert not a.authorize(bob, "h", Operation.READ, ResourceType.GROUP, "g")  # no ACL: denied by default
+    assert Authorizer(allow_if_no_acl=True).authorize(bob, "h", Operation.READ, ResourceType.GROUP, "g")

@@ -123,6 +123,7 @@ def test_split_ranges_for_min_partitions() -> None:
 
 def test_register_warns_when_workers_run_another_python() -> None:
     import sys
+    import warnings
     from types import SimpleNamespace
 
     import kbus.spark
@@ -130,12 +131,17 @@ def test_register_warns_when_workers_run_another_python() -> None:
 
     registered: list[type] = []
 
-    def fake(python: str) -> SimpleNamespace:
+    def fake(python: str, master: str = "local[*]") -> SimpleNamespace:
         return SimpleNamespace(
-            sparkContext=SimpleNamespace(pythonExec=python), dataSource=SimpleNamespace(register=registered.append)
+            sparkContext=SimpleNamespace(pythonExec=python, master=master),
+            dataSource=SimpleNamespace(register=registered.append),
         )
 
     with pytest.warns(UserWarning, match="PYSPARK_PYTHON"):
         kbus.spark.register(fake("/usr/bin/python3-elsewhere"))
     kbus.spark.register(fake(sys.executable))
-    assert registered == [KbusDataSource, KbusDataSource]
+    # on a cluster the executors' Python is another machine's: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kbus.spark.register(fake("/usr/bin/python3-elsewhere", master="spark://127.0.0.1:7077"))
+    assert registered == [KbusDataSource, KbusDataSource, KbusDataSource]

@@ -83,11 +83,12 @@ def format_members(desc: GroupDescription, verbose: bool) -> list[str]:
     if with_instance:
         cols.append(("GROUP-INSTANCE-ID", i))
     cols += [("HOST", h), ("CLIENT-ID", cl), ("#PARTITIONS", 15)]
-    if verbose:
-        cols.append(("ASSIGNMENT", 0))
+    # Kafka always prints the ASSIGNMENT column, empty without --verbose: the padded #PARTITIONS and one space
+    # end every line (byte for byte with kafka-consumer-groups.sh)
+    cols.append(("ASSIGNMENT" if verbose else "", 0))
 
     def row(values: list[str]) -> str:
-        return " ".join(f"{v:<{w}}" for v, (_, w) in zip(values, cols, strict=True)).rstrip()
+        return " ".join(f"{v:<{w}}" for v, (_, w) in zip(values, cols, strict=True))
 
     lines = [row([name for name, _ in cols])]
     for m in desc.members:
@@ -95,7 +96,9 @@ def format_members(desc: GroupDescription, verbose: bool) -> list[str]:
         if with_instance:
             values.append(m.group_instance_id or MISSING)
         values += [m.host, m.client_id, str(len(m.assignment))]
-        if verbose:
+        if not verbose:
+            values.append("")
+        else:
             by_topic: dict[str, list[int]] = {}
             for topic, p in m.assignment:
                 by_topic.setdefault(topic, []).append(p)
@@ -110,20 +113,18 @@ def format_state(desc: GroupDescription) -> list[str]:
     coord = (
         f"{desc.coordinator.host}:{desc.coordinator.port} ({desc.coordinator.id})" if desc.coordinator else MISSING
     )
-    g = _width([desc.group_id])
+    # Kafka sizes the GROUP column by the coordinator's text (at least 25) and the coordinator column at 25
     cw = _width([coord], 25)
-    fmt = f"{{:<{g}}} {{:<{cw}}} {{:<20}} {{:<15}} {{}}"
+    fmt = f"{{:<{cw}}} {{:<25}} {{:<20}} {{:<15}} {{}}"
     return [
-        fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS").rstrip(),
-        fmt.format(desc.group_id, coord, desc.partition_assignor or "", desc.state, len(desc.members)).rstrip(),
+        fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+        fmt.format(desc.group_id, coord, desc.partition_assignor or "", desc.state, len(desc.members)),
     ]
 
 
 def format_reset_plan(plan: list[tuple[str, str, int, int]]) -> list[str]:
-    fmt = "{:<30} {:<30} {:<10} {:<15}"
-    return [fmt.format("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET").rstrip()] + [
-        fmt.format(g, t, p, o).rstrip() for g, t, p, o in plan
-    ]
+    fmt = "{:<30} {:<30} {:<10} {:<15}"  # padded to the end, as Kafka prints it
+    return [fmt.format("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")] + [fmt.format(g, t, p, o) for g, t, p, o in plan]
 
 
 def parse_datetime_ms(text: str) -> int:

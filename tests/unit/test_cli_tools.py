@@ -80,9 +80,13 @@ def test_members_and_state_layouts() -> None:
     assert members[1].split() == ["abc-dashboard", "m-1", "/127.0.0.1", "c1", "3", "t(0,2),u(1)"]
     state = format_state(desc)
     assert state[0].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
-    assert state[1] == f"{'abc-dashboard':<15} {'127.0.0.1:9092 (0)':<25} {'range':<20} {'Stable':<15} 1"
+    # Kafka's quirk: the GROUP column is as wide as the coordinator's (at least 25)
+    assert state[1] == f"{'abc-dashboard':<25} {'127.0.0.1:9092 (0)':<25} {'range':<20} {'Stable':<15} 1"
+    plain = format_members(desc, verbose=False)
+    assert plain[1].endswith(f" {'3':<15} ")  # the padded #PARTITIONS and an empty ASSIGNMENT, as Kafka prints
     plan = format_reset_plan([("g", "t", 0, 42)])
-    assert plan == [f"{'GROUP':<30} {'TOPIC':<30} {'PARTITION':<10} NEW-OFFSET", f"{'g':<30} {'t':<30} {'0':<10} 42"]
+    assert plan == [f"{'GROUP':<30} {'TOPIC':<30} {'PARTITION':<10} {'NEW-OFFSET':<15}",
+                    f"{'g':<30} {'t':<30} {'0':<10} {'42':<15}"]
 
 
 def test_reset_option_parsing() -> None:

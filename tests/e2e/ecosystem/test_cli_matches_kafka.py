@@ -125,3 +125,30 @@ def test_get_offsets_and_delete_records(kafka39: KafkaDistribution, setup: Broke
     assert k.returncode == b.returncode == 0
     done = "Executing records delete operation\nRecords delete operation completed:\n"
     assert k.stdout == b.stdout == done + "partition: cmp-b-0\tlow_watermark: 1\n"
+
+
+def test_consumer_groups_members_state_and_reset(kafka28: KafkaDistribution, setup: BrokerProcess) -> None:
+    """An active member's --members/--state views and a --reset-offsets plan: Kafka 2.8's bytes (rows sorted;
+    Kafka 3.9 prints the reset plan without newlines between rows and `host:port  (id)` with two spaces)."""
+    bs = ("--bootstrap-server", setup.bootstrap)
+    member = Consumer({"bootstrap.servers": setup.bootstrap, "group.id": "cmp-live", "auto.offset.reset": "earliest",
+                       "client.id": "cmp-client"})  # fmt: skip
+    member.subscribe(["cmp-a"])
+    try:
+        got = 0
+        while got < 30:
+            got += sum(1 for m in member.consume(10, 1.0) if m.error() is None)
+        member.commit(asynchronous=False)
+        for extra in (("--members",), ("--members", "--verbose"), ("--state",), ()):
+            k, b = both(kafka28, "kafka-consumer-groups", (*bs, "--describe", "--group", "cmp-live", *extra))
+            assert k.returncode == b.returncode == 0, extra
+            assert sorted(k.stdout.split("\n")) == sorted(b.stdout.split("\n")), extra
+            assert "cmp-live" in b.stdout
+    finally:
+        member.close()
+    for mode in ("--dry-run", "--execute"):
+        args = (*bs, "--group", "cmp-live", "--topic", "cmp-a", "--reset-offsets", "--to-earliest", mode)
+        k, b = both(kafka28, "kafka-consumer-groups", args)
+        assert k.returncode == b.returncode == 0, mode
+        assert sorted(k.stdout.split("\n")) == sorted(b.stdout.split("\n")), mode
+        assert b.stdout.count("cmp-live ") == 3

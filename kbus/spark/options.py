@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kbus.common.client_security import translate_security
 from kbus.common.topics import is_internal
 
 EARLIEST = -2  # Spark's JSON sentinels for "earliest" / "latest" inside per-partition offsets
@@ -103,6 +104,7 @@ def client_config(options: Mapping[str, str], *, group_id_prefix: str | None = N
         config["bootstrap.servers"] = opts["bootstrap.servers"]
     if not config.get("bootstrap.servers"):
         raise KbusOptionError("option 'kafka.bootstrap.servers' must be set (e.g. 127.0.0.1:9092)")
+    config = translate_security(config)  # kafka.sasl.jaas.config, kafka.ssl.truststore.location, ...
     if group_id_prefix is not None and "group.id" not in config:
         # librdkafka insists on a group id even for assign(); it is never joined or committed.
         config["group.id"] = f"{group_id_prefix}-{uuid.uuid4()}"

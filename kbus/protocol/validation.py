@@ -170,7 +170,7 @@ def _require_crc(buf: Buffer, h: rb.BatchHeader, tp: str) -> None:
                                     f"{h.crc}, computed crc = {h.compute_crc(buf)})")
 
 
-def validate_produce(buf: bytes, policy: ValidationPolicy, now_ms: int) -> bytes:
+def validate_produce(buf: bytes, policy: ValidationPolicy, now_ms: int, produce_version: int = 9) -> bytes:
     """Validate one partition's records from a Produce request; RecordValidationError if Kafka would refuse them.
     Returns the records to append: ``buf`` itself, or a copy whose maxTimestamp Kafka would have corrected.
 
@@ -179,6 +179,9 @@ def validate_produce(buf: bytes, policy: ValidationPolicy, now_ms: int) -> bytes
     CORRUPT_MESSAGE whatever else is wrong) and before it rewrites the batch."""
     tp = policy.topic_partition
     h = _single_batch(buf, tp)
+    if produce_version < 7 and h.compression == rb.COMPRESSION_ZSTD:  # Kafka's ProduceRequest.validateRecords
+        raise RecordValidationError(ErrorCode.unsupported_compression_type, f"Produce requests with version "
+                                    f"{produce_version} are not allowed to use ZStandard compression")
     try:
         _check_header(h, tp)
         records = _records_payload(buf, h, tp)

@@ -225,3 +225,11 @@ def test_compiled_scan_matches_the_reference(records, flips, count_skew) -> None
         assert keyless == sum(1 for r in records if r[0] is None)
         assert first == next((i for i, r in enumerate(records) if r[0] is None), -1)
         assert max_d - min_d == max(r[2] for r in records) - min(r[2] for r in records)
+
+
+def test_zstd_needs_produce_v7() -> None:
+    buf = rb.build_batch([(b"k", b"v")], timestamp_ms=NOW, compression=rb.COMPRESSION_ZSTD)
+    with pytest.raises(RecordValidationError) as info:
+        validate_produce(buf, POLICY, NOW, produce_version=6)
+    assert info.value.error_code == 76  # UNSUPPORTED_COMPRESSION_TYPE
+    assert validate_produce(buf, POLICY, NOW, produce_version=7) is buf

@@ -61,7 +61,7 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> Any:
             else:
                 try:
                     records = validate_produce(pd.records, _policy(name, pd.index, part.config),
-                                               int(time.time() * 1000))
+                                               int(time.time() * 1000), ctx.api_version)
                     result = m.replicas.append_records(part, records, acks)
                 except RecordValidationError as exc:
                     fields.update(

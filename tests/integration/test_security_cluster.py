@@ -4,6 +4,7 @@ inter-broker listener; a leader killed -9 loses nothing acknowledged."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -105,6 +106,93 @@ def test_sasl_ssl_between_brokers_survives_a_leader_kill(tmp_path: Path, zk_conn
         for b in cluster.brokers.values():
             assert "Traceback" not in b.log_text()
             assert "Failed authentication" not in b.log_text()
+    finally:
+        for b in cluster.brokers.values():
+            try:
+                b.stop()
+            except Exception:
+                b.kill()
+
+
+PLAIN_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" '
+    'user_admin="admin-secret" user_alice="alice-secret";'
+)
+
+
+def test_acls_live_in_zookeeper_and_every_broker_follows_them(tmp_path: Path, zk_connect: str, raw_zk):
+    cluster = Cluster(tmp_path, zk_connect)
+    sasl_ports = {}
+    for i, b in cluster.brokers.items():
+        sasl_ports[i] = free_port()
+        b.overrides.update(
+            {
+                "listeners": f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[i]}",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.jaas.config": PLAIN_JAAS,
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "allow.everyone.if.no.acl.found": "true",  # the PLAINTEXT listener (ANONYMOUS) runs the cluster
+                "super.users": "User:admin",
+            }
+        )
+    try:
+        for i in cluster.brokers:
+            cluster.start_broker(i)
+        cluster.wait_until_all_see_each_other()
+        topic = f"acl-zk-{uuid.uuid4().hex[:8]}"
+        creator = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        creator.create_topics([NewTopic(topic, 1, 3)])[topic].result(20)
+        admin_conf = tmp_path / "admin.properties"
+        admin_conf.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'username="admin" password="admin-secret";\n'
+        )
+        added = subprocess.run(
+            [
+                KBUS,
+                "acls",
+                "--bootstrap-server",
+                f"127.0.0.1:{sasl_ports[1]}",
+                "--command-config",
+                str(admin_conf),
+                "--add",
+                "--allow-principal",
+                "User:alice",
+                "--operation",
+                "Write",
+                "--topic",
+                topic,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert added.returncode == 0, added.stderr
+        # Kafka's layout and wording, so Kafka's own tools read the same ACLs
+        data, _ = raw_zk.get(f"/kafka-acl/Topic/{topic}")
+        assert json.loads(data) == {
+            "version": 1,
+            "acls": [{"principal": "User:alice", "permissionType": "Allow", "operation": "Write", "host": "*"}],
+        }
+        assert raw_zk.get_children("/kafka-acl-changes")
+        # brokers 2 and 3 heard of it: the topic now has an ACL, so ANONYMOUS (no ACL of its own) may not see it,
+        # and alice may write to it through them
+        for i in (2, 3):
+            plain = {"bootstrap.servers": cluster.brokers[i].bootstrap}
+            wait_for(
+                lambda plain=plain: topic not in AdminClient(plain).list_topics(timeout=5).topics,
+                20,
+                f"broker {i} applying the new ACL",
+            )
+            alice = {
+                "bootstrap.servers": f"127.0.0.1:{sasl_ports[i]}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "alice-secret",
+            }
+            assert topic in AdminClient(alice).list_topics(timeout=10).topics
     finally:
         for b in cluster.brokers.values():
             try:

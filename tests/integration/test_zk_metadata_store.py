@@ -10,7 +10,7 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from kbus.common.cluster import BrokerInfo
+from kbus.common.cluster import BrokerEndpoint, BrokerInfo
 from kbus.common.errors import (
     InvalidConfigError,
     InvalidReplicationFactorError,
@@ -47,7 +47,8 @@ def test_broker_registration_writes_kafka_znodes(stores, raw_zk):
     controller = znode_json(raw_zk, "/controller")
     assert controller["brokerid"] == 1 and controller["version"] == 1
     assert raw_zk.get("/controller_epoch")[0] == b"1"
-    assert store.brokers() == [BrokerInfo(1, "127.0.0.1", 9092, "r1")]
+    plaintext = BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT")
+    assert store.brokers() == [BrokerInfo(1, "127.0.0.1", 9092, "r1", (plaintext,))]
     assert store.controller_id() == 1 and store.is_controller()
 
     store.stop()

@@ -79,8 +79,31 @@ class FetchContext:
         if group:
             yield topic, group  # type: ignore[misc]
 
-    def include(self, topic: str, partition: int, *, error: int, has_records: bool, high_watermark: int,
-                last_stable_offset: int, log_start_offset: int) -> bool:
+    def unchanged(
+        self, topic: str, partition: int, high_watermark: int, last_stable_offset: int, log_start_offset: int
+    ) -> bool:
+        """The client of this incremental fetch already knows these offsets of the partition."""
+        if self.session is None:
+            return False
+        sent = self.session.sent.get((topic, partition))
+        return (
+            sent is not None
+            and sent.high_watermark == high_watermark
+            and sent.last_stable_offset == last_stable_offset
+            and sent.log_start_offset == log_start_offset
+        )
+
+    def include(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        error: int,
+        has_records: bool,
+        high_watermark: int,
+        last_stable_offset: int,
+        log_start_offset: int,
+    ) -> bool:
         """Whether the response carries this partition: always in a full fetch; in an incremental one only when
         something changed for the client. What it is told is remembered only when `commit()` is called."""
         if self.session is None:

@@ -97,3 +97,16 @@ def test_the_cache_is_bounded() -> None:
     c = full(cache, now=1.2)  # a has been idle for 1.2 s: evicted
     assert c.session_id not in (0, a.session_id, b.session_id) and len(cache) == 2
     assert cache.new_context(a.session_id, 1, [], [], 1.3) == FetchSessionError(ErrorCode.fetch_session_id_not_found)
+
+
+def test_unchanged_is_what_the_client_was_last_told() -> None:
+    cache = FetchSessionCache(10)
+    first = full(cache, 2)
+    assert not first.unchanged("t", 0, 0, 0, 0)  # a full fetch reads everything
+    answer(first, {1: 7})
+    inc = cache.new_context(first.session_id, 1, [], [], 1.0)
+    assert isinstance(inc, FetchContext)
+    assert inc.unchanged("t", 0, 0, 0, 0) and inc.unchanged("t", 1, 7, 0, 0)
+    assert not inc.unchanged("t", 1, 8, 0, 0)  # the high watermark moved: the client must hear of it
+    assert not inc.unchanged("t", 0, 0, 0, 3)  # so did the log start offset
+    assert not inc.unchanged("u", 0, 0, 0, 0)  # never told

@@ -190,3 +190,22 @@ def test_nullable_array_may_be_null() -> None:
     check_bounds(cls, body, 0)
     value, _ = entity_reader(cls)(body, 0)
     assert value.topics is None
+
+
+@st.composite
+def encoded_responses(draw: st.DrawFn) -> tuple[type, bytes]:
+    from kio.index import load_response_schema
+
+    key, version = draw(st.sampled_from(SUPPORTED))
+    cls = load_response_schema(key, version)
+    out = io.BytesIO()
+    entity_writer(cls)(out, draw(entities(cls)))
+    return cls, out.getvalue()
+
+
+@_SETTINGS
+@given(encoded_responses())
+def test_valid_responses_pass_the_bounds_walk_too(resp: tuple[type, bytes]) -> None:
+    """The replication client walks responses from other brokers the same way before kio decodes them."""
+    cls, body = resp
+    assert entity_step(cls)(body, 0, len(body)) == len(body)

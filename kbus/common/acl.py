@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kbus.protocol.connection import KafkaPrincipal
+from kbus.common.security import KafkaPrincipal
 
 
 class ResourceType(enum.IntEnum):

@@ -15,8 +15,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
 
-from kbus.common.cluster import SecurityProtocol
 from kbus.common.properties import PropertiesError, load_properties
+from kbus.common.security import SecurityProtocol
 from kbus.common.topic_config import (
     TOPIC_CONFIGS,
     ConfigValue,

@@ -1,26 +1,9 @@
-"""Kafka's security protocols and what a broker registers about itself (Kafka's /brokers/ids/<id> in ZooKeeper,
-the Metadata response's brokers): read by the broker's config, connections and metadata stores, the ZooKeeper
-codec and the tools."""
+"""What a broker registers about itself (Kafka's /brokers/ids/<id> in ZooKeeper, the Metadata response's
+brokers): read by the broker's metadata stores, the ZooKeeper codec and the tools."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
-
-
-class SecurityProtocol(enum.StrEnum):
-    PLAINTEXT = "PLAINTEXT"
-    SSL = "SSL"
-    SASL_PLAINTEXT = "SASL_PLAINTEXT"
-    SASL_SSL = "SASL_SSL"
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
-
-    @property
-    def uses_tls(self) -> bool:
-        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
 
 
 @dataclass(frozen=True)

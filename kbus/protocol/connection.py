@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kbus.common.cluster import SecurityProtocol
+from kbus.common.security import ANONYMOUS, KafkaPrincipal, SecurityProtocol
 from kbus.protocol.codec import (
     API_VERSIONS_KEY,
     ProtocolError,
@@ -48,20 +48,6 @@ class ListenerName:
 
     name: str
     security_protocol: SecurityProtocol
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaPrincipal:
-    """Kafka's principal: type and name, written `User:alice`."""
-
-    principal_type: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.principal_type}:{self.name}"
-
-
-ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
 
 
 class SaslExchange(Protocol):

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbus.common.acl import AclBinding, Authorizer, Operation, PatternType, Permission, ResourceType
-from kbus.protocol.connection import KafkaPrincipal
+from kbus.common.security import KafkaPrincipal
 from tests.kbus_processes import BrokerProcess, free_port
 
 pytestmark = pytest.mark.integration

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.index import api_key_map
 
 from kbus.common.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
-from kbus.common.cluster import SecurityProtocol
+from kbus.common.security import ANONYMOUS, KafkaPrincipal, SecurityProtocol
 from kbus.protocol.codec import RequestHeader, build, nested, response_type
-from kbus.protocol.connection import ANONYMOUS, ApiFlags, Connection, KafkaPrincipal, ListenerName
+from kbus.protocol.connection import ApiFlags, Connection, ListenerName
 from kbus.protocol.splice import RecordSplicer
 
 if TYPE_CHECKING:

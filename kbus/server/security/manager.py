@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from kbus.common.acl import Authorizer
 from kbus.common.broker_config import ConfigError, KafkaConfig
-from kbus.common.cluster import SecurityProtocol
+from kbus.common.security import SecurityProtocol
 from kbus.protocol.client import ClientSecurity
 from kbus.protocol.connection import ListenerName
 from kbus.server.security import tls

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from kbus.common.broker_config import ConfigError
-from kbus.protocol.connection import KafkaPrincipal
+from kbus.common.security import KafkaPrincipal
 
 # Kafka's RULE_SPLITTER: rules are joined by commas, and a rule's pattern may itself contain (escaped) commas
 _RULE = re.compile(r"\s*(DEFAULT|RULE:((\\.|[^\\/])+)/((\\.|[^\\/])*)/([LU]?).*?|(.*?))\s*([,\n]\s*|$)")

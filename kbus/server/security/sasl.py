@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from kbus.common import jaas
 from kbus.common.broker_config import ConfigError
-from kbus.protocol.connection import KafkaPrincipal
+from kbus.common.security import KafkaPrincipal
 from kbus.server.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kbus.server.security.scram import ScramCredential
 

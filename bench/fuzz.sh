@@ -2,10 +2,12 @@
 # Long fuzz run: a standalone kbus broker (no ZooKeeper) on a free port, FRAMES fuzzed frames (default 100,000),
 # then: acknowledged records read back byte for byte, consumers reach the end of every fuzzed partition, the
 # broker still serves, its log holds no traceback. Writes bench/fuzz-result.json; RSS samples are in it.
-#   usage: bench/fuzz.sh [FRAMES] [SEED]
+#   usage: bench/fuzz.sh [FRAMES] [SEED] [fuzz.py options, e.g. --all-apis --null-rate 0.3 --mutate-rate 0.5]
+# OUT: where the result JSON goes (default bench/fuzz-result.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-frames=${1:-100000}; seed=${2:-1}
+frames=${1:-100000}; seed=${2:-1}; shift 2 || shift $#
+OUT=${OUT:-bench/fuzz-result.json}
 work=$(mktemp -d "${TMPDIR:-/tmp}/kbus-fuzz.XXXXXX")
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
@@ -18,9 +20,9 @@ broker=$!; pids+=("$broker")
 wait_port "$port"
 status=0
 $PY bench/fuzz.py -b 127.0.0.1:"$port" -n "$frames" --seed "$seed" --broker-pid "$broker" \
-  --broker-log "$work/broker.log" >"$work/result.json" || status=$?
+  --broker-log "$work/broker.log" "$@" >"$work/result.json" || status=$?
 kill -0 "$broker" 2>/dev/null || { echo "fuzz: the broker died" >&2; tail -50 "$work/broker.log" >&2; status=1; }
 echo "fuzz: exit status $status, broker log $(wc -l <"$work/broker.log") lines" >&2
-cp "$work/result.json" bench/fuzz-result.json
-cat bench/fuzz-result.json
+cp "$work/result.json" "$OUT"
+cat "$OUT"
 exit $status

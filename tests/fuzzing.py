@@ -504,11 +504,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--broker-pid", type=int)
     p.add_argument("--broker-log", help="the broker's log file, scanned for tracebacks afterwards")
+    p.add_argument("--all-apis", action="store_true", help="every API kbus serves, not only issue 10's eight")
+    p.add_argument("--null-rate", type=float, default=0.0, help="share of nullable fields sent as null")
+    p.add_argument("--mutate-rate", type=float, default=0.8, help="share of generated frames mutated")
     args = p.parse_args(argv)
     host, port = args.bootstrap.rsplit(":", 1)
     prepare(args.bootstrap)
     started = time.monotonic()
-    res = run(host, int(port), args.frames, args.seed, args.broker_pid, progress=True)
+    res = run(host, int(port), args.frames, args.seed, args.broker_pid, progress=True,
+              apis={**APIS, **OTHER_APIS} if args.all_apis else APIS, null_rate=args.null_rate,
+              mutate_rate=args.mutate_rate)
     out = res.summary()
     out["seconds"] = round(time.monotonic() - started, 1)
     out["healthy_at_end"] = healthy(host, int(port))

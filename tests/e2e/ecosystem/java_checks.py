@@ -30,6 +30,7 @@ CHECKS = [
     "admin_list_offsets_delete_records",
     "admin_describe_cluster",
     "admin_consumer_groups",
+    "admin_log_dirs_producers_election",
     "transactions_commit_abort_fence_offsets",
 ]
 

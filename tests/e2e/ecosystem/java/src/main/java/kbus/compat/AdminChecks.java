@@ -193,4 +193,40 @@ final class AdminChecks {
         Set<String> after = admin.listConsumerGroups().all().get().stream().map(ConsumerGroupListing::groupId).collect(Collectors.toSet());
         check(!after.contains(group), "deleted group not listed");
     }
+
+    /** describeLogDirs (the partition's dir and size), describeProducers (an idempotent producer's state),
+     *  electLeaders (a preferred leader that already leads), describeFeatures. */
+    static void logDirsProducersElection(Env env) throws Exception {
+        String topic = env.name("t");
+        env.createTopic(topic, 1, Map.of());
+        java.util.Properties p = env.producerProps();
+        p.put(org.apache.kafka.clients.producer.ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        KafkaProducer<String, String> producer = env.producer(p);
+        for (int i = 0; i < 5; i++) producer.send(new ProducerRecord<>(topic, "k", "v" + i));
+        producer.flush();
+        TopicPartition tp = new TopicPartition(topic, 0);
+        var admin = env.admin;
+        int broker = admin.describeCluster().nodes().get().iterator().next().id();
+        var dirs = admin.describeLogDirs(List.of(broker)).allDescriptions().get().get(broker);
+        check(dirs != null && !dirs.isEmpty(), "log dirs described");
+        boolean found = false;
+        for (var d : dirs.values()) {
+            var info = d.replicaInfos().get(tp);
+            if (info != null) {
+                found = true;
+                check(info.size() > 0, "partition size in its log dir: " + info.size());
+            }
+        }
+        check(found, "the partition is in a described log dir");
+        var producers = admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers();
+        equal(1, producers.size(), "active producers");
+        equal(4, producers.get(0).lastSequence(), "the producer's last sequence");
+        Throwable e = failure(admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, Set.of(tp)).partitions()
+                .thenApply(m -> m.get(tp).orElse(null)).thenApply(x -> {
+                    if (x != null) throw new RuntimeException(x);
+                    return null;
+                }));
+        check(e != null && String.valueOf(e).contains("ElectionNotNeeded"), "ElectionNotNeeded, got " + e);
+        admin.describeFeatures().featureMetadata().get();  // answered (from ApiVersions)
+    }
 }

@@ -32,6 +32,7 @@ public final class Checks {
         checks.put("admin_list_offsets_delete_records", AdminChecks::listOffsetsDeleteRecords);
         checks.put("admin_describe_cluster", AdminChecks::describeCluster);
         checks.put("admin_consumer_groups", AdminChecks::consumerGroups);
+        checks.put("admin_log_dirs_producers_election", AdminChecks::logDirsProducersElection);
         checks.put("transactions_commit_abort_fence_offsets", TransactionChecks::commitAbortFenceOffsets);
         return checks;
     }

@@ -234,3 +234,39 @@ def test_authorizer_rules():
     assert a.authorize(KafkaPrincipal("User", "admin"), "h", Operation.DELETE, t, "orders")  # super user
     assert not a.authorize(bob, "h", Operation.READ, ResourceType.GROUP, "g")  # no ACL: denied by default
     assert Authorizer(allow_if_no_acl=True).authorize(bob, "h", Operation.READ, ResourceType.GROUP, "g")
+
+
+def test_clients_cannot_write_transaction_markers(acl_broker: AclBroker):
+    """WriteTxnMarkers is broker-to-broker (ClusterAction): a client's forged COMMIT marker is refused."""
+    import asyncio
+
+    from kio.schema.write_txn_markers.v1.request import (
+        WritableTxnMarker,
+        WritableTxnMarkerTopic,
+        WriteTxnMarkersRequest,
+    )
+    from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
+
+    from kbus.protocol.client import ClientSecurity, KafkaConnection
+
+    topic = new_topic(acl_broker)
+    host, port = acl_broker.bootstrap.split(":")
+
+    async def forge() -> list[int]:
+        conn = KafkaConnection(
+            host, int(port), "forger", ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", "alice", USERS["alice"])
+        )
+        try:
+            marker = WritableTxnMarker(
+                producer_id=1,
+                producer_epoch=0,
+                transaction_result=True,
+                coordinator_epoch=0,
+                topics=(WritableTxnMarkerTopic(name=topic, partition_indexes=(0,)),),
+            )
+            resp = await conn.request(WriteTxnMarkersRequest(markers=(marker,)), WriteTxnMarkersResponse)
+            return [int(p.error_code) for m in resp.markers for t in m.topics for p in t.partitions]
+        finally:
+            await conn.close()
+
+    assert asyncio.run(forge()) == [31]  # CLUSTER_AUTHORIZATION_FAILED

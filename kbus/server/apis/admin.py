@@ -462,6 +462,10 @@ async def incremental_alter_configs(m: Managers, ctx: RequestContext, request: A
 # ------------------------------------------------------------------------------------------ DescribeCluster
 @api(60, 0, 1)
 async def describe_cluster(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, error_message=None,
+                         endpoint_type=1, cluster_id="", controller_id=-1, brokers=(),
+                         cluster_authorized_operations=-2147483648)
     brokers = [
         ctx.nested("DescribeClusterBroker", broker_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
         for b, ep in on_listener(ctx, m.cluster.brokers())
@@ -479,8 +483,23 @@ async def describe_cluster(m: Managers, ctx: RequestContext, request: Any) -> An
 
 
 # ------------------------------------------------------------------------------------------ InitProducerId
+def _may_write_idempotently(m: Managers, ctx: RequestContext) -> bool:
+    """Kafka (KIP-679): IdempotentWrite on the cluster, or Write on any topic."""
+    if ctx.authorizer is None or ctx.authorized(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER):
+        return True
+    return any(ctx.authorized(Operation.WRITE, ResourceType.TOPIC, t) for t in m.cluster.topics())
+
+
 @api(22, 0, 4)
 async def init_producer_id(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    if request.transactional_id is not None and not ctx.authorized(
+        Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        return ctx.build(throttle_time=0, error_code=ErrorCode.transactional_id_authorization_failed,
+                         producer_id=-1, producer_epoch=-1)
+    if request.transactional_id is None and not _may_write_idempotently(m, ctx):
+        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, producer_id=-1,
+                         producer_epoch=-1)
     if request.transactional_id is not None:
         error, pid, epoch = await init_transactional_producer(m, ctx, request)
         return ctx.build(throttle_time=0, error_code=error, producer_id=pid, producer_epoch=epoch)

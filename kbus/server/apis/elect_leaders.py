@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.common.errors import KafkaError
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
@@ -45,6 +46,9 @@ async def elect_leaders(m: Managers, ctx: RequestContext, request: Any) -> Any:
         partitions = {(t.topic, int(p)) for t in request.topic_partitions for p in t.partitions}
     if kind is None:
         return ctx.build(throttle_time=0, error_code=ErrorCode.invalid_request, replica_election_results=[])
+    if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
+        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
+                         replica_election_results=[])
     try:
         results = await m.admin.elect_leaders(kind, partitions)
     except KafkaError as exc:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.server.apis.registry import RequestContext, api
 
 if TYPE_CHECKING:
@@ -20,6 +21,8 @@ async def describe_log_dirs(m: Managers, ctx: RequestContext, request: Any) -> A
     if request.topics is not None:
         wanted = {(t.topic, int(p)) for t in request.topics for p in t.partitions}
     results = []
+    if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results=[])
     for usage, lags in m.replicas.describe_log_dirs():
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), size in sorted(usage.partition_sizes.items()):

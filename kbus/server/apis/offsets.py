@@ -52,7 +52,9 @@ async def delete_records(m: Managers, ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             fields: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1}
             part, error = m.replicas.leader_partition(t.name, p.partition_index)
-            if part is None:
+            if not ctx.authorized(Operation.DELETE, ResourceType.TOPIC, t.name):
+                fields["error_code"] = ErrorCode.topic_authorization_failed
+            elif part is None:
                 fields["error_code"] = error
             else:
                 offset = part.high_watermark if p.offset == -1 else p.offset

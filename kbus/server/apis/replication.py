@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.server.apis.errors import leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
 
@@ -16,12 +17,20 @@ if TYPE_CHECKING:
 @api(23, 2, 4)
 async def offset_for_leader_epoch(m: Managers, ctx: RequestContext, request: Any) -> Any:
     topics = []
+    # followers need ClusterAction on the cluster; consumers (replica_id -1 or absent) Describe on the topic
+    follower = getattr(request, "replica_id", -1) >= 0
     for t in request.topics:
         parts = []
         for p in t.partitions:
             fields: dict[str, Any] = {"partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             part, error = m.replicas.leader_partition(t.topic, p.partition)
-            if part is None:
+            if not (
+                ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+                if follower
+                else ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.topic)
+            ):
+                fields["error_code"] = ErrorCode.topic_authorization_failed
+            elif part is None:
                 fields["error_code"] = error
             elif (err := leader_epoch_error(part, p.current_leader_epoch)) is not None:
                 fields["error_code"] = err

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.common.topics import OFFSETS_TOPIC
 from kbus.protocol.codec import ms
 from kbus.protocol.control import build_marker_batch
@@ -96,6 +97,11 @@ async def append_markers(
     return results
 
 
+def _txn_id(ctx: RequestContext, transactional_id: str | None) -> bool:
+    """Kafka: the transactional APIs need Write on the transactional id."""
+    return transactional_id is None or ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 @api(24, 0, 3)
 async def add_partitions_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
     topics = {t.name: list(t.partitions) for t in req.v3_and_below_topics}
@@ -107,7 +113,11 @@ async def add_partitions_to_txn(m: Managers, ctx: RequestContext, req: Any) -> A
             if meta is None or p not in meta.partitions:
                 unknown.add((topic, p))
     wanted = [(t, p) for t, ps in topics.items() for p in ps]
-    if unknown:
+    if not _txn_id(ctx, req.v3_and_below_transactional_id):
+        errors = dict.fromkeys(wanted, E.transactional_id_authorization_failed)
+    elif denied := {(t, p) for t, p in wanted if not ctx.authorized(Operation.WRITE, ResourceType.TOPIC, t)}:
+        errors = {tp: E.topic_authorization_failed if tp in denied else E.operation_not_attempted for tp in wanted}
+    elif unknown:
         # Kafka adds nothing when any partition is unknown; the others were not attempted
         errors = {tp: E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted for tp in wanted}
     else:
@@ -129,6 +139,10 @@ async def add_partitions_to_txn(m: Managers, ctx: RequestContext, req: Any) -> A
 async def add_offsets_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(m)
     groups = m.groups
+    if not _txn_id(ctx, req.transactional_id):
+        return ctx.build(throttle_time=0, error_code=E.transactional_id_authorization_failed)
+    if not ctx.authorized(Operation.READ, ResourceType.GROUP, req.group_id):
+        return ctx.build(throttle_time=0, error_code=E.group_authorization_failed)
     if coordinator is None or groups is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
     partition = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
@@ -139,6 +153,8 @@ async def add_offsets_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
 @api(26, 0, 3)
 async def end_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(m)
+    if not _txn_id(ctx, req.transactional_id):
+        return ctx.build(throttle_time=0, error_code=E.transactional_id_authorization_failed)
     if coordinator is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
     error = await coordinator.end_transaction(req.transactional_id, req.producer_id, req.producer_epoch,
@@ -151,9 +167,13 @@ async def write_txn_markers(m: Managers, ctx: RequestContext, req: Any) -> Any:
     """From another broker's transaction coordinator: write the markers on the partitions this broker leads."""
     service = m.transactions
     results = []
+    # only brokers write markers (Kafka: ClusterAction on the cluster), never a client
+    may = ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for marker in req.markers:
         wanted = {(t.name, p) for t in marker.topics for p in t.partition_indexes}
-        if service is None:
+        if not may:
+            errors = dict.fromkeys(wanted, int(E.cluster_authorization_failed))
+        elif service is None:
             errors = dict.fromkeys(wanted, int(E.coordinator_not_available))
         else:
             errors = await append_markers(m.replicas, marker.producer_id, marker.producer_epoch,
@@ -180,7 +200,11 @@ async def txn_offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
         )
         for t in req.topics for p in t.partitions
     }
-    if groups is None:
+    if not _txn_id(ctx, req.transactional_id):
+        errors = dict.fromkeys(offsets, int(E.transactional_id_authorization_failed))
+    elif not ctx.authorized(Operation.READ, ResourceType.GROUP, req.group_id):
+        errors = dict.fromkeys(offsets, int(E.group_authorization_failed))
+    elif groups is None:
         errors = dict.fromkeys(offsets, int(E.coordinator_not_available))
     else:
         errors = await groups.commit_txn_offsets(

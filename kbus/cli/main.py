@@ -18,6 +18,7 @@ import kbus.cli.dump_log
 import kbus.cli.leader_election
 import kbus.cli.log_dirs
 import kbus.cli.offsets
+import kbus.cli.reassign
 import kbus.cli.server
 import kbus.cli.service
 import kbus.cli.spark

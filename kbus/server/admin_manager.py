@@ -17,6 +17,7 @@ from kbus.common.broker_config import (
 from kbus.common.errors import InvalidReplicationFactorError, InvalidRequestError, TopicExistsError
 from kbus.common.topic_config import LogConfig
 from kbus.server.metadata.types import MetadataStore, TopicMetadata
+from kbus.zk.reassignment import PartitionAssignment
 
 log = logging.getLogger("kbus.server.apis")
 
@@ -117,6 +118,16 @@ class AdminManager:
                 f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {exc}"
             ) from None
         await asyncio.to_thread(self._metadata.alter_broker_configs, entity, changes)
+
+    async def alter_reassignments(
+        self, requests: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], str | None]:
+        return await asyncio.to_thread(self._metadata.alter_reassignments, requests)
+
+    async def list_reassignments(
+        self, partitions: set[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], PartitionAssignment]:
+        return await asyncio.to_thread(self._metadata.list_reassignments, partitions)
 
     async def elect_leaders(
         self, kind: str, partitions: set[tuple[str, int]] | None

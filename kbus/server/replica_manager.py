@@ -188,8 +188,10 @@ class ReplicaManager:
                     self._reconcile_partition(topic, index, state, config)
                 except Exception:
                     log.exception("Could not apply metadata to partition %s-%d", topic.name, index)
+        # a deleted topic's replicas, and replicas a reassignment moved off this broker (Kafka's StopReplica with
+        # deletePartition=true): their logs go
         for key in [k for k in self.partitions if k not in wanted]:
-            self._drop_partition(key, delete_log=key[0] not in topics)
+            self._drop_partition(key, delete_log=True)
 
     def _reconcile_partition(self, topic: TopicMetadata, index: int, state: PartitionState, config: LogConfig) -> None:
         key = (topic.name, index)

@@ -446,6 +446,32 @@ class KafkaZkClient:
         except NodeExistsError:
             raise KafkaError("Preferred replica leader election currently in progress for another request") from None
 
+    def get_reassignment_request(self, watch: Watch = None) -> tuple[dict[tuple[str, int], list[int]], int] | None:
+        """/admin/reassign_partitions and its version; None when there is none."""
+        if self.zk.exists(paths.REASSIGN_PARTITIONS, watch=watch) is None:
+            return None
+        try:
+            data, stat = self.zk.get(paths.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return None
+        return codec.decode_reassignment(data), stat.version
+
+    def request_reassignment(self, targets: Mapping[tuple[str, int], list[int]]) -> None:
+        """What kafka-reassign-partitions.sh --zookeeper (Kafka 2.x) writes; refused while one is pending."""
+        self.zk.create(paths.REASSIGN_PARTITIONS, codec.encode_reassignment(targets), makepath=True)
+
+    def finish_reassignment_request(self, done: set[tuple[str, int]], version: int) -> None:
+        """Remove completed partitions from /admin/reassign_partitions (the znode goes when none is left)."""
+        found = self.get_reassignment_request()
+        if found is None or found[1] != version:
+            return
+        left = {tp: r for tp, r in found[0].items() if tp not in done}
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            if left:
+                self.zk.set(paths.REASSIGN_PARTITIONS, codec.encode_reassignment(left), version=version)
+            else:
+                self.zk.delete(paths.REASSIGN_PARTITIONS, version=version)
+
     def delete_preferred_replica_election(self) -> None:
         with contextlib.suppress(NoNodeError):
             self.zk.delete(paths.PREFERRED_REPLICA_ELECTION)

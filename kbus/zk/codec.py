@@ -239,3 +239,14 @@ def encode_partition_list(partitions: Sequence[tuple[str, int]]) -> bytes:
 def decode_partition_list(data: bytes | None) -> list[tuple[str, int]]:
     body = _load(data) or {}
     return [(str(e["topic"]), int(e["partition"])) for e in body.get("partitions", [])]
+
+
+def encode_reassignment(targets: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+    """/admin/reassign_partitions (kafka-reassign-partitions.sh --zookeeper, Kafka 2.x)."""
+    return _dump({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(targets.items())]})
+
+
+def decode_reassignment(data: bytes | None) -> dict[tuple[str, int], list[int]]:
+    body = _load(data) or {}
+    return {(str(e["topic"]), int(e["partition"])): [int(b) for b in e["replicas"]] for e in body.get("partitions", [])}

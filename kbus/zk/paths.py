@@ -16,6 +16,7 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
@@ -85,6 +86,8 @@ def parse(path: str) -> tuple[str, ...]:
         return ("controller",)
     if path == DELETE_TOPICS:
         return ("delete_topics",)
+    if path == REASSIGN_PARTITIONS:
+        return ("reassign",)
     if path == PREFERRED_REPLICA_ELECTION:
         return ("preferred_election",)
     parts = path.strip("/").split("/")

@@ -18,6 +18,7 @@ from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogDirUsage
 from kbus.server.metadata.types import TopicMetadata
 from kbus.server.partition import Partition
+from kbus.zk.reassignment import PartitionAssignment
 
 if TYPE_CHECKING:
     from kbus.server.coordinator.coordinator import GroupCoordinator
@@ -87,6 +88,12 @@ class TopicAdmin(Protocol):
     def static_config(self) -> KafkaConfig: ...
     def dynamic_broker_configs(self) -> dict[str, dict[str, str]]: ...
     async def alter_broker_configs(self, entity: str, changes: dict[str, str | None]) -> None: ...
+    async def alter_reassignments(
+        self, requests: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], str | None]: ...
+    async def list_reassignments(
+        self, partitions: set[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], PartitionAssignment]: ...
     async def elect_leaders(
         self, kind: str, partitions: set[tuple[str, int]] | None
     ) -> dict[tuple[str, int], str | None]: ...

@@ -23,6 +23,7 @@ from kbus.common.errors import (
 )
 from kbus.common.topics import validate_topic_name
 from kbus.server.metadata.types import PartitionState, TopicMetadata
+from kbus.zk.reassignment import PartitionAssignment
 
 METADATA_FILE = "__kbus_metadata.json"
 PRODUCER_ID_BLOCK = 1000
@@ -199,6 +200,25 @@ class LocalMetadataStore:
             self._broker_configs[entity] = merged
             self._save()
         self._notify()
+
+    def alter_reassignments(
+        self, requests: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], str | None]:
+        """One broker: a partition can only ever be on it."""
+        topics = self.topics()
+        me = self._broker.broker_id
+        out: dict[tuple[str, int], str | None] = {}
+        for (name, p), target in requests.items():
+            if name not in topics or p not in topics[name].partitions:
+                out[(name, p)] = "UNKNOWN_TOPIC_OR_PARTITION"
+            elif target is None:
+                out[(name, p)] = "NO_REASSIGNMENT_IN_PROGRESS"
+            else:
+                out[(name, p)] = None if list(target) == [me] else "INVALID_REPLICA_ASSIGNMENT"
+        return out
+
+    def list_reassignments(self, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], PartitionAssignment]:
+        return {}
 
     def elect_leaders(self, kind: str, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], str | None]:
         """One broker, one replica per partition: its leader is always the preferred one and always alive."""

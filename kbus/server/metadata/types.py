@@ -9,6 +9,7 @@ from typing import Protocol
 
 from kbus.common.acl import AclBinding
 from kbus.common.cluster import BrokerInfo
+from kbus.zk.reassignment import PartitionAssignment
 
 
 @dataclass
@@ -92,6 +93,17 @@ class MetadataStore(Protocol):
         ...
 
     # ---- operator requests answered by the controller
+    def alter_reassignments(
+        self, requests: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], str | None]:
+        """Start (target replicas) or cancel (None) partition reassignments; per partition None or the Kafka
+        error name. Raises NotControllerError on a broker that is not the controller."""
+        ...
+
+    def list_reassignments(self, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], PartitionAssignment]:
+        """Reassignments under way (None: all)."""
+        ...
+
     def elect_leaders(self, kind: str, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], str | None]:
         """ElectLeaders ("preferred" or "unclean"; None: every partition): per partition None when a leader was
         elected, else the Kafka error name. Raises NotControllerError on a broker that is not the controller."""

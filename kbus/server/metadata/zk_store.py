@@ -25,6 +25,7 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.errors import NotControllerError, UnknownTopicError
 from kbus.server.metadata.controller import ClusterSnapshot, Controller, ControllerSettings, elect_controller
+from kbus.server.metadata.reassigner import Reassigner
 from kbus.server.metadata.types import PartitionState, TopicMetadata
 from kbus.zk import acls as zk_acls
 from kbus.zk import paths
@@ -35,6 +36,7 @@ from kbus.zk.client import (
     TopicMarkedForDeletionError,
 )
 from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
+from kbus.zk.reassignment import PartitionAssignment
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,7 @@ Event = tuple[str | int, ...]  # (kind, topic[, partition])
 _RESYNC: Event = ("resync",)
 _STOP: Event = ("stop",)
 _REBALANCE: Event = ("rebalance",)
+_RECHECK: Event = ("recheck",)  # nothing to read: just let the controller act again
 # how long admin calls wait for the controller to act on what they wrote (Kafka's CreateTopics timeout role)
 ADMIN_WAIT_S = 5.0
 
@@ -132,6 +135,7 @@ class ZkMetadataStore:
                 delete_topic_enable, unclean_leader_election_enable, leader_imbalance_per_broker_percentage
             ),
         )
+        self._reassigner = Reassigner(broker_id, self._client, self)
         self._pid_lock = threading.Lock()
         self._next_producer_id = 0
         self._producer_id_end = -1
@@ -340,6 +344,24 @@ class ZkMetadataStore:
             self._events.put(("broker_config", entity))
             self._wait(lambda: self._broker_configs.get(entity, {}) == merged, ADMIN_WAIT_S)
 
+    def alter_reassignments(
+        self, requests: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], str | None]:
+        self._controller_only()
+        results = self._reassigner.alter(requests)
+        self._events.put(_RECHECK)  # a target already in sync completes at once
+        self._notify()
+        return results
+
+    def list_reassignments(self, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], PartitionAssignment]:
+        self._controller_only()
+        return self._reassigner.in_progress(partitions)
+
+    def _controller_only(self) -> None:
+        with self._cond:
+            if self._controller_epoch is None:
+                raise NotControllerError(f"broker {self.broker_id} is not the controller")
+
     def elect_leaders(self, kind: str, partitions: set[tuple[str, int]] | None) -> dict[tuple[str, int], str | None]:
         with self._cond:
             epoch = self._controller_epoch
@@ -431,6 +453,9 @@ class ZkMetadataStore:
                     changed |= self._controller.elect_preferred_leaders(epoch, only_imbalanced=True)
                 if ("preferred_election",) in events or _RESYNC in events or not was_controller:
                     changed |= self._controller.run_preferred_replica_election(epoch, self._on_watch)
+                moved, done = self._reassigner.advance(epoch)
+                changed |= moved
+                changed |= self._reassigner.follow_request_znode(self._on_watch, done)
             except ControllerMovedError:
                 log.info("Broker %d is no longer the controller", self.broker_id)
                 with self._cond:

@@ -1,0 +1,245 @@
+"""`kbus reassign-partitions`: kafka-reassign-partitions.sh — generate a plan, execute it, verify it, cancel it,
+list what is under way. --throttle writes Kafka's throttle configs (the brokers' leader/follower
+.replication.throttled.rate and the topics' *.replication.throttled.replicas) and --verify clears them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kbus.admin.broker_configs import alter_broker_configs
+from kbus.admin.errors import AdminError
+from kbus.admin.kafka import KafkaAdmin
+from kbus.admin.reassign import alter_reassignments, current_assignment, list_reassignments
+from kbus.admin.wire import WireAdmin
+from kbus.cli.app import app
+from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail
+from kbus.zk.assignment import assign_replicas_to_brokers
+
+TopicPartition = tuple[str, int]
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+def _read_json(path: str, option: str) -> object:
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UsageError(f"Cannot read {option} {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"Invalid JSON in {option} {path}: {exc}") from None
+
+
+def parse_reassignment(doc: object) -> dict[TopicPartition, list[int]]:
+    """{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..],"log_dirs":[..]}]}"""
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
+        raise UsageError('The reassignment JSON needs a "partitions" list')
+    out: dict[TopicPartition, list[int]] = {}
+    for e in doc["partitions"]:
+        try:
+            tp = (str(e["topic"]), int(e["partition"]))
+            replicas = [int(b) for b in e["replicas"]]
+        except (KeyError, TypeError, ValueError):
+            raise UsageError(f"Invalid partition entry in the reassignment JSON: {e!r}") from None
+        if tp in out:
+            raise UsageError(f"Cannot reassign partition {tp[0]}-{tp[1]} more than once in one request")
+        if len(set(replicas)) != len(replicas):
+            raise UsageError(f"Partition replica lists may not contain duplicate entries: {tp[0]}-{tp[1]}")
+        log_dirs = e.get("log_dirs")
+        if log_dirs is not None and any(d != "any" for d in log_dirs):
+            raise UsageError("kbus reassigns replicas between brokers only: log_dirs must be \"any\"")
+        out[tp] = replicas
+    if not out:
+        raise UsageError("Partition reassignment list cannot be empty")
+    return out
+
+
+def format_assignment(assignment: dict[TopicPartition, list[int]]) -> str:
+    """Kafka's reassignment JSON (what --execute reads back)."""
+    parts = [{"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+             for (t, p), r in sorted(assignment.items())]  # fmt: skip
+    return json.dumps({"version": 1, "partitions": parts}, separators=(",", ":"))
+
+
+def _names(tps: list[TopicPartition]) -> str:
+    return ",".join(f"{t}-{p}" for t, p in sorted(tps))
+
+
+def _generate(admin: WireAdmin, topics_file: str, broker_list: str | None) -> None:
+    doc = _read_json(topics_file, "--topics-to-move-json-file")
+    if not isinstance(doc, dict) or not isinstance(doc.get("topics"), list):
+        raise UsageError('The topics-to-move JSON needs a "topics" list like {"topics":[{"topic":"foo"}],"version":1}')
+    topics = [str(t["topic"]) for t in doc["topics"]]
+    if not broker_list:
+        raise UsageError("--broker-list is required with --generate")
+    try:
+        brokers = sorted({int(b) for b in broker_list.split(",") if b.strip()})
+    except ValueError:
+        raise UsageError(f"Invalid --broker-list '{broker_list}': expected broker ids like 1,2,3") from None
+    current = current_assignment(admin, topics)
+    proposed: dict[TopicPartition, list[int]] = {}
+    for topic in topics:
+        parts = sorted(p for t, p in current if t == topic)
+        rf = len(current[(topic, parts[0])])
+        try:
+            for p, replicas in assign_replicas_to_brokers(brokers, len(parts), rf).items():
+                proposed[(topic, p)] = replicas
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    print("Current partition replica assignment")
+    print(format_assignment(current))
+    print()
+    print("Proposed partition reassignment configuration")
+    print(format_assignment(proposed))
+
+
+def _set_throttles(bootstrap: str, admin: WireAdmin, targets: dict[TopicPartition, list[int]],
+                   current: dict[TopicPartition, list[int]], rate: int) -> None:  # fmt: skip
+    brokers = sorted({b for r in (*targets.values(), *current.values()) for b in r})
+    for b in brokers:
+        alter_broker_configs(admin, str(b), dict.fromkeys(THROTTLE_RATES, str(rate)), [])
+    kadmin = KafkaAdmin(bootstrap, {})
+    try:
+        for topic in sorted({t for t, _ in targets}):
+            leaders = [f"{p}:{b}" for (t, p), r in sorted(current.items()) if t == topic for b in r]
+            followers = [f"{p}:{b}" for (t, p), r in sorted(targets.items()) if t == topic
+                         for b in r if b not in current[(t, p)]]  # fmt: skip
+            kadmin.alter_configs("topic", topic, {THROTTLED_REPLICAS[0]: ",".join(leaders),
+                                                  THROTTLED_REPLICAS[1]: ",".join(followers)}, [])  # fmt: skip
+    finally:
+        kadmin.close()
+
+
+def _clear_throttles(bootstrap: str, admin: WireAdmin, topics: set[str], brokers: list[int]) -> None:
+    for b in brokers:
+        alter_broker_configs(admin, str(b), {}, list(THROTTLE_RATES))
+    print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    kadmin = KafkaAdmin(bootstrap, {})
+    try:
+        for topic in sorted(topics):
+            kadmin.alter_configs("topic", topic, {}, list(THROTTLED_REPLICAS))
+            print(f"Clearing topic-level throttles on topic {topic}")
+    finally:
+        kadmin.close()
+
+
+@app.command("reassign-partitions", cls=KafkaStyleCommand)
+def reassign_partitions(
+    bootstrap_server: Annotated[str | None, typer.Option("--bootstrap-server", help="host:port,... REQUIRED")] = None,
+    generate: Annotated[bool, typer.Option("--generate", help="Propose an assignment for --broker-list")] = False,
+    execute: Annotated[bool, typer.Option("--execute", help="Start the reassignment in the JSON file")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Check progress; clears throttles when done")] = False,
+    cancel: Annotated[bool, typer.Option("--cancel", help="Cancel the reassignments in the JSON file")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the reassignments under way")] = False,
+    topics_to_move_json_file: Annotated[
+        str | None, typer.Option("--topics-to-move-json-file", help='{"topics":[{"topic":"foo"}],"version":1}')
+    ] = None,
+    reassignment_json_file: Annotated[
+        str | None, typer.Option("--reassignment-json-file", help="The plan (from --generate, or your own)")
+    ] = None,
+    broker_list: Annotated[str | None, typer.Option("--broker-list", help='Brokers to move to, "1,2,3"')] = None,
+    throttle: Annotated[int, typer.Option("--throttle", help="Inter-broker replication limit, B/s")] = -1,
+    preserve_throttles: Annotated[
+        bool, typer.Option("--preserve-throttles", help="--verify / --cancel: leave the throttles")
+    ] = False,
+    command_config: Annotated[
+        str | None, typer.Option("--command-config", help="Admin client .properties (unused)")
+    ] = None,
+) -> None:
+    """Move partitions between brokers (kafka-reassign-partitions.sh)."""
+    try:
+        if not bootstrap_server:
+            raise UsageError('Missing required argument "[bootstrap-server]"')
+        if sum((generate, execute, verify, cancel, list_)) != 1:
+            raise UsageError("Command must include exactly one action: --generate, --execute, --verify, --cancel, "
+                             "or --list")  # fmt: skip
+        if command_config:
+            raise UsageError("--command-config is not supported by kbus reassign-partitions (plaintext only)")
+        if generate and not topics_to_move_json_file:
+            raise UsageError("Missing required argument \"[topics-to-move-json-file]\"")
+        if (execute or verify or cancel) and not reassignment_json_file:
+            raise UsageError("Missing required argument \"[reassignment-json-file]\"")
+        check_reachable(bootstrap_server)
+        admin = WireAdmin(bootstrap_server)
+        if generate:
+            assert topics_to_move_json_file is not None
+            _generate(admin, topics_to_move_json_file, broker_list)
+            return
+        if list_:
+            ongoing = list_reassignments(admin)
+            if not ongoing:
+                print("No partition reassignments found.")
+                return
+            print("Current partition reassignments:")
+            for (t, p), o in sorted(ongoing.items()):
+                print(f"{t}-{p}: replicas: {','.join(map(str, o.replicas))}. adding: {','.join(map(str, o.adding))}. "
+                      f"removing: {','.join(map(str, o.removing))}.")  # fmt: skip
+            return
+        assert reassignment_json_file is not None
+        targets = parse_reassignment(_read_json(reassignment_json_file, "--reassignment-json-file"))
+        topics = sorted({t for t, _ in targets})
+        current = current_assignment(admin, topics)
+        missing = sorted(tp for tp in targets if tp not in current)
+        if missing:
+            raise AdminError(f"Topic partitions not found: {_names(missing)}", "UNKNOWN_TOPIC_OR_PARTITION")
+        if execute:
+            ongoing = list_reassignments(admin)
+            if any(tp in ongoing for tp in targets):
+                raise AdminError("Cannot execute because there is an existing partition assignment. Use --additional "
+                                 "to override this and create a new partition assignment in addition to the existing "
+                                 "one. The --additional flag can also be used to change the throttle by resubmitting "
+                                 "the current reassignment.", "INVALID_REQUEST")  # fmt: skip
+            print("Current partition replica assignment")
+            print()
+            print(format_assignment({tp: current[tp] for tp in targets}))
+            print()
+            print("Save this to use as the --reassignment-json-file option during rollback")
+            if throttle >= 0:
+                _set_throttles(bootstrap_server, admin, targets, current, throttle)
+                print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+                      "throttle is removed.")  # fmt: skip
+                print(f"The inter-broker throttle limit was set to {throttle} B/s")
+            results = alter_reassignments(admin, dict(targets))
+            failed = {tp: r for tp, r in results.items() if r is not None}
+            if failed:
+                lines = [f"{t}-{p}: {name}" for (t, p), (name, _) in sorted(failed.items())]
+                raise AdminError("Error reassigning partition(s):\n" + "\n".join(lines), "INVALID_REQUEST")
+            plural = "s" if len(targets) > 1 else ""
+            print(f"Successfully started partition reassignment{plural} for {_names(list(targets))}")
+            return
+        if cancel:
+            results = alter_reassignments(admin, dict.fromkeys(targets))
+            cancelled = [tp for tp, r in results.items() if r is None]
+            if cancelled:
+                plural = "s" if len(cancelled) > 1 else ""
+                print(f"Successfully cancelled partition reassignment{plural} for: {_names(cancelled)}")
+            else:
+                print("None of the specified partition reassignments are active.")
+            if not preserve_throttles:
+                brokers = sorted({b for r in (*targets.values(), *current.values()) for b in r})
+                _clear_throttles(bootstrap_server, admin, set(topics), brokers)
+            return
+        # --verify
+        ongoing = list_reassignments(admin)
+        print("Status of partition reassignment:")
+        done = True
+        for tp, target in sorted(targets.items()):
+            if tp in ongoing:
+                done = False
+                print(f"Reassignment of partition {tp[0]}-{tp[1]} is still in progress.")
+            elif current[tp] == target:
+                print(f"Reassignment of partition {tp[0]}-{tp[1]} is completed.")
+            else:
+                print(f"There is no active reassignment of partition {tp[0]}-{tp[1]}, but replica set is "
+                      f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, target))}.")  # fmt: skip
+        if done and not preserve_throttles:
+            print()
+            brokers = sorted({b for r in (*targets.values(), *current.values()) for b in r})
+            _clear_throttles(bootstrap_server, admin, set(topics), brokers)
+    except UsageError as exc:
+        fail(str(exc))
+    except (AdminError, ConnectionError) as exc:
+        fail(f"Error: {exc}")

@@ -420,3 +420,45 @@ def test_mtls_required_refuses_a_client_without_a_certificate(tmp_path_factory, 
             assert struct.unpack(">ii", s.recv(8))[1] == 1
     finally:
         b.stop()
+
+
+def test_sessions_reauthenticate_before_connections_max_reauth_ms(tmp_path_factory, certs: Certs):
+    """KIP-368: SaslAuthenticate tells the client its session lifetime; librdkafka logs in again on the same
+    connection before it ends, so a producer running past several lifetimes sees no error."""
+    port = free_port()
+    jaas = PLAIN_JAAS
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("reauth"),
+        {
+            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.jaas.config": jaas,
+            "connections.max.reauth.ms": "2000",
+        },
+        port=port,
+    ).start()
+    try:
+        errors: list[KafkaError] = []
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+            "error_cb": errors.append,
+        }
+        p = Producer(conf)
+        topic = f"reauth-{uuid.uuid4().hex[:8]}"
+        delivered: list[bool] = []
+        deadline = time.monotonic() + 7  # three and a half session lifetimes
+        while time.monotonic() < deadline:
+            p.produce(topic, b"x", on_delivery=lambda err, _m: delivered.append(err is None))
+            p.poll(0.05)
+        assert p.flush(20) == 0
+        assert delivered and all(delivered), f"{delivered.count(False)} failed deliveries"
+        assert not errors, errors
+        assert "before authentication or after the session expired" not in b.log_text()
+    finally:
+        b.stop()

@@ -75,12 +75,18 @@ def broker_health(
         str, typer.Option("--bootstrap-server", help="The broker to check, host:port")
     ] = "localhost:9092",
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the broker's metadata")] = 10.0,
+    command_config: Annotated[
+        str | None, typer.Option("--command-config", help="Client .properties for a TLS/SASL listener")
+    ] = None,
 ) -> None:
     """Exit 0 when the broker answers and every partition it hosts is in sync; otherwise print one line, exit 1."""
+    from kbus.cli.client_config import translate
+    from kbus.cli.common import load_properties
     from kbus.ops.health import BrokerUnreachable, check_over_wire
 
     try:
-        report = check_over_wire(bootstrap_server, timeout)
+        conf = translate(load_properties(command_config)) if command_config else None
+        report = check_over_wire(bootstrap_server, timeout, conf)
     except UsageError as exc:
         fail(f"ERROR {exc}")
     except BrokerUnreachable as exc:

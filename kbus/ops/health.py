@@ -97,7 +97,7 @@ class BrokerUnreachable(Exception):
     """No answer from the broker; the message says why in one line."""
 
 
-def check_over_wire(bootstrap: str, timeout: float = 10.0) -> HealthReport:
+def check_over_wire(bootstrap: str, timeout: float = 10.0, client_config: dict[str, Any] | None = None) -> HealthReport:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -107,7 +107,10 @@ def check_over_wire(bootstrap: str, timeout: float = 10.0) -> HealthReport:
         check_reachable(bootstrap)
     except ConnectionError as exc:
         raise BrokerUnreachable(str(exc)) from None
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, "logger": _quiet_logger()})
+    # client_config: a secured listener's settings (security.protocol, sasl.*, ssl.*), from --command-config
+    admin = AdminClient(
+        {**(client_config or {}), "bootstrap.servers": bootstrap, "log_level": 0, "logger": _quiet_logger()}
+    )
     try:
         md = admin.list_topics(timeout=timeout)
     except KafkaException as exc:

@@ -270,3 +270,29 @@ def test_clients_cannot_write_transaction_markers(acl_broker: AclBroker):
             await conn.close()
 
     assert asyncio.run(forge()) == [31]  # CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_broker_health_against_a_sasl_listener(acl_broker: AclBroker):
+    ok = subprocess.run(
+        [
+            KBUS,
+            "broker-health",
+            "--bootstrap-server",
+            acl_broker.bootstrap,
+            "--command-config",
+            str(acl_broker.admin_config),
+            "--timeout",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0 and ok.stdout.startswith("OK "), ok.stderr
+    refused = subprocess.run(
+        [KBUS, "broker-health", "--bootstrap-server", acl_broker.bootstrap, "--timeout", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1

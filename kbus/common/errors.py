@@ -16,6 +16,7 @@ __all__ = [
     "InvalidTopicError",
     "KafkaError",
     "NotControllerError",
+    "PolicyViolationError",
     "TopicExistsError",
     "UnknownTopicError",
     "UsageError",
@@ -55,6 +56,10 @@ class InvalidConfigError(KafkaError):
 
 class InvalidRequestError(KafkaError):
     error_code = ErrorCode.invalid_request
+
+
+class PolicyViolationError(KafkaError):
+    error_code = ErrorCode.policy_violation
 
 
 class NotControllerError(KafkaError):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import re
 
-from kbus.common.errors import InvalidTopicError
+from kbus.common.errors import InvalidTopicError, PolicyViolationError
 
 MAX_NAME_LENGTH = 249
+# Kafka's controller (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH): one CreateTopics or CreatePartitions
+# request may not add more partitions than this; without it one request for 2^31-1 partitions wedges the broker
+MAX_PARTITIONS_PER_REQUEST = 10_000
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
@@ -48,3 +51,9 @@ def has_collision_chars(name: str) -> bool:
 def collision_key(name: str) -> str:
     """Names with equal keys collide (they differ only in '.' vs '_'); Kafka refuses the second one."""
     return name.replace(".", "_")
+
+
+def check_partitions_per_request(total: int) -> None:
+    """PolicyViolationError (every topic of the request fails) past Kafka's per-request partition limit."""
+    if total > MAX_PARTITIONS_PER_REQUEST:
+        raise PolicyViolationError("Excessively large number of partitions per request.")

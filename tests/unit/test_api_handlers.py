@@ -438,6 +438,19 @@ def test_delete_topics_and_create_partitions() -> None:
     assert r.responses[0].error_code == E.topic_deletion_disabled and admin.calls == []
 
 
+def test_more_than_10000_partitions_per_request_is_a_policy_violation() -> None:
+    """Kafka's controller caps one request at 10,000 new partitions; 2^31-1 of them used to wedge the broker."""
+    m, _, _, admin = managers()
+    r = call(m, 19, 7, topics=(creatable(7, "a", 6000), creatable(7, "b", 6000)), timeout=1000, validate_only=False)
+    assert [(t.error_code, t.error_message) for t in r.topics] == [
+        (E.policy_violation, "Excessively large number of partitions per request.")
+    ] * 2
+    r = call(m, 37, 3, topics=(part(37, 3, "CreatePartitionsTopic", name="t", count=2**31 - 1, assignments=None),),
+             timeout=1000, validate_only=False)
+    assert [x.error_code for x in r.results] == [E.policy_violation]
+    assert admin.calls == []
+
+
 def test_describe_and_alter_topic_configs() -> None:
     m, _, cluster, admin = managers()
     cluster.add("c", 1, ME, {"retention.ms": "1000"})

@@ -26,7 +26,7 @@ from kbus.common.errors import (
     UnknownTopicError,
 )
 from kbus.common.topic_config import LogConfig, format_value, validate_topic_configs
-from kbus.common.topics import validate_topic_name
+from kbus.common.topics import check_partitions_per_request, validate_topic_name
 from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
@@ -94,10 +94,22 @@ def _check_create(m: Managers, topic: Any) -> tuple[int, int, dict[int, list[int
     return partitions, rf, assignment, {k: v for k, v in configs.items() if v is not None}
 
 
+def _requested_partitions(m: Managers, topic: Any) -> int:
+    """What Kafka's controller counts against MAX_PARTITIONS_PER_REQUEST for one CreatableTopic."""
+    if topic.assignments:
+        return len(topic.assignments)
+    return m.config.num_partitions if topic.num_partitions == -1 else max(topic.num_partitions, 0)
+
+
 @api(19, 2, 7)
 async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
     results = []
     seen: set[str] = set()
+    try:
+        check_partitions_per_request(sum(_requested_partitions(m, t) for t in request.topics))
+        too_many = None
+    except KafkaError as exc:
+        too_many = exc
     for topic in request.topics:
         fields: dict[str, Any] = {
             "name": topic.name,
@@ -108,6 +120,8 @@ async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
             "configs": (),  # an error result keeps Kafka's default, an empty list (not null)
         }
         try:
+            if too_many is not None:
+                raise too_many
             if topic.name in seen:
                 raise InvalidRequestError(f"Create topics request from client contains duplicate topic {topic.name}")
             seen.add(topic.name)
@@ -182,9 +196,17 @@ async def delete_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
 @api(37, 0, 3)
 async def create_partitions(m: Managers, ctx: RequestContext, request: Any) -> Any:
     results = []
+    try:
+        existing = {t.name: len(topic.partitions) for t in request.topics if (topic := m.cluster.topic(t.name))}
+        check_partitions_per_request(sum(max(t.count - existing.get(t.name, 0), 0) for t in request.topics))
+        too_many = None
+    except KafkaError as exc:
+        too_many = exc
     for t in request.topics:
         fields: dict[str, Any] = {"name": t.name, "error_message": None}
         try:
+            if too_many is not None:
+                raise too_many
             if not ctx.authorized(Operation.ALTER, ResourceType.TOPIC, t.name):
                 fields["error_code"] = ErrorCode.topic_authorization_failed
                 results.append(ctx.nested("CreatePartitionsTopicResult", **fields))

@@ -69,7 +69,21 @@ def produce(args: argparse.Namespace, topic: str) -> dict[str, float]:
             "broker_cpu_us_per_msg": round(cpu / sent * 1e6, 3)}
 
 
+def fetch_requests(args: argparse.Namespace) -> float | None:
+    """kbus's count of Fetch requests served, from its /metrics endpoint (None without --metrics-port)."""
+    if not args.metrics_port:
+        return None
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{args.metrics_port}/metrics", timeout=10) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith('kbus_requests_total{api="Fetch"}'):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def consume(args: argparse.Namespace, topic: str) -> dict[str, float]:
+    fetches0 = fetch_requests(args)
     cpu0 = broker_cpu(args.broker_pid)
     out = tool(args.libs, "org.apache.kafka.tools.ConsumerPerformance",
                ["--bootstrap-server", args.bootstrap, "--topic", topic, "--messages", str(args.num_records),
@@ -82,9 +96,15 @@ def consume(args: argparse.Namespace, topic: str) -> dict[str, float]:
     n = float(f[4])
     if n < args.num_records:
         raise RuntimeError(f"ConsumerPerformance read {n:.0f} of {args.num_records}")
-    return {"records": n, "msgs_per_s": float(f[5]), "mb_per_s": float(f[3]) * 1.048576,
-            "rebalance_ms": float(f[6]), "fetch_ms": float(f[7]), "fetch_msgs_per_s": float(f[9]),
-            "broker_cpu_s": round(cpu, 2), "broker_cpu_us_per_msg": round(cpu / n * 1e6, 3)}
+    result = {"records": n, "msgs_per_s": float(f[5]), "mb_per_s": float(f[3]) * 1.048576,
+              "rebalance_ms": float(f[6]), "fetch_ms": float(f[7]), "fetch_msgs_per_s": float(f[9]),
+              "broker_cpu_s": round(cpu, 2), "broker_cpu_us_per_msg": round(cpu / n * 1e6, 3)}
+    fetches1 = fetch_requests(args)
+    if fetches0 is not None and fetches1 is not None and fetches1 > fetches0:
+        # Fetch requests of every client in the window (the consumer's and nobody else's in these runs)
+        result["fetch_requests"] = fetches1 - fetches0
+        result["broker_cpu_us_per_fetch"] = round(cpu / (fetches1 - fetches0) * 1e6, 1)
+    return result
 
 
 def live(args: argparse.Namespace, topic: str) -> dict[str, float]:
@@ -119,6 +139,7 @@ def main() -> int:
     ap.add_argument("--producer-props", nargs="*", default=[], metavar="K=V")
     ap.add_argument("--live-rate", type=int, default=0,
                     help="consume while producing at this many msg/s (broker CPU covers both); 0: produce first")
+    ap.add_argument("--metrics-port", type=int, default=0, help="kbus's metrics.port: also count Fetch requests")
     ap.add_argument("--label", default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=float, default=300)

@@ -14,15 +14,18 @@ work=$(mktemp -d "${BENCH_DIR:-$PWD/.cache/bench}/perf.XXXXXX")
 trap bench_cleanup EXIT; trap "exit 130" INT TERM
 libs=$(kafka_libs)
 zkport=$(free_port); start_zk "$zkport"
-declare -A port pid
+declare -A port pid mport
 for who in $SYSTEMS; do
-  port[$who]=$(free_port)
+  port[$who]=$(free_port); mport[$who]=0
+  case $who in kbus*) mport[$who]=$(free_port) ;; esac  # kbus's /metrics: Fetch requests served
   case $who in
     kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
-    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
+    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus" --override metrics.port="${mport[$who]}"
+      pid[$who]=$kbus_pid ;;
     # kbus without incremental fetch sessions (for measuring KIP-227)
     kbus-nosession) start_kbus kbus-nosession "${port[$who]}" "127.0.0.1:$zkport/kbus-nosession" \
-      --override max.incremental.fetch.session.cache.slots=0; pid[$who]=$kbus_pid ;;
+      --override max.incremental.fetch.session.cache.slots=0 --override metrics.port="${mport[$who]}"
+      pid[$who]=$kbus_pid ;;
     tansu) start_tansu "${port[$who]}"; pid[$who]=$tansu_pid ;;
   esac
 done
@@ -35,7 +38,7 @@ for r in $(seq "$rounds"); do
   for who in $SYSTEMS; do
     echo "== round $r: $who (Kafka's perf tools) $*" >&2
     $PY bench/perftest.py -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --libs "$libs" \
-      --label "$who${TAG:-}" --out "$OUT" "$@" >/dev/null || echo "   ($who run failed: see $OUT)" >&2
+      --metrics-port "${mport[$who]}" --label "$who${TAG:-}" --out "$OUT" "$@" >/dev/null || echo "   ($who run failed: see $OUT)" >&2
   done
 done
 $PY bench/summarize_perftest.py "$OUT"

@@ -20,6 +20,8 @@ METRICS = [
     ("first group assignment ms (rebalance.time.ms)", "consume", "rebalance_ms", "{:.0f}"),
     ("broker CPU µs/msg produced", "produce", "broker_cpu_us_per_msg", "{:.2f}"),
     ("broker CPU µs/msg consumed", "consume", "broker_cpu_us_per_msg", "{:.2f}"),
+    ("Fetch requests served while consuming (kbus only)", "consume", "fetch_requests", "{:,.0f}"),
+    ("broker CPU µs per Fetch request (kbus only)", "consume", "broker_cpu_us_per_fetch", "{:,.0f}"),
 ]
 
 
@@ -46,9 +48,13 @@ def main() -> None:
         for name, phase, key, fmt in METRICS:
             if any(phase not in r for rows in by_label.values() for r in rows):
                 continue  # live runs have no separate produce phase
-            meds = {lbl: statistics.median(r[phase][key] for r in rows) for lbl, rows in by_label.items()}
+            meds = {lbl: statistics.median(vals) for lbl, rows in by_label.items()
+                    if (vals := [r[phase][key] for r in rows if key in r[phase]])}
+            if not meds:
+                continue
             base = meds.get(args.baseline)
-            cells = [fmt.format(meds[lbl]) + (f" ({meds[lbl] / base:.2f}x)" if base and lbl != args.baseline else "")
+            cells = ["-" if lbl not in meds else
+                     fmt.format(meds[lbl]) + (f" ({meds[lbl] / base:.2f}x)" if base and lbl != args.baseline else "")
                      for lbl in labels]
             print(f"| {name} | " + " | ".join(cells) + " |")
 

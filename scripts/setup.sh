@@ -12,6 +12,8 @@ command -v mvn >/dev/null 2>&1 || need_pkgs+=(maven)
 command -v npm >/dev/null 2>&1 || need_pkgs+=(nodejs npm)
 [ -f /usr/share/java/zookeeper.jar ] || need_pkgs+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need_pkgs+=(kcat)
+# promtool checks and unit-tests monitoring/kbus-alerts.yml against real scrapes (tests/integration/test_monitoring.py)
+command -v promtool >/dev/null 2>&1 || need_pkgs+=(prometheus)
 # pip install builds kbus's one C extension (the produce record scan): a compiler and Python's headers
 command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc)
 "${PYTHON:-python3}" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \

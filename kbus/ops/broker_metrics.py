@@ -31,6 +31,7 @@ class BrokerView(Protocol):
     @property
     def group_coordinator(self) -> GroupCoordinator | None: ...
     def controller_id(self) -> int: ...
+    def offline_partitions(self) -> int: ...
     def get_partition(self, topic: str, index: int) -> Partition | None: ...
 
 # Counters the replication code increments; rendered from startup so dashboards and alerts see 0, not "no data".
@@ -99,6 +100,12 @@ def register(broker: BrokerView, metrics: Metrics = METRICS) -> None:
         "kbus_active_controller",
         lambda: _one(1 if broker.controller_id() == broker.broker_id else 0),
         "1 if this broker is the active controller",
+    )
+    metrics.gauge(
+        "kbus_offline_partitions",
+        # Kafka's OfflinePartitionsCount: reported by the active controller, 0 elsewhere (sum() over brokers)
+        lambda: _one(broker.offline_partitions() if broker.controller_id() == broker.broker_id else 0),
+        "Partitions without a leader (on the active controller)",
     )
     metrics.gauge(
         "kbus_partition_high_watermark",

@@ -96,6 +96,10 @@ class Broker:
     def controller_id(self) -> int:
         return self.metadata.controller_id()
 
+    def offline_partitions(self) -> int:
+        """Partitions of the cluster with no leader (the controller's OfflinePartitionsCount)."""
+        return sum(1 for t in self.cache.topics().values() for s in t.partitions.values() if s.leader < 0)
+
     # ---------------------------------------------------------------- what the TransactionService uses
     def topics(self) -> dict[str, TopicMetadata]:
         return self.cache.topics()

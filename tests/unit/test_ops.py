@@ -54,9 +54,13 @@ class FakeBroker:
     group_coordinator: object = None
     controller: int = 0
     stopping: bool = False
+    offline: int = 0
 
     def controller_id(self) -> int:
         return self.controller
+
+    def offline_partitions(self) -> int:
+        return self.offline
 
     def get_partition(self, topic: str, index: int):
         return self.partitions.get((topic, index))
@@ -209,6 +213,9 @@ def test_broker_gauges() -> None:
     assert s["kbus_partitions"] == 3 and s["kbus_leader_partitions"] == 2
     assert s["kbus_under_replicated_partitions"] == 1
     assert s["kbus_active_controller"] == 1
+    assert s["kbus_offline_partitions"] == 0
+    b.offline = 2
+    assert samples(m.render())["kbus_offline_partitions"] == 2
     assert s["kbus_isr_shrinks_total"] == 0 and s["kbus_isr_expands_total"] == 0
     assert s['kbus_consumer_group_lag{group="g",partition="0",topic="a"}'] == 6
     assert 'kbus_consumer_group_lag{group="g",partition="2",topic="a"}' not in s
@@ -218,6 +225,7 @@ def test_broker_gauges() -> None:
     b.group_coordinator = None
     s = samples(m.render())
     assert s["kbus_active_controller"] == 0 and s["kbus_consumer_groups"] == 0
+    assert s["kbus_offline_partitions"] == 0  # only the active controller reports them
 
 
 # ---- health rules ------------------------------------------------------------------------------------------------

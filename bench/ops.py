@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 PY = sys.executable
-STARTED: list["Broker"] = []  # stopped (kill -9) on the way out, whatever happened
+STARTED: list[Broker] = []  # stopped (kill -9) on the way out, whatever happened
 
 
 def free_port() -> int:

@@ -22,7 +22,9 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.common.topics import TRANSACTION_STATE_TOPIC
 from kbus.protocol.record_batch import build_batch, decode_records, iter_complete_batches
+from kbus.server.coordinator.state_topic import StatePartitions
 from kbus.server.transaction.records import (
     RecordFormatError,
     TransactionLogValue,
@@ -124,9 +126,12 @@ class TransactionCoordinator:
         self.clock = clock_ms
         self._state_partitions = state_partitions
         self.txns: dict[str, TransactionMetadata] = {}
-        self.owned: dict[int, int] = {}  # partition -> coordinator epoch
-        self.loading: dict[int, object] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # which __transaction_state partitions are loaded here (or loading), shared with the group coordinator
+        self.partitions = StatePartitions(
+            TRANSACTION_STATE_TOPIC, txn_log, self._replay, self._install, self._uninstall, self._spawn
+        )
+        self.epochs: dict[int, int] = {}  # owned partition -> coordinator epoch (its leader epoch when loaded)
         self.active = True
 
     # ================================================================ ownership
@@ -144,42 +149,38 @@ class TransactionCoordinator:
             return E.not_coordinator
         return E.none
 
+    @property
+    def owned(self) -> set[int]:
+        return self.partitions.owned
+
+    @property
+    def loading(self) -> dict[int, object]:
+        return self.partitions.loading
+
     def on_election(self, partition: int) -> None:
-        if partition in self.owned or partition in self.loading:
-            return
-        token = object()
-        self.loading[partition] = token
-        self._spawn(self._load(partition, token))
+        self.partitions.elect(partition)
 
     def on_resignation(self, partition: int) -> None:
-        self.owned.pop(partition, None)
-        self.loading.pop(partition, None)
-        for tid in [t for t, m in self.txns.items() if m.partition == partition]:
-            del self.txns[tid]
+        self.partitions.resign(partition)
 
-    async def _load(self, partition: int, token: object) -> None:
-        try:
-            chunks = await self.log.read(partition)
-            loaded = await asyncio.to_thread(self._replay, partition, chunks)
-        except Exception:
-            log.exception("Loading __transaction_state-%d failed", partition)
-            if self.loading.get(partition) is token:
-                del self.loading[partition]
-            return
-        if self.loading.get(partition) is not token:
-            return
-        del self.loading[partition]
-        self.owned[partition] = self.log.coordinator_epoch(partition)
+    def _install(self, partition: int, loaded: list[TransactionMetadata]) -> None:
+        self.epochs[partition] = self.log.coordinator_epoch(partition)
         for meta in loaded:
             self.txns[meta.transactional_id] = meta
         log.info("Loaded %d transactional id(s) from __transaction_state-%d", len(loaded), partition)
         for meta in loaded:
-            # a transaction whose markers a previous coordinator may not have finished: finish them
+            # a transaction whose markers a previous coordinator may not have finished: finish them (these tasks
+            # run once the partition is owned)
             if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 meta.pending = S.COMPLETE_COMMIT if meta.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
                 self._spawn(self._complete(meta))
 
-    def _replay(self, partition: int, chunks: Iterable[bytes]) -> list[TransactionMetadata]:
+    def _uninstall(self, partition: int) -> None:
+        self.epochs.pop(partition, None)
+        for tid in [t for t, m in self.txns.items() if m.partition == partition]:
+            del self.txns[tid]
+
+    def _replay(self, partition: int, chunks: list[bytes]) -> list[TransactionMetadata]:
         values: dict[str, TransactionLogValue | None] = {}
         for chunk in chunks:
             for header in iter_complete_batches(chunk):
@@ -371,7 +372,7 @@ class TransactionCoordinator:
         while remaining and self.active and meta.partition in self.owned and self.txns.get(
                 meta.transactional_id) is meta:
             errors = await self.markers.write_markers(meta.producer_id, meta.producer_epoch, committed,
-                                                      self.owned[meta.partition], remaining)
+                                                      self.epochs[meta.partition], remaining)
             for tp, code in errors.items():
                 if code == E.none or code == E.unknown_topic_or_partition:
                     remaining.discard(tp)  # written, or the partition is gone with its topic

@@ -24,7 +24,7 @@ from kio.static.primitive import i16, i32
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.protocol.client import ClientSecurity, KafkaConnection
-from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas
+from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas, follow_leadership
 from kbus.server.log.log import AppendResult
 from kbus.server.metadata.types import TopicMetadata
 from kbus.server.partition import Partition
@@ -210,15 +210,7 @@ class TransactionService:
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        def on_leadership(topic: str, partition: int, is_leader: bool) -> None:
-            if topic != TRANSACTION_STATE_TOPIC:
-                return
-            if is_leader:
-                self.coordinator.on_election(partition)
-            else:
-                self.coordinator.on_resignation(partition)
-
-        self.broker.add_leadership_listener(on_leadership)
+        follow_leadership(self.broker, TRANSACTION_STATE_TOPIC, self.coordinator)
         self._tasks = [
             asyncio.ensure_future(self._every(self.config.abort_check_interval_ms, self.coordinator.abort_timed_out)),
             asyncio.ensure_future(self._every(self.config.remove_expired_interval_ms,

@@ -3,9 +3,8 @@ piece every coordinator shares: keys map onto the topic's partitions, the leader
 keys, loads them by reading the partition when it becomes leader and drops them when it resigns, and writes each
 change as records appended with acks=all.
 
-The group coordinator keeps groups and offsets in `__consumer_offsets` this way (`StateTopic`, `InternalTopicLog`,
-`StatePartitions`, `follow_leadership`); the transaction coordinator's `__transaction_state` uses the same
-`InternalTopicLog` and `follow_leadership`.
+The group coordinator keeps groups and offsets in `__consumer_offsets` this way, the transaction coordinator its
+transactions in `__transaction_state`: both with `InternalTopicLog`, `StatePartitions` and `follow_leadership`.
 """
 
 from __future__ import annotations

@@ -47,6 +47,13 @@ async def elect_leaders(m: Managers, ctx: RequestContext, request: Any) -> Any:
     if kind is None:
         return ctx.build(throttle_time=0, error_code=ErrorCode.invalid_request, replica_election_results=[])
     if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
+        # Kafka: every partition asked for gets CLUSTER_AUTHORIZATION_FAILED (v1+ also at the top)
+        denied: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {
+            tp: (ErrorCode.cluster_authorization_failed, None) for tp in partitions or set()
+        }
+        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
+                         replica_election_results=_results(ctx, denied))  # fmt: skip
+    if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
         return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
                          replica_election_results=[])
     try:

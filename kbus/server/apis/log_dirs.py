@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 @api(35, 1, 4)
 async def describe_log_dirs(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
+        # Kafka: no log dirs, and (v3+) CLUSTER_AUTHORIZATION_FAILED
+        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results=[])
     # null topics: every partition; otherwise only the ones asked for
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.acl import Operation, ResourceType
 from kbus.common.errors import KafkaError
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
@@ -29,6 +30,9 @@ async def alter_partition_reassignments(m: Managers, ctx: RequestContext, reques
         for t in request.topics
         for p in t.partitions
     }
+    if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
+        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, error_message=None,
+                         responses=[])  # fmt: skip
     try:
         results = await m.admin.alter_reassignments(requests)
     except KafkaError as exc:
@@ -50,6 +54,9 @@ async def list_partition_reassignments(m: Managers, ctx: RequestContext, request
     wanted = None
     if request.topics is not None:
         wanted = {(t.name, int(p)) for t in request.topics for p in t.partition_indexes}
+    if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, error_message=None,
+                         topics=[])  # fmt: skip
     try:
         ongoing = await m.admin.list_reassignments(wanted)
     except KafkaError as exc:

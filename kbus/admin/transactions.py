@@ -27,7 +27,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i64
 
 from kbus.admin.errors import AdminError
-from kbus.protocol.client import KafkaConnection
+from kbus.protocol.client import PLAINTEXT, ClientSecurity, KafkaConnection
 
 TRANSACTION_KEY_TYPE = i8(1)
 
@@ -109,9 +109,16 @@ def _error(code: Any, what: str) -> AdminError:
 
 
 class TransactionsAdmin:
-    def __init__(self, bootstrap: str, config: dict[str, str] | None = None, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        config: dict[str, str] | None = None,
+        timeout_s: float = 10.0,
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
+        self.security = security  # for the requests kbus sends itself (TLS/SASL of the listener)
         conf: dict[str, Any] = {"client.id": "kbus-transactions", "log_level": 0, **(config or {})}
         conf["bootstrap.servers"] = bootstrap
         self._client = AdminClient(conf)
@@ -155,7 +162,7 @@ class TransactionsAdmin:
             raise AdminError(f"Broker {broker_id} is not in the cluster's metadata", "BROKER_NOT_AVAILABLE")
 
         async def go() -> Any:
-            conn = KafkaConnection(host, port, "kbus-transactions")
+            conn = KafkaConnection(host, port, "kbus-transactions", self.security)
             try:
                 await conn.connect(self.timeout_s)
                 return await conn.request(request, response_type, timeout=self.timeout_s)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from kio.index import load_request_schema, load_response_schema
 
 from kbus.admin.errors import AdminError
-from kbus.protocol.client import KafkaConnection
+from kbus.protocol.client import PLAINTEXT, ClientSecurity, KafkaConnection
 from kbus.protocol.codec import API_VERSIONS_KEY, build, nested
 
 METADATA_KEY = 3
@@ -40,8 +40,9 @@ def response_class(api_key: int, version: int) -> type:
 class AdminSession:
     """Connections of one admin call, with each broker's ApiVersions remembered."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, security: ClientSecurity = PLAINTEXT) -> None:
         self.timeout_s = timeout_s
+        self.security = security
         self._conns: dict[tuple[str, int], KafkaConnection] = {}
         self._versions: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
 
@@ -49,7 +50,7 @@ class AdminSession:
         key = (host, port)
         conn = self._conns.get(key)
         if conn is None:
-            conn = KafkaConnection(host, port, CLIENT_ID)
+            conn = KafkaConnection(host, port, CLIENT_ID, self.security)
             try:
                 await conn.connect(self.timeout_s)
             except TimeoutError:
@@ -84,9 +85,10 @@ class AdminSession:
 
 
 class WireAdmin:
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0, security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = [self._split(b) for b in bootstrap.split(",") if b.strip()]
         self.timeout_s = timeout_s
+        self.security = security  # TLS/SASL of the listener (--command-config)
 
     @staticmethod
     def _split(hostport: str) -> tuple[str, int]:
@@ -95,7 +97,7 @@ class WireAdmin:
 
     def run(self, work: Callable[[AdminSession], Awaitable[T]]) -> T:
         async def main() -> T:
-            session = AdminSession(self.timeout_s)
+            session = AdminSession(self.timeout_s, self.security)
             try:
                 return await asyncio.wait_for(work(session), self.timeout_s)
             except TimeoutError:

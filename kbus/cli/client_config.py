@@ -10,8 +10,10 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaException
 
-from kbus.cli.common import warn
-from kbus.common.client_security import translate_security
+from kbus.cli.common import UsageError, load_properties, warn
+from kbus.common.broker_config import ConfigError
+from kbus.common.client_security import client_security, translate_security
+from kbus.protocol.client import PLAINTEXT, ClientSecurity
 
 T = TypeVar("T")
 
@@ -88,3 +90,13 @@ def build_client(factory: Callable[[dict[str, Any]], T], conf: dict[str, Any]) -
                 conf[m.group(1)] = conf[m.group(1)].lower() == "true"
                 continue
             raise ClientConfigError(str(exc)) from None
+
+
+def wire_security(command_config: str | None) -> ClientSecurity:
+    """--command-config as the settings of kbus's own protocol client (TLS/SASL); a bad key is one line."""
+    if not command_config:
+        return PLAINTEXT
+    try:
+        return client_security(load_properties(command_config))
+    except ConfigError as exc:
+        raise UsageError(f"{command_config}: {exc}") from None

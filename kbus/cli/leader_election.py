@@ -13,6 +13,7 @@ from kbus.admin.errors import AdminError
 from kbus.admin.java_order import hashmap_order, topic_partition_hash
 from kbus.admin.wire import WireAdmin
 from kbus.cli.app import app
+from kbus.cli.client_config import wire_security
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail
 
 # Kafka's exception class for each error name, as the tool prints the Throwable
@@ -67,7 +68,7 @@ def leader_election(
         str | None, typer.Option("--path-to-json-file", help='{"partitions":[{"topic":"foo","partition":1}]}')
     ] = None,
     command_config: Annotated[
-        str | None, typer.Option("--command-config", "--admin.config", help="Admin client .properties (unused)")
+        str | None, typer.Option("--command-config", "--admin.config", help="Admin client .properties (TLS/SASL)")
     ] = None,
 ) -> None:
     """Elect the preferred (or, for leaderless partitions, any live) replica as leader (kafka-leader-election.sh)."""
@@ -79,8 +80,7 @@ def leader_election(
         kind = election_type.strip().lower()
         if kind not in ("preferred", "unclean"):
             raise UsageError(f"Invalid --election-type '{election_type}': expected preferred or unclean")
-        if command_config:
-            raise UsageError("--command-config is not supported by kbus leader-election (plaintext listeners only)")
+        security = wire_security(command_config)
         chosen = sum((topic is not None, all_topic_partitions, path_to_json_file is not None))
         if chosen != 1:
             raise UsageError("One and only one of the following options is required: "
@@ -98,7 +98,7 @@ def leader_election(
         elif topic is not None and partition is not None:
             partitions = {(topic, partition)}
         check_reachable(bootstrap_server)
-        results = elect_leaders(WireAdmin(bootstrap_server), kind, partitions)
+        results = elect_leaders(WireAdmin(bootstrap_server, security=security), kind, partitions)
     except UsageError as exc:
         fail(str(exc))
     except (AdminError, ConnectionError) as exc:

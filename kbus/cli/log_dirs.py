@@ -12,6 +12,7 @@ from kbus.admin.java_order import hashmap_order, string_hash, topic_partition_ha
 from kbus.admin.log_dirs import LogDirDescription, describe_log_dirs
 from kbus.admin.wire import WireAdmin
 from kbus.cli.app import app
+from kbus.cli.client_config import wire_security
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail
 
 
@@ -55,7 +56,7 @@ def log_dirs(
         str, typer.Option("--broker-list", help='Brokers to query, "0,1,2" (default: all)')
     ] = "",
     command_config: Annotated[
-        str | None, typer.Option("--command-config", help="Admin client .properties file (not used by kbus yet)")
+        str | None, typer.Option("--command-config", help="Admin client .properties (TLS/SASL)")
     ] = None,
 ) -> None:
     """Query the log directories of brokers: replicas, sizes, offset lag (kafka-log-dirs.sh)."""
@@ -64,12 +65,11 @@ def log_dirs(
             raise UsageError('Missing required argument "[bootstrap-server]"')
         if not describe:
             raise UsageError('Missing required argument "[describe]"')
-        if command_config:
-            raise UsageError("--command-config is not supported by kbus log-dirs (plaintext listeners only)")
+        security = wire_security(command_config)
         brokers = _ids(broker_list, "--broker-list")
         topics = {t for t in topic_list.split(",") if t}
         check_reachable(bootstrap_server)
-        cluster, by_broker = describe_log_dirs(WireAdmin(bootstrap_server), brokers or None)
+        cluster, by_broker = describe_log_dirs(WireAdmin(bootstrap_server, security=security), brokers or None)
     except UsageError as exc:
         fail(str(exc))
     except AdminError as exc:

@@ -16,6 +16,7 @@ from kbus.admin.kafka import KafkaAdmin
 from kbus.admin.reassign import alter_reassignments, current_assignment, list_reassignments
 from kbus.admin.wire import WireAdmin
 from kbus.cli.app import app
+from kbus.cli.client_config import wire_security
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail
 from kbus.zk.assignment import assign_replicas_to_brokers
 
@@ -146,7 +147,7 @@ def reassign_partitions(
         bool, typer.Option("--preserve-throttles", help="--verify / --cancel: leave the throttles")
     ] = False,
     command_config: Annotated[
-        str | None, typer.Option("--command-config", help="Admin client .properties (unused)")
+        str | None, typer.Option("--command-config", help="Admin client .properties (TLS/SASL)")
     ] = None,
 ) -> None:
     """Move partitions between brokers (kafka-reassign-partitions.sh)."""
@@ -156,14 +157,13 @@ def reassign_partitions(
         if sum((generate, execute, verify, cancel, list_)) != 1:
             raise UsageError("Command must include exactly one action: --generate, --execute, --verify, --cancel, "
                              "or --list")  # fmt: skip
-        if command_config:
-            raise UsageError("--command-config is not supported by kbus reassign-partitions (plaintext only)")
+        security = wire_security(command_config)
         if generate and not topics_to_move_json_file:
             raise UsageError("Missing required argument \"[topics-to-move-json-file]\"")
         if (execute or verify or cancel) and not reassignment_json_file:
             raise UsageError("Missing required argument \"[reassignment-json-file]\"")
         check_reachable(bootstrap_server)
-        admin = WireAdmin(bootstrap_server)
+        admin = WireAdmin(bootstrap_server, security=security)
         if generate:
             assert topics_to_move_json_file is not None
             _generate(admin, topics_to_move_json_file, broker_list)

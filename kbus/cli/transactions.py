@@ -14,7 +14,7 @@ import typer
 from kbus.admin.errors import AdminError
 from kbus.admin.transactions import TransactionsAdmin
 from kbus.cli.app import app
-from kbus.cli.client_config import translate
+from kbus.cli.client_config import translate, wire_security
 from kbus.cli.common import UsageError, check_reachable, fail, load_properties
 
 transactions_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -53,8 +53,8 @@ def _connect(
         if not bootstrap_server:
             raise UsageError("argument --bootstrap-server is required")
         check_reachable(bootstrap_server)
-        conf = translate(load_properties(command_config)) if command_config else {}
-        _state["admin"] = TransactionsAdmin(bootstrap_server, conf)
+        props = load_properties(command_config) if command_config else {}
+        _state["admin"] = TransactionsAdmin(bootstrap_server, translate(props), security=wire_security(command_config))
     except UsageError as exc:
         fail(str(exc))
     except (ConnectionError, AdminError) as exc:

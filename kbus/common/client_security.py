@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from kbus.common import tls
+from kbus.common.broker_config import ConfigError
 from kbus.common.jaas import parse
+from kbus.protocol.client import PLAINTEXT, ClientSecurity
 
 
 def translate_security(conf: dict[str, Any]) -> dict[str, Any]:
@@ -43,3 +47,22 @@ def translate_security(conf: dict[str, Any]) -> dict[str, Any]:
     if algorithm is not None:
         out["ssl.endpoint.identification.algorithm"] = "https" if str(algorithm).lower() == "https" else "none"
     return out
+
+
+def client_security(props: Mapping[str, str]) -> ClientSecurity:
+    """Kafka client properties (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*) as kbus's own wire
+    client's settings (the tools that speak the protocol themselves: log-dirs, leader-election, reassignment,
+    transactions)."""
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ConfigError(f"security.protocol: unknown protocol {protocol}")
+    if protocol == "PLAINTEXT":
+        return PLAINTEXT
+    ctx = tls.client_context(props) if "SSL" in protocol else None
+    if not protocol.startswith("SASL"):
+        return ClientSecurity(protocol, ctx)
+    mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()
+    if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise ConfigError(f"sasl.mechanism: {mechanism} is not supported by kbus (PLAIN, SCRAM-SHA-256/512)")
+    options = parse(props["sasl.jaas.config"]).options if props.get("sasl.jaas.config") else {}
+    return ClientSecurity(protocol, ctx, mechanism, options.get("username", ""), options.get("password", ""))

@@ -296,3 +296,24 @@ def test_broker_health_against_a_sasl_listener(acl_broker: AclBroker):
         timeout=60,
     )
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_tools_with_their_own_protocol_client_log_in_too(acl_broker: AclBroker):
+    """log-dirs (and leader-election, reassign-partitions, transactions) speak the protocol through kbus's own
+    client: --command-config gives it the listener's SASL login."""
+    done = subprocess.run(
+        [
+            KBUS,
+            "log-dirs",
+            "--describe",
+            "--bootstrap-server",
+            acl_broker.bootstrap,
+            "--command-config",
+            str(acl_broker.admin_config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"logDirs"' in done.stdout or "logDir" in done.stdout

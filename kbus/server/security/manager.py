@@ -7,12 +7,12 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kbus.common import tls
 from kbus.common.acl import Authorizer
 from kbus.common.broker_config import ConfigError, KafkaConfig
 from kbus.common.security import SecurityProtocol
 from kbus.protocol.client import ClientSecurity
 from kbus.protocol.connection import ListenerName
-from kbus.server.security import tls
 from kbus.server.security.principal import SslPrincipalMapper
 from kbus.server.security.props import for_listener
 from kbus.server.security.sasl import SUPPORTED, CredentialLookup, ListenerSasl, jaas_module

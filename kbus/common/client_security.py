@@ -9,7 +9,7 @@ from typing import Any
 from kbus.common import tls
 from kbus.common.broker_config import ConfigError
 from kbus.common.jaas import parse
-from kbus.protocol.client import PLAINTEXT, ClientSecurity
+from kbus.common.security import PLAINTEXT, ClientSecurity
 
 
 def translate_security(conf: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ config: the security protocols a listener speaks and the principal a connection 
 from __future__ import annotations
 
 import enum
+import ssl
 from dataclasses import dataclass
 
 
@@ -34,3 +35,17 @@ class KafkaPrincipal:
 
 
 ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How a client reaches a listener: TLS (a context from ssl.* keys) and/or SASL (mechanism and login)."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str = ""
+    username: str = ""
+    password: str = ""
+
+
+PLAINTEXT = ClientSecurity()

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
@@ -16,6 +14,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from kio.serial import entity_reader
 
+from kbus.common.security import PLAINTEXT, ClientSecurity
 from kbus.protocol.bounds import check_bounds
 from kbus.protocol.codec import API_VERSIONS_KEY, ProtocolError, encode_request, skip_tagged_fields
 
@@ -26,18 +25,6 @@ class AuthenticationError(ConnectionError):
     """The peer refused our SASL login (the message is the broker's)."""
 
 
-@dataclass(frozen=True)
-class ClientSecurity:
-    """How a client reaches a listener: TLS (a context from ssl.* keys) and/or SASL (mechanism and login)."""
-
-    protocol: str = "PLAINTEXT"
-    ssl_context: ssl.SSLContext | None = None
-    sasl_mechanism: str = ""
-    username: str = ""
-    password: str = ""
-
-
-PLAINTEXT = ClientSecurity()
 
 
 class KafkaConnection:

@@ -25,6 +25,8 @@ MAIN_CLASSES_39 = {
     "kafka-dump-log": "kafka.tools.DumpLogSegments",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
 }
 # Kafka 2.8, for the --zookeeper paths 3.x removed
 MAIN_CLASSES_28 = {

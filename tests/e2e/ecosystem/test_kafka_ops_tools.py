@@ -34,3 +34,41 @@ def test_log_dirs_describe_matches_kafkas_tool(kafka39: KafkaDistribution, tmp_p
         assert '"partition":"ld-a-4"' in ours.stdout and '"error":null' in ours.stdout
     finally:
         b.stop()
+
+
+@pytest.mark.zookeeper
+def test_leader_election_and_reassignment_with_kafkas_tools(kafka39: KafkaDistribution, cluster, tmp_path: Path) -> None:
+    """Kafka 3.9's kafka-leader-election and kafka-reassign-partitions drive kbus (ElectLeaders,
+    Alter/ListPartitionReassignments), and kbus's commands print what they print."""
+    import json
+
+    from tests.kbus_processes import wait_for
+
+    bs = ("--bootstrap-server", cluster.bootstrap)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("kt-elect", 1, replica_assignment=[[1, 2]])])["kt-elect"].result(30)
+    wait_for(lambda: cluster.partitions("kt-elect").get(0, (-1, []))[1] == [1, 2], timeout=30, what="in sync")
+    args = (*bs, "--election-type", "preferred", "--topic", "kt-elect", "--partition", "0")
+    theirs = kafka39.run("kafka-leader-election", *args)
+    assert theirs.returncode == 0, theirs.stderr
+    assert kbus("leader-election", *args).stdout == theirs.stdout == (
+        "Valid replica already elected for partitions kt-elect-0\n")
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "kt-elect", "partition": 0,
+                                                                "replicas": [3, 2], "log_dirs": ["any", "any"]}]}))
+    started = kafka39.run("kafka-reassign-partitions", *bs, "--execute", "--reassignment-json-file", str(plan))
+    assert started.returncode == 0, started.stderr
+    assert "Successfully started partition reassignment for kt-elect-0" in started.stdout
+    wait_for(lambda: cluster.partitions("kt-elect").get(0, (-1, []))[1] == [2, 3]
+             and cluster.metadata().topics["kt-elect"].partitions[0].replicas == [3, 2], timeout=60,
+             what="moved by Kafka's tool")  # fmt: skip
+    verify = ("--verify", "--reassignment-json-file", str(plan))
+    theirs = kafka39.run("kafka-reassign-partitions", *bs, *verify)
+    ours = kbus("reassign-partitions", *bs, *verify)
+    assert theirs.returncode == 0 and ours.returncode == 0, theirs.stderr + ours.stderr
+    assert "Reassignment of partition kt-elect-0 is completed." in theirs.stdout
+    assert ours.stdout.splitlines()[:2] == theirs.stdout.splitlines()[:2]
+    listed = kafka39.run("kafka-reassign-partitions", *bs, "--list")
+    assert listed.returncode == 0 and "No partition reassignments found." in listed.stdout
+    assert kbus("reassign-partitions", *bs, "--list").stdout == "No partition reassignments found.\n"

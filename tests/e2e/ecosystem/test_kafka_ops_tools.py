@@ -37,7 +37,9 @@ def test_log_dirs_describe_matches_kafkas_tool(kafka39: KafkaDistribution, tmp_p
 
 
 @pytest.mark.zookeeper
-def test_leader_election_and_reassignment_with_kafkas_tools(kafka39: KafkaDistribution, cluster, tmp_path: Path) -> None:
+def test_leader_election_and_reassignment_with_kafkas_tools(
+    kafka39: KafkaDistribution, cluster, tmp_path: Path
+) -> None:
     """Kafka 3.9's kafka-leader-election and kafka-reassign-partitions drive kbus (ElectLeaders,
     Alter/ListPartitionReassignments), and kbus's commands print what they print."""
     import json

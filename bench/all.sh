@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Every benchmark in bench/RESULTS.md, from a clean clone: sets up .venv if missing, fetches Kafka's jars, then
 # runs Kafka, kbus and Tansu side by side (interleaved rounds, same ZooKeeper/config/disk) for each workload.
-# Takes ~1-2 hours on 2 cores. Results: bench/results.jsonl, bench/perftest.jsonl, bench/ops.jsonl; tables:
-#   .venv/bin/python bench/summarize.py --since <start time>   and   bench/summarize_perftest.py
+# Takes ~1-2 hours on 2 cores. Raw results: bench/*.jsonl; every table: bench/report.sh <start time>
 #   usage: bench/all.sh [ROUNDS]     (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +20,13 @@ bench/run.sh "$rounds" -p 3 --acks 1 --skip latency
 bench/run.sh "$rounds" -s 1000 -n 300000 --skip latency
 bench/run.sh "$rounds" -s 1000 -n 300000 -p 3 --acks 1 --skip latency
 # Kafka's own Java load generators
-bench/perftest.sh "$rounds"
-bench/perftest.sh "$rounds" -p 3 -s 1000 -n 300000
+OUT=bench/perftest-final.jsonl bench/perftest.sh "$rounds"
+# zero copy on and off, fetch sessions per request and with the Java consumer
+SYSTEMS="kafka kbus kbus-copy" OUT=bench/zerocopy.jsonl bench/run.sh "$rounds" --skip latency
+SYSTEMS="kafka kbus kbus-copy" OUT=bench/zerocopy.jsonl bench/run.sh "$rounds" --skip latency -s 1000 -n 300000 -p 3
+bench/fetch_sessions.sh "$rounds" --requests 300
+SYSTEMS="kafka kbus kbus-nosession" WARMUP=0 OUT=bench/sessions.jsonl \
+  bench/perftest.sh "$rounds" -p 1000 -n 40000 --live-rate 2000
 # 3 brokers RF=3 acks=all (Kafka and kbus clusters), then failover, start-up and recovery
 bench/cluster.sh "$rounds"
 bench/ops.sh "$rounds"

@@ -317,3 +317,38 @@ def test_tools_with_their_own_protocol_client_log_in_too(acl_broker: AclBroker):
     )
     assert done.returncode == 0, done.stderr
     assert '"logDirs"' in done.stdout or "logDir" in done.stdout
+
+
+def test_transaction_describe_apis_are_authorized(acl_broker: AclBroker, tmp_path: Path):
+    """Kafka's rules: ListTransactions shows only ids one may Describe, DescribeTransactions needs Describe on the
+    id, DescribeProducers needs Read on the topic."""
+    topic, tid = new_topic(acl_broker), f"acl-tx-{uuid.uuid4().hex[:6]}"
+    p = Producer({**conf(acl_broker, "admin"), "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"x")
+    p.commit_transaction(30)
+    alice = tmp_path / "alice.properties"
+    alice.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+        f'password="{USERS["alice"]}";\n'
+    )
+
+    def txns(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([KBUS, "transactions", "--bootstrap-server", acl_broker.bootstrap, "--command-config",
+                               str(alice), *args], capture_output=True, text=True, timeout=60)
+
+    assert tid not in txns("list").stdout
+    denied = txns("describe", "--transactional-id", tid)
+    assert denied.returncode == 1 and "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in denied.stderr
+    # asked straight (--broker-id: no metadata lookup, which hides the topic from alice anyway)
+    denied = txns("describe-producers", "--topic", topic, "--partition", "0", "--broker-id", "0")
+    assert denied.returncode == 1 and "TOPIC_AUTHORIZATION_FAILED" in denied.stderr
+    assert kbus_acls(acl_broker, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
+                     "--transactional-id", tid).returncode == 0
+    assert kbus_acls(acl_broker, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                     "--topic", topic).returncode == 0
+    assert tid in txns("list").stdout
+    assert txns("describe", "--transactional-id", tid).returncode == 0
+    assert txns("describe-producers", "--topic", topic, "--partition", "0").returncode == 0

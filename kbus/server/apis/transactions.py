@@ -225,8 +225,9 @@ async def describe_producers(m: Managers, ctx: RequestContext, req: Any) -> Any:
     topics = []
     for t in req.topics:
         parts = []
+        readable = ctx.authorized(Operation.READ, ResourceType.TOPIC, t.name)  # Kafka: Read on the topic
         for p in t.partition_indexes:
-            part, error = m.replicas.leader_partition(t.name, p)
+            part, error = m.replicas.leader_partition(t.name, p) if readable else (None, E.topic_authorization_failed)
             producers = []
             if part is not None:
                 for entry in part.log.producer_state.producers.values():
@@ -253,7 +254,9 @@ async def describe_transactions(m: Managers, ctx: RequestContext, req: Any) -> A
     coordinator = _coordinator(m)
     states = []
     for tid in req.transactional_ids:
-        if coordinator is None:
+        if not ctx.authorized(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            error, meta = int(E.transactional_id_authorization_failed), None
+        elif coordinator is None:
             error, meta = int(E.coordinator_not_available), None
         else:
             error, meta = coordinator.describe(tid)
@@ -285,7 +288,9 @@ async def list_transactions(m: Managers, ctx: RequestContext, req: Any) -> Any:
     known = [s for s in filters if s not in unknown]
     listings = [] if coordinator is None or (filters and not known) else coordinator.list_transactions(
         known, req.producer_id_filters, getattr(req, "duration_filter", -1))
+    # Kafka lists only the transactional ids the principal may Describe
     states = [ctx.nested("TransactionState", transactional_id=t.transactional_id, producer_id=t.producer_id,
-                         transaction_state=t.state.kafka_name) for t in listings]
+                         transaction_state=t.state.kafka_name) for t in listings
+              if ctx.authorized(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)]
     error = E.coordinator_not_available if coordinator is None else E.none
     return ctx.build(throttle_time=0, error_code=error, unknown_state_filters=unknown, transaction_states=states)

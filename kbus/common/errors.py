@@ -11,6 +11,7 @@ __all__ = [
     "ErrorCode",
     "InvalidConfigError",
     "InvalidPartitionsError",
+    "InvalidReplicaAssignmentError",
     "InvalidReplicationFactorError",
     "InvalidRequestError",
     "InvalidTopicError",
@@ -48,6 +49,10 @@ class InvalidPartitionsError(KafkaError):
 
 class InvalidReplicationFactorError(KafkaError):
     error_code = ErrorCode.invalid_replication_factor
+
+
+class InvalidReplicaAssignmentError(KafkaError):
+    error_code = ErrorCode.invalid_replica_assignment
 
 
 class InvalidConfigError(KafkaError):

@@ -95,8 +95,10 @@ class AdminManager:
         await asyncio.to_thread(self._metadata.delete_topic, name)
         self._apply()
 
-    async def create_partitions(self, name: str, total_count: int) -> None:
-        await asyncio.to_thread(self._metadata.create_partitions, name, total_count)
+    async def create_partitions(
+        self, name: str, total_count: int, assignment: dict[int, list[int]] | None = None
+    ) -> None:
+        await asyncio.to_thread(self._metadata.create_partitions, name, total_count, assignment)
         self._apply()
 
     async def alter_topic_configs(self, name: str, changes: dict[str, str | None]) -> None:

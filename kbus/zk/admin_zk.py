@@ -44,9 +44,12 @@ class AdminZkClient:
         self.zk.create_topic(name, topic, dict(configs))
         return topic
 
-    def add_partitions(self, name: str, total_count: int) -> TopicAssignment:
-        """Kafka's createPartitions: new partitions continue the round robin where partition 0's leader sits,
-        with partition 0's replication factor; a compare-and-set guards against concurrent changes."""
+    def add_partitions(
+        self, name: str, total_count: int, assignment: Mapping[int, list[int]] | None = None
+    ) -> TopicAssignment:
+        """Kafka's createPartitions: the new partitions get `assignment`'s replicas when given (validated by the
+        caller), else continue the round robin where partition 0's leader sits, with partition 0's replication
+        factor; a compare-and-set guards against concurrent changes."""
         while True:
             found = self.zk.get_topic(name)
             if found is None:
@@ -63,12 +66,16 @@ class AdminZkClient:
                 raise InvalidPartitionsError(f"Topic already has {count} partitions.")
             live = self.zk.get_broker_ids()
             first = current.partitions[min(current.partitions)]
-            added = assign_replicas_to_brokers(
-                live,
-                total_count - count,
-                len(first),
-                fixed_start_index=start_index_for_new_partitions(live, first),
-                start_partition_id=count,
+            added = (
+                {int(p): list(r) for p, r in assignment.items()}
+                if assignment
+                else assign_replicas_to_brokers(
+                    live,
+                    total_count - count,
+                    len(first),
+                    fixed_start_index=start_index_for_new_partitions(live, first),
+                    start_partition_id=count,
+                )
             )
             grown = TopicAssignment(
                 {**current.partitions, **added},

@@ -168,7 +168,9 @@ class FakeAdmin:
     async def delete_topic(self, name: str) -> None:
         self.calls.append(("delete", name))
 
-    async def create_partitions(self, name: str, total_count: int) -> None:
+    async def create_partitions(
+        self, name: str, total_count: int, assignment: dict[int, list[int]] | None = None
+    ) -> None:
         self.calls.append(("partitions", name, total_count))
 
     async def alter_topic_configs(self, name: str, changes: dict[str, str | None]) -> None:

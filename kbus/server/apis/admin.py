@@ -19,6 +19,7 @@ from kbus.common.broker_config import (
 )
 from kbus.common.errors import (
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     KafkaError,
@@ -193,6 +194,41 @@ async def delete_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ CreatePartitions
+def _new_partitions_assignment(m: Managers, t: Any, current: dict[int, list[int]]) -> dict[int, list[int]] | None:
+    """The replicas the request names for the new partitions (ZkAdminManager.createPartitions and
+    AdminZkClient.validateReplicaAssignment): known brokers, one list per new partition, partition 0's
+    replication factor, no broker twice. None: the controller assigns them round robin."""
+    if t.assignments is None:
+        return None
+    assignments = [list(a.broker_ids) for a in t.assignments]
+    unknown = sorted({b for r in assignments for b in r} - {b.broker_id for b in m.cluster.brokers()})
+    if unknown:
+        raise InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+    increment = t.count - len(current)
+    if len(assignments) != increment:
+        raise InvalidReplicaAssignmentError(
+            f"Increasing the number of partitions by {increment} but {len(assignments)} assignments provided."
+        )
+    new = {len(current) + i: r for i, r in enumerate(assignments)}
+    for p, replicas in new.items():
+        if not replicas:
+            raise InvalidReplicaAssignmentError(f"Cannot have replication factor of 0 for partition id {p}.")
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(
+                f"Duplicate brokers not allowed in replica assignment: {', '.join(map(str, replicas))} "
+                f"for partition id {p}."
+            )
+    expected = len(current[min(current)])
+    bad = {p: len(r) for p, r in new.items() if len(r) != expected}
+    if bad:
+        raise InvalidReplicaAssignmentError(
+            f"Inconsistent replication factor between partitions, partition 0 has {expected} while partitions "
+            f"[{', '.join(map(str, bad))}] have replication factors [{', '.join(map(str, bad.values()))}], "
+            "respectively."
+        )
+    return new
+
+
 @api(37, 0, 3)
 async def create_partitions(m: Managers, ctx: RequestContext, request: Any) -> Any:
     results = []
@@ -221,8 +257,11 @@ async def create_partitions(m: Managers, ctx: RequestContext, request: Any) -> A
                 )
             if t.count == current:
                 raise InvalidPartitionsError(f"Topic already has {current} partitions.")
+            assignment = _new_partitions_assignment(
+                m, t, {p: list(s.replicas) for p, s in topic.partitions.items()}
+            )
             if not request.validate_only:
-                await m.admin.create_partitions(t.name, t.count)
+                await m.admin.create_partitions(t.name, t.count, assignment)
             fields["error_code"] = ErrorCode.none
         except KafkaError as exc:
             fields.update(error_code=error_code_for(exc), error_message=error_message(exc))

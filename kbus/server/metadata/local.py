@@ -142,7 +142,10 @@ class LocalMetadataStore:
             self._save()
         self._notify()
 
-    def create_partitions(self, name: str, total_count: int) -> TopicMetadata:
+    def create_partitions(
+        self, name: str, total_count: int, assignment: dict[int, list[int]] | None = None
+    ) -> TopicMetadata:
+        # one broker: the only valid assignment names it, so `assignment` changes nothing here
         with self._lock:
             topic = self._topics.get(name)
             if topic is None:

@@ -269,8 +269,10 @@ class ZkMetadataStore:
         if self._delete_topic_enable:
             self._wait(lambda: name not in self._assignments, ADMIN_WAIT_S)
 
-    def create_partitions(self, name: str, total_count: int) -> TopicMetadata:
-        AdminZkClient(self._client()).add_partitions(name, total_count)
+    def create_partitions(
+        self, name: str, total_count: int, assignment: dict[int, list[int]] | None = None
+    ) -> TopicMetadata:
+        AdminZkClient(self._client()).add_partitions(name, total_count, assignment)
         self._events.put(("topic", name))
         self._wait(lambda: self._has_all_states(name, total_count), ADMIN_WAIT_S)
         topic = self.topics().get(name)

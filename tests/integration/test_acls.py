@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbus.common.acl import AclBinding, Authorizer, Operation, PatternType, Permission, ResourceType
@@ -152,6 +152,18 @@ def test_metadata_hides_topics_one_may_not_describe(acl_broker: AclBroker):
     topic = new_topic(acl_broker)
     assert topic in AdminClient(conf(acl_broker, "admin")).list_topics(timeout=10).topics
     assert topic not in AdminClient(conf(acl_broker, "bob")).list_topics(timeout=10).topics
+
+
+def test_topic_authorized_operations_only_when_asked(acl_broker: AclBroker):
+    """librdkafka 0081_admin do_test_DescribeTopics: Metadata v8+ answers a topic's authorized operations only
+    when the request includes them (KIP-430); otherwise the field keeps Kafka's Integer.MIN_VALUE, which clients
+    read as "not requested"."""
+    topic = new_topic(acl_broker)
+    admin = AdminClient(conf(acl_broker, "admin"))
+    plain = admin.describe_topics(TopicCollection([topic]), request_timeout=10)[topic].result()
+    assert plain.authorized_operations is None
+    asked = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True, request_timeout=10)
+    assert {op.name for op in asked[topic].result().authorized_operations} >= {"READ", "WRITE", "DESCRIBE"}
 
 
 def test_deny_beats_allow_and_remove(acl_broker: AclBroker):

@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
 
 log = logging.getLogger("kbus.server.apis")
+# MetadataResponse's default for authorized operations a client did not ask for (Integer.MIN_VALUE)
+NOT_REQUESTED_OPERATIONS = -2147483648
 
 
-def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata) -> Any:
+def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata, with_ops: bool) -> Any:
     live = {b.broker_id for b in m.cluster.brokers()}
     partitions = []
     for index in sorted(topic.partitions):
@@ -46,7 +48,9 @@ def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata) -> Any:
         topic_id=topic.topic_id,
         is_internal=is_internal(topic.name),
         partitions=partitions,
-        topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, topic.name),
+        topic_authorized_operations=(
+            ctx.authorized_operations(ResourceType.TOPIC, topic.name) if with_ops else NOT_REQUESTED_OPERATIONS
+        ),
     )
 
 
@@ -66,6 +70,9 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
     allow_auto = getattr(request, "allow_auto_topic_creation", True) and m.config.auto_create_topics_enable
+    # v8+: operations only when asked for (KIP-430); the cluster's only up to v10 (v11 moved it to DescribeCluster)
+    topic_ops = ctx.api_version >= 8 and bool(request.include_topic_authorized_operations)
+    cluster_ops = 8 <= ctx.api_version <= 10 and bool(request.include_cluster_authorized_operations)
     entries = []
     if not all_topics and ctx.api_version < 12 and any(_by_id(t) for t in requested):
         # Kafka: topic ids (and so null names) are not supported before v12 -> INVALID_REQUEST for every topic,
@@ -78,7 +85,7 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
         all_topics, requested = False, []
     if all_topics:
         entries = [
-            _topic_entry(ctx, m, t)
+            _topic_entry(ctx, m, t, topic_ops)
             for t in sorted(topics.values(), key=lambda t: t.name)
             if ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name)  # Kafka hides the others
         ]
@@ -101,7 +108,7 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
                 elif not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name):
                     entries.append(_error_topic(ctx, t.name, ErrorCode.topic_authorization_failed))
                 else:
-                    entries.append(_topic_entry(ctx, m, t))
+                    entries.append(_topic_entry(ctx, m, t, topic_ops))
                 continue
             topic = topics.get(name)
             if name and not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, name):
@@ -128,7 +135,7 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
             if topic is None:
                 entries.append(_error_topic(ctx, name, ErrorCode.unknown_topic_or_partition))
             else:
-                entries.append(_topic_entry(ctx, m, topic))
+                entries.append(_topic_entry(ctx, m, topic, topic_ops))
     brokers = [
         ctx.nested("MetadataResponseBroker", node_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
         for b, ep in on_listener(ctx, m.cluster.brokers())
@@ -139,5 +146,7 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
         cluster_id=m.cluster.cluster_id,
         controller_id=m.cluster.controller_id(),
         topics=entries,
-        cluster_authorized_operations=ctx.authorized_operations(ResourceType.CLUSTER),
+        cluster_authorized_operations=(
+            ctx.authorized_operations(ResourceType.CLUSTER) if cluster_ops else NOT_REQUESTED_OPERATIONS
+        ),
     )

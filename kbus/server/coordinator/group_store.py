@@ -7,7 +7,6 @@ tombstone writes, background tasks. Membership (`membership.py`) and offsets (`o
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
 from collections.abc import Awaitable, Callable, Hashable
@@ -39,7 +38,7 @@ from kbus.server.coordinator.records import (
     offset_commit_key,
     partition_for,
 )
-from kbus.server.coordinator.state_topic import StateLog, StatePartitions, StateTopic
+from kbus.server.coordinator.state_topic import BackgroundTasks, StateLog, StatePartitions, StateTopic
 from kbus.server.coordinator.timers import TimerDriver, Timers
 
 log = logging.getLogger("kbus.coordinator")
@@ -91,7 +90,7 @@ class GroupStore:
         # The cluster's topic names, or None while the metadata cannot be trusted (e.g. not loaded yet).
         self._live_topics = live_topics
         self._leads_partition = leads_partition
-        self._tasks: set[asyncio.Future[object]] = set()
+        self._tasks = BackgroundTasks("group coordinator")
         self._cleanup_scheduled = False
         self.driver: TimerDriver | None = None  # runs `timers` on the event loop once started
 
@@ -312,19 +311,11 @@ class GroupStore:
     # ================================================================ lifecycle
 
     def run_in_background(self, coro: Awaitable[object]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Future[object]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("coordinator task failed", exc_info=task.exception())
+        self._tasks.spawn(coro)
 
     async def settle(self) -> None:
         """Wait for background appends/loads (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._tasks.settle()
 
     async def shutdown(self) -> None:
         self.active = False

@@ -64,9 +64,11 @@ class GroupOffsets(GroupStore):
             return E.unknown_member_id
         return None
 
-    async def _store_offsets(
-        self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]
-    ) -> dict[TopicPartition, int]:
+    def _check_offsets(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, OffsetAndMetadata]]:
+        """(errors of the partitions refused, the offsets that may be stored): unknown partitions and metadata
+        longer than offset.metadata.max.bytes are refused, for plain and transactional commits alike."""
         result: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -76,6 +78,12 @@ class GroupOffsets(GroupStore):
                 result[tp] = E.offset_metadata_too_large
             else:
                 valid[tp] = om
+        return result, valid
+
+    async def _store_offsets(
+        self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, int]:
+        result, valid = self._check_offsets(offsets)
         if not valid:
             return result
         now = self.clock()
@@ -123,15 +131,7 @@ class GroupOffsets(GroupStore):
                 error = E.illegal_generation
             if error is not None:
                 return dict.fromkeys(offsets, error)
-        result: dict[TopicPartition, int] = {}
-        valid: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, om in offsets.items():
-            if self._partition_exists is not None and not self._partition_exists(*tp):
-                result[tp] = E.unknown_topic_or_partition
-            elif len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                result[tp] = E.offset_metadata_too_large
-            else:
-                valid[tp] = om
+        result, valid = self._check_offsets(offsets)
         if not valid:
             return result
         records = [(offset_commit_key(group_id, t, p), offset_commit_value(om)) for (t, p), om in valid.items()]

@@ -25,6 +25,34 @@ log = logging.getLogger("kbus.coordinator")
 State = TypeVar("State")
 
 
+
+class BackgroundTasks:
+    """A coordinator's fire-and-forget work (loads, appends, marker writes): failures are logged, never lost as
+    "Task exception was never retrieved", and tests or shutdown can wait for everything in flight."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._tasks: set[asyncio.Future[object]] = set()
+
+    def spawn(self, coro: Awaitable[object]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Future[object]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s task failed", self._name, exc_info=task.exception())
+
+    async def settle(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def cancel(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.settle()
+
 @dataclass(frozen=True)
 class StateTopic:
     """The compacted internal topic a coordinator keeps its state in, as created on first use."""

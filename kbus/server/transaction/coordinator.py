@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode as E
 
 from kbus.common.topics import TRANSACTION_STATE_TOPIC
 from kbus.protocol.record_batch import build_batch, decode_records, iter_complete_batches
-from kbus.server.coordinator.state_topic import StatePartitions
+from kbus.server.coordinator.state_topic import BackgroundTasks, StatePartitions
 from kbus.server.transaction.records import (
     RecordFormatError,
     TransactionLogValue,
@@ -126,7 +126,7 @@ class TransactionCoordinator:
         self.clock = clock_ms
         self._state_partitions = state_partitions
         self.txns: dict[str, TransactionMetadata] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks("transaction coordinator")
         # which __transaction_state partitions are loaded here (or loading), shared with the group coordinator
         self.partitions = StatePartitions(
             TRANSACTION_STATE_TOPIC, txn_log, self._replay, self._install, self._uninstall, self._spawn
@@ -449,23 +449,13 @@ class TransactionCoordinator:
 
     # ================================================================ background work
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("Transaction coordinator task failed", exc_info=task.exception())
+    def _spawn(self, coro: Awaitable[object]) -> None:
+        self._tasks.spawn(coro)
 
     async def settle(self) -> None:
         """Wait for the background work in flight (tests)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._tasks.settle()
 
     async def shutdown(self) -> None:
         self.active = False
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._tasks.cancel()

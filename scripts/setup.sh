@@ -30,7 +30,11 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
+if ! "$PY" -c 'import ensurepip' 2>/dev/null && command -v apt-get >/dev/null 2>&1; then
+  ./scripts/apt-install.sh python3-venv  # Debian splits venv's pip bootstrap out of python3
+fi
+# a venv left without pip by an earlier failed attempt is made again
+[ -x .venv/bin/python ] && [ -x .venv/bin/pip ] || "$PY" -m venv --clear .venv
 mkdir -p logs
 if ! { .venv/bin/python -m pip install -q --upgrade pip &&
        .venv/bin/python -m pip install -q -e ".[test${KBUS_EXTRAS-,spark}]"; } >logs/setup-pip.log 2>&1; then

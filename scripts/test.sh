@@ -6,4 +6,9 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 .venv/bin/ruff check kbus tests
 .venv/bin/mypy  # [tool.mypy] in pyproject.toml: kbus/, strict on kbus.server
+# What the tests download (Apache Kafka's jars, the Java checks' Maven builds) is fetched here, once, not inside
+# the first test that needs it: on a cold cache that would eat the test's own timeout.
+scripts/kafka-jars.sh >/dev/null
+scripts/kafka-jars.sh 2.8.2 >/dev/null
+.venv/bin/python -c 'from tests.e2e.ecosystem.java_checks import VERSIONS, build; [build(v) for v in VERSIONS]'
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"

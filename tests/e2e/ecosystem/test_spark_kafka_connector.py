@@ -17,7 +17,7 @@ from kbus.spark.connector import CONNECTOR, connector_jars
 from tests.e2e.ecosystem.kafka_jars import REPO, kbus
 from tests.kbus_processes import BrokerProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 # The newest spark-sql-kafka-0-10 Maven Central serves; pyspark 4.3.0's own (4.3.0) is not served there, and the
 # 4.2 connector runs on Spark 4.3 (this test is the proof).

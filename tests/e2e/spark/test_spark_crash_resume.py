@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.spark.helpers import create_topic, produce
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 JOB = Path(__file__).resolve().parent / "jobs" / "stream_to_parquet.py"
 KBUS = Path(sys.executable).parent / "kbus"

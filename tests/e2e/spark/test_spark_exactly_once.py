@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from tests.e2e.spark.helpers import create_topic, produce
 from tests.e2e.spark.test_spark_crash_resume import KBUS, _batches, _kill_group
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 JOB = Path(__file__).resolve().parent / "jobs" / "stream_exactly_once.py"
 

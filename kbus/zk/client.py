@@ -340,10 +340,8 @@ class KafkaZkClient:
                 out.append(_written(state, stat.version))
         return out
 
-    # ---- topic configs ----
-
-    def get_topic_config(self, topic: str, watch: Watch = None) -> dict[str, str]:
-        path = paths.topic_config(topic)
+    def _entity_config(self, path: str, watch: Watch) -> dict[str, str]:
+        """An entity's config znode ({} when absent); with a watch, it is set even while the znode is absent."""
         if watch is not None and self.zk.exists(path, watch=watch) is None:
             return {}
         try:
@@ -351,6 +349,11 @@ class KafkaZkClient:
         except NoNodeError:
             return {}
         return codec.decode_entity_config(data)
+
+    # ---- topic configs ----
+
+    def get_topic_config(self, topic: str, watch: Watch = None) -> dict[str, str]:
+        return self._entity_config(paths.topic_config(topic), watch)
 
     def change_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
         """AdminZkClient.changeTopicConfig: write the config, then the change notification brokers follow."""
@@ -390,14 +393,7 @@ class KafkaZkClient:
 
     def get_broker_config(self, entity: str, watch: Watch = None) -> dict[str, str]:
         """A broker's (or the cluster default's) dynamic configs; the watch is set even while the znode is absent."""
-        path = paths.broker_config(entity)
-        if watch is not None and self.zk.exists(path, watch=watch) is None:
-            return {}
-        try:
-            data, _ = self.zk.get(path, watch=watch)
-        except NoNodeError:
-            return {}
-        return codec.decode_entity_config(data)
+        return self._entity_config(paths.broker_config(entity), watch)
 
     def change_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
         """AdminZkClient.changeBrokerConfig: the config, then the change notification (Kafka's brokers follow the

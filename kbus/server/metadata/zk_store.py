@@ -549,6 +549,11 @@ class ZkMetadataStore:
         if before is None or reread:
             self._refresh_config(name)
         changed |= self._refresh_states([(name, partition) for partition in missing])
+        if changed:
+            # callers outside the event thread (a reassignment started by a request) notify listeners themselves:
+            # they must not read the cached view from before this change (the watch that follows sees no change)
+            with self._cond:
+                self._topics_view = None
         return changed
 
     def _refresh_states(self, items: list[tuple[str, int]]) -> bool:

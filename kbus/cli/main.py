@@ -25,6 +25,7 @@ import kbus.cli.spark
 import kbus.cli.topics
 import kbus.cli.transactions
 import kbus.cli.zookeeper
+from kbus.cli import stdout
 from kbus.cli.app import app
 
 
@@ -68,6 +69,7 @@ def _resolve_alias(args: list[str]) -> list[str]:
 
 
 def main() -> None:
+    stdout.install()
     args = _resolve_alias(_fix_dashes(sys.argv[1:]))
     try:
         rv = app(args=args, prog_name="kbus", standalone_mode=False)

@@ -246,6 +246,8 @@ class KafkaConfig:
     cluster_id: str = _str("cluster.id", "")
     metrics_port: int = _int("metrics.port", -1)
     metrics_host: str = _str("metrics.host", "127.0.0.1")
+    # N broker processes from this one file, one per core (kbus.common.broker_processes, docs/cores.md)
+    num_broker_processes: int = _int("num.broker.processes", 1, at_least=1)
     # every key as given (file, then --override), for DescribeConfigs' config source and the unknown-key warning
     raw: Mapping[str, str] = field(default_factory=dict)
 

@@ -24,8 +24,10 @@ def configure_logging(level: str | None = None) -> None:
 
         apply(log_config)
         return
+    broker_process = os.environ.get("KBUS_BROKER_PROCESS")  # one of num.broker.processes: say which, in one log
+    fmt = LOG_FORMAT.replace("%(message)s", f"[broker {broker_process}] %(message)s") if broker_process else LOG_FORMAT
     logging.basicConfig(
-        level=(level or os.environ.get("KBUS_LOG_LEVEL", "INFO")).upper(), format=LOG_FORMAT, stream=sys.stdout
+        level=(level or os.environ.get("KBUS_LOG_LEVEL", "INFO")).upper(), format=fmt, stream=sys.stdout
     )
 
 
@@ -112,6 +114,8 @@ def run(config_path: str | None, overrides: list[str]) -> int:
         return 1
     for key in config.unknown_keys():
         log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+    if config.num_broker_processes > 1:
+        return run_broker_set(config_path, overrides, config)
     try:
         import uvloop
 
@@ -135,3 +139,16 @@ def run(config_path: str | None, overrides: list[str]) -> int:
         print(f"ERROR {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def run_broker_set(config_path: str, overrides: list[str], config: KafkaConfig) -> int:
+    """num.broker.processes > 1: this process supervises N brokers (kbus.server.broker_set) instead of being one."""
+    from kbus.common.broker_processes import broker_process_specs
+    from kbus.server.broker_set import BrokerSet
+
+    try:
+        specs = broker_process_specs(config, socket.gethostname())
+    except ConfigError as exc:
+        print(f"ERROR {exc}", file=sys.stderr)
+        return 1
+    return BrokerSet(config_path, overrides, specs, sd_notify).run()

@@ -12,7 +12,7 @@ from kbus.common.errors import InvalidPartitionsError, InvalidTopicError, Unknow
 from kbus.common.topic_config import validate_topic_configs
 from kbus.common.topics import collision_key, has_collision_chars, validate_topic_name
 from kbus.zk import paths
-from kbus.zk.assignment import assign_replicas_to_brokers, start_index_for_new_partitions, validate_assignment
+from kbus.zk.assignment import assign_replicas, start_index_for_new_partitions, validate_assignment
 from kbus.zk.client import KafkaZkClient
 from kbus.zk.codec import TopicAssignment
 
@@ -39,7 +39,7 @@ class AdminZkClient:
             partitions = {int(p): list(r) for p, r in assignment.items()}
             validate_assignment(partitions, set(live))
         else:
-            partitions = assign_replicas_to_brokers(live, num_partitions, replication_factor)
+            partitions = assign_replicas(self._racks(live), num_partitions, replication_factor)
         topic = TopicAssignment(partitions, uuid.uuid4())
         self.zk.create_topic(name, topic, dict(configs))
         return topic
@@ -69,8 +69,8 @@ class AdminZkClient:
             added = (
                 {int(p): list(r) for p, r in assignment.items()}
                 if assignment
-                else assign_replicas_to_brokers(
-                    live,
+                else assign_replicas(
+                    self._racks(live),
                     total_count - count,
                     len(first),
                     fixed_start_index=start_index_for_new_partitions(live, first),
@@ -102,6 +102,14 @@ class AdminZkClient:
                 merged[key] = value
         self.zk.change_topic_config(name, merged)
         return merged
+
+    def _racks(self, broker_ids: list[int]) -> dict[int, str | None]:
+        """broker.rack of each live broker, as registered in /brokers/ids (None: no rack; gone meanwhile: no rack)."""
+        out: dict[int, str | None] = {}
+        for b in broker_ids:
+            info = self.zk.get_broker(b)
+            out[b] = info.rack if info is not None else None
+        return out
 
     def _check_collision(self, name: str) -> None:
         """Kafka refuses names that differ only in '.' vs '_' (they share metric names)."""

@@ -1,12 +1,18 @@
-"""Kafka's rack-unaware replica assignment (AdminUtils), checked against Kafka's own expectations."""
+"""Kafka's replica assignment (AdminUtils), rack-unaware and rack-aware, checked against Kafka's own expectations."""
 
 import random
 from collections import Counter
 
 import pytest
 
-from kbus.common.errors import InvalidPartitionsError, InvalidReplicationFactorError
-from kbus.zk.assignment import assign_replicas_to_brokers, start_index_for_new_partitions, validate_assignment
+from kbus.common.errors import InvalidPartitionsError, InvalidReplicationFactorError, KafkaError
+from kbus.zk.assignment import (
+    assign_replicas,
+    assign_replicas_to_brokers,
+    rack_alternated_brokers,
+    start_index_for_new_partitions,
+    validate_assignment,
+)
 
 
 def test_matches_kafka_admin_utils_test_fixed_start():
@@ -73,3 +79,39 @@ def test_validate_manual_assignment():
         validate_assignment({0: [1, 1]}, {1})
     with pytest.raises(InvalidReplicationFactorError, match=r"Unknown broker"):
         validate_assignment({0: [1, 9]}, {1})
+
+
+# ---- rack-aware (Kafka's AdminRackAwareTest) ---------------------------------------------------------------------
+def test_rack_alternated_broker_list_matches_kafka() -> None:
+    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    assert rack_alternated_brokers(racks) == [0, 3, 1, 5, 4, 2]
+    assert rack_alternated_brokers({b: r for b, r in racks.items() if b != 5}) == [0, 3, 1, 4, 2]
+
+
+def test_rack_aware_assignment_matches_kafka() -> None:
+    racks: dict[int, str | None] = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    assert assign_replicas(racks, 7, 3, fixed_start_index=0, start_partition_id=0) == {
+        0: [0, 3, 1],
+        1: [3, 1, 5],
+        2: [1, 5, 4],
+        3: [5, 4, 2],
+        4: [4, 2, 0],
+        5: [2, 0, 3],
+        6: [0, 4, 2],
+    }
+
+
+def test_rack_aware_replicas_span_hosts() -> None:
+    """num.broker.processes: 2 hosts x 4 processes, rack = host; RF 2 never puts both replicas on one host."""
+    racks: dict[int, str | None] = {b: ("h1" if b < 4 else "h2") for b in range(8)}
+    for seed in range(20):
+        out = assign_replicas(racks, 32, 2, rng=random.Random(seed))
+        assert all({racks[r[0]], racks[r[1]]} == {"h1", "h2"} for r in out.values())
+        leaders = [r[0] for r in out.values()]
+        assert all(leaders.count(b) == 4 for b in range(8))  # leadership spread over every process
+
+
+def test_some_brokers_without_a_rack_is_refused_as_kafka_does() -> None:
+    with pytest.raises(KafkaError, match="Not all brokers have rack information"):
+        assign_replicas({0: "h1", 1: None}, 1, 1)
+    assert assign_replicas({0: None, 1: None}, 2, 2, fixed_start_index=0) == {0: [0, 1], 1: [1, 0]}

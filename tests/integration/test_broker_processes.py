@@ -1,0 +1,176 @@
+"""`num.broker.processes=2`: one server.properties, `kbus server-start` runs two broker processes on a real
+ZooKeeper; a client produces to and consumes from partitions led by both; a process killed -9 is restarted by the
+supervisor and nothing acknowledged is lost; `kbus server-stop` stops the whole set cleanly; a process that cannot
+start stops the set."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.kbus_processes import TEST_DEFAULTS, free_port, wait_for, wait_for_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.slow]
+KBUS = str(Path(sys.executable).parent / "kbus")
+
+
+def two_free_ports() -> int:
+    while True:
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+
+
+def write_config(tmp_path: Path, zk_connect: str, port: int) -> Path:
+    props = {
+        **TEST_DEFAULTS,
+        "broker.id": "1",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "log.dirs": str(tmp_path / "data"),
+        "zookeeper.connect": zk_connect,
+        "zookeeper.session.timeout.ms": "6000",
+        "replica.lag.time.max.ms": "6000",
+        "num.broker.processes": "2",
+    }
+    path = tmp_path / "server.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
+
+
+def start_set(config: Path, out: Path) -> subprocess.Popen[bytes]:
+    with open(out, "ab") as f:
+        return subprocess.Popen(
+            [KBUS, "server-start", str(config)], stdout=f, stderr=subprocess.STDOUT, cwd=config.parent,
+            start_new_session=True,
+        )
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def argv(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
+
+
+def child_of_broker(sup: int, broker_id: int) -> int:
+    for pid in children(sup):
+        if f"broker.id={broker_id}" in argv(pid):
+            return pid
+    raise AssertionError(f"no child of {sup} runs broker.id {broker_id}")
+
+
+def broker_processes_of(config: Path) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+            if "kbus.server.broker_process" in (a := argv(int(p.name))) and str(config) in a]
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def test_two_processes_serve_survive_kill_9_and_stop_together(tmp_path: Path, zk_connect: str) -> None:
+    port = two_free_ports()
+    config = write_config(tmp_path, zk_connect, port)
+    out = tmp_path / "server.out"
+    sup = start_set(config, out)
+    try:
+        wait_for_port(port, 60, sup)
+        wait_for_port(port + 1, 60, sup)
+        bootstrap = f"127.0.0.1:{port}"
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 30, "both processes registered")
+        brokers = admin.list_topics(timeout=5).brokers
+        assert {b.id: b.port for b in brokers.values()} == {1: port, 2: port + 1}
+        cluster = admin.describe_cluster(request_timeout=10).result()
+        assert {n.id: n.rack for n in cluster.nodes} == {1: socket.gethostname(), 2: socket.gethostname()}
+
+        admin.create_topics([NewTopic("spread", 4, 2)])["spread"].result(30)
+        wait_for(lambda: "spread" in admin.list_topics(timeout=5).topics, 20, "topic visible")
+        parts = admin.list_topics(timeout=5).topics["spread"].partitions
+        assert {p.leader for p in parts.values()} == {1, 2}  # partitions led by both processes
+        assert all(sorted(p.replicas) == [1, 2] for p in parts.values())
+
+        acked: set[int] = set()
+        failed: list[str] = []
+
+        def done(err, msg):  # type: ignore[no-untyped-def]
+            if err is None:
+                acked.add(int(msg.value()))
+            else:
+                failed.append(str(err))
+
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "log_level": 0,
+                             "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
+        for n in range(400):
+            producer.produce("spread", str(n).encode(), partition=n % 4, on_delivery=done)
+        assert producer.flush(30) == 0 and len(acked) == 400
+
+        victim = child_of_broker(sup.pid, 2)
+        os.kill(victim, signal.SIGKILL)
+        for n in range(400, 800):  # acks=all: the partitions move to broker 1 once broker 2's session expires
+            producer.produce("spread", str(n).encode(), partition=n % 4, on_delivery=done)
+        assert producer.flush(90) == 0
+        assert failed == [] and len(acked) == 800
+
+        # the supervisor starts broker 2 again (after RESTART_DELAY_S and the old ZooKeeper session's expiry)
+        wait_for(lambda: victim not in children(sup.pid) and len(children(sup.pid)) == 2, 60, "a new broker 2")
+        wait_for_port(port + 1, 60)
+        wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 60, "broker 2 registered again")
+        assert "killed by signal 9: restarting it" in out.read_text()
+
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False, "log_level": 0})
+        consumer.subscribe(["spread"])
+        seen: set[int] = set()
+        wait_for(lambda: seen.update(int(m.value()) for m in consumer.consume(500, 1.0) if not m.error())
+                 or seen >= acked, 60, "every acknowledged record read back")
+        consumer.close()
+
+        kids = children(sup.pid)
+        stop = subprocess.run([KBUS, "server-stop", str(config)], capture_output=True, text=True, timeout=60)
+        assert stop.returncode == 0, stop.stderr
+        assert sup.wait(60) == 0
+        assert all(not Path(f"/proc/{pid}").exists() for pid in kids)
+        for broker_id in (1, 2):
+            assert (tmp_path / "data" / f"broker-{broker_id}" / ".kafka_cleanshutdown").exists()
+    finally:
+        stop_group(sup)
+
+
+def test_a_process_that_cannot_start_stops_the_set(tmp_path: Path, zk_connect: str) -> None:
+    port = two_free_ports()
+    config = write_config(tmp_path, zk_connect, port)
+    out = tmp_path / "server.out"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port + 1))
+        taken.listen()
+        sup = start_set(config, out)
+        try:
+            assert sup.wait(60) == 1
+            text = out.read_text()
+            assert "cannot listen on PLAINTEXT://127.0.0.1:" in text
+            assert "before it was ready: stopping all broker processes" in text
+            assert broker_processes_of(config) == []
+        finally:
+            stop_group(sup)

@@ -24,6 +24,15 @@ def server_start(
     daemon: Annotated[
         bool, typer.Option("--daemon", "-daemon", help="Run in the background (pid and log file under logs/)")
     ] = False,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            "--processes",
+            min=1,
+            help="Run N broker processes from this config, one per core (kbus only: same as --override "
+            "num.broker.processes=N; docs/cores.md)",
+        ),
+    ] = None,
 ) -> None:
     """Start a kbus broker in the foreground; SIGTERM or Ctrl-C shuts it down cleanly (kafka-server-start.sh)."""
     if config is None:
@@ -34,6 +43,8 @@ def server_start(
     if not Path(config).is_file():
         fail(f"ERROR Cannot read config file {config}: no such file")
     overrides = list(override or [])
+    if processes is not None:
+        overrides.append(f"num.broker.processes={processes}")
     if daemon:
         # Daemon mode (pid file + logs/kbusServer.out) lives with the service tooling (issue 6).
         from kbus.ops.daemon import DaemonError, start_daemon

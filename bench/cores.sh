@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Every core (issue 14): a broker-bound workload (32 librdkafka producers in 2 generator processes, linger.ms=0,
+# acks=all, 100 B, 64 partitions, 4 records outstanding per producer, so ~1 record per Produce request) against
+# kbus with num.broker.processes 1 and 2, pinned to 1 core (broker processes on CPU 1, generators on CPU 0) and
+# to 2 cores (brokers and generators both on CPUs 0-1: on this 2-core machine the generators compete with the
+# brokers, so their CPU is reported beside). Configurations interleaved round by round; one JSON line per run in
+# $OUT (default bench/cores.jsonl); the table: .venv/bin/python bench/cores.py report bench/cores.jsonl
+#   usage: bench/cores.sh [ROUNDS] [bench/cores.py run args, e.g. --seconds 30 --partitions 256]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+rounds=${1:-3}; shift || true
+OUT=${OUT:-bench/cores.jsonl}
+mkdir -p "${BENCH_DIR:-.cache/bench}"
+work=$(mktemp -d "${BENCH_DIR:-$PWD/.cache/bench}/cores.XXXXXX")
+trap bench_cleanup EXIT; trap "exit 130" INT TERM
+zkport=$(free_port); start_zk "$zkport"
+configs=(
+  "--processes 1 --cpus 1 --gen-cpus 0"
+  "--processes 2 --cpus 1 --gen-cpus 0"
+  "--processes 1 --cpus 0-1 --gen-cpus 0-1"
+  "--processes 2 --cpus 0-1 --gen-cpus 0-1"
+)
+for r in $(seq "$rounds"); do
+  for c in "${configs[@]}"; do
+    echo "== round $r: $c $* (load average: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+    # shellcheck disable=SC2086
+    $PY bench/cores.py run --zk "127.0.0.1:$zkport" $c --work "$work" --out "$OUT" "$@" >/dev/null \
+      || echo "   (run failed: $c)" >&2
+  done
+done
+$PY bench/cores.py report "$OUT"

@@ -98,3 +98,13 @@ def alter_reassignments(
         return out
 
     return admin.run(work)
+
+
+def live_brokers(admin: WireAdmin) -> list[int]:
+    """The ids of the brokers the cluster lists now (Kafka's describeCluster().nodes())."""
+
+    async def work(session: AdminSession) -> list[int]:
+        nodes, _ = await admin.cluster(session)
+        return [n.node_id for n in nodes]
+
+    return admin.run(work)

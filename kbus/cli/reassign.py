@@ -12,8 +12,9 @@ import typer
 
 from kbus.admin.broker_configs import alter_broker_configs
 from kbus.admin.errors import AdminError
+from kbus.admin.java_order import hashmap_order, string_hash
 from kbus.admin.kafka import KafkaAdmin
-from kbus.admin.reassign import alter_reassignments, current_assignment, list_reassignments
+from kbus.admin.reassign import alter_reassignments, current_assignment, list_reassignments, live_brokers
 from kbus.admin.wire import WireAdmin
 from kbus.cli.app import app
 from kbus.cli.client_config import wire_security
@@ -114,15 +115,20 @@ def _set_throttles(bootstrap: str, admin: WireAdmin, targets: dict[TopicPartitio
         kadmin.close()
 
 
-def _clear_throttles(bootstrap: str, admin: WireAdmin, topics: set[str], brokers: list[int]) -> None:
+def _clear_throttles(bootstrap: str, admin: WireAdmin, targets: dict[TopicPartition, list[int]]) -> None:
+    """Kafka's clearAllThrottles: the rates on every live broker and every target replica (a source broker the
+    move left keeps no throttle either), the replica lists on the moved topics."""
+    brokers = sorted({*live_brokers(admin), *(b for r in targets.values() for b in r)})
+    plural = "" if len(brokers) == 1 else "s"
+    print(f"Clearing broker-level throttles on broker{plural} {','.join(map(str, brokers))}")
     for b in brokers:
         alter_broker_configs(admin, str(b), {}, list(THROTTLE_RATES))
-    print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    topics = hashmap_order(dict.fromkeys(t for t, _ in targets), string_hash)  # Java's HashSet order
+    print(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}")
     kadmin = KafkaAdmin(bootstrap, {})
     try:
-        for topic in sorted(topics):
+        for topic in topics:
             kadmin.alter_configs("topic", topic, {}, list(THROTTLED_REPLICAS))
-            print(f"Clearing topic-level throttles on topic {topic}")
     finally:
         kadmin.close()
 
@@ -219,8 +225,7 @@ def reassign_partitions(
             else:
                 print("None of the specified partition reassignments are active.")
             if not preserve_throttles:
-                brokers = sorted({b for r in (*targets.values(), *current.values()) for b in r})
-                _clear_throttles(bootstrap_server, admin, set(topics), brokers)
+                _clear_throttles(bootstrap_server, admin, targets)
             return
         # --verify
         ongoing = list_reassignments(admin)
@@ -237,8 +242,7 @@ def reassign_partitions(
                       f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, target))}.")  # fmt: skip
         if done and not preserve_throttles:
             print()
-            brokers = sorted({b for r in (*targets.values(), *current.values()) for b in r})
-            _clear_throttles(bootstrap_server, admin, set(topics), brokers)
+            _clear_throttles(bootstrap_server, admin, targets)
     except UsageError as exc:
         fail(str(exc))
     except (AdminError, ConnectionError) as exc:

@@ -212,6 +212,9 @@ class KafkaConfig:
     replica_fetch_max_bytes: int = _int("replica.fetch.max.bytes", 1048576, at_least=0)
     replica_fetch_wait_max_ms: int = _int("replica.fetch.wait.max.ms", 500)
     replica_high_watermark_checkpoint_interval_ms: int = _long("replica.high.watermark.checkpoint.interval.ms", 5000)
+    # the windows replication throttles are measured over (Kafka's ReplicationQuotaManagerConfig)
+    replication_quota_window_num: int = _int("replication.quota.window.num", 11, at_least=1)
+    replication_quota_window_size_seconds: int = _int("replication.quota.window.size.seconds", 1, at_least=1)
     # incremental fetch sessions (KIP-227)
     max_incremental_fetch_session_cache_slots: int = _int("max.incremental.fetch.session.cache.slots", 1000, at_least=0)
     min_incremental_fetch_session_eviction_ms: int = _int(
@@ -538,3 +541,24 @@ def with_dynamic_configs(
     except ConfigError:
         return static, sorted({*skipped, *cluster_default, *per_broker})
     return effective, skipped
+
+
+LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+
+
+def replication_throttled_rate(
+    key: str, cluster_default: Mapping[str, str], per_broker: Mapping[str, str]
+) -> int | None:
+    """A replication throttle in effect, bytes/s (Kafka's BrokerConfigHandler): /config/brokers/<id>, else
+    /config/brokers/<default>, else unlimited (None). A value that is not a non-negative long is skipped, as
+    Kafka's validation would have refused it."""
+    for layer in (per_broker, cluster_default):
+        raw = layer.get(key)
+        if raw is None:
+            continue
+        try:
+            return parse_long(0)(raw)
+        except ValueError:
+            continue
+    return None

@@ -14,7 +14,15 @@ import time
 from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Authorizer
-from kbus.common.broker_config import BROKER_CONFIGS, BROKER_DEFAULT_ENTITY, KafkaConfig, with_dynamic_configs
+from kbus.common.broker_config import (
+    BROKER_CONFIGS,
+    BROKER_DEFAULT_ENTITY,
+    FOLLOWER_THROTTLED_RATE,
+    LEADER_THROTTLED_RATE,
+    KafkaConfig,
+    replication_throttled_rate,
+    with_dynamic_configs,
+)
 from kbus.common.cluster import BrokerEndpoint, BrokerInfo
 from kbus.common.topics import OFFSETS_TOPIC
 from kbus.server.admin_manager import AdminManager
@@ -245,9 +253,12 @@ class Broker:
         min.insync.replicas, ...) from /config/brokers/<default> and /config/brokers/<id> over server.properties;
         the reconcile that follows gives every log without its own override the new defaults."""
         layers = self.metadata.broker_configs()
-        effective, skipped = with_dynamic_configs(
-            self.admin.static_config, layers.get(BROKER_DEFAULT_ENTITY, {}), layers.get(str(self.broker_id), {})
+        cluster_default, own = layers.get(BROKER_DEFAULT_ENTITY, {}), layers.get(str(self.broker_id), {})
+        self.replicas.update_replication_rates(
+            replication_throttled_rate(LEADER_THROTTLED_RATE, cluster_default, own),
+            replication_throttled_rate(FOLLOWER_THROTTLED_RATE, cluster_default, own),
         )
+        effective, skipped = with_dynamic_configs(self.admin.static_config, cluster_default, own)
         if skipped and skipped != self._skipped_dynamic:
             log.warning("Ignoring dynamic broker config(s) that are invalid or not dynamic: %s", ", ".join(skipped))
         self._skipped_dynamic = skipped

@@ -26,6 +26,7 @@ from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint, wr
 from kbus.server.log.txn_index import AbortedTxn
 from kbus.server.metadata.types import MetadataStore, PartitionState, TopicMetadata
 from kbus.server.partition import Partition
+from kbus.server.quota_rate import RateConfig
 from kbus.server.replication.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -33,6 +34,14 @@ from kbus.server.replication.errors import (
     RequestTimedOutError,
 )
 from kbus.server.replication.fetcher import ReplicaFetcherManager
+from kbus.server.replication.quota import (
+    FOLLOWER,
+    LEADER,
+    ReplicationQuotaManager,
+    ThrottledPartitions,
+    parse_throttled_replicas,
+    register_metrics,
+)
 
 log = logging.getLogger("kbus.server")
 
@@ -50,6 +59,7 @@ class PartitionRead:
     log_start_offset: int
     records: FetchData  # a range of a segment file: sent with sendfile or read with to_bytes()
     aborted_transactions: list[AbortedTxn] | None = None
+    throttled: bool = False  # a follower's read of a leader-throttled partition: its bytes count against the quota
 
 
 class ReplicaManager:
@@ -59,6 +69,12 @@ class ReplicaManager:
         self._metadata = metadata
         self._log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Kafka's QuotaManagers.leader / .follower: replication throttles (rates set by the broker from its dynamic
+        # configs, throttled partitions from the topic configs on each reconcile)
+        window = RateConfig(config.replication_quota_window_num, config.replication_quota_window_size_seconds * 1000)
+        self.leader_quota = ReplicationQuotaManager(LEADER, window)
+        self.follower_quota = ReplicationQuotaManager(FOLLOWER, window)
+        register_metrics((self.leader_quota, self.follower_quota))
         self.fetchers = ReplicaFetcherManager(self)
         self.client_security = PLAINTEXT  # how followers reach leaders; the broker sets the inter-broker listener's
         self.stopping = False
@@ -138,8 +154,16 @@ class ReplicaManager:
         """One partition of a Fetch (Kafka's readFromLocalLog): consumers read to the high watermark (to the last
         stable offset with read_committed), followers to the log end, and a follower's fetch offset is its
         progress report for the ISR. Raises the log's errors (e.g. OffsetOutOfRange)."""
+        throttled = False
         if replica_id >= 0:
             part.follower_fetched(replica_id, fetch_offset)
+            quota = self.leader_quota
+            throttled = quota.is_throttled(part.topic, part.index)
+            if throttled and quota.should_throttle(part.topic, part.index, replica_id in part.state.isr):
+                # Kafka's shouldLeaderThrottle: an out-of-sync follower of a throttled partition gets no data
+                # while the leader's quota is exceeded (it still reported its progress above)
+                return PartitionRead(part.high_watermark, part.last_stable_offset, part.log_start_offset,
+                                     EMPTY_FETCH, None, True)  # fmt: skip
         hw = part.high_watermark
         lso = part.last_stable_offset
         leo = part.log_end_offset
@@ -149,7 +173,17 @@ class ReplicaManager:
         else:
             data = part.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
         aborted = part.aborted_transactions(fetch_offset, max_offset) if read_committed else None
-        return PartitionRead(hw, lso, part.log_start_offset, data, aborted)
+        return PartitionRead(hw, lso, part.log_start_offset, data, aborted, throttled)
+
+    def record_leader_replication(self, nbytes: int) -> None:
+        """The bytes of leader-throttled partitions a follower's Fetch response carries, counted once the
+        response is complete (Kafka's quotas.leader.record(sizeOfThrottledPartitions))."""
+        self.leader_quota.record(nbytes)
+
+    def update_replication_rates(self, leader: float | None, follower: float | None) -> None:
+        """leader/follower.replication.throttled.rate in effect (None: unlimited)."""
+        self.leader_quota.update_quota(leader)
+        self.follower_quota.update_quota(follower)
 
     # ---------------------------------------------------------------- leadership (for coordinators)
     def add_leadership_listener(self, callback: LeadershipListener) -> None:
@@ -178,8 +212,18 @@ class ReplicaManager:
         changes. One partition failing (e.g. its log dir) does not stop the others."""
         topics = self._metadata.topics()
         wanted: set[TopicPartition] = set()
+        leader_throttled: dict[str, ThrottledPartitions] = {}
+        follower_throttled: dict[str, ThrottledPartitions] = {}
         for topic in topics.values():
             config = self.log_config_for(topic)
+            if config.leader_replication_throttled_replicas:
+                leader_throttled[topic.name] = parse_throttled_replicas(
+                    config.leader_replication_throttled_replicas, self.broker_id
+                )
+            if config.follower_replication_throttled_replicas:
+                follower_throttled[topic.name] = parse_throttled_replicas(
+                    config.follower_replication_throttled_replicas, self.broker_id
+                )
             for index, state in topic.partitions.items():
                 if self.broker_id not in state.replicas:
                     continue
@@ -188,6 +232,8 @@ class ReplicaManager:
                     self._reconcile_partition(topic, index, state, config)
                 except Exception:
                     log.exception("Could not apply metadata to partition %s-%d", topic.name, index)
+        self.leader_quota.set_throttled(leader_throttled)
+        self.follower_quota.set_throttled(follower_throttled)
         # a deleted topic's replicas, and replicas a reassignment moved off this broker (Kafka's StopReplica with
         # deletePartition=true): their logs go
         for key in [k for k in self.partitions if k not in wanted]:

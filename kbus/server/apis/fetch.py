@@ -50,12 +50,12 @@ def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
 
 def _collect(
     m: Managers, ctx: RequestContext, request: Any, replica_id: int, fctx: FetchContext
-) -> tuple[list[Any], int, list[Any], dict[str, tuple[int, int]]]:
+) -> tuple[list[Any], int, list[Any], dict[str, tuple[int, int]], int]:
     """One pass over the requested partitions: (per-topic responses, bytes gathered, partitions to wait on,
-    bytes and messages per topic)."""
+    bytes and messages per topic, bytes of leader-throttled partitions)."""
     read_committed = replica_id < 0 and getattr(request, "isolation_level", 0) == 1
     remaining = max(request.max_bytes if ctx.api_version >= 3 else 2**31 - 1, 0)
-    total = 0
+    total = throttled = 0
     waits = []
     topics_out = []
     sent: dict[str, tuple[int, int]] = {}
@@ -126,6 +126,8 @@ def _collect(
                             for a in read.aborted_transactions
                         ]
                     total += size
+                    if read.throttled:
+                        throttled += size
                     remaining = max(remaining - size, 0)
                     if size:
                         nbytes, nmsgs = sent.get(topic, (0, 0))
@@ -143,7 +145,7 @@ def _collect(
                 parts_out.append(ctx.nested("PartitionData", **fields))
         if parts_out:
             topics_out.append(ctx.nested("FetchableTopicResponse", topic=topic, partitions=parts_out))
-    return topics_out, total, waits, sent
+    return topics_out, total, waits, sent, throttled
 
 
 @api(1, 4, 12)
@@ -166,7 +168,7 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
         if ctx.splicer is not None:
             ctx.splicer.regions.clear()  # a pass that waits again is thrown away with its placeholders
         fctx.reset_pass()
-        topics_out, total, waits, sent = _collect(m, ctx, request, replica_id, fctx)
+        topics_out, total, waits, sent, throttled = _collect(m, ctx, request, replica_id, fctx)
         timeout = deadline - time.monotonic()
         if total >= min_bytes or timeout <= 0 or not waits or m.replicas.stopping:
             break
@@ -181,6 +183,8 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
             for part in waits:
                 part.remove_waiter(fut)
     fctx.commit()
+    if throttled:
+        m.replicas.record_leader_replication(throttled)
     if replica_id < 0:
         for topic, (nbytes, nmsgs) in sent.items():
             METRICS.inc("kbus_bytes_out_total", nbytes, topic=topic)

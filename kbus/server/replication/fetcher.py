@@ -25,6 +25,7 @@ from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.partition import Partition
 from kbus.server.repeated_warning import RepeatedWarning
 from kbus.server.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from kbus.server.replication.quota import ReplicationQuotaManager
 
 log = logging.getLogger("kbus.replication")
 
@@ -33,6 +34,7 @@ EPOCH_VERSION = 4
 FetchReq, FetchResp = load_request_schema(1, FETCH_VERSION), load_response_schema(1, FETCH_VERSION)
 EpochReq, EpochResp = load_request_schema(23, EPOCH_VERSION), load_response_schema(23, EPOCH_VERSION)
 RETRY_BACKOFF_S = 0.5
+FETCH_BACKOFF_S = 1.0  # Kafka's replica.fetch.backoff.ms default
 
 TopicPartition = tuple[str, int]
 
@@ -44,6 +46,7 @@ class FollowerHost(Protocol):
     config: KafkaConfig
     stopping: bool
     client_security: ClientSecurity
+    follower_quota: ReplicationQuotaManager
 
     def get_partition(self, topic: str, index: int) -> Partition | None: ...
     def broker_endpoint(self, broker_id: int) -> BrokerInfo | None: ...
@@ -58,6 +61,9 @@ class ReplicaFetcher:
         # value: the generation of the truncation check still owed (0: none). follow() bumps it, so a check
         # answered for an older leader epoch never clears the one a newer epoch needs.
         self.partitions: dict[TopicPartition, int] = {}
+        # how far each partition was behind the leader's high watermark after its last fetch that brought data
+        # (Kafka's PartitionFetchState.lag; unknown until then): 0 is in sync, which exempts it from throttling
+        self._lag: dict[TopicPartition, int] = {}
         self._generation = 0
         self._task: asyncio.Task[None] | None = None
         self._conn: KafkaConnection | None = None
@@ -73,6 +79,7 @@ class ReplicaFetcher:
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
+        self._lag.pop(tp, None)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -203,11 +210,15 @@ class ReplicaFetcher:
 
     async def _fetch_once(self, conn: KafkaConnection) -> None:
         cfg = self.host.config
+        quota = self.host.follower_quota
+        throttling = quota.throttling
         topics: dict[str, list[object]] = {}
         for tp, gen in self.partitions.items():
             part = self._partition(tp)
             if part is None or gen:
                 continue
+            if throttling and quota.should_throttle(tp[0], tp[1], self._lag.get(tp, 1) <= 0):
+                continue  # Kafka's shouldFollowerThrottle: left out of this fetch while the quota is exceeded
             topics.setdefault(tp[0], []).append(
                 build(
                     nested(FetchReq, "FetchPartition"),
@@ -221,8 +232,9 @@ class ReplicaFetcher:
             )
         if not topics:
             self._changed.clear()
+            # nothing to fetch (or all of it throttled): Kafka's fetcher backs off replica.fetch.backoff.ms
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), 1.0)
+                await asyncio.wait_for(self._changed.wait(), FETCH_BACKOFF_S)
             return
         req = build(
             FetchReq,
@@ -247,6 +259,8 @@ class ReplicaFetcher:
                     continue
                 progress |= bool(p.records)
                 failed |= not self._apply(part, tp, p)
+                if throttling and p.records and quota.is_throttled(*tp):
+                    quota.record(len(p.records))  # Kafka's processPartitionData: throttled bytes, after the fact
         if failed and not progress:
             # e.g. UNKNOWN_LEADER_EPOCH while the leader learns of its new epoch: back off instead of spinning
             # (Kafka's replica.fetch.backoff.ms)
@@ -270,6 +284,8 @@ class ReplicaFetcher:
                     break
                 records = records[start:]
             part.append_as_follower(records, p.high_watermark)
+            if records or tp not in self._lag:
+                self._lag[tp] = max(p.high_watermark - part.log_end_offset, 0)
             if part.log_start_offset < p.log_start_offset <= part.log_end_offset:
                 part.delete_records(p.log_start_offset)  # DeleteRecords and retention on the leader reach followers
             return True

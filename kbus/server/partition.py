@@ -72,7 +72,11 @@ class Partition:
             self.high_watermark = max(log.log_start_offset, min(saved, log.log_end_offset))
         self.followers: dict[int, FollowerState] = {}
         self.epochs = self._load_epochs()
-        self._waiters: set[asyncio.Future[None]] = set()
+        # parked Fetch requests (Kafka's DelayedFetch), by what completes them: followers read to the log end and
+        # wake on appends; consumers read to the high watermark (or the LSO, which moves only with it) and wake
+        # when it advances, not on an append that they cannot see yet
+        self._parked_log_end: set[asyncio.Future[None]] = set()
+        self._parked_hw: set[asyncio.Future[None]] = set()
         self._hw_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self._alter_isr = alter_isr
         self._isr_change: asyncio.Task[None] | None = None  # one ISR change at a time
@@ -130,8 +134,8 @@ class Partition:
                                            from_coordinator=from_coordinator)
         if not result.duplicate:
             self.epochs.assign(self.state.leader_epoch, result.first_offset)
+            self.wake_followers()
             self.maybe_advance_high_watermark()
-            self.wake_fetchers()
         return result
 
     def in_sync_leos(self) -> list[int]:
@@ -155,7 +159,7 @@ class Partition:
             return False
         self.high_watermark = new_hw
         self._complete_hw_waiters()
-        self.wake_fetchers()
+        self._wake(self._parked_hw)
         return True
 
     def update_follower(self, replica_id: int, fetch_offset: int, now: int) -> bool:
@@ -352,16 +356,29 @@ class Partition:
         return start
 
     # ------------------------------------------------------------------ long-poll support
-    def add_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.add(fut)
+    def add_waiter(self, fut: asyncio.Future[None], *, log_end: bool) -> None:
+        """Park a Fetch: `log_end` (a follower's) until the next append, else (a consumer's) until the high
+        watermark advances; any of them when the partition changes hands or closes."""
+        (self._parked_log_end if log_end else self._parked_hw).add(fut)
 
     def remove_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.discard(fut)
+        self._parked_log_end.discard(fut)
+        self._parked_hw.discard(fut)
+
+    def wake_followers(self) -> None:
+        self._wake(self._parked_log_end)
 
     def wake_fetchers(self) -> None:
-        if self._waiters:
-            waiters, self._waiters = self._waiters, set()
-            for fut in waiters:
+        """Every parked Fetch (leadership moved, the partition closes, the broker stops)."""
+        self._wake(self._parked_log_end)
+        self._wake(self._parked_hw)
+
+    @staticmethod
+    def _wake(waiters: set[asyncio.Future[None]]) -> None:
+        if waiters:
+            woken = list(waiters)
+            waiters.clear()
+            for fut in woken:
                 if not fut.done():
                     fut.set_result(None)
 

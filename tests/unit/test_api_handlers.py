@@ -44,7 +44,7 @@ class FakePartition:
     config: LogConfig = field(default_factory=LogConfig)
     waiters: list[Any] = field(default_factory=list)
 
-    def add_waiter(self, fut: Any) -> None:
+    def add_waiter(self, fut: Any, *, log_end: bool) -> None:
         self.waiters.append(fut)
 
     def remove_waiter(self, fut: Any) -> None:

@@ -172,10 +172,11 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
         timeout = deadline - time.monotonic()
         if total >= min_bytes or timeout <= 0 or not waits or m.replicas.stopping:
             break
-        # Park on every empty partition; the first append to any of them (or the deadline) ends the wait.
+        # Park on every empty partition; the first append to any of them (a follower's) or the first high-watermark
+        # advance (a consumer's: it reads no further), or the deadline, ends the wait.
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for part in waits:
-            part.add_waiter(fut)
+            part.add_waiter(fut, log_end=replica_id >= 0)
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(fut, timeout)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -77,6 +78,11 @@ async def serve(config: KafkaConfig) -> None:
                 f"ERROR cannot listen on metrics.port {config.metrics_host}:{config.metrics_port}: {exc.strerror}"
             ) from None
     await server.start()
+    # What start-up built (modules, protocol schemas, metadata, open logs) lives as long as the broker: moved out of
+    # the collector's generations, a full collection scans only what requests allocate since. Unfrozen, each gen-2
+    # pass walked the whole start-up heap on the event loop (34 ms measured, stalling every request in flight).
+    gc.collect()
+    gc.freeze()
     log.info("[KafkaServer id=%d] started (kbus, cluster.id=%s)", broker.broker_id, broker.cluster_id)
     sd_notify("READY=1")
     stop = asyncio.Event()

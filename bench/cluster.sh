@@ -4,6 +4,7 @@
 # and runs bench/kbench.py with acks=all, Kafka then kbus. Labels kafka-3x-rf3 and kbus-3x-rf3 in $OUT; broker
 # CPU is the partition leader's process (it also serves both followers' fetches).
 #   usage: bench/cluster.sh [ROUNDS] [extra kbench args]
+# Env: SYSTEMS (default "kafka kbus"; kbus-base: the kbus of the checkout in KBUS_BASE), OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -23,7 +24,8 @@ for who in $SYSTEMS; do
     if [ "$who" = kafka ]; then
       start_kafka "kafka$id" "$port" "127.0.0.1:$zkport/kafka" "${over[@]}"; bpid[$who$id]=$kafka_pid
     else
-      start_kbus "kbus$id" "$port" "127.0.0.1:$zkport/kbus" "${over[@]}"; bpid[$who$id]=$kbus_pid
+      src=.; [ "$who" != kbus-base ] || src=${KBUS_BASE:?KBUS_BASE=checkout}
+      KBUS_SRC=$src start_kbus "$who$id" "$port" "127.0.0.1:$zkport/$who" "${over[@]}"; bpid[$who$id]=$kbus_pid
     fi
     boot[$who]="${boot[$who]:-}${boot[$who]:+,}127.0.0.1:$port"
     wait_port "$port"

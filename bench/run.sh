@@ -5,7 +5,8 @@
 # (a scratch directory under $BENCH_DIR, default .cache/bench) and the machine's Java. Each result is one JSON
 # line in $OUT (default bench/results.jsonl); a markdown report with ratios to Kafka goes to bench/last-report.md.
 #   usage: bench/run.sh [ROUNDS] [extra kbench args, e.g. -p 3 -s 1000 --acks 1]
-# Env: SYSTEMS (default "kafka kbus tansu"; also kbus-copy: kbus with KBUS_SENDFILE=0), OUT, KAFKA_VERSION (3.9.2), TAG (added to every label).
+# Env: SYSTEMS (default "kafka kbus tansu"; also kbus-copy: kbus with KBUS_SENDFILE=0, kbus-base: the kbus of
+# the checkout in KBUS_BASE), OUT, KAFKA_VERSION (3.9.2), TAG (added to every label).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -23,6 +24,9 @@ for who in $SYSTEMS; do
   case $who in
     kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
     kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
+    # the kbus of another checkout (KBUS_BASE, e.g. a worktree of main before a change): before/after, same run
+    kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus kbus-base "${port[$who]}" \
+      "127.0.0.1:$zkport/kbus-base"; pid[$who]=$kbus_pid ;;
     # kbus without incremental fetch sessions (for measuring KIP-227)
     kbus-nosession) start_kbus kbus-nosession "${port[$who]}" "127.0.0.1:$zkport/kbus-nosession" \
       --override max.incremental.fetch.session.cache.slots=0; pid[$who]=$kbus_pid ;;
@@ -30,7 +34,7 @@ for who in $SYSTEMS; do
     kbus-copy) KBUS_SENDFILE=0 start_kbus kbus-copy "${port[$who]}" "127.0.0.1:$zkport/kbus-copy"
       pid[$who]=$kbus_pid ;;
     tansu) start_tansu "${port[$who]}"; pid[$who]=$tansu_pid ;;
-    *) echo "run.sh: unknown system $who (kafka, kbus, kbus-copy or tansu)" >&2; exit 2 ;;
+    *) echo "run.sh: unknown system $who (kafka, kbus, kbus-base, kbus-copy or tansu)" >&2; exit 2 ;;
   esac
 done
 for who in $SYSTEMS; do wait_port "${port[$who]}"; done

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from kbus.common.broker_config import (
     BROKER_DEFAULT_ENTITY,
@@ -27,7 +27,7 @@ class AdminManager:
         self,
         config: KafkaConfig,
         metadata: MetadataStore,
-        apply_metadata: Callable[[], None],
+        apply_metadata: Callable[[], Awaitable[None]],
         default_log_config: Callable[[], LogConfig],
     ) -> None:
         self.config = config
@@ -55,7 +55,7 @@ class AdminManager:
         created = await asyncio.to_thread(
             self._metadata.create_topic, name, num_partitions, replication_factor, configs, assignment
         )
-        self._apply()
+        await self._apply()
         return created
 
     async def auto_create_topic(self, name: str) -> TopicMetadata | None:
@@ -66,10 +66,10 @@ class AdminManager:
                 self._metadata.create_topic, name, cfg.num_partitions, cfg.default_replication_factor, {}
             )
         except TopicExistsError:
-            self._apply()
+            await self._apply()
             return self._metadata.topics().get(name)
         log.info("Auto-created topic %s with %d partition(s)", name, len(created.partitions))
-        self._apply()
+        await self._apply()
         return created
 
     async def ensure_topic(
@@ -93,17 +93,17 @@ class AdminManager:
 
     async def delete_topic(self, name: str) -> None:
         await asyncio.to_thread(self._metadata.delete_topic, name)
-        self._apply()
+        await self._apply()
 
     async def create_partitions(
         self, name: str, total_count: int, assignment: dict[int, list[int]] | None = None
     ) -> None:
         await asyncio.to_thread(self._metadata.create_partitions, name, total_count, assignment)
-        self._apply()
+        await self._apply()
 
     async def alter_topic_configs(self, name: str, changes: dict[str, str | None]) -> None:
         await asyncio.to_thread(self._metadata.alter_topic_configs, name, changes)
-        self._apply()
+        await self._apply()
 
     # ---- producers
     # ---- dynamic broker configs

@@ -76,7 +76,9 @@ class Broker:
         self.log_manager = LogManager(config.log_dirs, config.log_defaults)
         self.replicas = ReplicaManager(config, self.broker_id, self.metadata, self.log_manager)
         self.inter_broker_security = self.replicas.client_security = self.security.inter_broker
-        self.admin = AdminManager(config, self.metadata, self.replicas.reconcile, self.replicas.default_log_config)
+        self.admin = AdminManager(
+            config, self.metadata, self.replicas.apply_metadata, self.replicas.default_log_config
+        )
         self.group_coordinator: GroupCoordinator | None = None
         self.transactions: TransactionService | None = None
         # what the API handlers are given; the coordinators join it in start()
@@ -88,6 +90,7 @@ class Broker:
         self.stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reconcile_scheduled = False
+        self._reconcile_tasks: set[asyncio.Task[None]] = set()
         self._skipped_dynamic: list[str] = []
 
     @property
@@ -174,7 +177,7 @@ class Broker:
         self._apply_dynamic_configs()
         if self.security.authorizer is not None:
             await asyncio.to_thread(self._follow_acls, self.security.authorizer)
-        self.replicas.reconcile()
+        await self.replicas.apply_metadata()
         self.group_coordinator = start_group_coordinator(self.config, self.replicas, self.metadata)
         self.transactions = TransactionService(self, append_markers)
         self.transactions.marker_listeners.append(self._on_txn_marker)
@@ -245,8 +248,18 @@ class Broker:
 
     def _reconcile_soon(self) -> None:
         self._reconcile_scheduled = False
+        if self.stopping:
+            return
         self._apply_dynamic_configs()
-        self.replicas.reconcile()
+        task = asyncio.get_running_loop().create_task(self._apply_metadata())
+        self._reconcile_tasks.add(task)
+        task.add_done_callback(self._reconcile_tasks.discard)
+
+    async def _apply_metadata(self) -> None:
+        try:
+            await self.replicas.apply_metadata()
+        except Exception:
+            log.exception("Could not apply a metadata change")
 
     def _apply_dynamic_configs(self) -> None:
         """kafka-configs --entity-type brokers without a restart: the dynamic keys (log.* defaults,

@@ -21,7 +21,7 @@ async def controlled_shutdown(metadata: MetadataStore, replicas: ReplicaManager)
     except Exception as exc:
         log.warning("Controlled shutdown failed (%s); proceeding with an uncontrolled one", exc)
         return
-    replicas.reconcile()
+    await replicas.apply_metadata()
     # `stranded` also names partitions this broker only followed (or led alone, RF=1): count what it led
     kept = set(stranded)
     log.info(

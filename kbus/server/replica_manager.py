@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.client import PLAINTEXT
 from kbus.server.identity import read_partition_topic_id, write_partition_topic_id
-from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData
+from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData, Log
 from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint, write_checkpoint
 from kbus.server.log.txn_index import AbortedTxn
 from kbus.server.metadata.types import MetadataStore, PartitionState, TopicMetadata
@@ -81,6 +82,10 @@ class ReplicaManager:
         self.shutting_down = False  # controlled shutdown under way: lead nothing new, follow nothing
         self._leadership_listeners: list[LeadershipListener] = []
         self._saved_high_watermarks: dict[TopicPartition, int] = {}
+        self._apply_lock = asyncio.Lock()
+        self._apply_queued: asyncio.Future[None] | None = None
+        # logs prepare_logs() opened and stamped with this topic id, for reconcile() to take over
+        self._prepared: dict[TopicPartition, uuid.UUID | None] = {}
 
     def load_high_watermarks(self) -> None:
         for d in self.config.log_dirs:
@@ -88,6 +93,8 @@ class ReplicaManager:
 
     async def stop(self) -> None:
         self.stopping = True
+        async with self._apply_lock:  # no prepare_logs() thread is left creating logs under a closing manager
+            pass
         for part in self.partitions.values():
             part.wake_fetchers()
             part.cancel_isr_change()
@@ -206,6 +213,62 @@ class ReplicaManager:
     def log_config_for(self, topic: TopicMetadata) -> LogConfig:
         return self.default_log_config().with_overrides(topic.configs)
 
+    async def apply_metadata(self) -> None:
+        """reconcile(), after the file work of the replicas it will open (directories, segment and index files,
+        partition.metadata, each fsynced: milliseconds per partition, seconds for a 1,000-partition topic) was
+        done on a worker thread by prepare_logs(), so the event loop keeps serving requests meanwhile. Passes
+        never overlap; callers arriving while one runs share the single pass queued behind it."""
+        queued = self._apply_queued
+        if queued is not None:  # a pass that has not started yet will see this caller's metadata too
+            await asyncio.shield(queued)
+            return
+        queued = self._apply_queued = asyncio.get_running_loop().create_future()
+        try:
+            async with self._apply_lock:
+                self._apply_queued = None
+                if self.stopping:
+                    return
+                await asyncio.to_thread(self.prepare_logs)
+                self.reconcile()
+        finally:
+            queued.set_result(None)
+
+    def prepare_logs(self) -> None:
+        """On a worker thread: open or create the log of every replica the metadata assigns to this broker that
+        it does not host yet, and write its partition.metadata, so reconcile() finds the log ready. A log left
+        from an older topic of the same name is discarded here too. Failures are left for reconcile() to meet
+        (and log) again."""
+        for topic in list(self._metadata.topics().values()):
+            config: LogConfig | None = None
+            for index, state in topic.partitions.items():
+                key = (topic.name, index)
+                if self.broker_id not in state.replicas or key in self.partitions or key in self._prepared:
+                    continue
+                if self.stopping:
+                    return
+                config = config or self.log_config_for(topic)
+                try:
+                    self._prepare_log(topic, index, config)
+                except Exception:
+                    continue
+                self._prepared[key] = topic.topic_id
+
+    def _prepare_log(self, topic: TopicMetadata, index: int, config: LogConfig) -> Log:
+        """The replica's log, opened or created, stamped with the topic's id. A log left from an older topic of
+        the same name (deleted and re-created while this broker was away) is recognised by its partition.metadata
+        topic id and discarded."""
+        plog = self._log_manager.get_log(topic.name, index)
+        if plog is not None and read_partition_topic_id(plog.dir) not in (None, topic.topic_id):
+            log.info("Log of %s-%d belongs to an older topic of that name: deleting it", topic.name, index)
+            self._log_manager.delete_log(topic.name, index)
+            plog = None
+        if plog is None:
+            plog = self._log_manager.create_log(topic.name, index, config)
+        elif plog.config != config:
+            self._log_manager.update_config(topic.name, config)
+        write_partition_topic_id(plog.dir, topic.topic_id)
+        return plog
+
     def reconcile(self) -> None:
         """Make the hosted partitions match the metadata: open logs for assigned replicas, delete logs of deleted
         (or deleted and re-created) topics, become leader or follower as the partition states say, apply config
@@ -238,6 +301,9 @@ class ReplicaManager:
         # deletePartition=true): their logs go
         for key in [k for k in self.partitions if k not in wanted]:
             self._drop_partition(key, delete_log=True)
+        for key in [k for k in self._prepared if k not in wanted]:  # its topic went before it was hosted
+            del self._prepared[key]
+            self._log_manager.delete_log(*key)
 
     def _reconcile_partition(self, topic: TopicMetadata, index: int, state: PartitionState, config: LogConfig) -> None:
         key = (topic.name, index)
@@ -270,18 +336,12 @@ class ReplicaManager:
             self.fetchers.unfollow(key)
 
     def _open_partition(self, topic: TopicMetadata, index: int, state: PartitionState, config: LogConfig) -> Partition:
-        """Open (or create) the local replica. A log left from an older topic of the same name (deleted and
-        re-created while this broker was away) is recognised by its partition.metadata topic id and discarded."""
-        plog = self._log_manager.get_log(topic.name, index)
-        if plog is not None and read_partition_topic_id(plog.dir) not in (None, topic.topic_id):
-            log.info("Log of %s-%d belongs to an older topic of that name: deleting it", topic.name, index)
-            self._log_manager.delete_log(topic.name, index)
-            plog = None
-        if plog is None:
-            plog = self._log_manager.create_log(topic.name, index, config)
-        elif plog.config != config:
-            self._log_manager.update_config(topic.name, config)
-        write_partition_topic_id(plog.dir, topic.topic_id)
+        """Open (or create) the local replica, from the log prepare_logs() made ready when it did."""
+        key = (topic.name, index)
+        prepared = key in self._prepared and self._prepared.pop(key) == topic.topic_id
+        plog = self._log_manager.get_log(topic.name, index) if prepared else None
+        if plog is None or plog.config != config:
+            plog = self._prepare_log(topic, index, config)
         part = Partition(
             topic.name,
             index,

@@ -1,0 +1,69 @@
+"""ReplicaManager.apply_metadata: the file work of new replicas (directories, segments, partition.metadata) runs
+on a worker thread, not on the event loop, and a log prepared for a topic that is gone (or re-created) before
+reconcile() hosts it is not served."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from pathlib import Path
+
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerInfo
+from kbus.common.topic_config import LogConfig
+from kbus.server.identity import read_partition_topic_id
+from kbus.server.log.log import Log
+from kbus.server.log.manager import LogManager
+from kbus.server.metadata.local import LocalMetadataStore
+from kbus.server.replica_manager import ReplicaManager
+
+
+class RecordingLogManager(LogManager):
+    def __init__(self, dirs: list[Path], config: LogConfig) -> None:
+        super().__init__(dirs, config)
+        self.created_on: list[threading.Thread] = []
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        self.created_on.append(threading.current_thread())
+        return super().create_log(topic, partition, config)
+
+
+def broker(tmp_path: Path) -> tuple[ReplicaManager, LocalMetadataStore, RecordingLogManager]:
+    config = KafkaConfig.from_properties({"broker.id": "0", "log.dirs": str(tmp_path / "logs")})
+    store = LocalMetadataStore(tmp_path / "logs", BrokerInfo(0, "127.0.0.1", 9092))
+    store.start()
+    logs = RecordingLogManager(config.log_dirs, config.log_defaults)
+    logs.startup()
+    return ReplicaManager(config, 0, store, logs), store, logs
+
+
+def test_new_replicas_logs_are_created_off_the_event_loop(tmp_path: Path) -> None:
+    replicas, store, logs = broker(tmp_path)
+    topic = store.create_topic("wide", 40, 1, {})
+
+    async def apply() -> threading.Thread:
+        await asyncio.gather(replicas.apply_metadata(), replicas.apply_metadata())  # the second shares a pass
+        return threading.current_thread()
+
+    loop_thread = asyncio.run(apply())
+    assert len(logs.created_on) == 40 and loop_thread not in logs.created_on
+    assert sorted(i for (t, i), p in replicas.partitions.items() if t == "wide" and p.is_leader) == list(range(40))
+    assert read_partition_topic_id(replicas.partitions[("wide", 39)].log.dir) == topic.topic_id
+    asyncio.run(replicas.stop())
+
+
+def test_a_prepared_log_of_a_topic_deleted_or_recreated_meanwhile_is_not_served(tmp_path: Path) -> None:
+    replicas, store, logs = broker(tmp_path)
+    store.create_topic("gone", 2, 1, {})
+    store.create_topic("again", 1, 1, {})
+    replicas.prepare_logs()  # the worker thread's step, then the metadata moves before reconcile()
+    store.delete_topic("gone")
+    store.delete_topic("again")
+    recreated = store.create_topic("again", 1, 1, {})
+    replicas.reconcile()
+    assert logs.get_log("gone", 0) is None and ("gone", 0) not in replicas.partitions
+    part = replicas.partitions[("again", 0)]
+    assert part.topic_id == recreated.topic_id != uuid.UUID(int=0)
+    assert read_partition_topic_id(part.log.dir) == recreated.topic_id
+    asyncio.run(replicas.stop())

@@ -22,6 +22,7 @@ from kio.serial import entity_reader, entity_writer
 
 from kbus.protocol.bounds import check_bounds
 from kbus.protocol.errors import ProtocolError
+from kbus.protocol.fetch_response import EncodedBody
 from kbus.protocol.record_batch import CorruptRecordError, decode_unsigned_varint
 
 _I16 = struct.Struct(">h")
@@ -158,7 +159,10 @@ def encode_response(header: RequestHeader, response: Any) -> bytes:
     out.write(_I32.pack(header.correlation_id))
     if header.flexible and header.api_key != API_VERSIONS_KEY:
         out.write(b"\0")
-    entity_writer(type(response))(out, response)
+    if isinstance(response, EncodedBody):  # a handler that encodes its own body (Fetch's partition entries)
+        out.write(response.data)
+    else:
+        entity_writer(type(response))(out, response)
     data = out.getbuffer()
     _I32.pack_into(data, 0, len(data) - 4)
     return bytes(data)

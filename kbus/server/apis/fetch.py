@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
+from kbus.protocol.fetch_response import PartitionEntry, encode_fetch_response
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.protocol.splice import FileRegion
 from kbus.server.apis.errors import error_code_for, leader_epoch_error
@@ -24,6 +25,7 @@ from kbus.server.metrics import METRICS
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
     from kbus.server.log.log import FetchData
+    from kbus.server.partition import Partition
 
 
 # Record sets smaller than this are copied: one pread costs what one sendfile does, and small fetches (the
@@ -50,38 +52,32 @@ def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
 
 def _collect(
     m: Managers, ctx: RequestContext, request: Any, replica_id: int, fctx: FetchContext
-) -> tuple[list[Any], int, list[Any], dict[str, tuple[int, int]], int]:
-    """One pass over the requested partitions: (per-topic responses, bytes gathered, partitions to wait on,
-    bytes and messages per topic, bytes of leader-throttled partitions)."""
+) -> tuple[list[tuple[str, list[PartitionEntry]]], int, list[Partition], dict[str, tuple[int, int]], int]:
+    """One pass over the requested partitions: (per-topic partition entries, bytes gathered, partitions to wait
+    on, bytes and messages per topic, bytes of leader-throttled partitions)."""
     read_committed = replica_id < 0 and getattr(request, "isolation_level", 0) == 1
     remaining = max(request.max_bytes if ctx.api_version >= 3 else 2**31 - 1, 0)
     total = throttled = 0
-    waits = []
-    topics_out = []
+    waits: list[Partition] = []
+    topics_out: list[tuple[str, list[PartitionEntry]]] = []
     sent: dict[str, tuple[int, int]] = {}
     for topic, partitions in fctx.topics():
-        parts_out = []
+        parts_out: list[PartitionEntry] = []
+        allowed = (
+            ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+            if replica_id >= 0
+            else ctx.authorized(Operation.READ, ResourceType.TOPIC, topic)
+        )
         for fp in partitions:
+            # Kafka sends empty records for an error partition (librdkafka rejects a null record set)
+            entry: PartitionEntry
             part, error = m.replicas.leader_partition(topic, fp.partition)
-            fields: dict[str, Any] = {
-                "partition_index": fp.partition,
-                "high_watermark": -1,
-                "last_stable_offset": -1,
-                "log_start_offset": -1,
-                "aborted_transactions": None,
-                "preferred_read_replica": -1,
-                "records": b"",  # Kafka sends empty records for an error partition; librdkafka rejects a null
-            }
-            if not (
-                ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
-                if replica_id >= 0
-                else ctx.authorized(Operation.READ, ResourceType.TOPIC, topic)
-            ):
-                fields["error_code"] = ErrorCode.topic_authorization_failed
+            if not allowed:
+                entry = PartitionEntry(fp.partition, ErrorCode.topic_authorization_failed)
             elif part is None:
-                fields["error_code"] = error
+                entry = PartitionEntry(fp.partition, error)
             elif (err := leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1))) is not None:
-                fields["error_code"] = err
+                entry = PartitionEntry(fp.partition, err)
             elif (
                 replica_id < 0
                 and fctx.incremental
@@ -105,26 +101,19 @@ def _collect(
                         min_one_batch=total == 0,
                     )
                 except Exception as exc:
-                    fields.update(
-                        error_code=error_code_for(exc),
-                        high_watermark=part.high_watermark,
-                        last_stable_offset=part.last_stable_offset,
-                        log_start_offset=part.log_start_offset,
-                    )
+                    entry = PartitionEntry(
+                        fp.partition, error_code_for(exc), part.high_watermark, part.last_stable_offset,
+                        part.log_start_offset,
+                    )  # fmt: skip
                 else:
                     data, size, count = _records(ctx, read.records)
-                    fields.update(
-                        error_code=ErrorCode.none,
-                        high_watermark=read.high_watermark,
-                        last_stable_offset=read.last_stable_offset,
-                        log_start_offset=read.log_start_offset,
-                        records=data,
-                    )
-                    if read.aborted_transactions is not None:
-                        fields["aborted_transactions"] = [
-                            ctx.nested("AbortedTransaction", producer_id=a.producer_id, first_offset=a.first_offset)
-                            for a in read.aborted_transactions
-                        ]
+                    aborted = read.aborted_transactions
+                    entry = PartitionEntry(
+                        fp.partition, ErrorCode.none, read.high_watermark, read.last_stable_offset,
+                        read.log_start_offset,
+                        None if aborted is None else [(a.producer_id, a.first_offset) for a in aborted],
+                        data,
+                    )  # fmt: skip
                     total += size
                     if read.throttled:
                         throttled += size
@@ -136,15 +125,15 @@ def _collect(
             if fctx.include(
                 topic,
                 fp.partition,
-                error=fields["error_code"],
-                has_records=bool(fields["records"]),
-                high_watermark=fields["high_watermark"],
-                last_stable_offset=fields["last_stable_offset"],
-                log_start_offset=fields["log_start_offset"],
+                error=entry.error_code,
+                has_records=bool(entry.records),
+                high_watermark=entry.high_watermark,
+                last_stable_offset=entry.last_stable_offset,
+                log_start_offset=entry.log_start_offset,
             ):
-                parts_out.append(ctx.nested("PartitionData", **fields))
+                parts_out.append(entry)
         if parts_out:
-            topics_out.append(ctx.nested("FetchableTopicResponse", topic=topic, partitions=parts_out))
+            topics_out.append((topic, parts_out))
     return topics_out, total, waits, sent, throttled
 
 
@@ -161,7 +150,7 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
         time.monotonic(),
     )
     if isinstance(fctx, FetchSessionError):
-        return ctx.build(throttle_time=0, error_code=fctx.error_code, session_id=0, responses=[])
+        return encode_fetch_response(ctx.api_version, [], error_code=fctx.error_code, session_id=0)
     if fctx.incremental:
         METRICS.inc("kbus_incremental_fetches_total")
     while True:
@@ -190,4 +179,4 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
         for topic, (nbytes, nmsgs) in sent.items():
             METRICS.inc("kbus_bytes_out_total", nbytes, topic=topic)
             METRICS.inc("kbus_messages_out_total", nmsgs, topic=topic)
-    return ctx.build(throttle_time=0, error_code=ErrorCode.none, session_id=fctx.session_id, responses=topics_out)
+    return encode_fetch_response(ctx.api_version, topics_out, session_id=fctx.session_id)

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import threading
 import time
+from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
@@ -31,10 +32,12 @@ from kbus.server.apis.transactions import append_markers
 from kbus.server.controlled_shutdown import controlled_shutdown
 from kbus.server.coordinator import GroupCoordinator, start_group_coordinator
 from kbus.server.identity import read_meta_properties, settle_broker_id, settle_cluster_id, write_meta_properties
+from kbus.server.log.dir_failure import LogDirFailureChannel
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogManager
 from kbus.server.metadata.cache import MetadataCache
 from kbus.server.metadata.local import LocalMetadataStore
+from kbus.server.metadata.offline_replicas import describe_log_dirs_probe
 from kbus.server.metadata.types import MetadataStore, TopicMetadata
 from kbus.server.partition import Partition
 from kbus.server.replica_manager import LeadershipListener, ReplicaManager
@@ -52,10 +55,18 @@ class Broker:
         # TLS contexts and SASL settings per listener, checked first so a bad one stops the start before anything
         # is created on disk; SCRAM logins read the credentials from the metadata store made below
         self.security = SecurityManager(config, lambda user: self.metadata.user_credentials(user))
-        first_dir = config.log_dirs[0]
+        usable = []
         for d in config.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-        self._meta = read_meta_properties(first_dir)
+            try:  # a dir that cannot be made is offline from the start (the log manager says so); not fatal here
+                d.mkdir(parents=True, exist_ok=True)
+                usable.append(d)
+            except OSError:
+                continue
+        first_dir = usable[0] if usable else config.log_dirs[0]
+        try:
+            self._meta = read_meta_properties(first_dir)
+        except OSError:
+            self._meta = {}
         # meta.properties pins broker.id to the data it describes
         self.broker_id = settle_broker_id(config.broker_id, self._meta, first_dir)
         endpoints = tuple(
@@ -70,10 +81,12 @@ class Broker:
             from kbus.server.metadata.zk_store import ZkMetadataStore  # kazoo only where ZooKeeper is used
 
             self.metadata = ZkMetadataStore.for_broker(config, self.broker_id, info)
+            self.metadata.set_offline_replica_probe(describe_log_dirs_probe(self.security.inter_broker))
         else:
             self.metadata = LocalMetadataStore(first_dir, info)
         self.cache = MetadataCache(self.metadata, config.cluster_id)
-        self.log_manager = LogManager(config.log_dirs, config.log_defaults)
+        self.log_dir_failures = LogDirFailureChannel()
+        self.log_manager = LogManager(config.log_dirs, config.log_defaults, failure_channel=self.log_dir_failures)
         self.replicas = ReplicaManager(config, self.broker_id, self.metadata, self.log_manager)
         self.inter_broker_security = self.replicas.client_security = self.security.inter_broker
         self.admin = AdminManager(
@@ -167,7 +180,8 @@ class Broker:
             try:
                 # in a cluster the id comes from ZooKeeper; data written for one cluster is never served in another
                 self.cache.cluster_id = settle_cluster_id(self.cache.cluster_id, self.metadata.cluster_id, self._meta)
-                write_meta_properties(self.config.log_dirs, self._meta, self.broker_id, self.cache.cluster_id)
+                write_meta_properties(self.log_manager.live_log_dirs, self._meta, self.broker_id,
+                                      self.cache.cluster_id)  # fmt: skip
             except RuntimeError:
                 self.metadata.stop()
                 raise
@@ -177,13 +191,22 @@ class Broker:
         self._apply_dynamic_configs()
         if self.security.authorizer is not None:
             await asyncio.to_thread(self._follow_acls, self.security.authorizer)
+        # an I/O error anywhere takes its dir offline on the loop (Kafka's LogDirFailureHandler thread)
+        self.log_dir_failures.add_listener(self._on_log_dir_failure)
         await self.replicas.apply_metadata()
+        if self.log_manager.offline_dirs:
+            self.replicas.notify_controller_of_log_dir_event()  # dirs offline from the start
         self.group_coordinator = start_group_coordinator(self.config, self.replicas, self.metadata)
         self.transactions = TransactionService(self, append_markers)
         self.transactions.marker_listeners.append(self._on_txn_marker)
         self.transactions.start()
         self.managers.groups, self.managers.transactions = self.group_coordinator, self.transactions
         self._schedule_housekeeping()
+
+    def _on_log_dir_failure(self, log_dir: Path) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.replicas.handle_log_dir_failure, log_dir)
 
     def _on_txn_marker(self, tp: tuple[str, int], producer_id: int, committed: bool) -> None:
         # a marker on __consumer_offsets decides the offsets committed in that transaction

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.client import PLAINTEXT
 from kbus.server.identity import read_partition_topic_id, write_partition_topic_id
+from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData, Log
 from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint, write_checkpoint
 from kbus.server.log.txn_index import AbortedTxn
@@ -51,6 +54,12 @@ LeadershipListener = Callable[[str, int, bool], None]
 HW_CHECKPOINT = "replication-offset-checkpoint"
 
 
+def halt_broker(status: int) -> None:
+    """Kafka's Exit.halt: no shutdown hooks, no flush (the disks are gone)."""
+    logging.shutdown()
+    os._exit(status)
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionRead:
     """What one partition contributes to a fetch response."""
@@ -64,7 +73,15 @@ class PartitionRead:
 
 
 class ReplicaManager:
-    def __init__(self, config: KafkaConfig, broker_id: int, metadata: MetadataStore, log_manager: LogManager) -> None:
+    def __init__(
+        self,
+        config: KafkaConfig,
+        broker_id: int,
+        metadata: MetadataStore,
+        log_manager: LogManager,
+        *,
+        halt: Callable[[int], None] = halt_broker,
+    ) -> None:
         self.config = config
         self.broker_id = broker_id
         self._metadata = metadata
@@ -86,10 +103,21 @@ class ReplicaManager:
         self._apply_queued: asyncio.Future[None] | None = None
         # logs prepare_logs() opened and stamped with this topic id, for reconcile() to take over
         self._prepared: dict[TopicPartition, uuid.UUID | None] = {}
+        # replicas whose log dir failed (Kafka's HostedPartition.Offline): never served or re-created here again
+        # until the broker restarts; they answer KAFKA_STORAGE_ERROR
+        self.offline_partitions: set[TopicPartition] = set()
+        self._failures = log_manager.failure_channel
+        # the replicas assigned here when the broker started: while a dir is offline, a missing log of one of
+        # them may sit in that dir, so it is not re-created (Kafka's isNew=false)
+        self._existing_at_start: set[TopicPartition] | None = None
+        self._halt = halt
 
     def load_high_watermarks(self) -> None:
-        for d in self.config.log_dirs:
-            self._saved_high_watermarks.update(read_checkpoint(d / HW_CHECKPOINT))
+        for d in self._log_manager.live_log_dirs:
+            try:
+                self._saved_high_watermarks.update(read_checkpoint(d / HW_CHECKPOINT))
+            except OSError as e:
+                self._failures.maybe_add_offline_log_dir(d, f"Error while reading {HW_CHECKPOINT} in {d}", e)
 
     async def stop(self) -> None:
         self.stopping = True
@@ -110,6 +138,8 @@ class ReplicaManager:
         part = self.partitions.get((topic, index))
         if part is not None and part.is_leader:
             return part, ErrorCode.none
+        if (topic, index) in self.offline_partitions:
+            return None, ErrorCode.kafka_storage_error
         t = self._metadata.topics().get(topic)
         if t is None or index not in t.partitions:
             return None, ErrorCode.unknown_topic_or_partition
@@ -130,7 +160,10 @@ class ReplicaManager:
                 f"The size of the current ISR {part.state.isr} is insufficient to satisfy the min.isr requirement of "
                 f"{min_isr} for partition {part.topic}-{part.index}"
             )
-        return part.append_as_leader(records, from_coordinator=from_coordinator)
+        try:
+            return part.append_as_leader(records, from_coordinator=from_coordinator)
+        except OSError as e:
+            raise self.storage_error(part, "appending to", e) from e
 
     async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None:
         """acks=-1: until every in-sync replica has the batch (the high watermark passes it)."""
@@ -138,6 +171,8 @@ class ReplicaManager:
             return
         # a duplicate (a retried batch) answers with the original offsets, and still only once they are committed
         if not await part.wait_for_high_watermark(result.last_offset + 1, timeout_ms / 1000):
+            if (part.topic, part.index) in self.offline_partitions:
+                raise KafkaStorageError(f"The log dir of {part.topic}-{part.index} went offline")
             if not part.is_leader:
                 raise NotLeaderError(f"Leadership of {part.topic}-{part.index} moved while waiting for replicas")
             raise RequestTimedOutError(f"Replicas of {part.topic}-{part.index} did not catch up in {timeout_ms} ms")
@@ -175,11 +210,14 @@ class ReplicaManager:
         lso = part.last_stable_offset
         leo = part.log_end_offset
         max_offset = leo if replica_id >= 0 else lso if read_committed else hw
-        if max_offset <= fetch_offset <= leo:
-            data = EMPTY_FETCH
-        else:
-            data = part.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
-        aborted = part.aborted_transactions(fetch_offset, max_offset) if read_committed else None
+        try:
+            if max_offset <= fetch_offset <= leo:
+                data = EMPTY_FETCH
+            else:
+                data = part.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+            aborted = part.aborted_transactions(fetch_offset, max_offset) if read_committed else None
+        except OSError as e:
+            raise self.storage_error(part, "reading", e) from e
         return PartitionRead(hw, lso, part.log_start_offset, data, aborted, throttled)
 
     def record_leader_replication(self, nbytes: int) -> None:
@@ -191,6 +229,42 @@ class ReplicaManager:
         """leader/follower.replication.throttled.rate in effect (None: unlimited)."""
         self.leader_quota.update_quota(leader)
         self.follower_quota.update_quota(follower)
+
+    # ---------------------------------------------------------------- log dir failures
+    def storage_error(self, part: Partition, what: str, error: OSError) -> KafkaStorageError:
+        """An I/O error on a replica's log: report its dir to the failure channel (which takes it offline, see
+        handle_log_dir_failure) and give the error the caller answers with (KAFKA_STORAGE_ERROR)."""
+        log_dir = self._log_manager.log_dir_of(part.topic, part.index) or part.log.dir.parent
+        return self._failures.storage_error(log_dir, f"Error while {what} log of {part.topic}-{part.index}", error)
+
+    def handle_log_dir_failure(self, log_dir: Path) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure (on the event loop): stop every replica in the dir (no
+        fetching, no serving; waiting produces and fetches are answered), tell the controller so it moves
+        leadership and ISR membership to the other replicas, and halt the broker when no log dir is left."""
+        gone = set(self._log_manager.handle_log_dir_failure(log_dir))
+        gone |= {key for key, part in self.partitions.items() if part.log.dir.parent == log_dir}
+        for key in sorted(gone):
+            self.offline_partitions.add(key)
+            if key in self.partitions:
+                self._drop_partition(key, delete_log=False)
+        log.error("Stopped serving replicas in dir %s: %s", log_dir, ",".join(f"{t}-{p}" for t, p in sorted(gone)))
+        if not self._log_manager.live_log_dirs:
+            log.critical("Shutdown broker because all log dirs in %s have failed",
+                         ", ".join(map(str, self.config.log_dirs)))  # fmt: skip
+            self._halt(1)
+            return
+        self.notify_controller_of_log_dir_event()
+
+    def notify_controller_of_log_dir_event(self) -> None:
+        """/log_dir_event_notification/log_dir_event_<seq>: the controller asks which replicas are offline here."""
+
+        def propagate() -> None:
+            try:
+                self._metadata.propagate_log_dir_event()
+            except Exception as e:  # ZooKeeper away: the controller learns it when this broker re-registers
+                log.error("Could not tell the controller about the failed log dir: %s", e)
+
+        threading.Thread(target=propagate, name="log-dir-event", daemon=True).start()
 
     # ---------------------------------------------------------------- leadership (for coordinators)
     def add_leadership_listener(self, callback: LeadershipListener) -> None:
@@ -233,16 +307,26 @@ class ReplicaManager:
         finally:
             queued.set_result(None)
 
+    def _note_existing(self, topics: dict[str, TopicMetadata]) -> None:
+        if self._existing_at_start is None:
+            self._existing_at_start = {
+                (t.name, i) for t in topics.values() for i, st in t.partitions.items() if self.broker_id in st.replicas
+            }
+
     def prepare_logs(self) -> None:
         """On a worker thread: open or create the log of every replica the metadata assigns to this broker that
         it does not host yet, and write its partition.metadata, so reconcile() finds the log ready. A log left
         from an older topic of the same name is discarded here too. Failures are left for reconcile() to meet
         (and log) again."""
-        for topic in list(self._metadata.topics().values()):
+        topics = self._metadata.topics()
+        self._note_existing(topics)
+        for topic in list(topics.values()):
             config: LogConfig | None = None
             for index, state in topic.partitions.items():
                 key = (topic.name, index)
                 if self.broker_id not in state.replicas or key in self.partitions or key in self._prepared:
+                    continue
+                if key in self.offline_partitions:
                     continue
                 if self.stopping:
                     return
@@ -258,6 +342,16 @@ class ReplicaManager:
         the same name (deleted and re-created while this broker was away) is recognised by its partition.metadata
         topic id and discarded."""
         plog = self._log_manager.get_log(topic.name, index)
+        key = (topic.name, index)
+        if plog is None and self._log_manager.offline_dirs and key in (self._existing_at_start or ()):
+            # Kafka creates no log for an existing replica while a dir is offline (LogManager.getOrCreateLog with
+            # isNew=false): its data may sit in that dir. Kafka's controller says which replicas are new; kbus
+            # counts those assigned after the broker started as new
+            self.offline_partitions.add(key)
+            raise KafkaStorageError(
+                f"Can not create log for {topic.name}-{index} because log directories "
+                f"{','.join(map(str, self._log_manager.offline_dirs))} are offline"
+            )
         if plog is not None and read_partition_topic_id(plog.dir) not in (None, topic.topic_id):
             log.info("Log of %s-%d belongs to an older topic of that name: deleting it", topic.name, index)
             self._log_manager.delete_log(topic.name, index)
@@ -274,6 +368,7 @@ class ReplicaManager:
         (or deleted and re-created) topics, become leader or follower as the partition states say, apply config
         changes. One partition failing (e.g. its log dir) does not stop the others."""
         topics = self._metadata.topics()
+        self._note_existing(topics)
         wanted: set[TopicPartition] = set()
         leader_throttled: dict[str, ThrottledPartitions] = {}
         follower_throttled: dict[str, ThrottledPartitions] = {}
@@ -291,8 +386,12 @@ class ReplicaManager:
                 if self.broker_id not in state.replicas:
                     continue
                 wanted.add((topic.name, index))
+                if (topic.name, index) in self.offline_partitions:
+                    continue
                 try:
                     self._reconcile_partition(topic, index, state, config)
+                except KafkaStorageError as e:
+                    log.error("Replica %s-%d is offline: %s", topic.name, index, e)
                 except Exception:
                     log.exception("Could not apply metadata to partition %s-%d", topic.name, index)
         self.leader_quota.set_throttled(leader_throttled)
@@ -395,10 +494,13 @@ class ReplicaManager:
     def checkpoint_high_watermarks(self) -> None:
         """Kafka's replication-offset-checkpoint: where each replica's high watermark was, so a restarted
         replica never shows consumers records that were not committed."""
-        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.config.log_dirs}
+        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self._log_manager.live_log_dirs}
         for key, hw in self.high_watermarks().items():
             d = self._log_manager.log_dir_of(*key)
             if d is not None and d in by_dir:
                 by_dir[d][key] = hw
         for d, offsets in by_dir.items():
-            write_checkpoint(d / HW_CHECKPOINT, offsets)
+            try:
+                write_checkpoint(d / HW_CHECKPOINT, offsets)
+            except OSError as e:
+                self._failures.maybe_add_offline_log_dir(d, f"Error while writing {HW_CHECKPOINT} in {d}", e)

@@ -424,6 +424,36 @@ class KafkaZkClient:
         with contextlib.suppress(NoNodeError):
             self.zk.delete(paths.delete_topic_marker(topic))
 
+    # ---- log dir failures (LogDirEventNotificationZNode) ----
+
+    def propagate_log_dir_event(self, broker_id: int) -> None:
+        """A broker's log dir failed: a persistent sequential notification the controller watches."""
+        self.zk.create(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{paths.LOG_DIR_EVENT_PREFIX}",
+                       codec.encode_log_dir_event(broker_id), sequence=True, makepath=True)  # fmt: skip
+
+    def get_log_dir_events(self, watch: Watch = None) -> list[tuple[str, int | None]]:
+        """The pending notifications, oldest first: (znode name, broker id)."""
+        try:
+            names = self.zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION, watch=watch)
+        except NoNodeError:
+            return []
+        out: list[tuple[str, int | None]] = []
+        for name in sorted(n for n in names if n.startswith(paths.LOG_DIR_EVENT_PREFIX)):
+            try:
+                data, _ = self.zk.get(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}")
+            except NoNodeError:
+                continue
+            try:
+                out.append((name, codec.decode_log_dir_event(data)))
+            except (ValueError, KeyError, TypeError):
+                out.append((name, None))  # malformed: deleted like the others
+        return out
+
+    def delete_log_dir_events(self, names: Sequence[str]) -> None:
+        for name in names:
+            with contextlib.suppress(NoNodeError):
+                self.zk.delete(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}")
+
     # ---- preferred replica election ----
 
     def get_preferred_replica_election(self, watch: Watch = None) -> list[tuple[str, int]] | None:

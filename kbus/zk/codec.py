@@ -229,6 +229,23 @@ def decode_producer_id_block_end(data: bytes | None) -> int:
     return int(body["block_end"]) if body else -1
 
 
+# ---- /log_dir_event_notification/log_dir_event_<seq> (LogDirEventNotificationSequenceZNode) ----
+
+LOG_DIR_FAILURE_EVENT = 1
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes | None) -> int | None:
+    """The broker id of a log dir failure notification (None for anything else)."""
+    body = _load(data)
+    if not body or int(body.get("event", LOG_DIR_FAILURE_EVENT)) != LOG_DIR_FAILURE_EVENT:
+        return None
+    return int(body["broker"])
+
+
 # ---- /admin/preferred_replica_election (PreferredReplicaElectionZNode) ----
 
 

@@ -20,6 +20,7 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
 
 # created by every broker at startup (ZkData.PersistentZkPaths)
@@ -77,7 +78,8 @@ def delete_topic_marker(name: str) -> str:
 
 def parse(path: str) -> tuple[str, ...]:
     """Classify a znode path from a watch event: ("brokers",), ("topics",), ("topic", t), ("state", t, p),
-    ("config", t), ("broker_config", id or <default>), ("controller",), ("delete_topics",), or ("other", path)."""
+    ("config", t), ("broker_config", id or <default>), ("controller",), ("delete_topics",), ("log_dir_events",),
+    or ("other", path)."""
     if path == BROKER_IDS:
         return ("brokers",)
     if path == BROKER_TOPICS:
@@ -90,6 +92,8 @@ def parse(path: str) -> tuple[str, ...]:
         return ("reassign",)
     if path == PREFERRED_REPLICA_ELECTION:
         return ("preferred_election",)
+    if path == LOG_DIR_EVENT_NOTIFICATION:
+        return ("log_dir_events",)
     parts = path.strip("/").split("/")
     if parts[:2] == ["brokers", "topics"]:
         if len(parts) == 3:

@@ -79,7 +79,7 @@ def test_unclean_startup_recovers_torn_tail(tmp_path: Path) -> None:
     seg = tmp_path / "t-0" / "00000000000000000000.log"
     with open(seg, "ab") as f:
         f.write(batch(2)[:50])
-    for fd in mgr._lock_fds:  # a crashed process' lock goes away with it
+    for fd in mgr._lock_fds.values():  # a crashed process' lock goes away with it
         os.close(fd)
     mgr2 = LogManager([tmp_path], CFG)
     mgr2.startup()

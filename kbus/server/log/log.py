@@ -116,6 +116,9 @@ class Log:
         self._unflushed_records = 0
         self._last_flush_ms = time_ms()
         self.closed = False
+        # told about I/O errors this log hits off the caller's thread (the flush of a rolled segment); the log
+        # manager reports them to the LogDirFailureChannel
+        self.io_error_listener: Callable[[OSError], None] | None = None
 
     # --- opening and recovery ---------------------------------------------------------------------------
 
@@ -420,6 +423,8 @@ class Log:
         except OSError as e:
             if not seg.closed:  # a segment deleted meanwhile needs no flush
                 log.warning("%s: flushing rolled segment %d failed: %s", self.dir, seg.base_offset, e)
+                if self.io_error_listener is not None:
+                    self.io_error_listener(e)
             return
         with self._lock:
             if not seg.closed and seg is not self._active:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbus.common.topic_config import LogConfig
+from kbus.server.log.dir_failure import LogDirFailureChannel
 from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.log import Log, TimeFn, now_ms, parse_topic_partition
 from kbus.server.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -91,16 +92,24 @@ def _fsync_dir(path: Path) -> None:
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[Path], default_config: LogConfig, *, time_ms: TimeFn = now_ms) -> None:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        default_config: LogConfig,
+        *,
+        time_ms: TimeFn = now_ms,
+        failure_channel: LogDirFailureChannel | None = None,
+    ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self.default_config = default_config
         self._time_ms = time_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._lock = threading.RLock()
-        self._lock_fds: list[int] = []
+        self._lock_fds: dict[Path, int] = {}
         self.offline_dirs: list[Path] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._started = False
@@ -120,7 +129,7 @@ class LogManager:
                 f"Failed to acquire lock on file .lock in {d}. A Kafka instance in another process or thread is "
                 f"using this directory."
             ) from None
-        self._lock_fds.append(fd)
+        self._lock_fds[d] = fd
 
     def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
         """Load every ``<topic>-<partition>`` directory. ``topic_configs`` gives per-topic overrides known to the
@@ -128,17 +137,23 @@ class LogManager:
         topic_configs = topic_configs or {}
         with self._lock:
             for d in self.log_dirs:
+                # Kafka's createAndValidateLogDirs + lockLogDirs + loadLogs: a dir that cannot be created, locked
+                # (the .lock file is written) or read is offline from the start, the others serve
                 try:
                     d.mkdir(parents=True, exist_ok=True)
                     self._lock_dir(d)
+                    self._load_dir(d, topic_configs)
                 except KafkaStorageError:
                     raise
                 except OSError as e:
-                    log.error("log dir %s is unusable (%s); taking it offline", d, e)
+                    self._forget_dir(d)
                     self.offline_dirs.append(d)
-                    continue
-                self._load_dir(d, topic_configs)
+                    self.failure_channel.maybe_add_offline_log_dir(d, f"Failed to load log dir {d}", e)
             if len(self.offline_dirs) == len(self.log_dirs):
+                for fd in self._lock_fds.values():
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self._lock_fds = {}
                 raise KafkaStorageError(f"no usable log dir among {', '.join(map(str, self.log_dirs))}")
             self._started = True
             self.checkpoint()
@@ -169,8 +184,7 @@ class LogManager:
             lg = self._open_existing(child, config, recovery_points.get(tp, 0), start_offsets.get(tp), clean)
             if lg is None:
                 continue
-            self._logs[tp] = lg
-            self._log_dir_of[tp] = d
+            self._register(tp, lg, d)
         # from now on a crash must trigger recovery
         marker.unlink(missing_ok=True)
         count = sum(1 for v in self._log_dir_of.values() if v == d)
@@ -189,9 +203,56 @@ class LogManager:
             return Log.open(path, config, recovery_point=0, log_start_offset=log_start, clean_shutdown=False,
                             time_ms=self._time_ms)
         except Exception as e:
+            if isinstance(e, OSError) or isinstance(e.__cause__, OSError):
+                raise OSError(f"cannot load log {path}: {e}") from e  # the disk, not the data: the dir goes offline
             # one unreadable partition must not keep the broker from serving the others
             log.error("cannot load log %s: %s", path, e)
             return None
+
+    def _register(self, tp: TopicPartition, lg: Log, d: Path) -> None:
+        self._logs[tp] = lg
+        self._log_dir_of[tp] = d
+        # the log's own background flush (of a rolled segment) reports I/O errors here too
+        lg.io_error_listener = lambda e: self.failure_channel.maybe_add_offline_log_dir(
+            d, f"Error while flushing log {lg.dir}", e
+        )
+
+    def _forget_dir(self, d: Path) -> list[TopicPartition]:
+        """Drop every log of `d` (closing fds without flushing: the disk is gone) and its lock."""
+        gone = [tp for tp, ld in self._log_dir_of.items() if ld == d]
+        for tp in gone:
+            lg = self._logs.pop(tp)
+            del self._log_dir_of[tp]
+            self._cleaner_offsets.pop(tp, None)
+            with contextlib.suppress(OSError):
+                lg.release()
+        fd = self._lock_fds.pop(d, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        return gone
+
+    def handle_log_dir_failure(self, d: Path) -> list[TopicPartition]:
+        """Kafka's LogManager.handleLogDirFailure: `d` is offline for good (until a restart): its logs are closed
+        and forgotten, no checkpoint or new log goes there. Returns the partitions it held (none if already
+        offline)."""
+        with self._lock:
+            if d in self.offline_dirs or d not in self.log_dirs:
+                return []
+            self.offline_dirs.append(d)
+            gone = self._forget_dir(d)
+        log.warning("Logs for partitions %s are offline and logs for future partitions are moved out of %s",
+                    ",".join(f"{t}-{p}" for t, p in gone), d)  # fmt: skip
+        return gone
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def _io_error(self, lg: Log, what: str, e: OSError) -> KafkaStorageError:
+        """An I/O error on a log: its dir goes offline (reported to the failure channel)."""
+        d = self._log_dir_of.get((lg.topic, lg.partition), lg.dir.parent)
+        return self.failure_channel.storage_error(d, f"Error while {what} {lg.dir}", e)
 
     # --- access -----------------------------------------------------------------------------------------
 
@@ -244,9 +305,9 @@ class LogManager:
             try:
                 lg = Log.open(d / f"{topic}-{partition}", config or self.default_config, time_ms=self._time_ms)
             except OSError as e:
-                raise KafkaStorageError(f"cannot create log {topic}-{partition} in {d}: {e}") from e
-            self._logs[tp] = lg
-            self._log_dir_of[tp] = d
+                raise self.failure_channel.storage_error(d, f"Error while creating log for {topic}-{partition}",
+                                                         e) from e  # fmt: skip
+            self._register(tp, lg, d)
             return lg
 
     def delete_log(self, topic: str, partition: int) -> None:
@@ -295,7 +356,7 @@ class LogManager:
                 deleted += lg.enforce_retention(now, max_offset=hw)
                 lg.remove_expired_producers(now, self.producer_id_expiration_ms)
             except OSError as e:
-                log.error("retention of %s failed: %s", lg.dir, e)
+                self._io_error(lg, "deleting segments of", e)
         if deleted:
             self.checkpoint()
         return deleted
@@ -318,7 +379,10 @@ class LogManager:
                 first_dirty = max(first_dirty, lg.log_start_offset)
                 try:
                     result = clean_log(lg, first_dirty, now, force=force)
-                except (OSError, ValueError) as e:
+                except OSError as e:
+                    self._io_error(lg, "cleaning", e)
+                    continue
+                except ValueError as e:
                     log.error("compaction of %s failed: %s", lg.dir, e)
                     continue
                 if result is not None:
@@ -331,11 +395,20 @@ class LogManager:
     def run_flush(self, now_ms: int | None = None) -> int:
         """Flush logs whose flush.ms has elapsed (log.flush.scheduler.interval.ms)."""
         now = self._time_ms() if now_ms is None else now_ms
-        return sum(1 for lg in list(self._logs.values()) if lg.maybe_flush(now))
+        flushed = 0
+        for lg in list(self._logs.values()):
+            try:
+                flushed += lg.maybe_flush(now)
+            except OSError as e:
+                self._io_error(lg, "flushing", e)
+        return flushed
 
     def flush_all(self) -> None:
         for lg in list(self._logs.values()):
-            lg.flush()
+            try:
+                lg.flush()
+            except OSError as e:
+                self._io_error(lg, "flushing", e)
 
     def checkpoint(self) -> None:
         """Write both checkpoint files of every online log dir."""
@@ -354,7 +427,7 @@ class LogManager:
             if cleaned or (d / CLEANER_OFFSET_CHECKPOINT).exists():
                 write_checkpoint(d / CLEANER_OFFSET_CHECKPOINT, cleaned)
         except OSError as e:
-            log.error("cannot write checkpoints in %s: %s", d, e)
+            self.failure_channel.maybe_add_offline_log_dir(d, f"Disk error while writing checkpoints in {d}", e)
 
     def shutdown(self) -> None:
         """Close every log (flushing it), write checkpoints and the clean-shutdown marker."""
@@ -372,9 +445,9 @@ class LogManager:
                     if d not in self.offline_dirs:
                         (d / CLEAN_SHUTDOWN_FILE).touch()
                         _fsync_dir(d)
-            for fd in self._lock_fds:
+            for fd in self._lock_fds.values():
                 with contextlib.suppress(OSError):
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     os.close(fd)
-            self._lock_fds = []
+            self._lock_fds = {}
             self._started = False

@@ -24,7 +24,6 @@ from kbus.protocol.record_batch import (
     BatchHeader,
     iter_complete_batches,
 )
-from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.index import OffsetIndex, TimeIndex
 from kbus.server.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -260,11 +259,12 @@ class LogSegment:
         start = self.size
         try:
             write_all(self.fd, data)
-        except OSError as e:
-            # never leave half a batch behind: a later append would land after garbage
+        except OSError:
+            # never leave half a batch behind: a later append would land after garbage. The error goes up as it is:
+            # the replica manager takes the log dir offline (LogDirFailureChannel) and answers KAFKA_STORAGE_ERROR
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, start)
-            raise KafkaStorageError(f"write to {self.log_path} failed: {e}") from e
+            raise
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms
         interval = self.config.index_interval_bytes

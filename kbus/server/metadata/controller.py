@@ -15,12 +15,13 @@ import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
+from kbus.common.cluster import BrokerInfo
 from kbus.zk import paths
 from kbus.zk.client import KafkaZkClient, Watch
 from kbus.zk.codec import NO_LEADER, LeaderAndIsr, TopicAssignment
@@ -29,6 +30,9 @@ from kbus.zk.election import imbalanced_brokers, initial_state, preferred_leader
 log = logging.getLogger("kbus.server.metadata.zk_store")
 
 ControllerEpoch = tuple[int, int]  # (epoch, znode version of /controller_epoch)
+TopicPartition = tuple[str, int]
+# (broker, the replicas assigned to it) -> those in its offline log dirs, None when it could not be asked
+OfflineReplicaProbe = Callable[[BrokerInfo, Collection[TopicPartition]], set[TopicPartition] | None]
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class ControllerView(Protocol):
     """What the controller needs from the metadata view it acts on."""
 
     def snapshot(self) -> ClusterSnapshot: ...
+    def brokers(self) -> list[BrokerInfo]: ...
     def state_of(self, topic: str, partition: int) -> LeaderAndIsr | None: ...
     def live_broker_ids(self) -> set[int]: ...
     def record_state(self, topic: str, partition: int, state: LeaderAndIsr) -> None: ...
@@ -105,12 +110,60 @@ class Controller:
         self._client = client
         self._view = view
         self._settings = settings
+        # Kafka's controllerContext.replicasOnOfflineDirs: per live broker, its replicas in failed log dirs. They
+        # count as dead replicas (never elected, out of the ISR) until the broker re-registers.
+        self.offline_replicas: dict[int, frozenset[TopicPartition]] = {}
 
     def set_unclean_default(self, enabled: bool) -> None:
         """unclean.leader.election.enable as a dynamic broker config (kafka-configs --entity-type brokers)."""
         self._settings = dataclasses.replace(self._settings, unclean_leader_election_enable=enabled)
 
     # ---- the active controller's rules ----------------------------------------------------------------------
+
+    def handle_log_dir_events(self, probe: OfflineReplicaProbe | None, watch: Watch) -> bool:
+        """/log_dir_event_notification (Kafka's LogDirEventNotification): for each broker that reported a failed
+        log dir, learn which of its replicas are offline; the next act() moves their leadership and ISR
+        membership. The notifications are deleted once read. Returns whether anything changed."""
+        zk = self._client()
+        events = zk.get_log_dir_events(watch=watch)
+        if not events:
+            return False
+        broker_ids = sorted({b for _, b in events if b is not None})
+        snap = self._view.snapshot()
+        brokers = {b.broker_id: b for b in self._view.brokers()}
+        changed = False
+        for broker_id in broker_ids:
+            info = brokers.get(broker_id)
+            if info is None or broker_id not in snap.live or probe is None:
+                continue  # a dead broker's replicas are all offline anyway
+            assigned = [
+                (name, p)
+                for name, (assignment, _) in snap.assignments.items()
+                for p, replicas in assignment.partitions.items()
+                if broker_id in replicas
+            ]
+            offline = probe(info, assigned)
+            if offline is None:
+                continue
+            log.info("Controller %d: broker %d reported a log dir failure; offline replicas: %s", self.broker_id,
+                     broker_id, ",".join(f"{t}-{p}" for t, p in sorted(offline)) or "none")  # fmt: skip
+            if self.offline_replicas.get(broker_id, frozenset()) != offline:
+                self.offline_replicas[broker_id] = frozenset(offline)
+                changed = True
+        zk.delete_log_dir_events([name for name, _ in events])
+        return changed
+
+    def _live_for(self, live: frozenset[int], topic: str, partition: int) -> frozenset[int]:
+        """The brokers whose replica of the partition is online (Kafka's isReplicaOnline)."""
+        if not self.offline_replicas:
+            return live
+        out = [b for b, tps in self.offline_replicas.items() if (topic, partition) in tps]
+        return live.difference(out) if out else live
+
+    def _forget_departed(self, live: frozenset[int]) -> None:
+        # a broker that went away comes back with its dirs checked afresh (and reports again if still failed)
+        for b in [b for b in self.offline_replicas if b not in live]:
+            del self.offline_replicas[b]
 
     def act(self, controller_epoch: ControllerEpoch) -> bool:
         """Delete marked topics, give new partitions their first state, re-elect leaders whose broker died.
@@ -119,6 +172,7 @@ class Controller:
         epoch, epoch_version = controller_epoch
         delete_enabled = self._settings.delete_topic_enable
         snap = self._view.snapshot()
+        self._forget_departed(snap.live)
         changed = False
         topics = dict(snap.assignments)
         deleting = snap.deleting if delete_enabled else frozenset()
@@ -153,12 +207,13 @@ class Controller:
             allow_unclean = default_unclean if unclean is None else unclean.lower() == "true"
             for partition, replicas in sorted(assignment.partitions.items()):
                 current = snap.states.get(name, {}).get(partition)
+                live = self._live_for(snap.live, name, partition)
                 if current is None:
-                    fresh = initial_state(replicas, snap.live, epoch)
+                    fresh = initial_state(replicas, live, epoch)
                     if fresh is not None:
                         creations.append((name, partition, fresh))
                 else:
-                    proposed = reconcile(replicas, current, snap.live, epoch, allow_unclean)
+                    proposed = reconcile(replicas, current, live, epoch, allow_unclean)
                     if proposed is not None:
                         updates.append((name, partition, proposed))
                         previous[(name, partition)] = current
@@ -212,7 +267,8 @@ class Controller:
         moves: list[tuple[str, int, LeaderAndIsr]] = []
         for name, partition in sorted(wanted):
             current = states.get((name, partition))
-            proposed = current and preferred_leader(replicas[(name, partition)], current, snap.live, epoch)
+            live = self._live_for(snap.live, name, partition)
+            proposed = current and preferred_leader(replicas[(name, partition)], current, live, epoch)
             if proposed:
                 moves.append((name, partition, proposed))
         written_all = zk.update_partition_states(moves, epoch_version) if moves else []
@@ -250,7 +306,7 @@ class Controller:
             elif current is None:
                 results[tp] = "LEADER_NOT_AVAILABLE"
             else:
-                outcome = requested_election(kind, replicas[tp], current, snap.live, epoch)
+                outcome = requested_election(kind, replicas[tp], current, self._live_for(snap.live, *tp), epoch)
                 if isinstance(outcome, str):
                     results[tp] = outcome
                 else:

@@ -88,6 +88,9 @@ class LocalMetadataStore:
     def stop(self) -> None:
         pass
 
+    def propagate_log_dir_event(self) -> None:
+        pass  # standalone: no other replica to take over; the offline replicas answer KAFKA_STORAGE_ERROR
+
     # ---- reads ----
     def brokers(self) -> list[BrokerInfo]:
         return [self._broker]

@@ -88,6 +88,12 @@ class MetadataStore(Protocol):
 
     def allocate_producer_id(self) -> int: ...
 
+    def propagate_log_dir_event(self) -> None:
+        """A log dir of this broker went offline: tell the controller (Kafka's
+        /log_dir_event_notification/log_dir_event_<seq>), which moves leadership and ISR membership of the
+        replicas in it to other brokers."""
+        ...
+
     # ---- dynamic broker configs (kafka-configs --entity-type brokers)
     def broker_configs(self) -> dict[str, dict[str, str]]:
         """The dynamic configs this broker follows: {"<default>": cluster-wide, "<id>": its own}."""

@@ -24,7 +24,13 @@ from kbus.common.acl import AclBinding
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.errors import NotControllerError, UnknownTopicError
-from kbus.server.metadata.controller import ClusterSnapshot, Controller, ControllerSettings, elect_controller
+from kbus.server.metadata.controller import (
+    ClusterSnapshot,
+    Controller,
+    ControllerSettings,
+    OfflineReplicaProbe,
+    elect_controller,
+)
 from kbus.server.metadata.reassigner import Reassigner
 from kbus.server.metadata.types import PartitionState, TopicMetadata
 from kbus.zk import acls as zk_acls
@@ -136,6 +142,7 @@ class ZkMetadataStore:
             ),
         )
         self._reassigner = Reassigner(broker_id, self._client, self)
+        self._offline_replica_probe: OfflineReplicaProbe | None = None
         self._pid_lock = threading.Lock()
         self._next_producer_id = 0
         self._producer_id_end = -1
@@ -287,6 +294,13 @@ class ZkMetadataStore:
 
     def add_listener(self, callback: Callable[[], None]) -> None:
         self._listeners.append(callback)
+
+    def set_offline_replica_probe(self, probe: OfflineReplicaProbe) -> None:
+        """How the controller asks a broker that reported a log dir failure which replicas it lost."""
+        self._offline_replica_probe = probe
+
+    def propagate_log_dir_event(self) -> None:
+        self._client().propagate_log_dir_event(self.broker_id)
 
     # ---- writes (replication and transactions) ------------------------------------------------------------
 
@@ -450,6 +464,8 @@ class ZkMetadataStore:
         if self._controller_epoch is not None:
             try:
                 epoch = self._controller_epoch
+                if ("log_dir_events",) in events or _RESYNC in events or not was_controller:
+                    changed |= self._controller.handle_log_dir_events(self._offline_replica_probe, self._on_watch)
                 changed |= self._controller.act(epoch)
                 if _REBALANCE in events and self._auto_rebalance:
                     changed |= self._controller.elect_preferred_leaders(epoch, only_imbalanced=True)

@@ -50,6 +50,9 @@ class FollowerHost(Protocol):
 
     def get_partition(self, topic: str, index: int) -> Partition | None: ...
     def broker_endpoint(self, broker_id: int) -> BrokerInfo | None: ...
+    def storage_error(self, part: Partition, what: str, error: OSError) -> Exception:
+        """An I/O error on a replica's log: its log dir goes offline (Kafka's LogDirFailureChannel)."""
+        ...
 
 
 class ReplicaFetcher:
@@ -176,7 +179,12 @@ class ReplicaFetcher:
                     continue
                 if p.error_code != ErrorCode.none:
                     continue  # stale metadata on one side; retried on the next round
-                done = self._truncate(part, p.leader_epoch, p.end_offset)
+                try:
+                    done = self._truncate(part, p.leader_epoch, p.end_offset)
+                except OSError as e:
+                    self.host.storage_error(part, "truncating", e)
+                    self.remove(tp)
+                    continue
                 if done and self.partitions.get(tp) == pending.get(tp):
                     self.partitions[tp] = 0
 
@@ -258,7 +266,14 @@ class ReplicaFetcher:
                 if part is None or tp not in self.partitions:
                     continue
                 progress |= bool(p.records)
-                failed |= not self._apply(part, tp, p)
+                try:
+                    failed |= not self._apply(part, tp, p)
+                except OSError as e:
+                    # this replica's log dir failed: it stops here, the others go on (ReplicaFetcherThread
+                    # marks the partition failed and the dir offline)
+                    self.host.storage_error(part, "appending to", e)
+                    self.remove(tp)
+                    continue
                 if throttling and p.records and quota.is_throttled(*tp):
                     quota.record(len(p.records))  # Kafka's processPartitionData: throttled bytes, after the fact
         if failed and not progress:

@@ -1,0 +1,82 @@
+"""Offline log dirs without processes: the failure channel, the log manager's side, the controller's rule that a
+replica in a failed dir counts as dead, and the notification znode's codec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbus.protocol import record_batch as rb
+from kbus.server.log import KafkaStorageError, LogConfig, LogManager
+from kbus.server.log.dir_failure import LogDirFailureChannel
+from kbus.zk import codec, paths
+
+CFG = LogConfig(file_delete_delay_ms=0)
+
+
+def batch() -> bytes:
+    return rb.build_batch([(b"k", b"v")], timestamp_ms=1_000)
+
+
+def test_channel_reports_each_dir_once(tmp_path: Path) -> None:
+    channel = LogDirFailureChannel()
+    heard: list[Path] = []
+    channel.add_listener(heard.append)
+    err = channel.storage_error(tmp_path, "Error while appending", OSError(28, "No space left on device"))
+    assert isinstance(err, KafkaStorageError) and "No space left" in str(err)
+    channel.maybe_add_offline_log_dir(tmp_path, "again", OSError(5, "EIO"))
+    assert heard == [tmp_path] and channel.has_failed(tmp_path)
+
+
+def test_failed_dir_drops_its_logs_and_takes_no_new_ones(tmp_path: Path) -> None:
+    d0, d1 = tmp_path / "d0", tmp_path / "d1"
+    mgr = LogManager([d0, d1], CFG)
+    mgr.startup()
+    a, b = mgr.create_log("t", 0), mgr.create_log("t", 1)
+    assert {mgr.log_dir_of("t", 0), mgr.log_dir_of("t", 1)} == {d0, d1}
+    a.append_as_leader(batch())
+    failed = mgr.log_dir_of("t", 1)
+    assert failed is not None
+    assert mgr.handle_log_dir_failure(failed) == [("t", 1)]
+    assert mgr.handle_log_dir_failure(failed) == []  # once
+    assert b.closed and mgr.get_log("t", 1) is None and mgr.live_log_dirs == [d0]
+    described = {u.path: u for u in mgr.describe_dirs()}
+    assert not described[d1.absolute()].online and described[d1.absolute()].partition_sizes == {}
+    assert mgr.log_dir_of("t", 2) is None and mgr.create_log("t", 2) is not None
+    assert mgr.log_dir_of("t", 2) == d0  # new logs only go to live dirs
+    mgr.shutdown()
+    assert not (d1 / ".kafka_cleanshutdown").exists() and (d0 / ".kafka_cleanshutdown").exists()
+
+
+def test_io_error_in_a_background_flush_reports_the_dir(tmp_path: Path) -> None:
+    mgr = LogManager([tmp_path], CFG)
+    mgr.startup()
+    heard: list[Path] = []
+    mgr.failure_channel.add_listener(heard.append)
+    lg = mgr.create_log("t", 0)
+    lg.append_as_leader(batch())
+
+    def broken_flush() -> None:
+        raise OSError(5, "Input/output error")
+
+    lg.flush = broken_flush  # type: ignore[method-assign]
+    mgr.flush_all()
+    assert heard == [tmp_path]
+
+
+def test_unusable_dir_at_startup_is_offline_and_all_unusable_refuses(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    mgr = LogManager([tmp_path / "ok", not_a_dir], CFG)
+    mgr.startup()
+    assert mgr.offline_dirs == [not_a_dir] and mgr.failure_channel.has_failed(not_a_dir)
+    mgr.shutdown()
+    with pytest.raises(KafkaStorageError, match="no usable log dir"):
+        LogManager([not_a_dir], CFG).startup()
+
+
+def test_log_dir_event_codec_is_kafkas() -> None:
+    assert codec.decode_log_dir_event(codec.encode_log_dir_event(3)) == 3
+    assert codec.decode_log_dir_event(b'{"version":1,"broker":4,"event":2}') is None  # not a failure event
+    assert paths.parse(paths.LOG_DIR_EVENT_NOTIFICATION) == ("log_dir_events",)

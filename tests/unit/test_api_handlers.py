@@ -208,7 +208,7 @@ def call(m: Managers, api_key: int, version: int, /, **fields: Any) -> Any:
     body_at = 4 + 4 + (1 if header.flexible and api_key != 18 else 0)
     decoded, _ = entity_reader(response_type(api_key, version))(frame, body_at)
     assert encode_response(header, decoded) == frame  # (kio reads a zero UUID back as None: compare bytes)
-    return decoded if isinstance(response, EncodedBody) else response  # Fetch encodes its own body
+    return decoded if isinstance(response, EncodedBody) else response  # Fetch and Produce encode their own bodies
 
 
 def part(api_key: int, version: int, name: str, /, **fields: Any) -> Any:

@@ -1,5 +1,6 @@
 """Produce (0): each partition's batch is validated as Kafka's LogValidator does (kbus.protocol.validation: one
-compiled pass over its records), then goes to the log as bytes."""
+compiled pass over its records), then goes to the log as bytes; the response is encoded by hand
+(kbus.protocol.produce_response), as it is paid once per request."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from kio.schema.errors import ErrorCode
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.topics import is_internal
 from kbus.protocol.codec import ms
+from kbus.protocol.fetch_response import EncodedBody
+from kbus.protocol.produce_response import PartitionProduceResult, encode_produce_response
 from kbus.protocol.validation import RecordValidationError, ValidationPolicy, validate_produce
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
@@ -25,90 +28,111 @@ if TYPE_CHECKING:
 
 
 @api(0, 3, 9, pipelined=True)
-async def produce(m: Managers, ctx: RequestContext, request: Any) -> Any:
+async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody | None:
     """Every partition is appended before anything is awaited: with pipelined requests (network.py) that keeps
     appends in the order requests arrived; the acks=all waits then run together."""
     acks = request.acks
     timeout_ms = ms(request.timeout)
-    appended: list[tuple[dict[str, Any], Partition, AppendResult, str]] = []
-    responses = []
+    appended: list[tuple[_Outcome, Partition, AppendResult, str]] = []
+    responses: list[tuple[str, list[_Outcome]]] = []
     for topic_data in request.topic_data:
         name = topic_data.name
-        parts = []
+        parts: list[_Outcome] = []
         for pd in topic_data.partition_data:
-            fields: dict[str, Any] = {
-                "index": pd.index,
-                "base_offset": -1,
-                "log_append_time": -1,
-                "log_start_offset": -1,
-                "record_errors": (),
-            }
-            parts.append(fields)
+            out = _Outcome(pd.index)
+            parts.append(out)
             part, error = m.replicas.leader_partition(name, pd.index)
             if acks not in (0, 1, -1):
-                fields["error_code"] = ErrorCode.invalid_required_acks
+                out.error_code = ErrorCode.invalid_required_acks
             elif not ctx.authorized(Operation.WRITE, ResourceType.TOPIC, name):
-                fields["error_code"] = ErrorCode.topic_authorization_failed
+                out.error_code = ErrorCode.topic_authorization_failed
             elif part is None:
-                fields["error_code"] = error
+                out.error_code = error
             elif is_internal(name):  # only the broker writes __consumer_offsets, as in Kafka
-                fields.update(
-                    error_code=ErrorCode.invalid_topic_exception,
-                    error_message=f"Cannot append to internal topic {name}",
-                )
+                out.error_code = ErrorCode.invalid_topic_exception
+                out.error_message = f"Cannot append to internal topic {name}"
             elif not pd.records:
-                fields["error_code"] = ErrorCode.corrupt_message
+                out.error_code = ErrorCode.corrupt_message
             else:
                 try:
                     records = validate_produce(pd.records, _policy(name, pd.index, part.config),
                                                int(time.time() * 1000), ctx.api_version)
                     result = m.replicas.append_records(part, records, acks)
                 except RecordValidationError as exc:
-                    fields.update(
-                        error_code=exc.error_code,
-                        error_message=str(exc),
-                        record_errors=[
-                            ctx.nested("BatchIndexAndErrorMessage", batch_index=e.batch_index,
-                                       batch_index_error_message=e.message)
-                            for e in exc.record_errors
-                        ],
-                    )
+                    out.error_code = exc.error_code
+                    out.error_message = str(exc)
+                    out.record_errors = [(e.batch_index, e.message) for e in exc.record_errors]
                 except Exception as exc:
-                    fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
+                    out.error_code = error_code_for(exc)
+                    out.error_message = error_message(exc)
                 else:
-                    appended.append((fields, part, result, name))
+                    appended.append((out, part, result, name))
         responses.append((name, parts))
-    if appended:
+    if len(appended) == 1:  # the common case: no gather (a task per partition) for one wait
+        out, part, result, name = appended[0]
+        try:
+            await m.replicas.wait_for_acks(part, result, acks, timeout_ms)
+        except Exception as exc:
+            out.failed(exc)
+        else:
+            out.appended(result, name)
+    elif appended:
         outcomes = await asyncio.gather(
             *(m.replicas.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
             return_exceptions=True,
         )
-        for (fields, _, result, name), outcome in zip(appended, outcomes, strict=True):
+        for (out, _, result, name), outcome in zip(appended, outcomes, strict=True):
             if isinstance(outcome, BaseException):
-                fields.update(error_code=error_code_for(outcome), error_message=error_message(outcome))
-                continue
-            if not result.duplicate:
-                METRICS.inc("kbus_messages_in_total", result.num_records, topic=name)
-                METRICS.inc("kbus_bytes_in_total", result.size_bytes, topic=name)
-            fields.update(
-                error_code=ErrorCode.none,
-                base_offset=result.first_offset,
-                log_append_time=result.log_append_time_ms,
-                log_start_offset=result.log_start_offset,
-            )
+                out.failed(outcome)
+            else:
+                out.appended(result, name)
     if acks == 0:
         return None
-    return ctx.build(
-        responses=[
-            ctx.nested(
-                "TopicProduceResponse",
-                name=name,
-                partition_responses=[ctx.nested("PartitionProduceResponse", **f) for f in parts],
-            )
-            for name, parts in responses
-        ],
-        throttle_time=0,
+    return encode_produce_response(
+        ctx.api_version, [(name, [o.result() for o in parts]) for name, parts in responses], throttle_time_ms=0
     )
+
+
+class _Outcome:
+    """One partition's answer while the request is under way."""
+
+    __slots__ = (
+        "base_offset",
+        "error_code",
+        "error_message",
+        "index",
+        "log_append_time_ms",
+        "log_start_offset",
+        "record_errors",
+    )
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.error_code = ErrorCode.none
+        self.error_message: str | None = None
+        self.record_errors: list[tuple[int, str | None]] = []
+        self.base_offset = -1
+        self.log_append_time_ms = -1
+        self.log_start_offset = -1
+
+    def failed(self, exc: BaseException) -> None:
+        self.error_code = error_code_for(exc)
+        self.error_message = error_message(exc)
+
+    def appended(self, result: AppendResult, topic: str) -> None:
+        if not result.duplicate:
+            METRICS.inc("kbus_messages_in_total", result.num_records, topic=topic)
+            METRICS.inc("kbus_bytes_in_total", result.size_bytes, topic=topic)
+        self.error_code = ErrorCode.none
+        self.base_offset = result.first_offset
+        self.log_append_time_ms = result.log_append_time_ms
+        self.log_start_offset = result.log_start_offset
+
+    def result(self) -> PartitionProduceResult:
+        return PartitionProduceResult(
+            self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,
+            self.record_errors, self.error_message,
+        )  # fmt: skip
 
 
 def _policy(topic: str, index: int, config: LogConfig) -> ValidationPolicy:

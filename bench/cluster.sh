@@ -41,6 +41,10 @@ for r in $(seq "$rounds"); do
     topic="rf3-$r-$RANDOM"
     leader=$($PY bench/topic.py create -b "${boot[$who]}" --topic "$topic" --partitions 1 --replication-factor 3 \
       --config min.insync.replicas=2)
+    # the latency phase's topic ($topic-lat) led by the same broker, whose CPU kbench counts
+    others=$(printf '%s\n' 1 2 3 | grep -vx "$leader" | paste -sd,)
+    $PY bench/topic.py create -b "${boot[$who]}" --topic "$topic-lat" --replica-assignment "$leader,$others" \
+      --config min.insync.replicas=2 >/dev/null
     echo "== round $r: $who, 3 brokers, RF=3, leader $leader" >&2
     $PY "$KBENCH" all -b "${boot[$who]}" --topic "$topic" --broker-pid "${bpid[$who$leader]}" \
       --label "$who-3x-rf3" --replication-factor 3 --out "$OUT" --quiet --delete "$@" >/dev/null ||

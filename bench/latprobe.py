@@ -126,6 +126,17 @@ def _patch() -> None:
         return r
 
     R.read = read  # type: ignore[method-assign]
+    from kbus.protocol.client import KafkaConnection
+
+    orig_request = KafkaConnection.request
+
+    async def request(self: Any, body: Any, response_type: type, timeout: float = 30.0) -> Any:
+        EVENTS.append((ns(), "c_send", type(body).__name__))
+        resp = await orig_request(self, body, response_type, timeout)
+        EVENTS.append((ns(), "c_recv", type(body).__name__))
+        return resp
+
+    KafkaConnection.request = request  # type: ignore[method-assign]
     orig_start = Broker.start
 
     async def start(self: Any) -> None:

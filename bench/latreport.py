@@ -108,6 +108,8 @@ def report(probes: list[dict], args: argparse.Namespace) -> None:
     followers = [pr for pr in probes if pr is not leader]
     fapp = {pr["pid"]: [(e[0], e[4]) for e in pr["events"] if e[1] == "f_append" and e[2] == topic]
             for pr in followers}
+    fsend = {pr["pid"]: [e[0] for e in pr["events"] if e[1] == "c_send" and "Fetch" in e[2]] for pr in followers}
+    frecv = {pr["pid"]: [e[0] for e in pr["events"] if e[1] == "c_recv" and "Fetch" in e[2]] for pr in followers}
     stages: dict[str, list[int]] = {}
     for e in appends:
         t0, first, last = e[0], e[4], e[5]
@@ -122,6 +124,13 @@ def report(probes: list[dict], args: argparse.Namespace) -> None:
                 t = first_after(evs, t0 - 10**9, last)
                 if t is not None:
                     stages.setdefault(f"follower {pid} append", []).append(t - t0)
+                    sends, recvs = fsend[pid], frecv[pid]
+                    i = bisect.bisect_left(recvs, t)  # the response it came in
+                    if i > 0:
+                        stages.setdefault(f"follower {pid} got the response", []).append(recvs[i - 1] - t0)
+                    i = bisect.bisect_left(sends, t)  # its next fetch leaves
+                    if i < len(sends):
+                        stages.setdefault(f"follower {pid} sends next fetch", []).append(sends[i] - t0)
         for r, evs in fetched.items():
             t = first_after(evs, t0, last)
             if t is not None:

@@ -2,7 +2,10 @@
 is in sync (used by the bench scripts against Kafka and kbus alike).
 
     .venv/bin/python bench/topic.py create -b HOST:PORT --topic T [--partitions N] [--replication-factor R]
-        [--config K=V ...]
+        [--config K=V ...] [--replica-assignment 2,1,3]
+
+--replica-assignment puts every partition on these brokers, the first one its preferred leader (so a second topic
+can be led by the broker that leads the first: the one whose CPU a bench counts).
 """
 
 from __future__ import annotations
@@ -22,11 +25,17 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--replication-factor", type=int, default=1)
     ap.add_argument("--config", action="append", default=[], metavar="K=V")
+    ap.add_argument("--replica-assignment", default=None, metavar="B1,B2,...")
     ap.add_argument("--timeout", type=float, default=60)
     args = ap.parse_args()
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     cfg = dict(kv.split("=", 1) for kv in args.config)
-    new = NewTopic(args.topic, args.partitions, args.replication_factor, config=cfg)
+    if args.replica_assignment:
+        brokers = [int(b) for b in args.replica_assignment.split(",")]
+        args.replication_factor = len(brokers)
+        new = NewTopic(args.topic, replica_assignment=[brokers] * args.partitions, config=cfg)
+    else:
+        new = NewTopic(args.topic, args.partitions, args.replication_factor, config=cfg)
     admin.create_topics([new], operation_timeout=args.timeout)[args.topic].result(args.timeout)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:

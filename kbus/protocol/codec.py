@@ -151,6 +151,13 @@ def encode_request(body: Any, correlation_id: int, client_id: str | None) -> byt
     return bytes(data)
 
 
+def encode_entity(value: Any) -> bytes:
+    """A kio message's body bytes, without any header."""
+    out = io.BytesIO()
+    entity_writer(type(value))(out, value)
+    return out.getvalue()
+
+
 def encode_response(header: RequestHeader, response: Any) -> bytes:
     """Size-prefixed response frame. ApiVersions responses never carry header tagged fields (KIP-511), even at v3:
     librdkafka misparses the body otherwise."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -10,6 +11,8 @@ from kio.schema.errors import ErrorCode
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.errors import KafkaError
 from kbus.common.topics import is_internal, validate_topic_name
+from kbus.protocol.codec import encode_entity
+from kbus.protocol.metadata_response import encode_partitions, encode_topic, splice_topics
 from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
@@ -23,39 +26,33 @@ log = logging.getLogger("kbus.server.apis")
 NOT_REQUESTED_OPERATIONS = -2147483648
 
 
-def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata, with_ops: bool) -> Any:
+def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata, with_ops: bool) -> bytes:
     live = {b.broker_id for b in m.cluster.brokers()}
-    partitions = []
+    rows = []
     for index in sorted(topic.partitions):
         st = topic.partitions[index]
         leader = st.leader if st.leader in live else -1
-        partitions.append(
-            ctx.nested(
-                "MetadataResponsePartition",
-                error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
-                partition_index=index,
-                leader_id=leader,
-                leader_epoch=st.leader_epoch,
-                replica_nodes=tuple(st.replicas),
-                isr_nodes=tuple(st.isr),
-                offline_replicas=tuple(r for r in st.replicas if r not in live),
-            )
-        )
-    return ctx.nested(
-        "MetadataResponseTopic",
+        rows.append((
+            ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available, index, leader, st.leader_epoch,
+            st.replicas, st.isr, [r for r in st.replicas if r not in live],
+        ))  # fmt: skip
+    return encode_topic(
+        ctx.api_version,
         error_code=ErrorCode.none,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=is_internal(topic.name),
-        partitions=partitions,
-        topic_authorized_operations=(
+        partitions=encode_partitions(ctx.api_version, rows),
+        authorized_operations=(
             ctx.authorized_operations(ResourceType.TOPIC, topic.name) if with_ops else NOT_REQUESTED_OPERATIONS
         ),
     )
 
 
-def _error_topic(ctx: RequestContext, name: str, code: ErrorCode) -> Any:
-    return ctx.nested("MetadataResponseTopic", error_code=code, name=name, topic_id=None, partitions=())
+def _error_topic(
+    ctx: RequestContext, name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None
+) -> bytes:
+    return encode_topic(ctx.api_version, error_code=code, name=name, topic_id=topic_id)
 
 
 def _by_id(req_topic: Any) -> bool:
@@ -78,8 +75,7 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
         # Kafka: topic ids (and so null names) are not supported before v12 -> INVALID_REQUEST for every topic,
         # named "" where null (the v10/v11 response has no null name)
         entries = [
-            ctx.nested("MetadataResponseTopic", error_code=ErrorCode.invalid_request, name=t.name or "",
-                       topic_id=getattr(t, "topic_id", None), partitions=())
+            _error_topic(ctx, t.name or "", ErrorCode.invalid_request, getattr(t, "topic_id", None))
             for t in requested
         ]
         all_topics, requested = False, []
@@ -96,15 +92,7 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
             if name is None and getattr(req_topic, "topic_id", None) is not None:
                 t = by_id.get(req_topic.topic_id)
                 if t is None:
-                    entries.append(
-                        ctx.nested(
-                            "MetadataResponseTopic",
-                            error_code=ErrorCode.unknown_topic_id,
-                            name=None,
-                            topic_id=req_topic.topic_id,
-                            partitions=(),
-                        )
-                    )
+                    entries.append(_error_topic(ctx, None, ErrorCode.unknown_topic_id, req_topic.topic_id))
                 elif not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name):
                     entries.append(_error_topic(ctx, t.name, ErrorCode.topic_authorization_failed))
                 else:
@@ -140,13 +128,14 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
         ctx.nested("MetadataResponseBroker", node_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
         for b, ep in on_listener(ctx, m.cluster.brokers())
     ]
-    return ctx.build(
+    without_topics = ctx.build(
         throttle_time=0,
         brokers=brokers,
         cluster_id=m.cluster.cluster_id,
         controller_id=m.cluster.controller_id(),
-        topics=entries,
+        topics=(),
         cluster_authorized_operations=(
             ctx.authorized_operations(ResourceType.CLUSTER) if cluster_ops else NOT_REQUESTED_OPERATIONS
         ),
     )
+    return splice_topics(ctx.api_version, encode_entity(without_topics), entries)

@@ -174,3 +174,30 @@ def test_a_process_that_cannot_start_stops_the_set(tmp_path: Path, zk_connect: s
             assert broker_processes_of(config) == []
         finally:
             stop_group(sup)
+
+
+def test_daemon_mode_is_ready_when_every_process_serves_and_stops_them_all(tmp_path: Path, zk_connect: str) -> None:
+    """`server-start --daemon --processes 2` returns on the supervisor's READY=1, sent once both brokers listen (the
+    same datagram systemd's Type=notify waits for); `server-stop` through the pid file stops both."""
+    port = two_free_ports()
+    config = write_config(tmp_path, zk_connect, port)
+    config.write_text(config.read_text().replace("num.broker.processes=2\n", ""))
+    env = {**os.environ, "KBUS_LOG_DIR": str(tmp_path / "logs")}
+    try:
+        started = subprocess.run([KBUS, "server-start", "--daemon", "--processes", "2", str(config)], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert started.returncode == 0, started.stderr
+        for p in (port, port + 1):  # both accept at once: READY=1 came after both were ready
+            socket.create_connection(("127.0.0.1", p), timeout=2).close()
+        assert len(broker_processes_of(config)) == 2
+        stop = subprocess.run([KBUS, "server-stop"], env=env, capture_output=True, text=True, timeout=90)
+        assert stop.returncode == 0, stop.stderr
+        wait_for(lambda: broker_processes_of(config) == [], 30, "both broker processes gone")
+        for broker_id in (1, 2):
+            assert (tmp_path / "data" / f"broker-{broker_id}" / ".kafka_cleanshutdown").exists()
+    finally:  # after a failure: the supervisor first (its children get SIGTERM from the kernel), then them
+        pid_file = tmp_path / "logs" / "kbusServer.pid"
+        if pid_file.exists() and f"{config}" in argv(int(pid_file.read_text().split()[0])):
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+        for pid in broker_processes_of(config):
+            os.kill(pid, signal.SIGKILL)

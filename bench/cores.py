@@ -157,13 +157,24 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     }
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     env = {**os.environ, "KBUS_LOG_LEVEL": "WARNING"}
+    if args.kafka_libs:  # Apache Kafka as the peer: same keys, one JVM using every core it is given
+        assert args.processes == 1, "Kafka is one process"
+        cmd = ["java", "-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+               "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
+               "-Djava.awt.headless=true", f"-Dlog4j.configuration=file:{args.kafka_libs}/../config/log4j.properties",
+               f"-Dkafka.logs.dir={work}/kafka-logs", "-cp", f"{args.kafka_libs}/*", "kafka.Kafka", str(config)]
+        props.pop("num.broker.processes")
+        props.pop("metrics.port")
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    else:
+        cmd = [sys.executable, "-m", "kbus.server", str(config)]
     with open(work / "server.log", "wb") as out:
-        broker = subprocess.Popen(["taskset", "-c", args.cpus, sys.executable, "-m", "kbus.server", str(config)],
-                                  stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        broker = subprocess.Popen(["taskset", "-c", args.cpus, *cmd], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                  cwd=REPO)
     gens: list[subprocess.Popen[str]] = []
     try:
         for i in range(args.processes):
-            wait_port(port + i, 120)
+            wait_port(port + i, 300)
         bootstrap = f"127.0.0.1:{port}"
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         deadline = time.monotonic() + 60
@@ -195,10 +206,11 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                  "--window-end", str(window_end)], stdout=subprocess.PIPE, text=True, cwd=REPO))
         sleep_until(window_start)
         cpu0 = sum(cpu_s(p) for p in pids)
-        req0 = produce_requests([mport + i for i in range(args.processes)])
+        mports = [] if args.kafka_libs else [mport + i for i in range(args.processes)]
+        req0 = produce_requests(mports)
         sleep_until(window_end)
         cpu1 = sum(cpu_s(p) for p in pids)
-        req1 = produce_requests([mport + i for i in range(args.processes)])
+        req1 = produce_requests(mports)
         load1 = os.getloadavg()[0]
         results = []
         for gen in gens:
@@ -206,18 +218,20 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             results.append(json.loads(out.strip().splitlines()[-1]))
         acked = sum(r["acked"] for r in results)
         broker_cpu = cpu1 - cpu0
+        requests = req1 - req0 if mports else float("nan")  # Kafka: no /metrics here (its JMX is not read)
         return {
-            "label": f"{args.processes}proc-cpus{args.cpus}",
+            "system": "kafka" if args.kafka_libs else "kbus",
+            "label": ("kafka-" if args.kafka_libs else "") + f"{args.processes}proc-cpus{args.cpus}",
             "processes": args.processes, "broker_cpus": args.cpus, "generator_cpus": args.gen_cpus,
             "generators": args.generators, "clients": args.generators * args.clients, "window": args.window,
             "partitions": args.partitions, "size": args.size, "seconds": args.seconds, "leaders": leaders,
             "msgs_per_s": round(acked / args.seconds),
-            "produce_requests_per_s": round((req1 - req0) / args.seconds),
-            "msgs_per_request": round(acked / max(1.0, req1 - req0), 2),
+            "produce_requests_per_s": round(requests / args.seconds) if mports else None,
+            "msgs_per_request": round(acked / max(1.0, requests), 2) if mports else None,
             "broker_cpu_s": round(broker_cpu, 2),
             "broker_cores_busy": round(broker_cpu / args.seconds, 2),
             "broker_cpu_us_per_msg": round(broker_cpu / max(1, acked) * 1e6, 1),
-            "broker_cpu_us_per_request": round(broker_cpu / max(1.0, req1 - req0) * 1e6, 1),
+            "broker_cpu_us_per_request": round(broker_cpu / max(1.0, requests) * 1e6, 1) if mports else None,
             "generator_cpu_s": round(sum(r["cpu_s"] for r in results), 2),
             "errors": sum(r["errors"] for r in results),
             "loadavg_1m": round(load1, 2),
@@ -246,19 +260,26 @@ def report(files: list[str]) -> None:
         for line in Path(name).read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
+                r["generator_cores_busy"] = round(r["generator_cpu_s"] / r["seconds"], 2)
                 rows.setdefault(r["label"], []).append(r)
-    cols = ["msgs_per_s", "broker_cores_busy", "broker_cpu_us_per_request", "msgs_per_request", "generator_cpu_s",
-            "loadavg_1m"]
-    print("| broker processes | broker CPUs | generator CPUs | runs | " + " | ".join(cols) + " (medians) |")
-    print("|---" * (len(cols) + 4) + "|")
+    cols = ["msgs_per_s", "broker_cores_busy", "broker_cpu_us_per_msg", "msgs_per_request",
+            "generator_cores_busy", "loadavg_1m"]
+    print("| broker | processes | broker CPUs | generator CPUs | runs | " + " | ".join(cols) + " (medians) |")
+    print("|---" * (len(cols) + 5) + "|")
     base = None
-    for label, rs in sorted(rows.items(), key=lambda kv: (len(kv[1][0]["broker_cpus"]), kv[1][0]["processes"])):
-        med = {c: statistics.median(float(r[c]) for r in rs) for c in cols}
+
+    def order(kv: tuple[str, list[dict[str, float]]]) -> tuple[object, ...]:
+        r = kv[1][0]
+        return (r.get("system", "kbus") != "kbus", len(str(r["broker_cpus"])), r["processes"])
+
+    for label, rs in sorted(rows.items(), key=order):
+        med = {c: statistics.median(float(r[c]) for r in rs if r.get(c) is not None)
+               if any(r.get(c) is not None for r in rs) else float("nan") for c in cols}
         base = base or med["msgs_per_s"]
         r0 = rs[0]
         cells = [f"{med['msgs_per_s']:.0f} ({med['msgs_per_s'] / base:.2f}x)"] + [f"{med[c]:g}" for c in cols[1:]]
-        print(f"| {r0['processes']} | {r0['broker_cpus']} | {r0['generator_cpus']} | {len(rs)} | " + " | ".join(cells)
-              + " |")
+        print(f"| {r0.get('system', 'kbus')} | {r0['processes']} | {r0['broker_cpus']} | {r0['generator_cpus']} | "
+              f"{len(rs)} | " + " | ".join(cells) + " |")
         print(f"<!-- {label}: msgs/s per run {[r['msgs_per_s'] for r in rs]}, load {[r['loadavg_1m'] for r in rs]} -->")
 
 
@@ -289,6 +310,7 @@ def main() -> None:
     rp.add_argument("--seconds", type=float, default=20.0)
     rp.add_argument("--work", default=str(REPO / ".cache" / "bench"))
     rp.add_argument("--out", default=None)
+    rp.add_argument("--kafka-libs", default=None, help="run Apache Kafka (jars from scripts/kafka-jars.sh) instead")
     rep = sub.add_parser("report")
     rep.add_argument("files", nargs="+")
     args = ap.parse_args()

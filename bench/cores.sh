@@ -3,7 +3,9 @@
 # acks=all, 100 B, 64 partitions, 4 records outstanding per producer, so ~1 record per Produce request) against
 # kbus with num.broker.processes 1 and 2, pinned to 1 core (broker processes on CPU 1, generators on CPU 0) and
 # to 2 cores (brokers and generators both on CPUs 0-1: on this 2-core machine the generators compete with the
-# brokers, so their CPU is reported beside). Configurations interleaved round by round; one JSON line per run in
+# brokers, so their CPU is reported beside). Apache Kafka (one JVM, threads on every core it is given) runs the
+# same workload at 1 and 2 cores as the peer (KAFKA=0 skips it). Configurations interleaved round by round; one
+# JSON line per run in
 # $OUT (default bench/cores.jsonl); the table: .venv/bin/python bench/cores.py report bench/cores.jsonl
 #   usage: bench/cores.sh [ROUNDS] [bench/cores.py run args, e.g. --seconds 30 --partitions 256]
 set -euo pipefail
@@ -21,6 +23,10 @@ configs=(
   "--processes 1 --cpus 0-1 --gen-cpus 0-1"
   "--processes 2 --cpus 0-1 --gen-cpus 0-1"
 )
+if [ "${KAFKA:-1}" = 1 ]; then  # the JVM's JIT needs a longer warm-up
+  libs=$(kafka_libs)
+  configs+=("--kafka-libs $libs --warmup 15 --cpus 1 --gen-cpus 0" "--kafka-libs $libs --warmup 15 --cpus 0-1 --gen-cpus 0-1")
+fi
 for r in $(seq "$rounds"); do
   for c in "${configs[@]}"; do
     echo "== round $r: $c $* (load average: $(cut -d' ' -f1-3 /proc/loadavg))" >&2

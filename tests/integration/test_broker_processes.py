@@ -201,3 +201,21 @@ def test_daemon_mode_is_ready_when_every_process_serves_and_stops_them_all(tmp_p
             os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
         for pid in broker_processes_of(config):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_supervisor_killed_9_leaves_no_orphan_broker(tmp_path: Path, zk_connect: str) -> None:
+    port = two_free_ports()
+    config = write_config(tmp_path, zk_connect, port)
+    sup = start_set(config, tmp_path / "server.out")
+    try:
+        wait_for_port(port, 60, sup)
+        wait_for_port(port + 1, 60, sup)
+        assert len(broker_processes_of(config)) == 2
+        os.kill(sup.pid, signal.SIGKILL)
+        sup.wait(10)
+        # PR_SET_PDEATHSIG: the kernel sends each broker SIGTERM, a controlled shutdown
+        wait_for(lambda: broker_processes_of(config) == [], 60, "the brokers of a dead supervisor to stop")
+        for broker_id in (1, 2):
+            assert (tmp_path / "data" / f"broker-{broker_id}" / ".kafka_cleanshutdown").exists()
+    finally:
+        stop_group(sup)

@@ -221,7 +221,8 @@ class Connection:
             return PAUSED
         if len(self._buf) < 4 + size:
             return NEED_DATA
-        frame = bytes(self._buf[4 : 4 + size])
+        with memoryview(self._buf) as view:  # one copy of the frame (a bytearray slice would make two)
+            frame = bytes(view[4 : 4 + size])
         del self._buf[: 4 + size]
         return self._decode(frame, flags)
 

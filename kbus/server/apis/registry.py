@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.index import api_key_map
@@ -42,7 +43,12 @@ class ApiSpec:
     @property
     def name(self) -> str:
         """Kafka's API name, e.g. "Produce", "OffsetCommit"."""
-        return "".join(part.capitalize() for part in api_key_map.get(self.key, str(self.key)).split("_"))
+        return api_name(self.key)
+
+
+@cache  # read twice per request (the request metrics' label): built once per API key
+def api_name(key: int) -> str:
+    return "".join(part.capitalize() for part in api_key_map.get(key, str(key)).split("_"))
 
 
 API_TABLE: dict[int, ApiSpec] = {}

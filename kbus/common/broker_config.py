@@ -199,6 +199,9 @@ class KafkaConfig:
     fetch_max_bytes: int = _int("fetch.max.bytes", 57671680, at_least=1024)
     connections_max_idle_ms: int = _long("connections.max.idle.ms", 600000)
     request_timeout_ms: int = _int("request.timeout.ms", 30000, at_least=0)
+    # client quotas (QuotaConfig): the rate windows of every quota sensor
+    quota_window_num: int = _int("quota.window.num", 11, at_least=1)
+    quota_window_size_seconds: int = _int("quota.window.size.seconds", 1, at_least=1)
     # ZooKeeper and the controller
     zookeeper_connect: str = _str("zookeeper.connect", "")
     zookeeper_session_timeout_ms: int = _int("zookeeper.session.timeout.ms", 18000)
@@ -438,6 +441,7 @@ def is_security_key(key: str) -> bool:
     return key in SECURITY_KEYS
 _UNSUPPORTED_SET = {
     "process.roles": "KRaft mode (kbus runs with ZooKeeper)",
+    "client.quota.callback.class": "custom quota callbacks (the users/clients quotas in ZooKeeper apply)",
 }
 
 

@@ -84,6 +84,7 @@ class Request:
     header: RequestHeader
     body: Any  # the decoded kio request; None when `unsupported_version` (KIP-511 ApiVersions fallback)
     unsupported_version: bool = False
+    size: int = 0  # the request's bytes after the size field (Kafka's request.sizeInBytes, for produce quotas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +256,7 @@ class Connection:
             body = decode_request(frame, header, body_at)
         except ProtocolError as exc:
             return self._violation(str(exc))
-        return Request(self._open_slot(flags.pipelined), header, body)
+        return Request(self._open_slot(flags.pipelined), header, body, size=len(frame))
 
     def _gate_allows(self, flags: ApiFlags) -> bool:
         if flags.before_auth:

@@ -40,6 +40,7 @@ from kbus.server.metadata.local import LocalMetadataStore
 from kbus.server.metadata.offline_replicas import describe_log_dirs_probe
 from kbus.server.metadata.types import MetadataStore, TopicMetadata
 from kbus.server.partition import Partition
+from kbus.server.quota_manager import QuotaManagers, QuotaWindow, register_metrics
 from kbus.server.replica_manager import LeadershipListener, ReplicaManager
 from kbus.server.scheduler import Scheduler
 from kbus.server.security.manager import SecurityManager
@@ -97,7 +98,8 @@ class Broker:
         # what the API handlers are given; the coordinators join it in start()
         self.managers = Managers(
             config, self.broker_id, self.cache, self.replicas, self.admin, groups=None,
-            security=self.security, users=self.metadata, acls=self.metadata,
+            security=self.security, users=self.metadata, acls=self.metadata, quota_store=self.metadata,
+            quotas=QuotaManagers(QuotaWindow(config.quota_window_num, config.quota_window_size_seconds)),
         )
         self.scheduler = Scheduler()
         self.stopping = False
@@ -169,6 +171,14 @@ class Broker:
 
         self.metadata.watch_acls(lambda: threading.Thread(target=reload, name="acl-reload", daemon=True).start())
 
+    def _follow_quotas(self) -> None:
+        """Load every client quota, then apply each change announced through /config/changes (by any broker,
+        kbus configs or Kafka's kafka-configs) without a restart, as Kafka's DynamicConfigManager does."""
+        quotas = self.managers.quotas
+        register_metrics(quotas)
+        quotas.replace_all(self.metadata.quota_configs())
+        self.metadata.watch_quotas(quotas.entity_changed)
+
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -191,6 +201,7 @@ class Broker:
         self._apply_dynamic_configs()
         if self.security.authorizer is not None:
             await asyncio.to_thread(self._follow_acls, self.security.authorizer)
+        await asyncio.to_thread(self._follow_quotas)
         # an I/O error anywhere takes its dir offline on the loop (Kafka's LogDirFailureHandler thread)
         self.log_dir_failures.add_listener(self._on_log_dir_failure)
         await self.replicas.apply_metadata()

@@ -181,6 +181,10 @@ class FetchSessionCache:
             session.partitions[(t, fp.partition)] = fp  # a new partition, or a new position for a known one
         return FetchContext(session_id, [(t, fp) for (t, _), fp in session.partitions.items()], session, True)
 
+    def discard(self, session_id: int) -> None:
+        """Forget a session whose first response was never sent (a throttled fetch)."""
+        self._sessions.pop(session_id, None)
+
     def _create(self, now: float) -> FetchSession | None:
         if self.max_slots <= 0:
             return None

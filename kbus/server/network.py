@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import datetime
 import functools
 import itertools
 import logging
@@ -42,6 +44,7 @@ from kbus.protocol.connection import (
 from kbus.protocol.splice import OutFrame, RecordSplicer
 from kbus.server.apis.registry import API_TABLE, CATALOG, RequestContext
 from kbus.server.apis.sasl import raw_token
+from kbus.server.apis.throttling import request_quota_throttle
 from kbus.server.metrics import METRICS
 from kbus.server.security.manager import SSL_HANDSHAKE_TIMEOUT_S, ListenerSecurity, SecurityManager
 from kbus.server.security.principal import certificate_principal
@@ -72,6 +75,22 @@ def unsupported_version_response(header: RequestHeader) -> bytes:
     ]
     body = build(v0, error_code=ErrorCode.unsupported_version, api_keys=keys)
     return encode_response(RequestHeader(API_VERSIONS_KEY, 0, header.correlation_id, header.client_id, False), body)
+
+
+_THROTTLED_TYPES: dict[type, bool] = {}
+
+
+def _with_throttle_time(response: object, throttle_ms: int) -> object:
+    """The response with its throttle_time_ms set, when its version has the field."""
+    cls = type(response)
+    has = _THROTTLED_TYPES.get(cls)
+    if has is None and not dataclasses.is_dataclass(cls):
+        has = _THROTTLED_TYPES[cls] = False  # a body encoded by its handler, which set its own throttle time
+    if has is None:
+        has = _THROTTLED_TYPES[cls] = any(f.name == "throttle_time" for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    if not has:
+        return response
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))  # type: ignore[type-var]
 
 
 class KafkaServer:
@@ -138,6 +157,9 @@ class KafkaProtocol(asyncio.Protocol):
         self._writing_paused = False
         self._lost = False
         self._writer: SendfileWriter | None = None
+        # client quotas: the connection is muted (no request read or dispatched) until then (loop time)
+        self._muted_until = 0.0
+        self._unmute: asyncio.TimerHandle | None = None
 
     # ---- transport callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -206,6 +228,8 @@ class KafkaProtocol(asyncio.Protocol):
             self._writer.close()
         for task in self._tasks:
             task.cancel()  # nobody is left to answer; each task ends (cancelled) on its own
+        if self._unmute is not None:
+            self._unmute.cancel()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -221,7 +245,11 @@ class KafkaProtocol(asyncio.Protocol):
         if self._lost or conn is None or transport is None:
             return
         self._write(conn.data_to_send())
-        while not self._writing_paused and not (self._writer is not None and self._writer.stalled):
+        while (
+            not self._writing_paused
+            and not (self._writer is not None and self._writer.stalled)
+            and self._unmute is None
+        ):
             event = conn.next_event()
             if isinstance(event, Request):
                 self._start(self._run(event))
@@ -275,6 +303,23 @@ class KafkaProtocol(asyncio.Protocol):
             self._reading_paused = False
             self.transport.resume_reading()
 
+    def _throttle(self, throttle_ms: int) -> None:
+        """Kafka's ThrottledChannel: after a throttled response is sent, read and dispatch nothing from this
+        client until the throttle time has passed (requests already dispatched still complete)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if until <= self._muted_until or self._lost:
+            return
+        self._muted_until = until
+        if self._unmute is not None:
+            self._unmute.cancel()
+        self._unmute = loop.call_at(until, self._end_throttle)
+        self._pause_reading()
+
+    def _end_throttle(self) -> None:
+        self._unmute = None
+        self._pump()
+
     def _start(self, coro: Coroutine[None, None, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
@@ -284,8 +329,9 @@ class KafkaProtocol(asyncio.Protocol):
     async def _run(self, request: Request) -> None:
         conn = self.conn
         assert conn is not None
+        throttle_ms = 0
         try:
-            data = await self._execute(request, conn)
+            data, throttle_ms = await self._execute(request, conn)
         except asyncio.CancelledError:
             raise
         except ProtocolError as exc:
@@ -299,6 +345,8 @@ class KafkaProtocol(asyncio.Protocol):
             if not self._lost:
                 conn.send_response(request.seq, data)
         self._pump()
+        if throttle_ms > 0:
+            self._throttle(throttle_ms)
 
     async def _run_token(self, event: SaslToken) -> None:
         conn = self.conn
@@ -317,10 +365,11 @@ class KafkaProtocol(asyncio.Protocol):
                 conn.send_response(event.seq, data)
         self._pump()
 
-    async def _execute(self, request: Request, conn: Connection) -> OutFrame | None:
+    async def _execute(self, request: Request, conn: Connection) -> tuple[OutFrame | None, int]:
+        """The encoded response (None: no response) and the time to mute the connection for after it."""
         header = request.header
         if request.unsupported_version:
-            return unsupported_version_response(header)
+            return unsupported_version_response(header), 0
         spec = API_TABLE[header.api_key]
         ctx = RequestContext(
             header,
@@ -330,11 +379,18 @@ class KafkaProtocol(asyncio.Protocol):
             listener=self.listener,
             connection=conn,
             authorizer=self.server.security.authorizer,
+            size=request.size,
         )
         if self._writer is not None:
             ctx.splicer = RecordSplicer(header.flexible)
         started = time.perf_counter()
         response = await spec.handler(self.managers, ctx, request.body)
+        throttle_ms = ctx.throttle_time_ms
+        request_throttle = request_quota_throttle(self.managers, ctx)  # 0 at once without request quotas
+        if request_throttle > throttle_ms:
+            throttle_ms = request_throttle
+            if response is not None:
+                response = _with_throttle_time(response, throttle_ms)
         data: OutFrame | None = None
         if response is not None:
             data = encode_response(header, response)
@@ -342,7 +398,7 @@ class KafkaProtocol(asyncio.Protocol):
                 data = ctx.splicer.splice(data)
         METRICS.observe("kbus_request_latency_seconds", time.perf_counter() - started, api=spec.name)
         METRICS.inc("kbus_requests_total", api=spec.name)
-        return data
+        return data, throttle_ms
 
     async def abort(self) -> None:
         """Broker shutdown: drop the connection and wait for its handlers to end."""

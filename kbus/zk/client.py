@@ -21,6 +21,7 @@ from kazoo.retry import KazooRetry
 
 from kbus.common.cluster import BrokerInfo
 from kbus.common.errors import ErrorCode, KafkaError, TopicExistsError, UnknownTopicError
+from kbus.common.quotas import QuotaEntity
 from kbus.zk import codec, paths
 from kbus.zk.codec import Endpoint, LeaderAndIsr, TopicAssignment
 
@@ -388,6 +389,30 @@ class KafkaZkClient:
             sequence=True,
             makepath=True,
         )
+
+    # ---- client quotas (/config/users/<u>, /config/clients/<c>, /config/users/<u>/clients/<c>) ----
+
+    def quota_entity_configs(self) -> dict[QuotaEntity, dict[str, str]]:
+        """Every user, client and user+client entity's whole config (ZkAdminManager's fetchAllEntityConfigs and
+        fetchAllChildEntityConfigs); users' configs include their SCRAM credentials."""
+        out: dict[QuotaEntity, dict[str, str]] = {}
+        for client in self.entity_names("clients"):
+            out[QuotaEntity(None, client)] = self.get_entity_config("clients", client)
+        for user in self.entity_names("users"):
+            out[QuotaEntity(user, None)] = self.get_entity_config("users", user)
+            for client in sorted(self._children(f"{paths.entity_config('users', user)}/clients", None)):
+                out[QuotaEntity(user, client)] = self.get_entity_config("users", f"{user}/clients/{client}")
+        return out
+
+    def get_quota_entity_config(self, entity: QuotaEntity) -> dict[str, str]:
+        kind, _, name = entity.path.partition("/")
+        return self.get_entity_config(kind, name)
+
+    def change_quota_entity_config(self, entity: QuotaEntity, configs: Mapping[str, str]) -> None:
+        """AdminZkClient.changeConfigs for a quota entity: the whole config, then the change notification
+        {"version":2,"entity_path":"users/<u>/clients/<c>"} every broker follows."""
+        kind, _, name = entity.path.partition("/")
+        self.change_entity_config(kind, name, configs)
 
     # ---- dynamic broker configs (/config/brokers/<id> and /config/brokers/<default>) ----
 

@@ -200,7 +200,7 @@ def call(m: Managers, api_key: int, version: int, /, **fields: Any) -> Any:
     entity_writer(cls)(buf, build(cls, **fields))
     req, _ = entity_reader(cls)(buf.getvalue(), 0)  # exactly what a client would send
     header = RequestHeader(api_key, version, 7, "client", bool(cls.__flexible__))
-    ctx = RequestContext(header, "127.0.0.1", 50000, "c1")
+    ctx = RequestContext(header, "127.0.0.1", 50000, "c1", size=len(buf.getvalue()))
     response = asyncio.run(API_TABLE[api_key].handler(m, ctx, req))
     if response is None:
         return None

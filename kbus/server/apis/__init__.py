@@ -11,6 +11,7 @@ from kbus.server.apis import (  # noqa: F401
     metadata,
     offsets,
     produce,
+    quotas,
     reassignments,
     replication,
     sasl,

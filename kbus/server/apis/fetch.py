@@ -14,13 +14,15 @@ from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
-from kbus.protocol.fetch_response import PartitionEntry, encode_fetch_response
+from kbus.protocol.fetch_response import EncodedBody, PartitionEntry, encode_fetch_response
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.protocol.splice import FileRegion
 from kbus.server.apis.errors import error_code_for, leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
+from kbus.server.apis.throttling import request_quota_throttle
 from kbus.server.fetch_session import FINAL_EPOCH, FetchContext, FetchSessionError
 from kbus.server.metrics import METRICS
+from kbus.server.quota_manager import ClientQuotaManager, now_ms, sanitized
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
@@ -51,12 +53,15 @@ def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
 
 
 def _collect(
-    m: Managers, ctx: RequestContext, request: Any, replica_id: int, fctx: FetchContext
+    m: Managers, ctx: RequestContext, request: Any, replica_id: int, fctx: FetchContext, quota_bytes: float
 ) -> tuple[list[tuple[str, list[PartitionEntry]]], int, list[Partition], dict[str, tuple[int, int]], int]:
     """One pass over the requested partitions: (per-topic partition entries, bytes gathered, partitions to wait
-    on, bytes and messages per topic, bytes of leader-throttled partitions)."""
+    on, bytes and messages per topic, bytes of leader-throttled partitions). `quota_bytes`: the most a
+    consumer_byte_rate quota lets one fetch carry (Kafka's getMaxValueInQuotaWindow)."""
     read_committed = replica_id < 0 and getattr(request, "isolation_level", 0) == 1
     remaining = max(request.max_bytes if ctx.api_version >= 3 else 2**31 - 1, 0)
+    if quota_bytes < remaining:
+        remaining = int(quota_bytes)
     total = throttled = 0
     waits: list[Partition] = []
     topics_out: list[tuple[str, list[PartitionEntry]]] = []
@@ -153,11 +158,17 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
         return encode_fetch_response(ctx.api_version, [], error_code=fctx.error_code, session_id=0)
     if fctx.incremental:
         METRICS.inc("kbus_incremental_fetches_total")
+    # consumer_byte_rate: a follower's fetch is exempt (replication has its own quotas)
+    ctx.quota_exempt = replica_id >= 0
+    quota = m.quotas.fetch if replica_id < 0 and m.quotas.fetch.enabled else None
+    quota_bytes = float("inf")
+    if quota is not None:
+        quota_bytes = quota.max_value_in_window(sanitized(ctx.principal.name), sanitized(ctx.client_id), now_ms())
     while True:
         if ctx.splicer is not None:
             ctx.splicer.regions.clear()  # a pass that waits again is thrown away with its placeholders
         fctx.reset_pass()
-        topics_out, total, waits, sent, throttled = _collect(m, ctx, request, replica_id, fctx)
+        topics_out, total, waits, sent, throttled = _collect(m, ctx, request, replica_id, fctx, quota_bytes)
         timeout = deadline - time.monotonic()
         if total >= min_bytes or timeout <= 0 or not waits or m.replicas.stopping:
             break
@@ -166,12 +177,18 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for part in waits:
             part.add_waiter(fut, log_end=replica_id >= 0)
+        parked = time.perf_counter()
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(fut, timeout)
         finally:
+            ctx.parked_s += time.perf_counter() - parked
             for part in waits:
                 part.remove_waiter(fut)
+    if quota is not None or m.quotas.request.enabled:
+        throttled_response = _throttle(m, ctx, quota, fctx, total)
+        if throttled_response is not None:
+            return throttled_response
     fctx.commit()
     if throttled:
         m.replicas.record_leader_replication(throttled)
@@ -180,3 +197,27 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
             METRICS.inc("kbus_bytes_out_total", nbytes, topic=topic)
             METRICS.inc("kbus_messages_out_total", nmsgs, topic=topic)
     return encode_fetch_response(ctx.api_version, topics_out, session_id=fctx.session_id)
+
+
+def _throttle(
+    m: Managers, ctx: RequestContext, quota: ClientQuotaManager | None, fctx: FetchContext, total: int
+) -> EncodedBody | None:
+    """Kafka's quota step of handleFetchRequest: record the bytes (consumer_byte_rate) and the request time
+    (request_percentage); over either, the fetch is answered with no data and the larger throttle time, its
+    bytes taken back from the sensor. The session learns nothing from it, so the next fetch reads the same
+    offsets again. None: not throttled."""
+    byte_throttle = 0
+    if quota is not None:
+        byte_throttle = quota.record_and_throttle(ctx.principal.name, ctx.client_id, total)
+    throttle = max(byte_throttle, request_quota_throttle(m, ctx))
+    if throttle <= 0:
+        return None
+    if quota is not None:
+        quota.unrecord(sanitized(ctx.principal.name), sanitized(ctx.client_id), total, now_ms())
+    ctx.throttle_time_ms = throttle
+    if ctx.splicer is not None:
+        ctx.splicer.regions.clear()
+    if not fctx.incremental and fctx.session_id:
+        m.fetch_sessions.discard(fctx.session_id)  # created for this fetch: the client starts it again
+    session_id = fctx.session_id if fctx.incremental else 0
+    return encode_fetch_response(ctx.api_version, [], throttle_time_ms=throttle, session_id=session_id)

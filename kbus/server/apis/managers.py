@@ -12,12 +12,14 @@ from kio.schema.errors import ErrorCode
 from kbus.common.acl import AclBinding
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
+from kbus.common.quotas import QuotaEntity
 from kbus.common.topic_config import LogConfig
 from kbus.server.fetch_session import FetchSessionCache
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogDirUsage
 from kbus.server.metadata.types import TopicMetadata
 from kbus.server.partition import Partition
+from kbus.server.quota_manager import QuotaManagers
 from kbus.zk.reassignment import PartitionAssignment
 
 if TYPE_CHECKING:
@@ -118,6 +120,15 @@ class AclStore(Protocol):
     def alter_acls(self, add: list[AclBinding], remove: list[AclBinding]) -> None: ...
 
 
+class QuotaStore(Protocol):
+    """Describe/AlterClientQuotas: users' and clients' quota configs (ZooKeeper's /config/users and
+    /config/clients, or the local metadata file); may block."""
+
+    def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]: ...
+    def quota_entity_config(self, entity: QuotaEntity) -> dict[str, str]: ...
+    def set_quota_entity_config(self, entity: QuotaEntity, configs: dict[str, str]) -> None: ...
+
+
 @dataclass
 class Managers:
     config: KafkaConfig
@@ -130,6 +141,9 @@ class Managers:
     security: SecurityManager | None = None  # listeners' TLS/SASL settings (SaslHandshake, SaslAuthenticate)
     users: UserCredentials | None = None
     acls: AclStore | None = None
+    quota_store: QuotaStore | None = None
+    # Kafka's QuotaManagers: produce/fetch/request quotas per (user, client-id); none configured by default
+    quotas: QuotaManagers = field(default_factory=QuotaManagers)
     # Kafka's FetchManager: incremental fetch sessions (KIP-227), sized by the broker config
     fetch_sessions: FetchSessionCache = field(init=False)
 

@@ -18,6 +18,7 @@ from kbus.protocol.produce_response import PartitionProduceResult, encode_produc
 from kbus.protocol.validation import RecordValidationError, ValidationPolicy, validate_produce
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
+from kbus.server.apis.throttling import request_quota_throttle
 from kbus.server.metrics import METRICS
 
 if TYPE_CHECKING:
@@ -68,28 +69,38 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
                 else:
                     appended.append((out, part, result, name))
         responses.append((name, parts))
-    if len(appended) == 1:  # the common case: no gather (a task per partition) for one wait
-        out, part, result, name = appended[0]
-        try:
-            await m.replicas.wait_for_acks(part, result, acks, timeout_ms)
-        except Exception as exc:
-            out.failed(exc)
-        else:
-            out.appended(result, name)
-    elif appended:
-        outcomes = await asyncio.gather(
-            *(m.replicas.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
-            return_exceptions=True,
-        )
-        for (out, _, result, name), outcome in zip(appended, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                out.failed(outcome)
+    if appended:
+        parked = time.perf_counter()
+        if len(appended) == 1:  # the common case: no gather (a task per partition) for one wait
+            out, part, result, name = appended[0]
+            try:
+                await m.replicas.wait_for_acks(part, result, acks, timeout_ms)
+            except Exception as exc:
+                out.failed(exc)
             else:
                 out.appended(result, name)
+        else:
+            outcomes = await asyncio.gather(
+                *(m.replicas.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
+                return_exceptions=True,
+            )
+            for (out, _, result, name), outcome in zip(appended, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    out.failed(outcome)
+                else:
+                    out.appended(result, name)
+        ctx.parked_s += time.perf_counter() - parked
+    quota = m.quotas.produce
+    if quota.enabled:
+        # Kafka records the whole request's size once the appends are answered; the throttle goes in the
+        # response and the network mutes the connection for it (for acks=0 too, with no response)
+        ctx.throttle_time_ms = quota.record_and_throttle(ctx.principal.name, ctx.client_id, ctx.size)
+    ctx.throttle_time_ms = max(ctx.throttle_time_ms, request_quota_throttle(m, ctx))
     if acks == 0:
         return None
     return encode_produce_response(
-        ctx.api_version, [(name, [o.result() for o in parts]) for name, parts in responses], throttle_time_ms=0
+        ctx.api_version, [(name, [o.result() for o in parts]) for name, parts in responses],
+        throttle_time_ms=ctx.throttle_time_ms,
     )
 
 

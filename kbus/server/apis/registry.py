@@ -12,6 +12,7 @@ the connection (kbus.protocol.connection) sees it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -106,6 +107,15 @@ class RequestContext:
 
     # Kafka's AclAuthorizer when authorizer.class.name enables it; None: everything is allowed
     authorizer: Authorizer | None = None
+    # client quotas: the request's size in bytes (Produce records it), the throttle time a handler decided
+    # (Produce/Fetch byte rates; the network adds the request quota's and mutes the connection for the larger),
+    # and the seconds the handler spent parked (acks=all, a fetch's long poll), not counted as request time
+    size: int = 0
+    throttle_time_ms: int = 0
+    parked_s: float = 0.0
+    quota_exempt: bool = False  # a follower's fetch: no client quota applies (Kafka's maybeRecordExempt)
+    request_time_recorded: bool = False  # request_percentage is recorded once per request (apis/throttling.py)
+    started: float = field(default_factory=time.perf_counter)  # when the request was dispatched
 
     @property
     def principal(self) -> KafkaPrincipal:

@@ -21,6 +21,7 @@ from kbus.common.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
+from kbus.common.quotas import QuotaEntity
 from kbus.common.topics import validate_topic_name
 from kbus.server.metadata.types import PartitionState, TopicMetadata
 from kbus.zk.reassignment import PartitionAssignment
@@ -52,6 +53,10 @@ class LocalMetadataStore:
         self._topics: dict[str, TopicMetadata] = {}
         self._users: dict[str, dict[str, str]] = {}  # user -> {SCRAM mechanism: credential}, as in /config/users
         self._acls: set[AclBinding] = set()
+        # client quotas by entity path ("users/alice", "clients/<default>", "users/alice/clients/app"): only the
+        # quota keys (SCRAM credentials live in _users, so neither can clobber the other)
+        self._quotas: dict[str, dict[str, str]] = {}
+        self._quota_watchers: list[Callable[[QuotaEntity, dict[str, str]], None]] = []
         self._acl_watchers: list[Callable[[], None]] = []
         self._next_producer_id = 0
         self._producer_id_limit = 0
@@ -76,6 +81,8 @@ class LocalMetadataStore:
                 }
                 self._topics[name] = TopicMetadata(name, uuid.UUID(t["topic_id"]), parts, dict(t.get("configs", {})))
             self._users = {u: dict(c) for u, c in doc.get("users", {}).items()}
+            self._quotas = {str(e): {str(k): str(v) for k, v in c.items()}
+                            for e, c in doc.get("client_quotas", {}).items()}  # fmt: skip
             self._acls = {
                 AclBinding(ResourceType(a[0]), a[1], PatternType(a[2]), a[3], a[4], Operation(a[5]), Permission(a[6]))
                 for a in doc.get("acls", [])
@@ -277,6 +284,33 @@ class LocalMetadataStore:
                 del self._users[user]
             self._save()
 
+    # ---- client quotas ----
+    def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]:
+        with self._lock:
+            out = {}
+            for path, configs in self._quotas.items():
+                entity = QuotaEntity.from_path(path)
+                if entity is not None:
+                    out[entity] = dict(configs)
+            return out
+
+    def quota_entity_config(self, entity: QuotaEntity) -> dict[str, str]:
+        with self._lock:
+            return dict(self._quotas.get(entity.path, {}))
+
+    def set_quota_entity_config(self, entity: QuotaEntity, configs: dict[str, str]) -> None:
+        with self._lock:
+            if configs:
+                self._quotas[entity.path] = dict(configs)
+            else:
+                self._quotas.pop(entity.path, None)
+            self._save()
+        for cb in self._quota_watchers:
+            cb(entity, dict(configs))
+
+    def watch_quotas(self, on_change: Callable[[QuotaEntity, dict[str, str]], None]) -> None:
+        self._quota_watchers.append(on_change)
+
     def add_listener(self, callback: Callable[[], None]) -> None:
         self._listeners.append(callback)
 
@@ -299,6 +333,7 @@ class LocalMetadataStore:
                 for t in self._topics.values()
             },
             "users": self._users,
+            "client_quotas": self._quotas,
             "acls": [
                 [int(a.resource_type), a.name, int(a.pattern), a.principal, a.host, int(a.operation), int(a.permission)]
                 for a in sorted(self._acls)

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from kbus.common.acl import AclBinding
 from kbus.common.cluster import BrokerInfo
+from kbus.common.quotas import QuotaEntity
 from kbus.zk.reassignment import PartitionAssignment
 
 
@@ -54,6 +55,17 @@ class MetadataStore(Protocol):
     def user_credentials(self, user: str) -> dict[str, str]: ...
     def users_credentials(self) -> dict[str, dict[str, str]]: ...
     def alter_user_credential(self, user: str, mechanism: str, credential: str | None) -> None: ...
+
+    # ---- client quotas: the configs of users, clients and users+clients entities (a user's also holds its
+    # SCRAM credentials in ZooKeeper); may block
+    def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]: ...
+    def quota_entity_config(self, entity: QuotaEntity) -> dict[str, str]: ...
+    def set_quota_entity_config(self, entity: QuotaEntity, configs: dict[str, str]) -> None:
+        """Write the entity's whole config (and, in ZooKeeper, the change notification every broker follows)."""
+        ...
+    def watch_quotas(self, on_change: Callable[[QuotaEntity, dict[str, str]], None]) -> None:
+        """Call `on_change(entity, its config)` whenever an entity's config changes, on any broker."""
+        ...
 
     # ---- topic administration
     def create_topic(

@@ -24,6 +24,7 @@ from kbus.common.acl import AclBinding
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.errors import NotControllerError, UnknownTopicError
+from kbus.common.quotas import QuotaEntity
 from kbus.server.metadata.controller import (
     ClusterSnapshot,
     Controller,
@@ -42,6 +43,7 @@ from kbus.zk.client import (
     TopicMarkedForDeletionError,
 )
 from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
+from kbus.zk.config_changes import ConfigChangeListener
 from kbus.zk.reassignment import PartitionAssignment
 
 log = logging.getLogger(__name__)
@@ -116,6 +118,7 @@ class ZkMetadataStore:
         self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[], None]] = []
+        self._config_listeners: list[ConfigChangeListener] = []
         self._stopping = False
         self._session_lost = False
         self.cluster_id = ""
@@ -181,6 +184,8 @@ class ZkMetadataStore:
         if self._zk is None:
             return
         self._stopping = True
+        for listener in self._config_listeners:
+            listener.stop()
         self._events.put(_STOP)
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -245,6 +250,31 @@ class ZkMetadataStore:
         else:
             configs[mechanism] = credential
         zk.change_entity_config("users", user, configs)
+
+    # ---- client quotas (/config/users, /config/clients; changes followed through /config/changes) ----------
+
+    def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]:
+        return self._client().quota_entity_configs()
+
+    def quota_entity_config(self, entity: QuotaEntity) -> dict[str, str]:
+        return self._client().get_quota_entity_config(entity)
+
+    def set_quota_entity_config(self, entity: QuotaEntity, configs: dict[str, str]) -> None:
+        self._client().change_quota_entity_config(entity, configs)
+
+    def watch_quotas(self, on_change: Callable[[QuotaEntity, dict[str, str]], None]) -> None:
+        """Kafka's DynamicConfigManager for the user and client entities: every change notification naming one
+        re-reads its config (written by any broker, kafka-configs --zookeeper, or kbus configs)."""
+        zk = self._client()
+
+        def changed(entity_path: str) -> None:
+            entity = QuotaEntity.from_path(entity_path)
+            if entity is not None:
+                on_change(entity, zk.get_quota_entity_config(entity))
+
+        listener = ConfigChangeListener(zk.zk, changed)
+        self._config_listeners.append(listener)
+        listener.start()
 
     # ---- writes (admin) ------------------------------------------------------------------------------------
 

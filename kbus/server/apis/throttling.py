@@ -1,0 +1,26 @@
+"""Client quotas at the request level, shared by the network layer and the handlers that encode their own
+responses (Produce, Fetch): Kafka records a request's handling time against request_percentage once, when the
+response is made, and answers with the larger of the byte-rate and request throttle times."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from kbus.server.quota_manager import NANOS_TO_PERCENTAGE_PER_SECOND
+
+if TYPE_CHECKING:
+    from kbus.server.apis.managers import Managers
+    from kbus.server.apis.registry import RequestContext
+
+
+def request_quota_throttle(m: Managers, ctx: RequestContext) -> int:
+    """Record this request's time (ClientRequestQuotaManager) once and return its throttle time in ms: the time
+    since it was dispatched, less what the handler spent parked (acks=all, a fetch's long poll), as a percentage
+    of one second. 0 when no request_percentage is configured, for a follower's fetch, or when already recorded."""
+    quota = m.quotas.request
+    if not quota.enabled or ctx.quota_exempt or ctx.request_time_recorded:
+        return 0
+    ctx.request_time_recorded = True
+    busy_ns = max(time.perf_counter() - ctx.started - ctx.parked_s, 0.0) * 1e9
+    return quota.record_and_throttle(ctx.principal.name, ctx.client_id, busy_ns * NANOS_TO_PERCENTAGE_PER_SECOND)

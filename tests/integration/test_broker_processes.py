@@ -138,6 +138,7 @@ def test_two_processes_serve_survive_kill_9_and_stop_together(tmp_path: Path, zk
         wait_for_port(port + 1, 60)
         wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 60, "broker 2 registered again")
         assert "killed by signal 9: restarting it" in out.read_text()
+        wait_for(lambda: out.read_text().count("(broker.id=2) ready") == 2, 60, "the new broker 2 ready")
 
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest",
                              "enable.auto.commit": False, "log_level": 0})
@@ -206,10 +207,11 @@ def test_daemon_mode_is_ready_when_every_process_serves_and_stops_them_all(tmp_p
 def test_the_supervisor_killed_9_leaves_no_orphan_broker(tmp_path: Path, zk_connect: str) -> None:
     port = two_free_ports()
     config = write_config(tmp_path, zk_connect, port)
-    sup = start_set(config, tmp_path / "server.out")
+    out = tmp_path / "server.out"
+    sup = start_set(config, out)
     try:
-        wait_for_port(port, 60, sup)
-        wait_for_port(port + 1, 60, sup)
+        # ready, not just listening: a broker's port is bound before it starts (and handles SIGTERM)
+        wait_for(lambda: "all 2 broker processes started" in out.read_text(), 60, "both brokers ready")
         assert len(broker_processes_of(config)) == 2
         os.kill(sup.pid, signal.SIGKILL)
         sup.wait(10)

@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from kbus.common.broker_processes import BrokerProcessSpec
 
@@ -37,6 +38,26 @@ RESTART_DELAY_S = 5.0
 MAX_FAILED_RESTARTS = 5
 PROCESS_ENV = "KBUS_BROKER_PROCESS"  # set in each child: its broker id (log lines carry it)
 _PR_SET_PDEATHSIG = 1
+
+
+def log_dirs_layout_error(log_dirs: list[Path], processes: int) -> str | None:
+    """Data left by the other mode, which this start would silently not see (an empty log where ZooKeeper says the
+    broker holds replicas: lost data with RF 1). A set keeps each process's data in `<dir>/broker-<id>`; a lone
+    broker keeps it in `<dir>` itself. Moving it is the operator's call, so this refuses and says how."""
+    for d in log_dirs:
+        if processes > 1 and (d / "meta.properties").exists():
+            return (
+                f"log.dirs {d} holds a single broker's data (meta.properties), but with num.broker.processes="
+                f"{processes} each process keeps its data in {d}/broker-<broker.id>: move it into "
+                f"{d}/broker-<that broker's id> first (kbus server-stop, then mv), or leave num.broker.processes=1"
+            )
+        sets = sorted(p.name for p in d.glob("broker-*") if (p / "meta.properties").exists())
+        if processes == 1 and sets and not (d / "meta.properties").exists():
+            return (
+                f"log.dirs {d} holds the data of num.broker.processes brokers ({', '.join(sets)}), which a single "
+                f"broker would not see: set num.broker.processes back, or move one broker's data up into {d}"
+            )
+    return None
 
 
 def _die_with_parent() -> None:

@@ -120,6 +120,11 @@ def run(config_path: str | None, overrides: list[str]) -> int:
         return 1
     for key in config.unknown_keys():
         log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+    from kbus.server.broker_set import log_dirs_layout_error
+
+    if error := log_dirs_layout_error(config.log_dirs, config.num_broker_processes):
+        print(f"ERROR {error}", file=sys.stderr)
+        return 1
     if config.num_broker_processes > 1:
         return run_broker_set(config_path, overrides, config)
     try:

@@ -1,9 +1,12 @@
 """num.broker.processes: what each process of the set is derived to be, and what is refused at start."""
 
+from pathlib import Path
+
 import pytest
 
 from kbus.common.broker_config import ConfigError, KafkaConfig
 from kbus.common.broker_processes import broker_process_specs
+from kbus.server.broker_set import log_dirs_layout_error
 
 BASE = {
     "broker.id": "10",
@@ -59,3 +62,18 @@ def test_an_operators_rack_and_ipv6_hosts_are_kept() -> None:
 def test_what_cannot_work_is_refused_with_one_line(changes: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         specs(**changes)
+
+
+def test_data_of_the_other_mode_is_refused_not_ignored(tmp_path: Path) -> None:
+    """Switching num.broker.processes would start brokers on empty logs beside the real data: refused, with how."""
+    assert log_dirs_layout_error([tmp_path], 2) is None and log_dirs_layout_error([tmp_path], 1) is None
+    (tmp_path / "meta.properties").write_text("broker.id=1\n")
+    assert "holds a single broker's data" in (log_dirs_layout_error([tmp_path], 2) or "")
+    assert log_dirs_layout_error([tmp_path], 1) is None
+    (tmp_path / "meta.properties").unlink()
+    (tmp_path / "broker-1").mkdir()
+    (tmp_path / "broker-1" / "meta.properties").write_text("broker.id=1\n")
+    assert log_dirs_layout_error([tmp_path], 2) is None
+    assert "holds the data of num.broker.processes brokers (broker-1)" in (log_dirs_layout_error([tmp_path], 1) or "")
+    # a set's own process: its log.dirs is <dir>/broker-<id>, with meta.properties at the top
+    assert log_dirs_layout_error([tmp_path / "broker-1"], 1) is None

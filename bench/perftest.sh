@@ -3,6 +3,7 @@
 # Apache Kafka and kbus, started side by side as in bench/run.sh and measured interleaved round by round.
 # One JSON line per run in $OUT (default bench/perftest.jsonl); summary: bench/summarize_perftest.py.
 #   usage: bench/perftest.sh [ROUNDS] [perftest.py args, e.g. -p 3 -s 1000 --acks 1]
+# Env: SYSTEMS (default "kafka kbus"; also kbus-nosession, kbus-base: the kbus of the checkout in KBUS_BASE), OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -22,6 +23,9 @@ for who in $SYSTEMS; do
     kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
     kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus" --override metrics.port="${mport[$who]}"
       pid[$who]=$kbus_pid ;;
+    # the kbus of another checkout (KBUS_BASE, e.g. a worktree of main before a change): before/after, same run
+    kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus kbus-base "${port[$who]}" \
+      "127.0.0.1:$zkport/kbus-base" --override metrics.port="${mport[$who]}"; pid[$who]=$kbus_pid ;;
     # kbus without incremental fetch sessions (for measuring KIP-227)
     kbus-nosession) start_kbus kbus-nosession "${port[$who]}" "127.0.0.1:$zkport/kbus-nosession" \
       --override max.incremental.fetch.session.cache.slots=0 --override metrics.port="${mport[$who]}"

@@ -20,6 +20,8 @@ METRICS = [
     ("first group assignment ms (rebalance.time.ms)", "consume", "rebalance_ms", "{:.0f}"),
     ("broker CPU µs/msg produced", "produce", "broker_cpu_us_per_msg", "{:.2f}"),
     ("broker CPU µs/msg consumed", "consume", "broker_cpu_us_per_msg", "{:.2f}"),
+    ("producer requests (its request-total)", "produce", "requests", "{:,.0f}"),
+    ("broker CPU µs per producer request", "produce", "broker_cpu_us_per_request", "{:,.0f}"),
     ("Fetch requests served while consuming (kbus only)", "consume", "fetch_requests", "{:,.0f}"),
     ("broker CPU µs per Fetch request (kbus only)", "consume", "broker_cpu_us_per_fetch", "{:,.0f}"),
 ]

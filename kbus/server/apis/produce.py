@@ -71,24 +71,15 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
         responses.append((name, parts))
     if appended:
         parked = time.perf_counter()
-        if len(appended) == 1:  # the common case: no gather (a task per partition) for one wait
-            out, part, result, name = appended[0]
-            try:
-                await m.replicas.wait_for_acks(part, result, acks, timeout_ms)
-            except Exception as exc:
-                out.failed(exc)
+        outcomes = await asyncio.gather(
+            *(m.replicas.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
+            return_exceptions=True,
+        )
+        for (out, _, result, name), outcome in zip(appended, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                out.failed(outcome)
             else:
                 out.appended(result, name)
-        else:
-            outcomes = await asyncio.gather(
-                *(m.replicas.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
-                return_exceptions=True,
-            )
-            for (out, _, result, name), outcome in zip(appended, outcomes, strict=True):
-                if isinstance(outcome, BaseException):
-                    out.failed(outcome)
-                else:
-                    out.appended(result, name)
         ctx.parked_s += time.perf_counter() - parked
     quota = m.quotas.produce
     if quota.enabled:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -140,3 +141,64 @@ def server_stop(
             print(f"Not allowed to stop kbus server {pid}")
     if stopped == 0:
         fail("No kbus server to stop")
+
+
+def _overrides(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--override"]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _describe(pid: int, config: Path | None, argv: list[str]) -> tuple[str, bool]:
+    """`broker.id=N pid P LISTENER accepting|not accepting` for a broker process, from its config and overrides."""
+    from kbus.common.broker_config import ConfigError, KafkaConfig
+
+    try:
+        cfg = KafkaConfig.load(config, _overrides(argv))
+        first = cfg.listeners[0]
+    except (ConfigError, OSError) as exc:
+        return f"pid {pid} (config unreadable: {exc})", False
+    try:
+        with socket.create_connection((first.host or "127.0.0.1", first.port), timeout=1.0):
+            accepting = True
+    except OSError:
+        accepting = False
+    state = "accepting connections" if accepting else "not accepting connections"
+    return f"broker.id={cfg.broker_id} pid {pid} {first} {state}", accepting
+
+
+@app.command("server-status", cls=KafkaStyleCommand)
+def server_status(
+    config: Annotated[
+        str | None, typer.Argument(help="Only brokers started with this config file (default: every kbus broker)")
+    ] = None,
+) -> None:
+    """List the kbus brokers running here (kbus only): each server-start, the processes of a num.broker.processes
+    set, their broker.id and whether their first listener accepts connections; exit 1 if none runs or one does not
+    accept."""
+    pids = find_servers(config)
+    if not pids:
+        fail("No kbus server running")
+    healthy = True
+    for pid in pids:
+        argv = _cmdline(pid)
+        cfg = _config_of(pid, argv, _is_server(argv) or len(argv))
+        members = [k for k in _children(pid) if "kbus.server.broker_process" in _cmdline(k)]
+        if not members:
+            line, ok = _describe(pid, cfg, argv)
+            print(f"kbus server {pid} ({cfg}): {line}")
+            healthy &= ok
+            continue
+        print(f"kbus server {pid} ({cfg}): {len(members)} broker processes")
+        for k in members:
+            kargv = _cmdline(k)
+            line, ok = _describe(k, _config_of(k, kargv, kargv.index("kbus.server.broker_process") + 1), kargv)
+            print(f"  {line}")
+            healthy &= ok
+    if not healthy:
+        raise typer.Exit(1)

@@ -149,10 +149,18 @@ def test_two_processes_serve_survive_kill_9_and_stop_together(tmp_path: Path, zk
         consumer.close()
 
         kids = children(sup.pid)
+        status = subprocess.run([KBUS, "server-status", str(config)], capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0, status.stderr
+        assert f"kbus server {sup.pid} ({config}): 2 broker processes" in status.stdout
+        for broker_id, pid in ((1, child_of_broker(sup.pid, 1)), (2, child_of_broker(sup.pid, 2))):
+            line = f"broker.id={broker_id} pid {pid} PLAINTEXT://127.0.0.1:{port + broker_id - 1} accepting connections"
+            assert line in status.stdout
         stop = subprocess.run([KBUS, "server-stop", str(config)], capture_output=True, text=True, timeout=60)
         assert stop.returncode == 0, stop.stderr
         assert sup.wait(60) == 0
         assert all(not Path(f"/proc/{pid}").exists() for pid in kids)
+        gone = subprocess.run([KBUS, "server-status", str(config)], capture_output=True, text=True, timeout=60)
+        assert gone.returncode == 1 and gone.stderr.strip() == "No kbus server running"
         for broker_id in (1, 2):
             assert (tmp_path / "data" / f"broker-{broker_id}" / ".kafka_cleanshutdown").exists()
     finally:

@@ -8,6 +8,7 @@ Kafka's warning (`unknown_keys`)."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from kbus.common.topic_config import (
     TOPIC_CONFIGS,
     ConfigValue,
     LogConfig,
+    format_value,
     parse_bool,
     parse_int,
     parse_long,
@@ -140,6 +142,8 @@ class KafkaConfig:
     )
     log_flush_interval_messages: int = _synonym("log.flush.interval.messages", "flush.messages", _LOG.flush_messages)
     log_flush_interval_ms: int | None = _unit("log.flush.interval.ms", "flush.ms", 1)
+    # Kafka's fallback for flush.ms when log.flush.interval.ms is not set (and the flusher's period there)
+    log_flush_scheduler_interval_ms: int | None = _unit("log.flush.scheduler.interval.ms", "flush.ms", 1, 2**63 - 1)
     log_message_timestamp_type: str = _synonym(
         "log.message.timestamp.type", "message.timestamp.type", _LOG.message_timestamp_type
     )
@@ -159,6 +163,9 @@ class KafkaConfig:
         "log.segment.delete.delay.ms", "file.delete.delay.ms", _LOG.file_delete_delay_ms
     )
     log_preallocate: bool = _synonym("log.preallocate", "preallocate", _LOG.preallocate)
+    log_message_format_version: str = _synonym(
+        "log.message.format.version", "message.format.version", _LOG.message_format_version
+    )  # ignored from inter.broker.protocol.version 3.0 on, as in Kafka; listed for DescribeConfigs' synonyms
     log_message_downconversion_enable: bool = _synonym(
         "log.message.downconversion.enable", "message.downconversion.enable", _LOG.message_downconversion_enable
     )
@@ -413,6 +420,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
     if "key" in f.metadata
 }
 
+# topic key -> the broker keys that default it, the winning one first (the table keeps that order)
+_TOPIC_SYNONYMS: dict[str, list[str]] = {}
+for _name, _spec in BROKER_CONFIGS.items():
+    if _spec.topic is not None:
+        _TOPIC_SYNONYMS.setdefault(_spec.topic, []).append(_name)
+
 
 # ---- what kbus does not do ---------------------------------------------------------------------------------------
 # A config asking for any of these is refused at start with one line naming the key, never half-honoured (a
@@ -483,6 +496,67 @@ def config_banner(config: KafkaConfig) -> str:
     return "\n".join(lines)
 
 
+# ---- synonyms and config sources (DescribeConfigs) -------------------------------------------------------------
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs' config_source and synonym source ids (Kafka's DescribeConfigsResponse.ConfigSource)."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+def broker_synonyms(key: str) -> list[str]:
+    """The broker keys that set the same thing as `key`, the one that wins first (DynamicBrokerConfig's
+    brokerConfigSynonyms: log.retention.ms, .minutes, .hours; log.roll.ms, .hours; log.flush.interval.ms,
+    log.flush.scheduler.interval.ms; any other key alone). The first is the topic key's synonym (Kafka's
+    ServerTopicConfigSynonyms), and the only one of them Kafka updates dynamically."""
+    spec = BROKER_CONFIGS.get(key)
+    if spec is None or spec.topic is None:
+        return [key]
+    return _TOPIC_SYNONYMS[spec.topic]
+
+
+def topic_broker_synonym(topic_key: str) -> str | None:
+    """The broker key whose value a topic key defaults to (ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS)."""
+    keys = _TOPIC_SYNONYMS.get(topic_key)
+    return keys[0] if keys else None
+
+
+def config_synonyms(
+    key: str,
+    per_broker: Mapping[str, str],
+    cluster_default: Mapping[str, str],
+    static: Mapping[str, str],
+) -> list[ConfigSynonym]:
+    """Where broker key `key` (and its synonyms) is set, in Kafka's order (ConfigHelper.configSynonyms): every
+    synonym's per-broker dynamic value, then the cluster-wide dynamic ones, then server.properties, then Kafka's
+    defaults, dropping what comes before the first entry for `key` itself. The first entry is the source of the
+    value in effect; none means DEFAULT_CONFIG."""
+    names = broker_synonyms(key)
+    out: list[ConfigSynonym] = []
+    for layer, source in (
+        (per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (static, ConfigSource.STATIC_BROKER_CONFIG),
+    ):
+        out.extend(ConfigSynonym(n, layer[n], source) for n in names if n in layer)
+    for n in names:
+        spec = BROKER_CONFIGS.get(n)
+        if spec is not None and spec.default not in (None, ""):  # Kafka lists no default for a null one
+            out.append(ConfigSynonym(n, format_value(spec.default), ConfigSource.DEFAULT_CONFIG))
+    first = next((i for i, syn in enumerate(out) if syn.name == key), len(out))
+    return out[first:]
+
+
 # ---- dynamic broker configs ----------------------------------------------------------------------------------
 # Kafka's DynamicBrokerConfig.AllDynamicConfigs among the keys kbus knows: every broker default of a topic config
 # (DynamicLogConfig: log.retention.*, log.segment.bytes, min.insync.replicas, unclean.leader.election.enable,
@@ -494,7 +568,7 @@ DYNAMIC_ONLY_KEYS = frozenset(
      "replica.alter.log.dirs.io.max.bytes.per.second"}
 )  # fmt: skip
 DYNAMIC_BROKER_KEYS = frozenset(
-    {key for key, spec in BROKER_CONFIGS.items() if spec.topic is not None}
+    {key for key, spec in BROKER_CONFIGS.items() if spec.topic is not None and broker_synonyms(key)[0] == key}
     | {"num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir", "log.cleaner.backoff.ms"}
     | DYNAMIC_ONLY_KEYS
 )

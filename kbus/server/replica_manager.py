@@ -200,7 +200,7 @@ class ReplicaManager:
         if replica_id >= 0:
             part.follower_fetched(replica_id, fetch_offset)
             quota = self.leader_quota
-            throttled = quota.is_throttled(part.topic, part.index)
+            throttled = quota.throttling and quota.is_throttled(part.topic, part.index)
             if throttled and quota.should_throttle(part.topic, part.index, replica_id in part.state.isr):
                 # Kafka's shouldLeaderThrottle: an out-of-sync follower of a throttled partition gets no data
                 # while the leader's quota is exceeded (it still reported its progress above)

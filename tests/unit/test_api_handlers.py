@@ -150,6 +150,13 @@ class FakeAdmin:
     def log_config_for(self, topic: TopicMetadata) -> LogConfig:
         return LogConfig().with_overrides(topic.configs)
 
+    @property
+    def static_config(self) -> KafkaConfig:
+        return KafkaConfig()
+
+    def dynamic_broker_configs(self) -> dict[str, dict[str, str]]:
+        return {}
+
     async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
         assignment: dict[int, list[int]] | None = None,

@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from kbus.common.broker_config import BROKER_CONFIGS, ConfigError, KafkaConfig
+from kbus.common.broker_config import (
+    BROKER_CONFIGS,
+    DYNAMIC_BROKER_KEYS,
+    ConfigError,
+    KafkaConfig,
+    config_synonyms,
+    topic_broker_synonym,
+)
+from kbus.common.broker_config import ConfigSource as S
 
 
 def test_defaults_are_kafkas():
@@ -94,3 +102,33 @@ def test_plaintext_under_another_name_is_fine() -> None:
         "inter.broker.listener.name": "CLIENT",
     })
     assert c.listeners[0].name == "CLIENT"
+
+
+def test_config_synonyms_follow_kafkas_order_and_drop_what_precedes_the_key() -> None:
+    def syn(key: str, own: dict[str, str], default: dict[str, str], static: dict[str, str]) -> list[tuple]:
+        return [(s.source, s.name, s.value) for s in config_synonyms(key, own, default, static)]
+
+    assert topic_broker_synonym("retention.ms") == "log.retention.ms"
+    assert topic_broker_synonym("leader.replication.throttled.replicas") is None
+    # per-broker, then cluster-wide, then server.properties, then Kafka's default, each over all synonyms
+    assert syn("log.retention.ms", {}, {"log.retention.ms": "1"}, {"log.retention.hours": "2"}) == [
+        (S.DYNAMIC_DEFAULT_BROKER_CONFIG, "log.retention.ms", "1"),
+        (S.STATIC_BROKER_CONFIG, "log.retention.hours", "2"),
+        (S.DEFAULT_CONFIG, "log.retention.hours", "168"),
+    ]
+    # nothing for log.retention.ms itself: Kafka's dropWhile leaves nothing (the source is then DEFAULT_CONFIG)
+    assert syn("log.retention.ms", {}, {}, {"log.retention.hours": "2"}) == []
+    assert syn("log.retention.hours", {}, {"log.retention.ms": "1"}, {}) == [
+        (S.DEFAULT_CONFIG, "log.retention.hours", "168")
+    ]
+    assert syn("min.insync.replicas", {"min.insync.replicas": "2"}, {}, {}) == [
+        (S.DYNAMIC_BROKER_CONFIG, "min.insync.replicas", "2"),
+        (S.DEFAULT_CONFIG, "min.insync.replicas", "1"),
+    ]
+
+
+def test_only_the_winning_synonym_of_a_topic_default_is_dynamic() -> None:
+    # Kafka: "Cannot update these configs dynamically: Set(log.roll.hours)"
+    assert {"log.retention.ms", "log.roll.ms", "log.segment.bytes"} <= DYNAMIC_BROKER_KEYS
+    assert not {"log.retention.hours", "log.retention.minutes", "log.roll.hours", "log.roll.jitter.hours",
+                "log.flush.scheduler.interval.ms"} & DYNAMIC_BROKER_KEYS  # fmt: skip

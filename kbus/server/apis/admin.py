@@ -4,6 +4,7 @@ DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DescribeC
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -15,7 +16,11 @@ from kbus.common.broker_config import (
     DYNAMIC_BROKER_KEYS,
     DYNAMIC_ONLY_KEYS,
     ConfigError,
+    ConfigSource,
+    ConfigSynonym,
     check_dynamic_broker_configs,
+    config_synonyms,
+    topic_broker_synonym,
 )
 from kbus.common.errors import (
     InvalidPartitionsError,
@@ -26,7 +31,7 @@ from kbus.common.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from kbus.common.topic_config import LogConfig, format_value, validate_topic_configs
+from kbus.common.topic_config import format_value, validate_topic_configs
 from kbus.common.topics import check_partitions_per_request, validate_topic_name
 from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for, error_message
@@ -38,8 +43,6 @@ if TYPE_CHECKING:
 
 TOPIC, BROKER = 2, 4
 # DescribeConfigs ConfigSource values
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 ZERO_UUID = uuid.UUID(int=0)
 CONFIG_TYPE_STRING, CONFIG_TYPE_BOOLEAN, CONFIG_TYPE_INT, CONFIG_TYPE_LONG, CONFIG_TYPE_DOUBLE = 2, 1, 3, 5, 6
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -143,6 +146,7 @@ async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
                 rf = len(next(iter(created.partitions.values())).replicas)
                 effective = m.admin.log_config_for(created)
             fields.update(error_code=ErrorCode.none, topic_id=tid, num_partitions=partitions, replication_factor=rf)
+            sources = _topic_synonyms(m, configs)
             fields["configs"] = [
                 ctx.nested(
                     "CreatableTopicConfigs",
@@ -150,7 +154,7 @@ async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
                     value=v,
                     read_only=False,
                     is_sensitive=False,
-                    config_source=DYNAMIC_TOPIC_CONFIG if k in configs else DEFAULT_CONFIG,
+                    config_source=int(_source(sources(k, v))),
                 )
                 for k, v in effective.to_properties().items()
             ]
@@ -270,103 +274,94 @@ async def create_partitions(m: Managers, ctx: RequestContext, request: Any) -> A
 
 
 # ------------------------------------------------------------------------------------------ DescribeConfigs
-def _topic_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, synonyms: bool) -> list[Any]:
-    topic = m.cluster.topic(name)
-    if topic is None:
-        raise UnknownTopicError(f"Topic {name} does not exist.")
-    defaults = m.admin.default_log_config().to_properties()
-    effective = m.admin.log_config_for(topic).to_properties()
-    static = {k for k, v in defaults.items() if v != LogConfig().to_properties().get(k)}
-    entries = []
-    for key, value in effective.items():
-        if keys is not None and key not in keys:
-            continue
-        if key in topic.configs:
-            source = DYNAMIC_TOPIC_CONFIG
-        elif key in static:
-            source = STATIC_BROKER_CONFIG
-        else:
-            source = DEFAULT_CONFIG
-        syn = []
-        if synonyms:
-            if key in topic.configs:
-                syn.append(
-                    ctx.nested(
-                        "DescribeConfigsSynonym", name=key, value=topic.configs[key], source=DYNAMIC_TOPIC_CONFIG
-                    )
-                )
-            syn.append(ctx.nested("DescribeConfigsSynonym", name=key, value=defaults[key], source=DEFAULT_CONFIG))
-        entries.append(
-            ctx.nested(
-                "DescribeConfigsResourceResult",
-                name=key,
-                value=value,
-                read_only=False,
-                is_default=source == DEFAULT_CONFIG,
-                config_source=source,
-                is_sensitive=False,
-                synonyms=syn,
-                config_type=_config_type(value),
-                documentation=None,
-            )
-        )
-    return entries
+def _synonym(ctx: RequestContext, syn: ConfigSynonym) -> Any:
+    return ctx.nested("DescribeConfigsSynonym", name=syn.name, value=syn.value, source=int(syn.source))
 
 
-def _broker_entry(ctx: RequestContext, key: str, value: str | None, source: int, synonyms: list[Any]) -> Any:
+def _source(synonyms: list[ConfigSynonym]) -> ConfigSource:
+    """A config's source is its first synonym's (Kafka's ConfigHelper), DEFAULT_CONFIG when there is none."""
+    return synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+
+
+def _entry(
+    ctx: RequestContext, key: str, value: str | None, synonyms: list[ConfigSynonym], *, read_only: bool,
+    with_synonyms: bool,
+) -> Any:
+    source = _source(synonyms)
     return ctx.nested(
         "DescribeConfigsResourceResult",
         name=key,
         value=value,
-        read_only=key not in DYNAMIC_BROKER_KEYS,
-        is_default=source == DEFAULT_CONFIG,
-        config_source=source,
+        read_only=read_only,
+        is_default=source == ConfigSource.DEFAULT_CONFIG,
+        config_source=int(source),
         is_sensitive=False,
-        synonyms=synonyms,
+        synonyms=[_synonym(ctx, syn) for syn in synonyms] if with_synonyms else [],
         config_type=_config_type(value or ""),
         documentation=None,
     )
 
 
-def _broker_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with_synonyms: bool) -> list[Any]:
-    """A broker's configs with their source (Kafka's precedence: per-broker dynamic, cluster-wide dynamic,
-    server.properties, default); name "" is the cluster-wide dynamic default entity, which lists only what is set
-    there."""
+def _topic_synonyms(m: Managers, overrides: Mapping[str, str]) -> Callable[[str, str], list[ConfigSynonym]]:
+    """Where a topic's config comes from (ConfigHelper.createTopicConfigEntry), for DescribeConfigs and
+    CreateTopics alike: the topic's own override, then where its broker synonym is set on this broker
+    (per-broker dynamic, cluster-wide dynamic, server.properties, Kafka's default)."""
     layers = m.admin.dynamic_broker_configs()
-    default_layer = layers.get(BROKER_DEFAULT_ENTITY, {})
+    own, cluster_default = layers.get(str(m.broker_id), {}), layers.get(BROKER_DEFAULT_ENTITY, {})
+    static = m.admin.static_config.raw
+
+    def synonyms(key: str, value: str) -> list[ConfigSynonym]:
+        broker_key = topic_broker_synonym(key)
+        out = [] if broker_key is None else config_synonyms(broker_key, own, cluster_default, static)
+        if key in overrides:
+            out.insert(0, ConfigSynonym(key, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        return out
+
+    return synonyms
+
+
+def _topic_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with_synonyms: bool) -> list[Any]:
+    topic = m.cluster.topic(name)
+    if topic is None:
+        raise UnknownTopicError(f"Topic {name} does not exist.")
+    sources = _topic_synonyms(m, topic.configs)
+    return [
+        _entry(ctx, key, value, sources(key, value), read_only=False, with_synonyms=with_synonyms)
+        for key, value in m.admin.log_config_for(topic).to_properties().items()
+        if keys is None or key in keys
+    ]
+
+
+def _broker_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with_synonyms: bool) -> list[Any]:
+    """A broker's configs with their sources (ConfigHelper.createBrokerConfigEntry); name "" is the cluster-wide
+    dynamic default entity, which lists only what is set there, with only its own synonyms."""
+    layers = m.admin.dynamic_broker_configs()
+    cluster_default = layers.get(BROKER_DEFAULT_ENTITY, {})
+    static = m.admin.static_config.raw
     if name == "":
-        return [
-            _broker_entry(ctx, key, value, DYNAMIC_DEFAULT_BROKER_CONFIG,
-                          [ctx.nested("DescribeConfigsSynonym", name=key, value=value,
-                                      source=DYNAMIC_DEFAULT_BROKER_CONFIG)] if with_synonyms else [])
-            for key, value in sorted(default_layer.items())
-            if keys is None or key in keys
-        ]  # fmt: skip
-    own_layer = layers.get(str(m.broker_id), {})
-    static = m.admin.static_config
+        out = []
+        for key, value in sorted(cluster_default.items()):
+            if keys is None or key in keys:
+                synonyms = [s for s in config_synonyms(key, {}, cluster_default, {})
+                            if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]  # fmt: skip
+                out.append(_entry(ctx, key, value, synonyms, read_only=key not in DYNAMIC_BROKER_KEYS,
+                                  with_synonyms=with_synonyms))  # fmt: skip
+        return out
+    own = layers.get(str(m.broker_id), {})
     entries = []
-    names = sorted({*BROKER_CONFIGS, *(k for k in (*default_layer, *own_layer) if k in DYNAMIC_ONLY_KEYS)})
+    names = sorted({*BROKER_CONFIGS, *(k for k in (*cluster_default, *own) if k in DYNAMIC_ONLY_KEYS)})
     for key in names:
         if keys is not None and key not in keys:
             continue
+        synonyms = config_synonyms(key, own, cluster_default, static)
         spec = BROKER_CONFIGS.get(key)
-        default = None if spec is None or spec.default in (None, "") else format_value(spec.default)
-        candidates = [
-            (DYNAMIC_BROKER_CONFIG, own_layer.get(key)),
-            (DYNAMIC_DEFAULT_BROKER_CONFIG, default_layer.get(key)),
-            (STATIC_BROKER_CONFIG, static.raw.get(key)),
-            (DEFAULT_CONFIG, default),
-        ]
-        present = [(src, v) for src, v in candidates if v is not None or src == DEFAULT_CONFIG]
-        source = present[0][0]
         if spec is not None:
             value = vars(m.config)[spec.attr]
             text = None if value in (None, "") else format_value(value)  # Kafka's null: not set and no default
         else:
-            text = present[0][1]
-        syn = [ctx.nested("DescribeConfigsSynonym", name=key, value=v, source=src) for src, v in present
-               if v is not None] if with_synonyms else []  # fmt: skip
-        entries.append(_broker_entry(ctx, key, text, source, syn))
+            text = synonyms[0].value if synonyms else None
+        entries.append(_entry(ctx, key, text, synonyms, read_only=key not in DYNAMIC_BROKER_KEYS,
+                              with_synonyms=with_synonyms))  # fmt: skip
     return entries
 
 

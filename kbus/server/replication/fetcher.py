@@ -64,9 +64,9 @@ class ReplicaFetcher:
         # value: the generation of the truncation check still owed (0: none). follow() bumps it, so a check
         # answered for an older leader epoch never clears the one a newer epoch needs.
         self.partitions: dict[TopicPartition, int] = {}
-        # how far each partition was behind the leader's high watermark after its last fetch that brought data
-        # (Kafka's PartitionFetchState.lag; unknown until then): 0 is in sync, which exempts it from throttling
-        self._lag: dict[TopicPartition, int] = {}
+        # whether each partition had reached the leader's high watermark after its last fetch that brought data
+        # (Kafka's PartitionFetchState.lag == 0; unknown until then): in sync, which exempts it from throttling
+        self._caught_up: dict[TopicPartition, bool] = {}
         self._generation = 0
         self._task: asyncio.Task[None] | None = None
         self._conn: KafkaConnection | None = None
@@ -82,7 +82,7 @@ class ReplicaFetcher:
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
-        self._lag.pop(tp, None)
+        self._caught_up.pop(tp, None)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -225,7 +225,7 @@ class ReplicaFetcher:
             part = self._partition(tp)
             if part is None or gen:
                 continue
-            if throttling and quota.should_throttle(tp[0], tp[1], self._lag.get(tp, 1) <= 0):
+            if throttling and quota.should_throttle(tp[0], tp[1], self._caught_up.get(tp, False)):
                 continue  # Kafka's shouldFollowerThrottle: left out of this fetch while the quota is exceeded
             topics.setdefault(tp[0], []).append(
                 build(
@@ -299,8 +299,8 @@ class ReplicaFetcher:
                     break
                 records = records[start:]
             part.append_as_follower(records, p.high_watermark)
-            if records or tp not in self._lag:
-                self._lag[tp] = max(p.high_watermark - part.log_end_offset, 0)
+            if records or tp not in self._caught_up:
+                self._caught_up[tp] = part.log_end_offset >= p.high_watermark
             if part.log_start_offset < p.log_start_offset <= part.log_end_offset:
                 part.delete_records(p.log_start_offset)  # DeleteRecords and retention on the leader reach followers
             return True

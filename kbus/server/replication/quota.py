@@ -52,6 +52,9 @@ class ReplicationQuotaManager:
         self._rate = WindowedRate(config, simple=True)
         self._bound = math.inf
         self._throttled: dict[str, ThrottledPartitions] = {}
+        # any partition throttled here at all: a plain attribute, the one check per request/partition on the fetch
+        # paths when none is (the usual case)
+        self.throttling = False
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -69,13 +72,9 @@ class ReplicationQuotaManager:
         """Replace every topic's throttled partitions (Kafka marks them topic by topic as configs change; kbus
         rebuilds the map from the topic configs on each metadata change)."""
         self._throttled = {t: p for t, p in throttled.items() if p}
+        self.throttling = bool(self._throttled)
 
     # ---- the checks
-    @property
-    def throttling(self) -> bool:
-        """Any partition throttled here at all (one check per request where none is, the usual case)."""
-        return bool(self._throttled)
-
     def is_throttled(self, topic: str, partition: int) -> bool:
         partitions = self._throttled.get(topic)
         return partitions is not None and (partitions == ALL_REPLICAS or partition in partitions)
@@ -85,7 +84,7 @@ class ReplicationQuotaManager:
 
     def should_throttle(self, topic: str, partition: int, in_sync: bool) -> bool:
         """Kafka's shouldLeaderThrottle / shouldFollowerThrottle: out of sync, throttled, over the bound."""
-        if not self._throttled or in_sync or not self.is_throttled(topic, partition):
+        if not self.throttling or in_sync or not self.is_throttled(topic, partition):
             return False
         if self.is_quota_exceeded():
             METRICS.inc(THROTTLED_COUNTER, type=self.quota_type)

@@ -11,7 +11,8 @@ Produce request (kbus's /metrics), the generators' own CPU seconds, and the load
 
     bench/cores.sh [ROUNDS]            # starts ZooKeeper, runs every configuration interleaved round by round
     .venv/bin/python bench/cores.py run --zk HOST:PORT/chroot --processes 2 --cpus 0-1 --gen-cpus 0-1 ...
-    .venv/bin/python bench/cores.py load ...   # one generator process (run by `run`)
+    .venv/bin/python bench/cores.py load ...   # one generator process in Python (run by `run`); the same in C,
+                                               # lighter on this 2-core machine: bench/cores_load.c (--c-generator)
 """
 
 from __future__ import annotations
@@ -205,11 +206,16 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         t0 = time.time() + 3  # generators start up inside this margin
         window_start, window_end = t0 + args.warmup, t0 + args.warmup + args.seconds
         for g in range(args.generators):
-            gens.append(subprocess.Popen(
-                ["taskset", "-c", args.gen_cpus, sys.executable, __file__, "load", "-b", bootstrap, "--topic", topic,
-                 "--partitions", str(args.partitions), "--clients", str(args.clients), "--window", str(args.window),
-                 "--size", str(args.size), "--seed", str(g), "--window-start", str(window_start),
-                 "--window-end", str(window_end)], stdout=subprocess.PIPE, text=True, cwd=REPO))
+            if args.c_generator:
+                gen_cmd = [args.c_generator, bootstrap, topic, str(args.partitions), str(args.clients),
+                           str(args.window), str(args.size), str(g), str(window_start), str(window_end)]
+            else:
+                gen_cmd = [sys.executable, __file__, "load", "-b", bootstrap, "--topic", topic,
+                           "--partitions", str(args.partitions), "--clients", str(args.clients),
+                           "--window", str(args.window), "--size", str(args.size), "--seed", str(g),
+                           "--window-start", str(window_start), "--window-end", str(window_end)]
+            gens.append(subprocess.Popen(["taskset", "-c", args.gen_cpus, *gen_cmd], stdout=subprocess.PIPE,
+                                         text=True, cwd=REPO))
         sleep_until(window_start)
         cpu0 = sum(cpu_s(p) for p in pids)
         mports = [] if args.kafka_libs else [mport + i for i in range(args.processes)]
@@ -229,6 +235,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             "system": "kafka" if args.kafka_libs else "kbus",
             "label": ("kafka-" if args.kafka_libs else "") + f"{args.processes}proc-cpus{args.cpus}",
             "processes": args.processes, "broker_cpus": args.cpus, "generator_cpus": args.gen_cpus,
+            "generator": "c" if args.c_generator else "python",
             "generators": args.generators, "clients": args.generators * args.clients, "window": args.window,
             "partitions": args.partitions, "size": args.size, "seconds": args.seconds, "leaders": leaders,
             "msgs_per_s": round(acked / args.seconds),
@@ -318,6 +325,8 @@ def main() -> None:
     rp.add_argument("--seconds", type=float, default=20.0)
     rp.add_argument("--work", default=str(REPO / ".cache" / "bench"))
     rp.add_argument("--out", default=None)
+    rp.add_argument("--c-generator", default=None,
+                    help="bench/cores_load.c built (bench/cores.sh does): the generator in C instead of Python")
     rp.add_argument("--kafka-libs", default=None, help="run Apache Kafka (jars from scripts/kafka-jars.sh) instead")
     rep = sub.add_parser("report")
     rep.add_argument("files", nargs="+")

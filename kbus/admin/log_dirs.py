@@ -77,4 +77,70 @@ def describe_log_dirs(
     return admin.run(work)
 
 
-__all__ = ["LogDirDescription", "ReplicaInfo", "describe_log_dirs", "nested"]
+ALTER_REPLICA_LOG_DIRS = 34
+TopicPartitionReplica = tuple[str, int, int]  # Kafka's TopicPartitionReplica: topic, partition, broker id
+
+
+def alter_replica_log_dirs(
+    admin: WireAdmin, moves: dict[TopicPartitionReplica, str]
+) -> dict[TopicPartitionReplica, str | None]:
+    """Admin.alterReplicaLogDirs: each broker is asked to move its replicas; per replica None or Kafka's error
+    name (REPLICA_NOT_AVAILABLE while the replica has not reached that broker yet)."""
+
+    async def work(session: AdminSession) -> dict[TopicPartitionReplica, str | None]:
+        nodes, _ = await admin.cluster(session)
+        by_id = {n.node_id: n for n in nodes}
+        out: dict[TopicPartitionReplica, str | None] = {}
+        for broker in sorted({b for _, _, b in moves}):
+            mine = {(t, p): d for (t, p, b), d in moves.items() if b == broker}
+            node = by_id.get(broker)
+            if node is None:
+                out.update({(t, p, broker): "BROKER_NOT_AVAILABLE" for t, p in mine})
+                continue
+
+            def make(cls: type, version: int, mine: dict[tuple[str, int], str] = mine) -> object:
+                dirs: dict[str, dict[str, list[int]]] = {}
+                for (t, p), d in sorted(mine.items()):
+                    dirs.setdefault(d, {}).setdefault(t, []).append(p)
+                return build(cls, dirs=[
+                    build(nested(cls, "AlterReplicaLogDir"), path=d, topics=[
+                        build(nested(cls, "AlterReplicaLogDirTopic"), name=t, partitions=ps) for t, ps in ts.items()])
+                    for d, ts in dirs.items()])  # fmt: skip
+
+            resp, _ = await session.send(node.host, node.port, ALTER_REPLICA_LOG_DIRS, (1, 2), make)
+            for t in resp.results:
+                for p in t.partitions:
+                    code = int(p.error_code)
+                    out[(t.topic_name, int(p.partition_index), broker)] = (
+                        None if code == 0 else p.error_code.name.upper()
+                    )
+        return out
+
+    return admin.run(work)
+
+
+def describe_replica_log_dirs(
+    admin: WireAdmin, replicas: set[TopicPartitionReplica]
+) -> dict[TopicPartitionReplica, tuple[str | None, str | None]]:
+    """Admin.describeReplicaLogDirs, built on DescribeLogDirs as Kafka's is: per replica (its current dir, the
+    dir it is being moved to), None where there is none."""
+    _, by_broker = describe_log_dirs(admin, {b for _, _, b in replicas})
+    out: dict[TopicPartitionReplica, tuple[str | None, str | None]] = dict.fromkeys(replicas, (None, None))
+    for broker, dirs in by_broker.items():
+        for d in dirs:
+            for r in d.replicas:
+                key = (r.topic, r.partition, broker)
+                if key in out:
+                    current, future = out[key]
+                    out[key] = (current, d.log_dir) if r.is_future else (d.log_dir, future)
+    return out
+
+
+__all__ = [
+    "LogDirDescription",
+    "ReplicaInfo",
+    "alter_replica_log_dirs",
+    "describe_log_dirs",
+    "describe_replica_log_dirs",
+    "nested",
+]

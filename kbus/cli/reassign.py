@@ -5,6 +5,7 @@ list what is under way. --throttle writes Kafka's throttle configs (the brokers'
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,7 @@ from kbus.admin.broker_configs import alter_broker_configs
 from kbus.admin.errors import AdminError
 from kbus.admin.java_order import hashmap_order, string_hash
 from kbus.admin.kafka import KafkaAdmin
+from kbus.admin.log_dirs import TopicPartitionReplica, alter_replica_log_dirs, describe_replica_log_dirs
 from kbus.admin.reassign import alter_reassignments, current_assignment, list_reassignments, live_brokers
 from kbus.admin.wire import WireAdmin
 from kbus.cli.app import app
@@ -22,8 +24,10 @@ from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail
 from kbus.zk.assignment import assign_replicas_to_brokers
 
 TopicPartition = tuple[str, int]
+ANY_LOG_DIR = "any"
 THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+ALTER_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 def _read_json(path: str, option: str) -> object:
@@ -35,11 +39,13 @@ def _read_json(path: str, option: str) -> object:
         raise UsageError(f"Invalid JSON in {option} {path}: {exc}") from None
 
 
-def parse_reassignment(doc: object) -> dict[TopicPartition, list[int]]:
-    """{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..],"log_dirs":[..]}]}"""
+def parse_reassignment(doc: object) -> tuple[dict[TopicPartition, list[int]], dict[TopicPartitionReplica, str]]:
+    """{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..],"log_dirs":[..]}]}: the target replicas
+    per partition, and the log dir each replica should end up in where one is named ("any": wherever)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
         raise UsageError('The reassignment JSON needs a "partitions" list')
     out: dict[TopicPartition, list[int]] = {}
+    dirs: dict[TopicPartitionReplica, str] = {}
     for e in doc["partitions"]:
         try:
             tp = (str(e["topic"]), int(e["partition"]))
@@ -50,13 +56,76 @@ def parse_reassignment(doc: object) -> dict[TopicPartition, list[int]]:
             raise UsageError(f"Cannot reassign partition {tp[0]}-{tp[1]} more than once in one request")
         if len(set(replicas)) != len(replicas):
             raise UsageError(f"Partition replica lists may not contain duplicate entries: {tp[0]}-{tp[1]}")
-        log_dirs = e.get("log_dirs")
-        if log_dirs is not None and any(d != "any" for d in log_dirs):
-            raise UsageError("kbus reassigns replicas between brokers only: log_dirs must be \"any\"")
+        log_dirs = e.get("log_dirs", [ANY_LOG_DIR] * len(replicas))
+        if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
+            raise UsageError(f"Invalid partition entry in the reassignment JSON: {e!r}")
+        if len(log_dirs) != len(replicas):
+            raise UsageError(f"Size of replicas list {_java_list(replicas)} is different from size of log dirs list "
+                             f"{_java_list(log_dirs)} for partition {tp[0]}-{tp[1]}")  # fmt: skip
+        for broker, d in zip(replicas, log_dirs, strict=True):
+            if d != ANY_LOG_DIR:
+                dirs[(tp[0], tp[1], broker)] = d
         out[tp] = replicas
     if not out:
         raise UsageError("Partition reassignment list cannot be empty")
-    return out
+    return out, dirs
+
+
+def _java_list(items: list[int] | list[str]) -> str:
+    return "[" + ", ".join(map(str, items)) + "]"
+
+
+def _replicas(replicas: list[TopicPartitionReplica]) -> str:
+    """Kafka's TopicPartitionReplica.toString, comma-joined: topic-partition-broker."""
+    return ",".join(f"{t}-{p}-{b}" for t, p, b in sorted(replicas))
+
+
+def _execute_moves(admin: WireAdmin, moves: dict[TopicPartitionReplica, str], timeout_ms: int) -> None:
+    """Kafka's executeMoves: ask each broker to move its replicas; a replica that has not reached its new broker
+    yet (REPLICA_NOT_AVAILABLE) is asked again every 100 ms until --timeout."""
+    pending = dict(moves)
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        results = alter_replica_log_dirs(admin, pending)
+        for replica, error in sorted(results.items()):
+            if error is None:
+                t, p, b = replica
+                print(f"Successfully started moving log directory to {pending.pop(replica)} for replica {t}-{p} "
+                      f"with broker {b} ")  # fmt: skip
+            elif error != "REPLICA_NOT_AVAILABLE":
+                raise AdminError(f"Failed to alter dir for {_replicas([replica])}: {error}", error)
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            plural = "" if len(pending) == 1 else "s"
+            raise AdminError(f"Timed out before log directory move{plural} could be started for: "
+                             f"{_replicas(list(pending))}", "REQUEST_TIMED_OUT")  # fmt: skip
+        time.sleep(0.1)
+
+
+def _verify_moves(admin: WireAdmin, moves: dict[TopicPartitionReplica, str]) -> bool:
+    """Kafka's verifyReplicaMoves: one line per replica; True while any move is under way."""
+    found = describe_replica_log_dirs(admin, set(moves))
+    lines, ongoing = [], False
+    for replica, target in sorted(moves.items()):
+        t, p, b = replica
+        current, future = found[replica]
+        if current is None:
+            lines.append(f"Partition {t}-{p} is not found in any live log dir on broker {b}. There is likely an "
+                         f"offline log directory on the broker.")  # fmt: skip
+        elif future is not None:
+            ongoing = True
+            if future == target:
+                lines.append(f"Reassignment of replica {t}-{p}-{b} is still in progress.")
+            else:
+                lines.append(f"Partition {t}-{p} on broker {b} is being moved to log dir {future} instead of "
+                             f"{target}.")  # fmt: skip
+        elif current == target:
+            lines.append(f"Reassignment of replica {t}-{p}-{b} completed successfully.")
+        else:
+            lines.append(f"Partition {t}-{p} on broker {b} is not being moved from log dir {current} to {target}.")
+    print("\n".join(lines))
+    return ongoing
 
 
 def format_assignment(assignment: dict[TopicPartition, list[int]]) -> str:
@@ -122,7 +191,7 @@ def _clear_throttles(bootstrap: str, admin: WireAdmin, targets: dict[TopicPartit
     plural = "" if len(brokers) == 1 else "s"
     print(f"Clearing broker-level throttles on broker{plural} {','.join(map(str, brokers))}")
     for b in brokers:
-        alter_broker_configs(admin, str(b), {}, list(THROTTLE_RATES))
+        alter_broker_configs(admin, str(b), {}, [*THROTTLE_RATES, ALTER_DIRS_RATE])
     topics = hashmap_order(dict.fromkeys(t for t, _ in targets), string_hash)  # Java's HashSet order
     print(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}")
     kadmin = KafkaAdmin(bootstrap, {})
@@ -149,12 +218,18 @@ def reassign_partitions(
     ] = None,
     broker_list: Annotated[str | None, typer.Option("--broker-list", help='Brokers to move to, "1,2,3"')] = None,
     throttle: Annotated[int, typer.Option("--throttle", help="Inter-broker replication limit, B/s")] = -1,
+    replica_alter_log_dirs_throttle: Annotated[
+        int, typer.Option("--replica-alter-log-dirs-throttle", help="Limit on moves between log dirs, B/s")
+    ] = -1,
     preserve_throttles: Annotated[
         bool, typer.Option("--preserve-throttles", help="--verify / --cancel: leave the throttles")
     ] = False,
     command_config: Annotated[
         str | None, typer.Option("--command-config", help="Admin client .properties (TLS/SASL)")
     ] = None,
+    timeout: Annotated[
+        int, typer.Option("--timeout", help="ms --execute waits for log directory moves to start")
+    ] = 10000,
 ) -> None:
     """Move partitions between brokers (kafka-reassign-partitions.sh)."""
     try:
@@ -185,7 +260,7 @@ def reassign_partitions(
                       f"removing: {','.join(map(str, o.removing))}.")  # fmt: skip
             return
         assert reassignment_json_file is not None
-        targets = parse_reassignment(_read_json(reassignment_json_file, "--reassignment-json-file"))
+        targets, log_dir_moves = parse_reassignment(_read_json(reassignment_json_file, "--reassignment-json-file"))
         topics = sorted({t for t, _ in targets})
         current = current_assignment(admin, topics)
         missing = sorted(tp for tp in targets if tp not in current)
@@ -203,11 +278,16 @@ def reassign_partitions(
             print(format_assignment({tp: current[tp] for tp in targets}))
             print()
             print("Save this to use as the --reassignment-json-file option during rollback")
-            if throttle >= 0:
-                _set_throttles(bootstrap_server, admin, targets, current, throttle)
+            if throttle >= 0 or (replica_alter_log_dirs_throttle >= 0 and log_dir_moves):
                 print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
                       "throttle is removed.")  # fmt: skip
+            if throttle >= 0:
+                _set_throttles(bootstrap_server, admin, targets, current, throttle)
                 print(f"The inter-broker throttle limit was set to {throttle} B/s")
+            if replica_alter_log_dirs_throttle >= 0 and log_dir_moves:
+                for b in sorted({b for _, _, b in log_dir_moves}):
+                    alter_broker_configs(admin, str(b), {ALTER_DIRS_RATE: str(replica_alter_log_dirs_throttle)}, [])
+                print(f"The replica-alter-dir throttle limit was set to {replica_alter_log_dirs_throttle} B/s")
             results = alter_reassignments(admin, dict(targets))
             failed = {tp: r for tp, r in results.items() if r is not None}
             if failed:
@@ -215,6 +295,8 @@ def reassign_partitions(
                 raise AdminError("Error reassigning partition(s):\n" + "\n".join(lines), "INVALID_REQUEST")
             plural = "s" if len(targets) > 1 else ""
             print(f"Successfully started partition reassignment{plural} for {_names(list(targets))}")
+            if log_dir_moves:
+                _execute_moves(admin, log_dir_moves, timeout)
             return
         if cancel:
             results = alter_reassignments(admin, dict.fromkeys(targets))
@@ -240,8 +322,11 @@ def reassign_partitions(
             else:
                 print(f"There is no active reassignment of partition {tp[0]}-{tp[1]}, but replica set is "
                       f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, target))}.")  # fmt: skip
+        if log_dir_moves:
+            done = not _verify_moves(admin, log_dir_moves) and done
+        else:
+            print()  # (Kafka prints the replica moves here: none)
         if done and not preserve_throttles:
-            print()
             _clear_throttles(bootstrap_server, admin, targets)
     except UsageError as exc:
         fail(str(exc))

@@ -623,6 +623,7 @@ def with_dynamic_configs(
 
 LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+REPLICA_ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 def replication_throttled_rate(

@@ -20,6 +20,7 @@ from kbus.common.broker_config import (
     BROKER_DEFAULT_ENTITY,
     FOLLOWER_THROTTLED_RATE,
     LEADER_THROTTLED_RATE,
+    REPLICA_ALTER_LOG_DIRS_RATE,
     KafkaConfig,
     replication_throttled_rate,
     with_dynamic_configs,
@@ -304,6 +305,9 @@ class Broker:
         self.replicas.update_replication_rates(
             replication_throttled_rate(LEADER_THROTTLED_RATE, cluster_default, own),
             replication_throttled_rate(FOLLOWER_THROTTLED_RATE, cluster_default, own),
+        )
+        self.replicas.log_dir_moves.set_rate(
+            replication_throttled_rate(REPLICA_ALTER_LOG_DIRS_RATE, cluster_default, own)
         )
         effective, skipped = with_dynamic_configs(self.admin.static_config, cluster_default, own)
         if skipped and skipped != self._skipped_dynamic:

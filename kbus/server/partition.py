@@ -81,6 +81,9 @@ class Partition:
         self._alter_isr = alter_isr
         self._isr_change: asyncio.Task[None] | None = None  # one ISR change at a time
         self.closed = False
+        # while the replica moves to another log dir: the lowest offset its log was truncated to since the mover
+        # last looked (None: no move), so the copy drops what the truncation dropped
+        self.truncated_since_copy: int | None = None
         if self.is_leader:
             self._init_followers()
             self.maybe_advance_high_watermark()  # a leader alone in its ISR commits what it has
@@ -338,12 +341,16 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         if offset < self.log.log_end_offset:
             self.log.truncate_to(offset)
+            if self.truncated_since_copy is not None:
+                self.truncated_since_copy = min(self.truncated_since_copy, offset)
         self.epochs.truncate_from_end(self.log.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The follower is behind the leader's log start: drop everything and continue from there."""
         self.log.truncate_fully_and_start_at(offset)
+        if self.truncated_since_copy is not None:
+            self.truncated_since_copy = -1  # nothing of the copy holds
         self.epochs.entries.clear()
         self.epochs.save()
         self.high_watermark = offset

@@ -31,6 +31,7 @@ from kbus.server.log.txn_index import AbortedTxn
 from kbus.server.metadata.types import MetadataStore, PartitionState, TopicMetadata
 from kbus.server.partition import Partition
 from kbus.server.quota_rate import RateConfig
+from kbus.server.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kbus.server.replication.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -94,6 +95,7 @@ class ReplicaManager:
         self.follower_quota = ReplicationQuotaManager(FOLLOWER, window)
         register_metrics((self.leader_quota, self.follower_quota))
         self.fetchers = ReplicaFetcherManager(self)
+        self.log_dir_moves = ReplicaAlterLogDirsManager(self, log_manager, lambda: self.config.replica_fetch_max_bytes)
         self.client_security = PLAINTEXT  # how followers reach leaders; the broker sets the inter-broker listener's
         self.stopping = False
         self.shutting_down = False  # controlled shutdown under way: lead nothing new, follow nothing
@@ -127,6 +129,7 @@ class ReplicaManager:
             part.wake_fetchers()
             part.cancel_isr_change()
         await self.fetchers.stop()
+        await self.log_dir_moves.stop()
 
     # ---------------------------------------------------------------- what fetchers and handlers look up
     def get_partition(self, topic: str, index: int) -> Partition | None:
@@ -229,6 +232,44 @@ class ReplicaManager:
         """leader/follower.replication.throttled.rate in effect (None: unlimited)."""
         self.leader_quota.update_quota(leader)
         self.follower_quota.update_quota(follower)
+
+    # ---------------------------------------------------------------- moving replicas between log dirs
+    def alter_replica_log_dirs(self, moves: dict[TopicPartition, str]) -> dict[TopicPartition, ErrorCode]:
+        """AlterReplicaLogDirs (Kafka's ReplicaManager.alterReplicaLogDirs): per replica, start moving it to the
+        named dir of this broker. A replica not hosted here yet is created in that dir when it comes
+        (REPLICA_NOT_AVAILABLE meanwhile, which kafka-reassign-partitions retries)."""
+        out: dict[TopicPartition, ErrorCode] = {}
+        for tp, path in moves.items():
+            dest = self._log_manager.configured_dir(path)
+            if dest is None:
+                out[tp] = ErrorCode.log_dir_not_found
+                continue
+            if dest in self._log_manager.offline_dirs or tp in self.offline_partitions:
+                out[tp] = ErrorCode.kafka_storage_error
+                continue
+            part = self.partitions.get(tp)
+            if part is None:
+                self._log_manager.set_preferred_dir(tp, dest)
+                out[tp] = ErrorCode.replica_not_available
+                continue
+            if self._log_manager.log_dir_of(*tp) == dest:
+                self.log_dir_moves.cancel(tp)  # back where it is: a move elsewhere stops
+                out[tp] = ErrorCode.none
+                continue
+            if self.log_dir_moves.moving(tp) == dest:
+                out[tp] = ErrorCode.none
+                continue
+            if self._log_manager.offline_dirs:
+                # no future log while a dir is offline: the replica may also live there (as Kafka)
+                out[tp] = ErrorCode.kafka_storage_error
+                continue
+            try:
+                self.log_dir_moves.start(part, dest)
+            except KafkaStorageError:
+                out[tp] = ErrorCode.kafka_storage_error
+                continue
+            out[tp] = ErrorCode.none
+        return out
 
     # ---------------------------------------------------------------- log dir failures
     def storage_error(self, part: Partition, what: str, error: OSError) -> KafkaStorageError:
@@ -455,6 +496,7 @@ class ReplicaManager:
         return part
 
     def _drop_partition(self, key: TopicPartition, *, delete_log: bool) -> None:
+        self.log_dir_moves.cancel(key)
         part = self.partitions.pop(key)
         self.fetchers.unfollow(key)
         part.close()
@@ -476,16 +518,21 @@ class ReplicaManager:
         for part in list(self.partitions.values()):
             part.maybe_shrink_isr(self.config.replica_lag_time_max_ms)
 
-    def describe_log_dirs(self) -> list[tuple[LogDirUsage, dict[TopicPartition, int]]]:
+    def describe_log_dirs(self) -> list[tuple[LogDirUsage, dict[TopicPartition, int], dict[TopicPartition, int]]]:
         """Each log dir with its partitions' offset lag (DescribeLogDirs): how far the log end is below the high
-        watermark, 0 for a replica that has everything committed (Kafka's ReplicaManager.getLogEndOffsetLag)."""
+        watermark, 0 for a replica that has everything committed; for a replica being moved into the dir (its
+        future log), how far the copy is behind the current log (Kafka's ReplicaManager.getLogEndOffsetLag)."""
         out = []
         for usage in self._log_manager.describe_dirs():
-            lags = {}
+            lags, future_lags = {}, {}
             for tp in usage.partition_sizes:
                 part = self.partitions.get(tp)
                 lags[tp] = max(part.high_watermark - part.log_end_offset, 0) if part is not None else 0
-            out.append((usage, lags))
+            for tp in usage.future_sizes:
+                part, found = self.partitions.get(tp), self._log_manager.future_log(tp)
+                behind = part.log_end_offset - found[0].log_end_offset if part is not None and found else 0
+                future_lags[tp] = max(behind, 0)
+            out.append((usage, lags, future_lags))
         return out
 
     def high_watermarks(self) -> dict[TopicPartition, int]:

@@ -80,3 +80,40 @@ def test_log_dir_event_codec_is_kafkas() -> None:
     assert codec.decode_log_dir_event(codec.encode_log_dir_event(3)) == 3
     assert codec.decode_log_dir_event(b'{"version":1,"broker":4,"event":2}') is None  # not a failure event
     assert paths.parse(paths.LOG_DIR_EVENT_NOTIFICATION) == ("log_dir_events",)
+
+
+def test_future_log_replaces_the_current_one(tmp_path: Path) -> None:
+    d0, d1 = tmp_path / "d0", tmp_path / "d1"
+    mgr = LogManager([d0, d1], CFG)
+    mgr.startup()
+    current = mgr.create_log("t", 0)
+    for _ in range(3):
+        current.append_as_leader(batch())
+    source = mgr.log_dir_of("t", 0)
+    dest = d1 if source == d0 else d0
+    assert mgr.configured_dir(str(dest.absolute())) == dest and mgr.configured_dir("/elsewhere") is None
+    future = mgr.create_future_log(("t", 0), dest)
+    assert future.dir.name.startswith("t-0.") and future.dir.name.endswith("-future")
+    future.append_as_follower(current.read(0, 1 << 20).to_bytes())
+    described = {u.path: u for u in mgr.describe_dirs()}
+    assert ("t", 0) in described[dest.absolute()].future_sizes
+    assert ("t", 0) in described[source.absolute()].partition_sizes
+    moved = mgr.replace_current_with_future(("t", 0))
+    assert mgr.get_log("t", 0) is moved and mgr.log_dir_of("t", 0) == dest and moved.dir == dest / "t-0"
+    assert future.closed and moved.log_end_offset == 3
+    assert moved.read(0, 1 << 20).to_bytes() == current.read(0, 1 << 20).to_bytes()  # the old one: open a while yet
+    assert not (source / "t-0").exists()
+    mgr.shutdown()
+
+
+def test_reassignment_json_log_dirs() -> None:
+    from kbus.cli.common import UsageError
+    from kbus.cli.reassign import parse_reassignment
+
+    targets, dirs = parse_reassignment({"version": 1, "partitions": [
+        {"topic": "a", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d1", "any"]},
+        {"topic": "a", "partition": 1, "replicas": [2, 3]}]})  # fmt: skip
+    assert targets == {("a", 0): [1, 2], ("a", 1): [2, 3]} and dirs == {("a", 0, 1): "/d1"}
+    with pytest.raises(UsageError, match=r"Size of replicas list \[1, 2\] is different from size of log dirs list "
+                                         r"\[any\] for partition a-0"):  # fmt: skip
+        parse_reassignment({"partitions": [{"topic": "a", "partition": 0, "replicas": [1, 2], "log_dirs": ["any"]}]})

@@ -1,5 +1,7 @@
 """DescribeLogDirs (35): which log dir holds each replica on this broker, how big it is, and the space on the
-dir's volume (kafka-log-dirs.sh --describe). Offline dirs answer KAFKA_STORAGE_ERROR, as in Kafka."""
+dir's volume (kafka-log-dirs.sh --describe). Offline dirs answer KAFKA_STORAGE_ERROR, as in Kafka.
+AlterReplicaLogDirs (34): move replicas to another log dir of this broker (kafka-reassign-partitions.sh with
+"log_dirs")."""
 
 from __future__ import annotations
 
@@ -26,14 +28,18 @@ async def describe_log_dirs(m: Managers, ctx: RequestContext, request: Any) -> A
     results = []
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
         return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results=[])
-    for usage, lags in m.replicas.describe_log_dirs():
+    for usage, lags, future_lags in m.replicas.describe_log_dirs():
         by_topic: dict[str, list[Any]] = {}
-        for (topic, index), size in sorted(usage.partition_sizes.items()):
+        # the replicas of the dir, then those being moved into it (is_future_key: Admin.describeReplicaLogDirs
+        # reads the current and the future dir of a replica from these)
+        entries = [(tp, size, lags.get(tp, 0), False) for tp, size in usage.partition_sizes.items()]
+        entries += [(tp, size, future_lags.get(tp, 0), True) for tp, size in usage.future_sizes.items()]
+        for (topic, index), size, lag, future in sorted(entries):
             if wanted is not None and (topic, index) not in wanted:
                 continue
             by_topic.setdefault(topic, []).append(
                 ctx.nested("DescribeLogDirsPartition", partition_index=index, partition_size=size,
-                           offset_lag=lags.get((topic, index), 0), is_future_key=False)
+                           offset_lag=lag, is_future_key=future)
             )  # fmt: skip
         topics = [ctx.nested("DescribeLogDirsTopic", name=name, partitions=parts) for name, parts in by_topic.items()]
         results.append(
@@ -47,3 +53,28 @@ async def describe_log_dirs(m: Managers, ctx: RequestContext, request: Any) -> A
             )
         )
     return ctx.build(throttle_time=0, error_code=ErrorCode.none, results=results)
+
+
+@api(34, 1, 2)
+async def alter_replica_log_dirs(m: Managers, ctx: RequestContext, request: Any) -> Any:
+    moves: dict[tuple[str, int], str] = {}
+    for d in request.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                moves[(t.name, int(p))] = d.path
+    if ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
+        errors = m.replicas.alter_replica_log_dirs(moves)
+    else:
+        errors = dict.fromkeys(moves, ErrorCode.cluster_authorization_failed)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, index), code in sorted(errors.items()):
+        by_topic.setdefault(topic, []).append(
+            ctx.nested("AlterReplicaLogDirPartitionResult", partition_index=index, error_code=code)
+        )
+    return ctx.build(
+        throttle_time=0,
+        results=[
+            ctx.nested("AlterReplicaLogDirTopicResult", topic_name=name, partitions=parts)
+            for name, parts in by_topic.items()
+        ],
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
+import re
 import shutil
 import threading
 import time
@@ -50,8 +51,15 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_MARKED_DIR = re.compile(r"^(.+)\.[0-9a-f]{32}-(future|delete)$")
+
+
 def parse_topic_partition(name: str) -> tuple[str, int]:
-    """``<topic>-<partition>`` (topics may contain dashes). ValueError for anything else."""
+    """``<topic>-<partition>`` (topics may contain dashes), also Kafka's ``<topic>-<partition>.<uuid>-future`` of a
+    replica being moved to another log dir. ValueError for anything else."""
+    marked = _MARKED_DIR.match(name)
+    if marked is not None:
+        name = marked.group(1)
     topic, sep, part = name.rpartition("-")
     if not sep or not topic or not part.isdigit():
         raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")

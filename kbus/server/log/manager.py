@@ -32,6 +32,7 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 _CHECKPOINT_VERSION = 0
 
 TopicPartition = tuple[str, int]
@@ -44,6 +45,7 @@ class LogDirUsage:
     path: Path
     online: bool
     partition_sizes: dict[TopicPartition, int]
+    future_sizes: dict[TopicPartition, int]  # replicas being moved into this dir (AlterReplicaLogDirs)
     total_bytes: int  # -1 when unknown (offline dir)
     usable_bytes: int
 
@@ -116,6 +118,12 @@ class LogManager:
         self.producer_id_expiration_ms = DEFAULT_PRODUCER_ID_EXPIRATION_MS
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._cleaner_lock = threading.Lock()
+        # AlterReplicaLogDirs: the "-future" copy of a replica being moved, and where a replica not created yet
+        # should go (Kafka's preferredLogDirs)
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
+        self.file_delete_delay_s = 60.0  # file.delete.delay.ms: a replaced log stays open for in-flight reads
 
     # --- startup ----------------------------------------------------------------------------------------
 
@@ -168,8 +176,9 @@ class LogManager:
         for child in sorted(d.iterdir()):
             if not child.is_dir():
                 continue
-            if child.name.endswith(DELETE_DIR_SUFFIX):
-                # a topic deletion interrupted by a crash: finish it
+            if child.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+                # a topic deletion interrupted by a crash: finish it. A log dir move interrupted by a restart
+                # starts over when asked again (Kafka resumes it)
                 shutil.rmtree(child, ignore_errors=True)
                 continue
             try:
@@ -226,6 +235,8 @@ class LogManager:
             self._cleaner_offsets.pop(tp, None)
             with contextlib.suppress(OSError):
                 lg.release()
+        for tp in [tp for tp, fd in self._future_dir_of.items() if fd == d]:
+            self.abort_future_log(tp)
         fd = self._lock_fds.pop(d, None)
         if fd is not None:
             with contextlib.suppress(OSError):
@@ -269,10 +280,14 @@ class LogManager:
         """Every configured log dir, offline ones included (DescribeLogDirs answers KAFKA_STORAGE_ERROR for them)."""
         with self._lock:
             sizes: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+            future: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
             for tp, d in self._log_dir_of.items():
                 lg = self._logs.get(tp)
                 if lg is not None and d in sizes:
                     sizes[d][tp] = lg.size_bytes
+            for tp, d in self._future_dir_of.items():
+                if d in future:
+                    future[d][tp] = self._future_logs[tp].size_bytes
         out = []
         for d in self.log_dirs:
             online = d not in self.offline_dirs
@@ -281,13 +296,16 @@ class LogManager:
                 with contextlib.suppress(OSError):
                     st = os.statvfs(d)
                     total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-            out.append(LogDirUsage(d.absolute(), online, sizes[d], total, usable))
+            out.append(LogDirUsage(d.absolute(), online, sizes[d], future[d] if online else {}, total, usable))
         return out
 
-    def _pick_dir(self) -> Path:
+    def _pick_dir(self, tp: TopicPartition | None = None) -> Path:
         usable = [d for d in self.log_dirs if d not in self.offline_dirs]
         if not usable:
             raise KafkaStorageError("no online log dir")
+        preferred = self._preferred_dirs.pop(tp, None) if tp is not None else None
+        if preferred in usable:
+            return preferred  # AlterReplicaLogDirs named it before the replica existed here
         counts = {d: 0 for d in usable}
         for d in self._log_dir_of.values():
             if d in counts:
@@ -301,7 +319,7 @@ class LogManager:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
-            d = self._pick_dir()
+            d = self._pick_dir(tp)
             try:
                 lg = Log.open(d / f"{topic}-{partition}", config or self.default_config, time_ms=self._time_ms)
             except OSError as e:
@@ -314,6 +332,7 @@ class LogManager:
         """Rename to ``<topic>-<partition>.<uuid>-delete`` (atomic, survives a crash) then remove, like Kafka."""
         tp = (topic, partition)
         with self._lock:
+            self.abort_future_log(tp)
             lg = self._logs.pop(tp, None)
             d = self._log_dir_of.pop(tp, None)
             if lg is None or d is None:
@@ -335,6 +354,85 @@ class LogManager:
             else:
                 shutil.rmtree(target, ignore_errors=True)
             self._checkpoint_dir(d)
+
+    # --- moving a replica between log dirs (AlterReplicaLogDirs) -----------------------------------------
+
+    def configured_dir(self, path: str) -> Path | None:
+        """The configured log dir an AlterReplicaLogDirs path names (Kafka compares absolute paths)."""
+        return next((d for d in self.log_dirs if str(d.absolute()) == path or str(d) == path), None)
+
+    def set_preferred_dir(self, tp: TopicPartition, d: Path) -> None:
+        with self._lock:
+            self._preferred_dirs[tp] = d
+
+    def future_log(self, tp: TopicPartition) -> tuple[Log, Path] | None:
+        with self._lock:
+            lg = self._future_logs.get(tp)
+            return None if lg is None else (lg, self._future_dir_of[tp])
+
+    def create_future_log(self, tp: TopicPartition, d: Path) -> Log:
+        """``<topic>-<partition>.<uuid>-future`` in `d`, the copy a move fills before it replaces the current log."""
+        with self._lock:
+            current = self._logs[tp]
+            path = d / f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+            try:
+                lg = Log.open(path, current.config, log_start_offset=current.log_start_offset, time_ms=self._time_ms)
+            except OSError as e:
+                raise self.failure_channel.storage_error(d, f"Error while creating future log for {tp[0]}-{tp[1]}",
+                                                         e) from e  # fmt: skip
+            lg.io_error_listener = lambda e: self.failure_channel.maybe_add_offline_log_dir(
+                d, f"Error while flushing future log {path}", e
+            )
+            self._future_logs[tp] = lg
+            self._future_dir_of[tp] = d
+            return lg
+
+    def abort_future_log(self, tp: TopicPartition) -> None:
+        with self._lock:
+            lg = self._future_logs.pop(tp, None)
+            self._future_dir_of.pop(tp, None)
+        if lg is not None:
+            with contextlib.suppress(OSError):
+                lg.release()
+            threading.Thread(target=shutil.rmtree, args=(lg.dir, True), name="delete-future-log", daemon=True).start()
+
+    def replace_current_with_future(self, tp: TopicPartition) -> Log:
+        """The move's last step (Kafka's replaceCurrentWithFutureLog), with no append in between (the caller holds
+        the event loop): the future log is closed, renamed to ``<topic>-<partition>`` and opened as the current log;
+        the old one is renamed ``-delete`` and closed and removed after file.delete.delay.ms (fetches may still be
+        sending from its files). The new name exists before the old one goes: a crash in between leaves two
+        complete copies, never none."""
+        with self._lock:
+            current, source = self._logs[tp], self._log_dir_of[tp]
+            future = self._future_logs.pop(tp)
+            dest = self._future_dir_of.pop(tp)
+            future.close()
+            final = dest / f"{tp[0]}-{tp[1]}"
+            os.replace(future.dir, final)
+            _fsync_dir(dest)
+            moved = Log.open(final, future.config, recovery_point=future.log_end_offset,
+                             log_start_offset=future.log_start_offset, clean_shutdown=True,
+                             time_ms=self._time_ms)  # fmt: skip
+            doomed = source / f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            try:
+                os.replace(current.dir, doomed)
+            except OSError as e:
+                log.warning("cannot rename %s for deletion: %s", current.dir, e)
+                doomed = current.dir
+            _fsync_dir(source)
+            self._register(tp, moved, dest)
+            self._checkpoint_dir(source)
+            self._checkpoint_dir(dest)
+
+        def retire() -> None:
+            with contextlib.suppress(OSError):
+                current.release()
+            shutil.rmtree(doomed, ignore_errors=True)
+
+        timer = threading.Timer(self.file_delete_delay_s, retire)
+        timer.daemon = True
+        timer.start()
+        return moved
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         with self._lock:
@@ -371,8 +469,8 @@ class LogManager:
         rewritten = 0
         with self._cleaner_lock:
             for tp, lg in list(self._logs.items()):
-                if not lg.config.compact_enabled or lg.closed:
-                    continue
+                if not lg.config.compact_enabled or lg.closed or tp in self._future_logs:
+                    continue  # (a replica being moved is not cleaned: Kafka's abortAndPauseCleaning)
                 first_dirty = self._cleaner_offsets.get(tp, 0)
                 if first_dirty > lg.log_end_offset:  # the log was truncated below the checkpoint
                     first_dirty = 0
@@ -445,6 +543,9 @@ class LogManager:
                     if d not in self.offline_dirs:
                         (d / CLEAN_SHUTDOWN_FILE).touch()
                         _fsync_dir(d)
+            for fut in self._future_logs.values():  # an unfinished move starts over when asked again
+                with contextlib.suppress(OSError):
+                    fut.release()
             for fd in self._lock_fds.values():
                 with contextlib.suppress(OSError):
                     fcntl.flock(fd, fcntl.LOCK_UN)

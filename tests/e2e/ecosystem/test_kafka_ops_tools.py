@@ -74,3 +74,48 @@ def test_leader_election_and_reassignment_with_kafkas_tools(
     listed = kafka39.run("kafka-reassign-partitions", *bs, "--list")
     assert listed.returncode == 0 and "No partition reassignments found." in listed.stdout
     assert kbus("reassign-partitions", *bs, "--list").stdout == "No partition reassignments found.\n"
+
+
+@pytest.mark.zookeeper
+def test_log_dir_moves_with_kafkas_reassign_tool(kafka39: KafkaDistribution, zk_connect: str, tmp_path: Path) -> None:
+    """Kafka 3.9's kafka-reassign-partitions with "log_dirs" moves a kbus replica to another log dir
+    (Admin.alterReplicaLogDirs) and its --verify reads the move back (Admin.describeReplicaLogDirs, built on
+    DescribeLogDirs); kbus's --verify prints the same."""
+    import json
+
+    from tests.kbus_processes import Cluster, wait_for
+
+    cluster = Cluster(tmp_path, zk_connect, size=1)
+    disks = [f"{tmp_path}/b1/disk0", f"{tmp_path}/b1/disk1"]
+    cluster.brokers[1].overrides["log.dirs"] = ",".join(disks)
+    try:
+        cluster.start_broker(1)
+        bs = ("--bootstrap-server", cluster.bootstrap)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("kt-dirs", 2, 1)])["kt-dirs"].result(30)
+        p = Producer({"bootstrap.servers": cluster.bootstrap})
+        for i in range(200):
+            p.produce("kt-dirs", b"v%d" % i, partition=i % 2)
+        assert p.flush(30) == 0
+        where = next(d for d in disks if (Path(d) / "kt-dirs-0").is_dir())
+        target = next(d for d in disks if d != where)
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "kt-dirs", "partition": 0, "replicas": [1], "log_dirs": [target]}]}))  # fmt: skip
+        started = kafka39.run("kafka-reassign-partitions", *bs, "--execute", "--reassignment-json-file", str(plan))
+        assert started.returncode == 0, started.stderr
+        assert (f"Successfully started moving log directory to {target} for replica kt-dirs-0 with broker 1 \n"
+                in started.stdout)  # fmt: skip
+        wait_for(lambda: (Path(target) / "kt-dirs-0").is_dir() and not (Path(where) / "kt-dirs-0").exists(),
+                 timeout=60, what="the replica in its new dir")  # fmt: skip
+        verify = ("--verify", "--reassignment-json-file", str(plan))
+        theirs = kafka39.run("kafka-reassign-partitions", *bs, *verify)
+        ours = kbus("reassign-partitions", *bs, *verify)
+        assert theirs.returncode == 0 and ours.returncode == 0, theirs.stderr + ours.stderr
+        assert "Reassignment of replica kt-dirs-0-1 completed successfully." in theirs.stdout
+        assert ours.stdout == theirs.stdout
+        c = kafka39.run("kafka-console-consumer", *bs, "--topic", "kt-dirs", "--partition", "0", "--offset",
+                        "earliest", "--max-messages", "100", "--timeout-ms", "20000")  # fmt: skip
+        assert c.stdout.split() == [f"v{i}" for i in range(0, 200, 2)]
+    finally:
+        cluster.brokers[1].stop()

@@ -5,6 +5,7 @@ bucket. Treeified buckets (8+ colliding keys) are not modelled."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from decimal import Decimal
 from typing import TypeVar
 
 K = TypeVar("K")
@@ -48,3 +49,35 @@ def hashmap_order(keys: Iterable[K], hash_code: Callable[[K], int], initial_capa
         return (h ^ (h >> 16)) & mask
 
     return [k for _, _, k in sorted((bucket(k), i, k) for i, k in enumerate(items))]
+
+
+def hashtable_order(keys: Iterable[K], hash_code: Callable[[K], int], initial_capacity: int = 11) -> list[K]:
+    """A java.util.Hashtable (a Properties) filled with `keys` in this order, iterated: buckets from the last to
+    the first, the newest entry of a bucket first; the table grows to 2n+1 when it reaches 3/4 full (rehashing
+    from the last bucket down, which reverses each bucket's chain)."""
+    capacity = initial_capacity
+    table: list[list[K]] = [[] for _ in range(capacity)]
+    for count, key in enumerate(keys):
+        if count >= int(capacity * 0.75):
+            old = table
+            capacity = capacity * 2 + 1
+            table = [[] for _ in range(capacity)]
+            for chain in reversed(old):
+                for k in chain:
+                    table[(hash_code(k) & 0x7FFFFFFF) % capacity].insert(0, k)
+        table[(hash_code(key) & 0x7FFFFFFF) % capacity].insert(0, key)
+    return [k for chain in reversed(table) for k in chain]
+
+
+def java_double(value: float) -> str:
+    """Double.toString for finite values: plain decimals from 10^-3 to 10^7, computerized scientific notation
+    outside (1.048576E7), always with a fraction digit (1024.0)."""
+    if value == 0:
+        return "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        text = repr(float(value))
+        return text if "." in text else text + ".0"
+    t = Decimal(repr(abs(value))).normalize().as_tuple()  # the shortest digits that read back as this double
+    digits = "".join(str(x) for x in t.digits)
+    exponent = len(t.digits) + int(t.exponent) - 1
+    return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:] or '0'}E{exponent}"

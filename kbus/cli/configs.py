@@ -14,11 +14,34 @@ from kbus.admin.errors import AdminError
 from kbus.admin.kafka import KafkaAdmin
 from kbus.admin.models import ConfigEntry
 from kbus.admin.wire import WireAdmin
+from kbus.cli import quota_configs
 from kbus.cli.app import app
-from kbus.cli.client_config import translate
+from kbus.cli.client_config import translate, wire_security
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
+from kbus.common.quotas import QUOTA_KEYS
 
-_ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "users": "user"}
+_ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "users": "user", "clients": "client"}
+
+
+class ConfigsCommand(KafkaStyleCommand):
+    """kafka-configs.sh pairs each --entity-name / --entity-default with the --entity-type before it, in order
+    (`--entity-type users --entity-default --entity-type clients --entity-name app`): --entity-default becomes an
+    empty --entity-name (Kafka's own representation of a default) so the pairing survives option parsing; the
+    shortcuts --user/--client/--user-defaults/--client-defaults become the long forms."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
+        out: list[str] = []
+        it = iter(args)
+        for arg in it:
+            if arg == "--entity-default":
+                out += ["--entity-name", ""]
+            elif arg in ("--user", "--client"):
+                out += ["--entity-type", arg[2:] + "s", "--entity-name", next(it, "")]
+            elif arg in ("--user-defaults", "--client-defaults"):
+                out += ["--entity-type", arg[2:].split("-")[0] + "s", "--entity-name", ""]
+            else:
+                out.append(arg)
+        return super().parse_args(ctx, out)
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_SCRAM_ITERATIONS = 4096  # Kafka's ConfigCommand default
 
@@ -58,7 +81,7 @@ def format_entry(e: ConfigEntry) -> str:
     return f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}"
 
 
-@app.command("configs", cls=KafkaStyleCommand)
+@app.command("configs", cls=ConfigsCommand)
 def configs(
     bootstrap_server: Annotated[
         str | None, typer.Option("--bootstrap-server", help="The broker(s) to connect to, host:port,...")
@@ -72,8 +95,14 @@ def configs(
     describe: Annotated[bool, typer.Option("--describe", help="List configs of the entity")] = False,
     alter: Annotated[bool, typer.Option("--alter", help="Change configs of the entity")] = False,
     all_: Annotated[bool, typer.Option("--all", help="With --describe: every config, not only overrides")] = False,
-    entity_type: Annotated[str | None, typer.Option("--entity-type", help="topics or brokers")] = None,
-    entity_name: Annotated[str | None, typer.Option("--entity-name", help="Topic name or broker id")] = None,
+    entity_type: Annotated[
+        list[str] | None,
+        typer.Option("--entity-type", help="topics, brokers, users or clients (users and clients together: a "
+                     "user's client)"),
+    ] = None,
+    entity_name: Annotated[
+        list[str] | None, typer.Option("--entity-name", help="Topic name, broker id, user principal or client id")
+    ] = None,
     topic: Annotated[
         str | None, typer.Option("--topic", help="Shorthand for --entity-type topics --entity-name")
     ] = None,
@@ -81,7 +110,19 @@ def configs(
         str | None, typer.Option("--broker", help="Shorthand for --entity-type brokers --entity-name")
     ] = None,
     entity_default: Annotated[
-        bool, typer.Option("--entity-default", help="Brokers: the cluster-wide dynamic defaults")
+        bool,
+        typer.Option("--entity-default", help="The default entity: brokers' cluster-wide configs, the default user "
+                     "or client-id quotas"),
+    ] = False,
+    user: Annotated[str | None, typer.Option("--user", help="Shorthand for --entity-type users --entity-name")] = None,
+    client: Annotated[
+        str | None, typer.Option("--client", help="Shorthand for --entity-type clients --entity-name")
+    ] = None,
+    user_defaults: Annotated[
+        bool, typer.Option("--user-defaults", help="Shorthand for --entity-type users --entity-default")
+    ] = False,
+    client_defaults: Annotated[
+        bool, typer.Option("--client-defaults", help="Shorthand for --entity-type clients --entity-default")
     ] = False,
     broker_defaults: Annotated[
         bool, typer.Option("--broker-defaults", help="Shorthand for --entity-type brokers --entity-default")
@@ -92,19 +133,14 @@ def configs(
     ] = None,
     delete_config: Annotated[str | None, typer.Option("--delete-config", help="k1,k2 to remove")] = None,
 ) -> None:
-    """Describe and change topic and broker configs (kafka-configs.sh)."""
+    """Describe and change topic, broker, user and client configs and client quotas (kafka-configs.sh)."""
+    del entity_default, user, client, user_defaults, client_defaults  # rewritten by ConfigsCommand.parse_args
     try:
         if describe == alter:
             raise UsageError("Command must include exactly one action: --describe, --alter")
+        types, names = list(entity_type or []), list(entity_name or [])
         if broker_defaults:
-            entity_type, entity_default = "brokers", True
-        kind, name = _entity(entity_type, entity_name, topic, broker)
-        if entity_default:
-            if kind != "broker":
-                raise UsageError("--entity-default is only allowed with --entity-type brokers")
-            if name is not None:
-                raise UsageError("--entity-default and --entity-name cannot be used together")
-            name = ""
+            types, names = ["brokers"], [""]
         to_set = parse_add_config(add_config) if add_config else {}
         if add_config_file:
             to_set.update(load_properties(add_config_file))
@@ -115,6 +151,23 @@ def configs(
             )
         if bool(bootstrap_server) == bool(zookeeper):
             raise UsageError("Exactly one of --bootstrap-server or --zookeeper must be specified")
+        if topic is None and broker is None and types and set(types) <= set(quota_configs.QUOTA_ENTITY_TYPES):
+            scram_only = types == ["users"] and bool(to_set or to_delete) and not any(
+                k in QUOTA_KEYS for k in [*to_set, *to_delete])  # fmt: skip
+            if not scram_only:
+                raise typer.Exit(_client_quotas(bootstrap_server, zookeeper, command_config, types, names, describe,
+                                                to_set, to_delete))  # fmt: skip
+        if len(types) > 1:
+            raise UsageError("Only '[users, clients]' entity types may be specified together")
+        if len(names) > 1:
+            raise UsageError("Exactly one --entity-name or --entity-default may be given with --entity-type "
+                             f"{types[0] if types else 'topics'}")  # fmt: skip
+        kind, name = _entity(types[0] if types else None, names[0] if names else None, topic, broker)
+        if name == "" and kind == "topic":
+            raise UsageError("--entity-default is not allowed with --entity-type topics")
+        if kind == "user" and name == "":
+            raise UsageError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+                             "Credentials")  # fmt: skip
         if kind == "user":
             code = _users(bootstrap_server, zookeeper, command_config, name, describe, to_set, to_delete)
         elif zookeeper:
@@ -135,6 +188,50 @@ def configs(
     raise typer.Exit(code)
 
 
+def _client_quotas(
+    bootstrap_server: str | None,
+    zookeeper: str | None,
+    command_config: str | None,
+    types: list[str],
+    names: list[str],
+    describe: bool,
+    to_set: dict[str, str],
+    to_delete: list[str],
+) -> int:
+    """Users' and clients' quotas (and, described over the wire, users' SCRAM credentials as Kafka does)."""
+    types, names = quota_configs.normalize(types, names, alter=not describe)
+    if zookeeper:
+        if describe:
+            quota_configs.describe_in_zookeeper(zookeeper, types, names)
+        else:
+            quota_configs.alter_in_zookeeper(zookeeper, types, names, to_set, to_delete)
+        return 0
+    assert bootstrap_server is not None
+    check_reachable(bootstrap_server)
+    security = wire_security(command_config)
+    if not describe:
+        quota_configs.alter_over_wire(bootstrap_server, security, types, names, to_set, to_delete)
+        return 0
+    quota_configs.describe_over_wire(bootstrap_server, security, types, names)
+    # Kafka describes SCRAM credentials too, unless clients or a default are asked for
+    if "clients" not in types and "" not in names:
+        conf = translate(load_properties(command_config)) if command_config else {}
+        admin = KafkaAdmin(bootstrap_server, conf)
+        try:
+            try:
+                described = admin.describe_scram_users(names or None)
+            except AdminError as exc:
+                if exc.name != "RESOURCE_NOT_FOUND":
+                    raise
+                described = {}  # Kafka's result lists only users that have credentials
+            for u, creds in described.items():
+                listed = ", ".join(f"{m}=iterations={i}" for m, i in sorted(creds.items()))
+                print(f"SCRAM credential configs for user-principal '{u}' are {listed}")
+        finally:
+            admin.close()
+    return 0
+
+
 def _entity(
     entity_type: str | None, entity_name: str | None, topic: str | None, broker: str | None
 ) -> tuple[str, str | None]:
@@ -145,7 +242,9 @@ def _entity(
     if entity_type is None:
         raise UsageError("--entity-type must be specified (topics, brokers or users)")
     if entity_type not in _ENTITY_TYPES:
-        raise UsageError(f"Invalid entity type {entity_type}, the entity type must be one of topics, brokers, users")
+        raise UsageError(
+            f"Invalid entity type {entity_type}, the entity type must be one of topics, brokers, users, clients"
+        )
     return _ENTITY_TYPES[entity_type], entity_name
 
 

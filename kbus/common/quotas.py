@@ -266,3 +266,25 @@ def quota_limit(user_tag: str, client_tag: str, quotas: Mapping[QuotaEntity, flo
         if value is not None:
             return value
     return None
+
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def validate_entity_configs(entity_type: str, configs: Mapping[str, str]) -> None:
+    """DynamicConfig.User / DynamicConfig.Client's validation of a config written straight to ZooKeeper: only
+    their keys (quotas; users also SCRAM credentials), LONG quotas as whole numbers, DOUBLE ones as numbers."""
+    allowed = set(QUOTA_KEYS) | (set(SCRAM_MECHANISMS) if entity_type == "users" else set())
+    for key, value in configs.items():
+        if key not in allowed:
+            raise QuotaRequestError(f"Unknown Dynamic Configuration '{key}'.")
+        is_long = QUOTA_KEYS.get(key)
+        if is_long is None:
+            continue
+        try:
+            int(value.strip()) if is_long else float(value.strip())
+        except ValueError:
+            kind = "LONG" if is_long else "DOUBLE"
+            raise QuotaRequestError(
+                f"Invalid value {value} for configuration {key}: Not a number of type {kind}"
+            ) from None

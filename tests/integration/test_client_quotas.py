@@ -82,25 +82,23 @@ def consume_for(bootstrap: str, topic: str, client_id: str, seconds: float) -> t
         c.close()
 
 
-def set_client_quota(zk_connect: str, client_id: str, **quotas: str) -> None:
-    """What kafka-configs --zookeeper does: the entity's config znode and a change notification."""
-    from kbus.common.quotas import QuotaEntity, sanitize
-    from kbus.zk.client import KafkaZkClient
-
-    zk = KafkaZkClient.connect(zk_connect, 30.0, 10.0)
-    try:
-        zk.change_quota_entity_config(QuotaEntity(None, sanitize(client_id)), quotas)
-    finally:
-        zk.close()
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def test_producer_byte_rate_throttles_one_client_id(zk_broker, zk_connect, raw_zk) -> None:
     b = zk_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": b})
     admin.create_topics([NewTopic("quota-p", 1, 1)])["quota-p"].result(30)
-    set_client_quota(zk_connect, "slow-producer", producer_byte_rate=str(QUOTA))
+    # kafka-configs --zookeeper's way: the entity's znode and a change notification the running broker follows
+    out = ok(kbus("configs", "--zookeeper", zk_connect, "--alter", "--entity-type", "clients", "--entity-name",
+                  "slow-producer", "--add-config", f"producer_byte_rate={QUOTA}"))  # fmt: skip
+    assert out == "Completed updating config for entity: client-id 'slow-producer'.\n"
     data, _ = raw_zk.get("/config/clients/slow-producer")
     assert json.loads(data) == {"version": 1, "config": {"producer_byte_rate": str(QUOTA)}}
+    changes = [json.loads(raw_zk.get(f"/config/changes/{c}")[0]) for c in raw_zk.get_children("/config/changes")]
+    assert {"version": 2, "entity_path": "clients/slow-producer"} in changes
 
     free_rate, free_throttles = produce_for(b, "quota-p", "free-producer", RUN_S)
     slow_rate, slow_throttles = produce_for(b, "quota-p", "slow-producer", RUN_S)
@@ -110,8 +108,16 @@ def test_producer_byte_rate_throttles_one_client_id(zk_broker, zk_connect, raw_z
     assert not free_throttles
     assert free_rate > 2 * QUOTA, free_rate
 
+    # removed while the broker runs: the same client is free again
+    ok(kbus("configs", "--bootstrap-server", b, "--alter", "--entity-type", "clients", "--entity-name",
+            "slow-producer", "--delete-config", "producer_byte_rate"))  # fmt: skip
+    assert ok(kbus("configs", "--bootstrap-server", b, "--describe", "--entity-type", "clients")) == ""
+    time.sleep(1)  # the throttle the last response asked for
+    _, throttles = produce_for(b, "quota-p", "slow-producer", 1.0)
+    assert not throttles
 
-def test_consumer_byte_rate_throttles_one_client_id(zk_broker, zk_connect) -> None:
+
+def test_consumer_byte_rate_throttles_one_client_id(zk_broker) -> None:
     b = zk_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": b})
     admin.create_topics([NewTopic("quota-c", 1, 1)])["quota-c"].result(30)
@@ -121,10 +127,27 @@ def test_consumer_byte_rate_throttles_one_client_id(zk_broker, zk_connect) -> No
     for _ in range(1500):  # 1.5 MB: more than the throttled consumer may read in its run
         p.produce("quota-c", VALUE)
     p.flush(30)
-    set_client_quota(zk_connect, "slow-consumer", consumer_byte_rate=str(QUOTA))
+    # AlterClientQuotas, written by the broker, applied without a restart
+    out = ok(kbus("configs", "--bootstrap-server", b, "--alter", "--entity-type", "clients", "--entity-name",
+                  "slow-consumer", "--add-config", f"consumer_byte_rate={QUOTA}"))  # fmt: skip
+    assert out == "Completed updating config for client slow-consumer.\n"
     slow_rate, slow_throttles = consume_for(b, "quota-c", "slow-consumer", RUN_S)
     assert slow_rate < 2.5 * QUOTA, slow_rate
     assert slow_throttles and max(slow_throttles) > 0
     free_rate, free_throttles = consume_for(b, "quota-c", "free-consumer", 1.0)
     assert not free_throttles
     assert free_rate > 2.5 * QUOTA, free_rate
+
+
+def test_standalone_broker_keeps_quotas_in_its_metadata_file(broker_factory) -> None:
+    b = broker_factory()
+    bs = ("--bootstrap-server", b.bootstrap)
+    entity = ("--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default")
+    ok(kbus("configs", *bs, "--alter", *entity, "--add-config", "producer_byte_rate=1024,request_percentage=50"))
+    expected = ("Quota configs for user-principal 'alice', the default client-id are producer_byte_rate=1024.0, "
+                "request_percentage=50.0\n")  # fmt: skip
+    assert ok(kbus("configs", *bs, "--describe", *entity)) == expected
+    b.restart()
+    assert ok(kbus("configs", *bs, "--describe", "--entity-type", "users", "--entity-type", "clients")) == expected
+    bad = kbus("configs", *bs, "--alter", *entity, "--add-config", "bogus_rate=1")
+    assert bad.returncode == 1 and "Unexpected config names: bogus_rate" in bad.stderr

@@ -196,3 +196,26 @@ def test_produce_and_fetch_carry_the_throttle_time(tmp_path: Path) -> None:
     # a follower's fetch is exempt
     r = fetch(m, 12, [("t", 0, 5)], replica_id=1)
     assert r.throttle_time.total_seconds() == 0 and r.responses
+
+
+# ------------------------------------------------------------------------------------------------- the CLI's rules
+def test_java_number_and_order_formats() -> None:
+    from kbus.admin.java_order import hashtable_order, java_double, string_hash
+
+    assert [java_double(v) for v in (1024.0, 12.5, 1e7, 10485760.0, 5e-4)] == [
+        "1024.0", "12.5", "1.0E7", "1.048576E7", "5.0E-4"]  # fmt: skip
+    # java.util.Properties of these two keys iterates producer_byte_rate first (Hashtable buckets from the end)
+    keys = ["consumer_byte_rate", "producer_byte_rate"]
+    assert hashtable_order(keys, string_hash) == ["producer_byte_rate", "consumer_byte_rate"]
+
+
+def test_configs_entity_pairing() -> None:
+    from kbus.cli.common import UsageError
+    from kbus.cli.quota_configs import normalize
+
+    assert normalize(["clients", "users"], ["c", "u"], alter=True) == (["users", "clients"], ["u", "c"])
+    assert normalize(["users", "clients"], ["u"], alter=False) == (["users", "clients"], ["u"])
+    with pytest.raises(UsageError, match="must be specified with each --entity-type"):
+        normalize(["users", "clients"], ["u"], alter=True)
+    with pytest.raises(UsageError):
+        normalize(["users", "topics"], [], alter=False)

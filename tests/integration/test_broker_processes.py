@@ -229,3 +229,41 @@ def test_the_supervisor_killed_9_leaves_no_orphan_broker(tmp_path: Path, zk_conn
             assert (tmp_path / "data" / f"broker-{broker_id}" / ".kafka_cleanshutdown").exists()
     finally:
         stop_group(sup)
+
+
+def test_two_hosts_of_two_processes_keep_replicas_on_different_hosts(tmp_path: Path, zk_connect: str) -> None:
+    """Two sets on one ZooKeeper stand for two hosts (broker.rack given, as the host name would differ): a topic
+    created with RF 2 through CreateTopics gets Kafka's rack-aware assignment, one replica on each host."""
+    sets = []
+    try:
+        ports = [two_free_ports()]
+        while abs((second := two_free_ports()) - ports[0]) < 2:
+            pass
+        ports.append(second)
+        for (host, first_id), port in zip((("host-a", 1), ("host-b", 3)), ports, strict=True):
+            base = tmp_path / host
+            base.mkdir()
+            config = write_config(base, zk_connect, port)
+            text = config.read_text().replace("broker.id=1\n", f"broker.id={first_id}\nbroker.rack={host}\n")
+            config.write_text(text)
+            sets.append((start_set(config, base / "server.out"), port))
+        for sup, port in sets:
+            wait_for_port(port, 60, sup)
+            wait_for_port(port + 1, 60, sup)
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{sets[0][1]}", "log_level": 0})
+        wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == 4, 30, "four brokers registered")
+        racks = {n.id: n.rack for n in admin.describe_cluster(request_timeout=10).result().nodes}
+        assert racks == {1: "host-a", 2: "host-a", 3: "host-b", 4: "host-b"}
+        admin.create_topics([NewTopic("placed", 8, 2)])["placed"].result(30)
+        wait_for(lambda: "placed" in admin.list_topics(timeout=5).topics, 20, "topic visible")
+        parts = admin.list_topics(timeout=5).topics["placed"].partitions.values()
+        assert all({racks[r] for r in p.replicas} == {"host-a", "host-b"} for p in parts)
+        assert {p.leader for p in parts} == {1, 2, 3, 4}  # every process leads some
+    finally:
+        for sup, _ in sets:
+            if sup.poll() is None:
+                sup.send_signal(signal.SIGTERM)
+                try:
+                    sup.wait(60)
+                except subprocess.TimeoutExpired:
+                    stop_group(sup)

@@ -19,6 +19,8 @@ def api_version_entries(ctx: RequestContext) -> list[Any]:
     ]
 
 
-@api(18, 0, 3, before_auth=True)
+# v4 (Kafka 3.9) is v3's layout; Kafka 3.9's Java clients send it first, and an UNSUPPORTED_VERSION answer costs
+# each of their connections a second round trip (and the bootstrap one a visible pause) before anything else.
+@api(18, 0, 4, before_auth=True)
 async def api_versions(m: Managers, ctx: RequestContext, request: Any) -> Any:
     return ctx.build(error_code=ErrorCode.none, api_keys=api_version_entries(ctx), throttle_time=0)

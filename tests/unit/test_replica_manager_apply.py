@@ -67,3 +67,32 @@ def test_a_prepared_log_of_a_topic_deleted_or_recreated_meanwhile_is_not_served(
     assert part.topic_id == recreated.topic_id != uuid.UUID(int=0)
     assert read_partition_topic_id(part.log.dir) == recreated.topic_id
     asyncio.run(replicas.stop())
+
+
+def test_a_metadata_pass_skips_unchanged_leaders_but_applies_config_changes(tmp_path: Path) -> None:
+    replicas, store, _ = broker(tmp_path)
+    store.create_topic("a", 3, 1, {})
+    store.create_topic("b", 2, 1, {})
+    asyncio.run(replicas.apply_metadata())
+    updated: list[tuple[str, int]] = []
+    for part in replicas.partitions.values():
+        original = part.update_state
+        part.update_state = lambda s, p=part, f=original: (updated.append((p.topic, p.index)), f(s))[1]  # type: ignore[method-assign]
+    replicas.reconcile()
+    assert updated == []  # nothing changed: no partition was touched
+    store.alter_topic_configs("b", {"retention.ms": "1234"})
+    replicas.reconcile()
+    assert [replicas.partitions[("b", i)].log.config.retention_ms for i in range(2)] == [1234, 1234]
+    assert replicas.partitions[("a", 0)].log.config.retention_ms != 1234
+    asyncio.run(replicas.stop())
+
+
+def test_new_replicas_are_hosted_a_batch_at_a_time(tmp_path: Path) -> None:
+    replicas, store, _ = broker(tmp_path)
+    store.create_topic("many", 5, 1, {})
+    replicas.prepare_logs()
+    assert replicas.reconcile(max_new=2) is False and len(replicas.partitions) == 2
+    assert replicas.reconcile(max_new=2) is False and len(replicas.partitions) == 4
+    assert replicas.reconcile(max_new=2) is True and len(replicas.partitions) == 5
+    assert replicas.reconcile(max_new=2) is True
+    asyncio.run(replicas.stop())

@@ -386,11 +386,12 @@ class KafkaProtocol(asyncio.Protocol):
         started = time.perf_counter()
         response = await spec.handler(self.managers, ctx, request.body)
         throttle_ms = ctx.throttle_time_ms
-        request_throttle = request_quota_throttle(self.managers, ctx)  # 0 at once without request quotas
-        if request_throttle > throttle_ms:
-            throttle_ms = request_throttle
-            if response is not None:
-                response = _with_throttle_time(response, throttle_ms)
+        if self.managers.quotas.request.enabled:  # all a request pays when no request_percentage is set
+            request_throttle = request_quota_throttle(self.managers, ctx)
+            if request_throttle > throttle_ms:
+                throttle_ms = request_throttle
+                if response is not None:
+                    response = _with_throttle_time(response, throttle_ms)
         data: OutFrame | None = None
         if response is not None:
             data = encode_response(header, response)

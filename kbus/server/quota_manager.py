@@ -139,6 +139,8 @@ class ClientQuotaManager:
             return 0
         if bound <= 0:
             return 2**31 - 1  # a zero quota: Kafka's throttle time is unbounded (infinite) there
+        if sensors.rate.measure(now_ms) <= bound:
+            return 0  # the common case: one measure, no window arithmetic
         throttle = sensors.rate.throttle_time_ms(bound, now_ms)
         if self.max_throttle_ms is not None:
             throttle = min(throttle, self.max_throttle_ms)

@@ -57,15 +57,25 @@ class WindowedRate:
         sample.last_event_ms = now_ms
 
     def measure(self, now_ms: int) -> float:
-        """Units per second: the windows' sum over window_size_ms()."""
-        self._purge(now_ms)
-        total = sum(s.value for s in self._samples)
-        return total / (self.window_size_ms(now_ms) / 1000.0)
+        """Units per second: the windows' sum over window_size_ms(). One pass over the windows: client quotas
+        measure on every request of a client that has one."""
+        expire_age = self.config.samples * self.config.window_ms
+        total = 0.0
+        oldest = now_ms
+        for sample in self._samples:
+            if now_ms - sample.last_event_ms >= expire_age:
+                sample.reset(now_ms)
+            total += sample.value
+            if sample.start_ms < oldest:
+                oldest = sample.start_ms
+        return total / (self._window_size(now_ms - oldest) / 1000.0)
 
     def window_size_ms(self, now_ms: int) -> int:
         """The time the retained windows stand for (Rate.windowSize / SimpleRate.windowSize)."""
         self._purge(now_ms)
-        elapsed = now_ms - self._oldest(now_ms).start_ms
+        return self._window_size(now_ms - self._oldest(now_ms).start_ms)
+
+    def _window_size(self, elapsed: int) -> int:
         window = self.config.window_ms
         if self.simple:
             return max(elapsed, window)

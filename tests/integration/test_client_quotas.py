@@ -10,14 +10,18 @@ initial burst (the rate is measured over at least (quota.window.num - 1) windows
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.kbus_processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper]
 KBUS = str(Path(sys.executable).parent / "kbus")
@@ -32,7 +36,22 @@ def kbus(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def zk_broker(broker_factory, zk_connect):
-    return broker_factory({"zookeeper.connect": zk_connect, "quota.window.num": "2"})
+    b = broker_factory({"zookeeper.connect": zk_connect, "quota.window.num": "2", "metrics.port": str(free_port())})
+    return b
+
+
+def quota_metrics(broker) -> dict[tuple[str, str, str], float]:
+    """(metric, type, client_id) -> value of the kbus_client_quota_* series on the broker's /metrics."""
+    port = int(broker.overrides["metrics.port"])
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'(kbus_client_quota_\w+)\{(.*)\} (\S+)$', line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            out[(m.group(1), labels["type"], labels["client_id"])] = float(m.group(3))
+    return out
 
 
 def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float) -> tuple[float, list[float]]:
@@ -107,6 +126,11 @@ def test_producer_byte_rate_throttles_one_client_id(zk_broker, zk_connect, raw_z
     assert slow_throttles and max(slow_throttles) > 0
     assert not free_throttles
     assert free_rate > 2 * QUOTA, free_rate
+    # Kafka's per-entity metrics: the sensor is keyed by the client id the quota names
+    metrics = quota_metrics(zk_broker)
+    assert metrics[("kbus_client_quota_throttle_time_ms", "Produce", "slow-producer")] > 0
+    assert metrics[("kbus_client_quota_byte_rate", "Produce", "slow-producer")] > 0
+    assert metrics[("kbus_client_quota_throttle_time_ms", "Produce", "free-producer")] == 0
 
     # removed while the broker runs: the same client is free again
     ok(kbus("configs", "--bootstrap-server", b, "--alter", "--entity-type", "clients", "--entity-name",
@@ -151,3 +175,17 @@ def test_standalone_broker_keeps_quotas_in_its_metadata_file(broker_factory) -> 
     assert ok(kbus("configs", *bs, "--describe", "--entity-type", "users", "--entity-type", "clients")) == expected
     bad = kbus("configs", *bs, "--alter", *entity, "--add-config", "bogus_rate=1")
     assert bad.returncode == 1 and "Unexpected config names: bogus_rate" in bad.stderr
+
+
+def test_request_percentage_throttles_a_busy_client(zk_broker) -> None:
+    b = zk_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic("quota-r", 1, 1)])["quota-r"].result(30)
+    # 0.1 % of one second per second: any stream of requests is over it
+    ok(kbus("configs", "--bootstrap-server", b, "--alter", "--entity-type", "clients", "--entity-name", "busy",
+            "--add-config", "request_percentage=0.1"))  # fmt: skip
+    _, throttles = produce_for(b, "quota-r", "busy", 1.5)
+    assert throttles and max(throttles) > 0
+    assert max(throttles) <= 1.0  # seconds: Kafka bounds a request-quota throttle to one quota window
+    metrics = quota_metrics(zk_broker)
+    assert metrics[("kbus_client_quota_request_time", "Request", "busy")] > 0

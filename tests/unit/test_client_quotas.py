@@ -219,3 +219,36 @@ def test_configs_entity_pairing() -> None:
         normalize(["users", "clients"], ["u"], alter=True)
     with pytest.raises(UsageError):
         normalize(["users", "topics"], [], alter=False)
+
+
+def test_quota_apis_are_authorized_as_kafka_does() -> None:
+    """DescribeConfigs on the cluster for DescribeClientQuotas, AlterConfigs for AlterClientQuotas."""
+    import asyncio
+
+    from kbus.common.acl import CLUSTER_NAME, AclBinding, Authorizer, Operation, PatternType, Permission, ResourceType
+    from kbus.protocol.codec import RequestHeader, build, request_type
+    from kbus.server.apis.registry import API_TABLE, RequestContext
+
+    m, _, _, _ = managers()
+    store = FakeQuotaStore()
+    m.quota_store = store
+    authorizer = Authorizer()
+
+    def run(key: int, **fields: Any) -> Any:
+        header = RequestHeader(key, 1, 7, "client", True)
+        ctx = RequestContext(header, "127.0.0.1", 50000, "c1", authorizer=authorizer)
+        return asyncio.run(API_TABLE[key].handler(m, ctx, build(request_type(key, 1), **fields)))
+
+    entry = part(49, 1, "EntryData", entity=(part(49, 1, "EntityData", entity_type="client-id", entity_name=C),),
+                 ops=(part(49, 1, "OpData", key="producer_byte_rate", value=10.0, remove=False),))  # fmt: skip
+    assert run(48, components=(), strict=False).error_code == E.cluster_authorization_failed
+    assert run(49, entries=(entry,), validate_only=False).entries[0].error_code == E.cluster_authorization_failed
+    assert QuotaEntity(None, C) not in store.configs
+
+    def allow(op: Operation) -> AclBinding:
+        return AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL, "User:ANONYMOUS", "*", op,
+                          Permission.ALLOW)  # fmt: skip
+
+    authorizer.set_acls([allow(Operation.DESCRIBE_CONFIGS), allow(Operation.ALTER_CONFIGS)])
+    assert run(49, entries=(entry,), validate_only=False).entries[0].error_code == E.none
+    assert run(48, components=(), strict=False).entries[0].values[0].value == 10.0

@@ -81,12 +81,13 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
             else:
                 out.appended(result, name)
         ctx.parked_s += time.perf_counter() - parked
-    quota = m.quotas.produce
-    if quota.enabled:
+    quotas = m.quotas
+    if quotas.produce.enabled:
         # Kafka records the whole request's size once the appends are answered; the throttle goes in the
         # response and the network mutes the connection for it (for acks=0 too, with no response)
-        ctx.throttle_time_ms = quota.record_and_throttle(ctx.principal.name, ctx.client_id, ctx.size)
-    ctx.throttle_time_ms = max(ctx.throttle_time_ms, request_quota_throttle(m, ctx))
+        ctx.throttle_time_ms = quotas.produce.record_and_throttle(ctx.principal.name, ctx.client_id, ctx.size)
+    if quotas.request.enabled:
+        ctx.throttle_time_ms = max(ctx.throttle_time_ms, request_quota_throttle(m, ctx))
     if acks == 0:
         return None
     return encode_produce_response(

@@ -17,6 +17,7 @@ from kio.serial import entity_reader
 from kbus.common.security import PLAINTEXT, ClientSecurity
 from kbus.protocol.bounds import check_bounds
 from kbus.protocol.codec import API_VERSIONS_KEY, ProtocolError, encode_request, skip_tagged_fields
+from kbus.protocol.fetch_request import FetchRequestV12
 
 _I32 = struct.Struct(">i")
 
@@ -87,9 +88,13 @@ class KafkaConnection:
             await self.connect()
         assert self._reader is not None and self._writer is not None
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        req_type = type(body)
-        flexible = bool(req_type.__flexible__)
-        data = encode_request(body, self._correlation, self.client_id)
+        if isinstance(body, FetchRequestV12):  # the replica fetcher's, encoded by hand
+            api_key, flexible = body.api_key, body.flexible
+            data = body.frame(self._correlation, self.client_id)
+        else:
+            req_type = type(body)
+            api_key, flexible = int(req_type.__api_key__), bool(req_type.__flexible__)
+            data = encode_request(body, self._correlation, self.client_id)
         self._writer.write(data)
         await self._writer.drain()
         size = _I32.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout))[0]
@@ -98,7 +103,7 @@ class KafkaConnection:
         if corr != self._correlation:
             raise ProtocolError(f"correlation id {corr} != {self._correlation}")
         pos = 4
-        if flexible and int(req_type.__api_key__) != API_VERSIONS_KEY:  # KIP-511: ApiVersions has no v1 header
+        if flexible and api_key != API_VERSIONS_KEY:  # KIP-511: ApiVersions has no v1 header
             pos = skip_tagged_fields(frame, pos)
         check_bounds(response_type, frame, pos)  # a broken peer must not make kio allocate what a count claims
         value: Any

@@ -21,6 +21,7 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.protocol.client import ClientSecurity, KafkaConnection
 from kbus.protocol.codec import build, nested
+from kbus.protocol.fetch_request import FETCH_REQUEST_VERSION, FetchPartition, FetchRequestV12
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.partition import Partition
 from kbus.server.repeated_warning import RepeatedWarning
@@ -29,9 +30,9 @@ from kbus.server.replication.quota import ReplicationQuotaManager
 
 log = logging.getLogger("kbus.replication")
 
-FETCH_VERSION = 12
+FETCH_VERSION = FETCH_REQUEST_VERSION
 EPOCH_VERSION = 4
-FetchReq, FetchResp = load_request_schema(1, FETCH_VERSION), load_response_schema(1, FETCH_VERSION)
+FetchResp = load_response_schema(1, FETCH_VERSION)
 EpochReq, EpochResp = load_request_schema(23, EPOCH_VERSION), load_response_schema(23, EPOCH_VERSION)
 RETRY_BACKOFF_S = 0.5
 FETCH_BACKOFF_S = 1.0  # Kafka's replica.fetch.backoff.ms default
@@ -220,42 +221,30 @@ class ReplicaFetcher:
         cfg = self.host.config
         quota = self.host.follower_quota
         throttling = quota.throttling
-        topics: dict[str, list[object]] = {}
+        topics: dict[str, list[FetchPartition]] = {}
         for tp, gen in self.partitions.items():
             part = self._partition(tp)
             if part is None or gen:
                 continue
             if throttling and quota.should_throttle(tp[0], tp[1], self._caught_up.get(tp, False)):
                 continue  # Kafka's shouldFollowerThrottle: left out of this fetch while the quota is exceeded
-            topics.setdefault(tp[0], []).append(
-                build(
-                    nested(FetchReq, "FetchPartition"),
-                    partition=tp[1],
-                    current_leader_epoch=part.leader_epoch,
-                    fetch_offset=part.log_end_offset,
-                    last_fetched_epoch=-1,
-                    log_start_offset=part.log_start_offset,
-                    partition_max_bytes=cfg.replica_fetch_max_bytes,
-                )
-            )
+            topics.setdefault(tp[0], []).append(FetchPartition(
+                tp[1], part.leader_epoch, part.log_end_offset, part.log_start_offset, cfg.replica_fetch_max_bytes
+            ))
         if not topics:
             self._changed.clear()
             # nothing to fetch (or all of it throttled): Kafka's fetcher backs off replica.fetch.backoff.ms
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), FETCH_BACKOFF_S)
             return
-        req = build(
-            FetchReq,
+        # encoded by hand (kbus.protocol.fetch_request): kio's writer took ~190 µs for 18 partitions, and the
+        # leader's high watermark waits for this request
+        req = FetchRequestV12(
             replica_id=self.host.broker_id,
-            max_wait=cfg.replica_fetch_wait_max_ms,
+            max_wait_ms=cfg.replica_fetch_wait_max_ms,
             min_bytes=1,
             max_bytes=10 * 1024 * 1024,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[build(nested(FetchReq, "FetchTopic"), topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=(),
-            rack_id="",
+            topics=list(topics.items()),
         )
         resp = await conn.request(req, FetchResp, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 30)
         progress = failed = False

@@ -137,6 +137,38 @@ def _patch() -> None:
         return resp
 
     KafkaConnection.request = request  # type: ignore[method-assign]
+    orig_wake = P.wake_followers
+
+    def wake_followers(self: Any) -> None:
+        if self._parked_log_end:
+            EVENTS.append((ns(), "wake_f", self.topic, self.index, len(self._parked_log_end)))
+        orig_wake(self)
+
+    P.wake_followers = wake_followers  # type: ignore[method-assign]
+    import types
+
+    from kbus.server.apis import fetch as fetch_mod
+    from kbus.server.network import KafkaProtocol
+
+    orig_wait_for = asyncio.wait_for
+
+    async def wait_for(fut: Any, timeout: Any) -> Any:
+        try:
+            return await orig_wait_for(fut, timeout)
+        finally:
+            EVENTS.append((ns(), "resume"))
+
+    fetch_asyncio = types.ModuleType("asyncio_probe")
+    fetch_asyncio.__dict__.update(asyncio.__dict__)
+    fetch_asyncio.wait_for = wait_for  # type: ignore[attr-defined]
+    fetch_mod.asyncio = fetch_asyncio  # type: ignore[attr-defined]
+    orig_rx = KafkaProtocol.data_received
+
+    def data_received(self: Any, data: bytes) -> None:
+        EVENTS.append((ns(), "rx", len(data)))
+        orig_rx(self, data)
+
+    KafkaProtocol.data_received = data_received  # type: ignore[method-assign]
     orig_start = Broker.start
 
     async def start(self: Any) -> None:

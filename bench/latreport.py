@@ -110,9 +110,17 @@ def report(probes: list[dict], args: argparse.Namespace) -> None:
             for pr in followers}
     fsend = {pr["pid"]: [e[0] for e in pr["events"] if e[1] == "c_send" and "Fetch" in e[2]] for pr in followers}
     frecv = {pr["pid"]: [e[0] for e in pr["events"] if e[1] == "c_recv" and "Fetch" in e[2]] for pr in followers}
+    wakes = [e[0] for e in leader["events"] if e[1] == "wake_f" and e[2] == topic]
+    resumes = [e[0] for e in leader["events"] if e[1] == "resume"]
     stages: dict[str, list[int]] = {}
     for e in appends:
         t0, first, last = e[0], e[4], e[5]
+        i = bisect.bisect_left(wakes, t0)
+        if i < len(wakes):
+            stages.setdefault("leader wakes parked follower Fetches", []).append(wakes[i] - t0)
+            j = bisect.bisect_left(resumes, wakes[i])
+            if j < len(resumes):
+                stages.setdefault("a woken Fetch resumes", []).append(resumes[j] - t0)
         for r, evs in served.items():  # the leader read the batch for the follower's fetch response
             i = bisect.bisect_left(evs, (t0, -1))
             for tt, off in evs[i:i + 2000]:

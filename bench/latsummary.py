@@ -44,11 +44,12 @@ def main() -> None:
             runs[(topo, r["latency"]["linger_ms"])][label].append(r)
     for (topo, linger), by_label in sorted(runs.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
         print(f"\n**{topo}, 10,000 msg/s x 100 B, linger.ms={linger:g}**\n")
+        kafka = next((v for k, v in by_label.items() if k.startswith("kafka")), [])
+        before = next((v for k, v in by_label.items() if k.startswith("kbus-base")), [])
+
         print("| system | n | load avg (1 min) | e2e p50 ms | e2e p99 ms | e2e p99.9 ms | p99 range ms "
-              "| leader CPU s |")
-        print("|---|---|---|---|---|---|---|---|")
-        base = {k: v for k, v in by_label.items() if k.startswith("kafka")}
-        kafka = next(iter(base.values()), [])
+              "| leader CPU s |" + (" p99 / kbus-base |" if before else ""))
+        print("|---|---|---|---|---|---|---|---|" + ("---|" if before else ""))
 
         def stat(rows: list[dict], key: str) -> float | None:
             return med([r["latency"][key] for r in rows if r["latency"].get(key) is not None])
@@ -63,8 +64,12 @@ def main() -> None:
             p99s = sorted(r["latency"]["p99_ms"] for r in rows)
             load = med([r["client"]["loadavg_start"][0] for r in rows])
             cpu = stat(rows, "broker_cpu_s")
+            vs_base = ""
+            if before:
+                v, k = stat(rows, "p99_ms"), stat(before, "p99_ms")
+                vs_base = f" {v / k:.2f}x |" if label.startswith("kbus") and v is not None and k else " |"
             print(f"| {label} | {len(rows)} | {fmt(load)} | {' | '.join(cells)} | {p99s[0]:.1f}-{p99s[-1]:.1f} "
-                  f"| {fmt(cpu, '{:.2f}')} |")
+                  f"| {fmt(cpu, '{:.2f}')} |{vs_base}")
     if invalid:
         print("\ninvalid runs (left out): " + ", ".join(f"{k} {v}" for k, v in sorted(invalid.items())))
 

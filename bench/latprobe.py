@@ -137,14 +137,15 @@ def _patch() -> None:
         return resp
 
     KafkaConnection.request = request  # type: ignore[method-assign]
-    orig_wake = P.wake_followers
+    orig_wake = getattr(P, "wake_followers", None)  # not in kbus before the wake-up split (kbus-base)
 
     def wake_followers(self: Any) -> None:
         if self._parked_log_end:
             EVENTS.append((ns(), "wake_f", self.topic, self.index, len(self._parked_log_end)))
         orig_wake(self)
 
-    P.wake_followers = wake_followers  # type: ignore[method-assign]
+    if orig_wake is not None:
+        P.wake_followers = wake_followers  # type: ignore[method-assign]
     import types
 
     from kbus.server.apis import fetch as fetch_mod

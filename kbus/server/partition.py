@@ -80,6 +80,7 @@ class Partition:
         self._hw_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self._alter_isr = alter_isr
         self._isr_change: asyncio.Task[None] | None = None  # one ISR change at a time
+        self._maximal_isr: list[int] | None = None  # the ISR with a replica whose joining is being written
         self.closed = False
         # while the replica moves to another log dir: the lowest offset its log was truncated to since the mover
         # last looked (None: no move), so the copy drops what the truncation dropped
@@ -143,7 +144,7 @@ class Partition:
 
     def in_sync_leos(self) -> list[int]:
         leos = [self.log.log_end_offset]
-        for r in self.state.isr:
+        for r in self._maximal_isr or self.state.isr:
             if r != self.local_broker_id:
                 f = self.followers.get(r)
                 leos.append(f.log_end_offset if f is not None else -1)
@@ -203,7 +204,12 @@ class Partition:
     def follower_fetched(self, replica_id: int, fetch_offset: int) -> None:
         """A follower's fetch: track its progress, and let it into the ISR once it has caught up."""
         if self.update_follower(replica_id, fetch_offset, now_ms()):
-            self._change_isr(self._expand_isr(replica_id))
+            new_isr = sorted({*self.state.isr, replica_id})
+            if self._change_isr(self._expand_isr(replica_id, new_isr)):
+                # Kafka's PendingExpandIsr: from the decision on, the high watermark waits for the joining replica
+                # too. Otherwise records acknowledged while the ISR write is under way could be missing on a
+                # replica that is in the ISR once it is written, and that replica may then be elected leader
+                self._maximal_isr = new_isr
 
     def maybe_shrink_isr(self, max_lag_ms: int) -> None:
         """Drop followers that have not caught up for replica.lag.time.max.ms from the ISR."""
@@ -213,20 +219,24 @@ class Partition:
         if lagging:
             self._change_isr(self._shrink_isr(lagging))
 
-    def _change_isr(self, change: Coroutine[object, None, None]) -> None:
+    def _change_isr(self, change: Coroutine[object, None, None]) -> bool:
+        """Run one ISR change at a time; False (and the change dropped) while another is under way."""
         if self._alter_isr is None or (self._isr_change is not None and not self._isr_change.done()):
             change.close()
-            return
+            return False
         self._isr_change = asyncio.create_task(change)
         self._isr_change.add_done_callback(_log_failure)
+        return True
 
-    async def _expand_isr(self, replica_id: int) -> None:
-        if replica_id in self.state.isr or not self.is_leader:
-            return
-        new_isr = sorted({*self.state.isr, replica_id})
-        if await self._write_isr(new_isr):
-            METRICS.inc("kbus_isr_expands_total")
-            log.info("Partition %s-%d: expanded ISR to %s", self.topic, self.index, new_isr)
+    async def _expand_isr(self, replica_id: int, new_isr: list[int]) -> None:
+        try:
+            if replica_id in self.state.isr or not self.is_leader:
+                return
+            if await self._write_isr(new_isr):
+                METRICS.inc("kbus_isr_expands_total")
+                log.info("Partition %s-%d: expanded ISR to %s", self.topic, self.index, new_isr)
+        finally:
+            self._maximal_isr = None
 
     async def _shrink_isr(self, lagging: list[int]) -> None:
         new_isr = [r for r in self.state.isr if r not in lagging]

@@ -114,3 +114,25 @@ def test_a_closed_partition_ignores_its_pending_change(tmp_path: Path) -> None:
         assert part.state.isr == [LEADER, FOLLOWER] and part.closed
 
     asyncio.run(main())
+
+
+def test_the_high_watermark_waits_for_a_replica_whose_joining_is_being_written(tmp_path: Path) -> None:
+    """Kafka's maximal ISR (PendingExpandIsr): while the ISR with the follower is being written, appends are not
+    committed past the follower, since it is in the ISR (and electable) as soon as the write lands."""
+
+    async def main() -> None:
+        port = FakeAlterIsr()
+        part = leader(tmp_path, [LEADER], port)  # alone in its ISR: everything is committed at once
+        caught_up = part.log_end_offset
+        assert part.high_watermark == caught_up
+        part.follower_fetched(FOLLOWER, caught_up)  # joins: the write is under way
+        await settle()
+        part.append_as_leader(build_batch([(None, b"y")]))
+        assert part.high_watermark == caught_up  # not acknowledged for acks=all before the follower has it
+        part.follower_fetched(FOLLOWER, part.log_end_offset)
+        assert part.high_watermark == part.log_end_offset
+        port.release.set()
+        await settle()
+        assert part.state.isr == [LEADER, FOLLOWER]
+
+    asyncio.run(main())

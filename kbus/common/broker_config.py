@@ -209,6 +209,8 @@ class KafkaConfig:
     # client quotas (QuotaConfig): the rate windows of every quota sensor
     quota_window_num: int = _int("quota.window.num", 11, at_least=1)
     quota_window_size_seconds: int = _int("quota.window.size.seconds", 1, at_least=1)
+    controller_quota_window_num: int = _int("controller.quota.window.num", 11, at_least=1)
+    controller_quota_window_size_seconds: int = _int("controller.quota.window.size.seconds", 1, at_least=1)
     # ZooKeeper and the controller
     zookeeper_connect: str = _str("zookeeper.connect", "")
     zookeeper_session_timeout_ms: int = _int("zookeeper.session.timeout.ms", 18000)

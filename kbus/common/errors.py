@@ -63,6 +63,12 @@ class InvalidRequestError(KafkaError):
     error_code = ErrorCode.invalid_request
 
 
+class ThrottlingQuotaExceededError(KafkaError):
+    """A strict controller_mutation_rate quota refused a topic or partition mutation (KIP-599)."""
+
+    error_code = ErrorCode.throttling_quota_exceeded
+
+
 class PolicyViolationError(KafkaError):
     error_code = ErrorCode.policy_violation
 

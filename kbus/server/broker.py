@@ -100,7 +100,10 @@ class Broker:
         self.managers = Managers(
             config, self.broker_id, self.cache, self.replicas, self.admin, groups=None,
             security=self.security, users=self.metadata, acls=self.metadata, quota_store=self.metadata,
-            quotas=QuotaManagers(QuotaWindow(config.quota_window_num, config.quota_window_size_seconds)),
+            quotas=QuotaManagers(
+                QuotaWindow(config.quota_window_num, config.quota_window_size_seconds),
+                QuotaWindow(config.controller_quota_window_num, config.controller_quota_window_size_seconds),
+            ),
         )
         self.scheduler = Scheduler()
         self.stopping = False

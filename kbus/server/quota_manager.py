@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kbus.common import quotas as q
+from kbus.common.errors import ThrottlingQuotaExceededError
 from kbus.server.metrics import METRICS, Metrics
 from kbus.server.quota_rate import RateConfig, WindowedRate
 
@@ -185,14 +186,104 @@ class ClientQuotaManager:
             yield q.desanitize(s.user), q.desanitize(s.client_id), s.rate.measure(now_ms), avg
 
 
+class TokenBucket:
+    """Kafka's TokenBucket (KIP-599, controller mutation quotas): refilled at the quota per second up to a burst
+    of quota * samples * window; a mutation takes its permits and may drive the tokens below zero."""
+
+    __slots__ = ("last_ms", "samples", "tokens", "window_s")
+
+    def __init__(self, samples: int, window_s: int) -> None:
+        self.samples = samples
+        self.window_s = window_s
+        self.tokens = 0.0
+        self.last_ms = 0
+
+    def _refill(self, quota: float, now_ms: int) -> float:
+        burst = self.samples * self.window_s * quota
+        self.tokens = min(burst, self.tokens + quota * (now_ms - self.last_ms) / 1000.0)
+        self.last_ms = now_ms
+        return burst
+
+    def measure(self, quota: float, now_ms: int) -> float:
+        self._refill(quota, now_ms)
+        return self.tokens
+
+    def record(self, quota: float, permits: float, now_ms: int) -> None:
+        burst = self._refill(quota, now_ms)
+        self.tokens = min(burst, self.tokens - permits)
+
+
+class ControllerMutationQuotaManager(ClientQuotaManager):
+    """controller_mutation_rate: partitions created or deleted per second (CreateTopics, CreatePartitions,
+    DeleteTopics), per (user, client-id), over a token bucket instead of a rate."""
+
+    def __init__(self, window: QuotaWindow) -> None:
+        super().__init__("ControllerMutation", q.CONTROLLER_MUTATION_RATE, window)
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    def bucket(self, sensors: ClientSensors) -> TokenBucket:
+        tags = (sensors.user, sensors.client_id)
+        bucket = self._buckets.get(tags)
+        if bucket is None:
+            bucket = self._buckets[tags] = TokenBucket(self.window.samples, self.window.size_s)
+        return bucket
+
+    def quota_for(self, principal: str, client_id: str, strict: bool) -> ControllerMutationQuota | None:
+        """The quota one request's mutations are recorded against (Kafka's newQuotaFor); None: unbounded."""
+        if not self.enabled:
+            return None
+        sensors = self.sensors(sanitized(principal), sanitized(client_id), now_ms())
+        if sensors.bound is None:
+            return None
+        return ControllerMutationQuota(self.bucket(sensors), sensors.bound, strict)
+
+
+class ControllerMutationQuota:
+    """Strict (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+): a mutation while the tokens are below
+    zero is refused with THROTTLING_QUOTA_EXCEEDED. Permissive (older versions): always recorded. Either way the
+    response carries the time until the tokens are back at zero."""
+
+    def __init__(self, bucket: TokenBucket, bound: float, strict: bool) -> None:
+        self._bucket = bucket
+        self._bound = bound
+        self._strict = strict
+        self._throttle_ms = 0
+        self._recorded_ms = 0
+
+    def record(self, permits: float) -> None:
+        t = now_ms()
+        if self._strict:
+            tokens = self._bucket.measure(self._bound, t)
+            if tokens < 0:
+                self._set_throttle(tokens, t)
+                raise ThrottlingQuotaExceededError("The throttling quota has been exceeded.")
+            self._bucket.record(self._bound, permits, t)
+            return
+        self._bucket.record(self._bound, permits, t)
+        tokens = self._bucket.measure(self._bound, t)
+        if tokens < 0:
+            self._set_throttle(tokens, t)
+
+    def _set_throttle(self, tokens: float, t: int) -> None:
+        self._throttle_ms = round(-tokens / self._bound * 1000) if self._bound > 0 else 2**31 - 1
+        self._recorded_ms = t
+
+    @property
+    def throttle_time_ms(self) -> int:
+        """What is left of the throttle time since it was decided (the request may have waited since)."""
+        return int(max(0, self._throttle_ms - (now_ms() - self._recorded_ms)))
+
+
 @dataclass
 class QuotaManagers:
     """QuotaFactory.QuotaManagers: one manager per quota type, fed by the quota configs of every entity."""
 
     window: QuotaWindow = field(default_factory=QuotaWindow)
+    controller_window: QuotaWindow = field(default_factory=QuotaWindow)
     produce: ClientQuotaManager = field(init=False)
     fetch: ClientQuotaManager = field(init=False)
     request: ClientQuotaManager = field(init=False)
+    controller_mutation: ControllerMutationQuotaManager = field(init=False)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _configs: dict[q.QuotaEntity, dict[str, float]] = field(init=False, default_factory=dict)
 
@@ -202,10 +293,11 @@ class QuotaManagers:
         self.request = ClientQuotaManager(
             "Request", q.REQUEST_PERCENTAGE, self.window, max_throttle_ms=self.window.size_s * 1000
         )
+        self.controller_mutation = ControllerMutationQuotaManager(self.controller_window)
 
     @property
     def managers(self) -> tuple[ClientQuotaManager, ...]:
-        return (self.produce, self.fetch, self.request)
+        return (self.produce, self.fetch, self.request, self.controller_mutation)
 
     def entity_changed(self, entity: q.QuotaEntity, configs: Mapping[str, str]) -> None:
         """An entity's config was (re)read: Kafka's QuotaConfigHandler.processConfigChanges."""

@@ -189,3 +189,18 @@ def test_request_percentage_throttles_a_busy_client(zk_broker) -> None:
     assert max(throttles) <= 1.0  # seconds: Kafka bounds a request-quota throttle to one quota window
     metrics = quota_metrics(zk_broker)
     assert metrics[("kbus_client_quota_request_time", "Request", "busy")] > 0
+
+
+def test_controller_mutation_rate_throttles_topic_creation(zk_broker) -> None:
+    """librdkafka's CreateTopics (v4) meets the permissive quota (KIP-599): the topic is created, the response
+    carries the time until the token bucket is back at zero."""
+    b = zk_broker.bootstrap
+    ok(kbus("configs", "--bootstrap-server", b, "--alter", "--entity-type", "clients", "--entity-name", "creator",
+            "--add-config", "controller_mutation_rate=1"))  # fmt: skip
+    throttles: list[float] = []
+    admin = AdminClient({"bootstrap.servers": b, "client.id": "creator",
+                         "throttle_cb": lambda e: throttles.append(e.throttle_time)})  # fmt: skip
+    # a burst of 11 partitions (1/s over 11 windows); 20 leave the bucket 9 short: 9 s
+    admin.create_topics([NewTopic("mutated", 20, 1)])["mutated"].result(30)
+    admin.poll(1)
+    assert throttles and 8.0 <= max(throttles) <= 9.0, throttles

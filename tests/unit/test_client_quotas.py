@@ -252,3 +252,27 @@ def test_quota_apis_are_authorized_as_kafka_does() -> None:
     authorizer.set_acls([allow(Operation.DESCRIBE_CONFIGS), allow(Operation.ALTER_CONFIGS)])
     assert run(49, entries=(entry,), validate_only=False).entries[0].error_code == E.none
     assert run(48, components=(), strict=False).entries[0].values[0].value == 10.0
+
+
+@pytest.mark.parametrize(("version", "strict"), [(7, True), (5, False)])
+def test_controller_mutation_rate_on_create_topics(version: int, strict: bool) -> None:
+    """KIP-599: a token bucket of controller_mutation_rate * quota.window.num * window partitions; CreateTopics
+    v6+ refuses a topic while the bucket is below zero, older versions only throttle."""
+    from tests.unit.test_api_handlers import creatable
+
+    m, _, _, admin = managers()
+    m.quotas.entity_changed(QuotaEntity(None, "client"), {"controller_mutation_rate": "2"})  # burst: 22
+    r = call(m, 19, version, topics=(creatable(version, "a", 20), creatable(version, "b", 10)), timeout=1000,
+             validate_only=False)  # fmt: skip
+    assert [t.error_code for t in r.topics] == [E.none, E.none]  # 22 -> 2 -> -8: the last one may overdraw
+    # 8 partitions short at 2/s: 4 s; a strict quota says so only when it refuses something (as Kafka's)
+    assert r.throttle_time.total_seconds() == 0 if strict else 3.9 <= r.throttle_time.total_seconds() <= 4.0
+    r = call(m, 19, version, topics=(creatable(version, "c", 1),), timeout=1000, validate_only=False)
+    if strict:
+        assert (r.topics[0].error_code, r.topics[0].error_message) == (
+            E.throttling_quota_exceeded, "The throttling quota has been exceeded.")  # fmt: skip
+        assert [c[1] for c in admin.calls] == ["a", "b"]
+        assert 3.9 <= r.throttle_time.total_seconds() <= 4.0
+    else:
+        assert r.topics[0].error_code == E.none and [c[1] for c in admin.calls] == ["a", "b", "c"]
+        assert r.throttle_time.total_seconds() > 4.0

@@ -36,6 +36,7 @@ from kbus.common.topics import check_partitions_per_request, validate_topic_name
 from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
+from kbus.server.apis.throttling import mutation_quota, mutation_throttle
 from kbus.server.apis.transactions import init_transactional_producer
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ def _requested_partitions(m: Managers, topic: Any) -> int:
 async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
     results = []
     seen: set[str] = set()
+    quota = mutation_quota(m, ctx, strict_since=6)
     try:
         check_partitions_per_request(sum(_requested_partitions(m, t) for t in request.topics))
         too_many = None
@@ -141,6 +143,8 @@ async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
                 tid = ZERO_UUID
                 effective = m.admin.default_log_config().with_overrides(configs)
             else:
+                if quota is not None:  # controller_mutation_rate counts the partitions created
+                    quota.record(len(assignment) if assignment else partitions)
                 created = await m.admin.create_topic(topic.name, partitions, rf, configs, assignment)
                 tid, partitions = created.topic_id, len(created.partitions)
                 rf = len(next(iter(created.partitions.values())).replicas)
@@ -161,7 +165,7 @@ async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
         except KafkaError as exc:
             fields.update(_admin_error(exc))
         results.append(ctx.nested("CreatableTopicResult", **fields))
-    return ctx.build(throttle_time=0, topics=results)
+    return ctx.build(throttle_time=mutation_throttle(m, ctx, quota), topics=results)
 
 
 # ------------------------------------------------------------------------------------------ DeleteTopics
@@ -173,6 +177,7 @@ async def delete_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
         wanted = [(name, None) for name in request.topic_names]
     by_id = {t.topic_id: t.name for t in m.cluster.topics().values()}
     results = []
+    quota = mutation_quota(m, ctx, strict_since=5)
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
             name = by_id.get(topic_id)
@@ -189,12 +194,14 @@ async def delete_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
                 if topic is None:
                     raise UnknownTopicError("This server does not host this topic-partition.")
                 fields["topic_id"] = topic.topic_id
+                if quota is not None:  # controller_mutation_rate counts the partitions deleted
+                    quota.record(len(topic.partitions))
                 await m.admin.delete_topic(name)
                 fields["error_code"] = ErrorCode.none
         except KafkaError as exc:
             fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
         results.append(ctx.nested("DeletableTopicResult", **fields))
-    return ctx.build(throttle_time=0, responses=results)
+    return ctx.build(throttle_time=mutation_throttle(m, ctx, quota), responses=results)
 
 
 # ------------------------------------------------------------------------------------------ CreatePartitions
@@ -236,6 +243,7 @@ def _new_partitions_assignment(m: Managers, t: Any, current: dict[int, list[int]
 @api(37, 0, 3)
 async def create_partitions(m: Managers, ctx: RequestContext, request: Any) -> Any:
     results = []
+    quota = mutation_quota(m, ctx, strict_since=3)
     try:
         existing = {t.name: len(topic.partitions) for t in request.topics if (topic := m.cluster.topic(t.name))}
         check_partitions_per_request(sum(max(t.count - existing.get(t.name, 0), 0) for t in request.topics))
@@ -265,12 +273,14 @@ async def create_partitions(m: Managers, ctx: RequestContext, request: Any) -> A
                 m, t, {p: list(s.replicas) for p, s in topic.partitions.items()}
             )
             if not request.validate_only:
+                if quota is not None:  # controller_mutation_rate counts the partitions added
+                    quota.record(t.count - current)
                 await m.admin.create_partitions(t.name, t.count, assignment)
             fields["error_code"] = ErrorCode.none
         except KafkaError as exc:
             fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
         results.append(ctx.nested("CreatePartitionsTopicResult", **fields))
-    return ctx.build(throttle_time=0, results=results)
+    return ctx.build(throttle_time=mutation_throttle(m, ctx, quota), results=results)
 
 
 # ------------------------------------------------------------------------------------------ DescribeConfigs

@@ -4,8 +4,9 @@ filled up (every write then fails with ENOSPC) or mounted read-only before the b
 With a 3-broker ZooKeeper cluster and an acks=all producer running, one broker's dir fails: that broker stops its
 replicas in the dir and tells the controller (/log_dir_event_notification), which moves their leadership and
 drops the broker from their ISRs; the broker's other dir keeps serving, nothing acknowledged is lost, and
-`kbus log-dirs` / `kbus topics --under-replicated-partitions` show it. A broker with every dir failed halts, and
-one with no usable dir refuses to start."""
+`kbus log-dirs` / `kbus topics --under-replicated-partitions` show it; restarted with the disk still bad the broker
+serves its other dir, and restarted with the disk repaired its replicas rejoin their ISRs. A broker with every dir
+failed halts, and one with no usable dir refuses to start."""
 
 from __future__ import annotations
 
@@ -127,6 +128,28 @@ def test_failed_log_dir_moves_leaders_and_keeps_the_other_dir_serving(tmp_path: 
                 listed = sorted(int(line.split("Partition: ")[1].split()[0]) for line in under.stdout.splitlines())
                 assert listed == lost, under.stdout
 
+                # a restart with the disk still bad (read-only now): the dir is offline from the start, the broker
+                # serves its other dir, and its lost replicas stay out of their ISRs
+                b1.stop()
+                subprocess.run(["mount", "-o", "remount,ro", str(failing)], check=True, capture_output=True)
+                cluster.start_broker(1)
+                wait_for(lambda: all(1 in st[1] for p, st in cluster.partitions(topic).items() if p in kept),
+                         timeout=60, what="broker 1's healthy replicas back in sync")  # fmt: skip
+                assert "Failed to load log dir" in b1.log_text()
+                assert all(1 not in st[1] for p, st in cluster.partitions(topic).items() if p in lost)
+                dirs = {d["logDir"]: d for d in json.loads(kbus(
+                    "log-dirs", "--describe", "--bootstrap-server", b1.bootstrap, "--broker-list", "1"
+                ).stdout.splitlines()[2])["brokers"][0]["logDirs"]}  # fmt: skip
+                assert dirs[str(failing)]["error"] == "org.apache.kafka.common.errors.KafkaStorageException"
+
+                # the disk repaired: after a restart its replicas recover, catch up and rejoin their ISRs
+                b1.stop()
+                subprocess.run(["mount", "-o", "remount,rw", str(failing)], check=True, capture_output=True)
+                (failing / "filler").unlink()
+                cluster.start_broker(1)
+                wait_for(lambda: all(len(st[1]) == 3 for st in cluster.partitions(topic).values()),
+                         timeout=90, what="every ISR full again")  # fmt: skip
+                assert sorted(dirs_of(b1, topic)[str(failing)]) == lost
             finally:
                 acked = producer.stop()
             assert_nothing_lost(bootstrap, topic, acked)

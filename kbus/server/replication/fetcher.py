@@ -304,6 +304,7 @@ class ReplicaFetcher:
             ErrorCode.unknown_leader_epoch,
             ErrorCode.not_leader_or_follower,
             ErrorCode.unknown_topic_or_partition,
+            ErrorCode.kafka_storage_error,  # the leader's log dir failed: the controller moves leadership
         ):
             log.warning("Fetch of %s-%d from leader %d failed: %s", *tp, self.leader_id, code.name)
         # (the others mean metadata is moving: the next reconcile re-targets this partition)

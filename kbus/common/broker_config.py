@@ -197,6 +197,8 @@ class KafkaConfig:
     log_cleaner_enable: bool = _bool("log.cleaner.enable", True)
     log_cleaner_backoff_ms: int = _long("log.cleaner.backoff.ms", 15000, at_least=0)
     num_recovery_threads_per_data_dir: int = _int("num.recovery.threads.per.data.dir", 1, at_least=1)
+    log_cleaner_threads: int = _int("log.cleaner.threads", 1, at_least=0)  # accepted: kbus cleans one log at a time
+    background_threads: int = _int("background.threads", 10, at_least=1)  # accepted: kbus's jobs share the loop
     # the network
     socket_request_max_bytes: int = _int("socket.request.max.bytes", 104857600, at_least=1)
     socket_send_buffer_bytes: int = _int("socket.send.buffer.bytes", 102400)
@@ -222,6 +224,7 @@ class KafkaConfig:
     # replication
     replica_lag_time_max_ms: int = _long("replica.lag.time.max.ms", 30000)
     replica_fetch_max_bytes: int = _int("replica.fetch.max.bytes", 1048576, at_least=0)
+    num_replica_fetchers: int = _int("num.replica.fetchers", 1, at_least=1)
     replica_fetch_wait_max_ms: int = _int("replica.fetch.wait.max.ms", 500)
     replica_high_watermark_checkpoint_interval_ms: int = _long("replica.high.watermark.checkpoint.interval.ms", 5000)
     # the windows replication throttles are measured over (Kafka's ReplicationQuotaManagerConfig)
@@ -561,25 +564,31 @@ def config_synonyms(
 
 # ---- dynamic broker configs ----------------------------------------------------------------------------------
 # Kafka's DynamicBrokerConfig.AllDynamicConfigs among the keys kbus knows: every broker default of a topic config
-# (DynamicLogConfig: log.retention.*, log.segment.bytes, min.insync.replicas, unclean.leader.election.enable,
-# message.max.bytes, compression.type, ...), the thread pools (DynamicThreadPool; kbus runs one event loop, so
-# they are accepted and shown but change nothing), the cleaner's backoff, and the dynamic-only replication
-# throttles. Everything else needs a restart, as in Kafka.
+# (DynamicLogConfig: log.retention.ms, log.segment.bytes, min.insync.replicas, unclean.leader.election.enable,
+# message.max.bytes, compression.type, ...), the thread pools (DynamicThreadPool, num.network.threads and the
+# cleaner's threads: num.replica.fetchers applies at once, the others are accepted and shown, see the README),
+# the cleaner's backoff, and the dynamic-only replication throttles. Everything else needs a restart, as in Kafka.
+# Kafka's DynamicThreadPool.ReconfigurableConfigs: a new count must lie within half and double the current one
+THREAD_POOL_KEYS = frozenset(
+    {"num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir", "background.threads"}
+)
 DYNAMIC_ONLY_KEYS = frozenset(
     {"leader.replication.throttled.rate", "follower.replication.throttled.rate",
      "replica.alter.log.dirs.io.max.bytes.per.second"}
 )  # fmt: skip
 DYNAMIC_BROKER_KEYS = frozenset(
     {key for key, spec in BROKER_CONFIGS.items() if spec.topic is not None and broker_synonyms(key)[0] == key}
-    | {"num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir", "log.cleaner.backoff.ms"}
+    | THREAD_POOL_KEYS
+    | {"num.network.threads", "log.cleaner.threads", "log.cleaner.backoff.ms"}
     | DYNAMIC_ONLY_KEYS
 )
 BROKER_DEFAULT_ENTITY = "<default>"
 
 
-def check_dynamic_broker_configs(changes: Mapping[str, str | None]) -> None:
-    """What AlterConfigs on a BROKER resource may set: dynamic keys with values their parser accepts. Raises
-    ConfigError naming the keys (Kafka: "Cannot update these configs dynamically: Set(...)")."""
+def check_dynamic_broker_configs(changes: Mapping[str, str | None], current: KafkaConfig | None = None) -> None:
+    """What AlterConfigs on a BROKER resource may set: dynamic keys with values their parser accepts, thread
+    counts within half and double of `current`'s. Raises ConfigError naming the keys (Kafka: "Cannot update these
+    configs dynamically: Set(...)")."""
     static = sorted(k for k in changes if k not in DYNAMIC_BROKER_KEYS)
     if static:
         raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(static)})")
@@ -588,9 +597,24 @@ def check_dynamic_broker_configs(changes: Mapping[str, str | None]) -> None:
             continue
         parse = BROKER_CONFIGS[key].parse if key in BROKER_CONFIGS else parse_long(0)
         try:
-            parse(value)
+            parsed = parse(value)
         except ValueError as exc:
             raise ConfigError(f"Invalid value {value} for configuration {key}: {exc}") from None
+        if current is not None and key in THREAD_POOL_KEYS:
+            _check_thread_count(key, value, int(parsed), getattr(current, BROKER_CONFIGS[key].attr))
+
+
+def _check_thread_count(key: str, raw: str, new: int, old: int) -> None:
+    """DynamicThreadPool.validateReconfiguration."""
+    if new == old:
+        return
+    error = f"Dynamic thread count update validation failed for {key}={raw}"
+    if new <= 0:
+        raise ConfigError(f"{error}, value should be at least 1")
+    if new < old // 2:
+        raise ConfigError(f"{error}, value should be at least half the current value {old}")
+    if new > old * 2:
+        raise ConfigError(f"{error}, value should not be greater than double the current value {old}")
 
 
 def with_dynamic_configs(

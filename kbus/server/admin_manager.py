@@ -113,7 +113,7 @@ class AdminManager:
 
     async def alter_broker_configs(self, entity: str, changes: dict[str, str | None]) -> None:
         try:
-            check_dynamic_broker_configs(changes)
+            check_dynamic_broker_configs(changes, self.config)
         except ConfigError as exc:
             name = "" if entity == BROKER_DEFAULT_ENTITY else entity
             raise InvalidRequestError(

@@ -88,7 +88,8 @@ class Broker:
             self.metadata = LocalMetadataStore(first_dir, info)
         self.cache = MetadataCache(self.metadata, config.cluster_id)
         self.log_dir_failures = LogDirFailureChannel()
-        self.log_manager = LogManager(config.log_dirs, config.log_defaults, failure_channel=self.log_dir_failures)
+        self.log_manager = LogManager(config.log_dirs, config.log_defaults, failure_channel=self.log_dir_failures,
+                                      recovery_threads_per_dir=config.num_recovery_threads_per_data_dir)
         self.replicas = ReplicaManager(config, self.broker_id, self.metadata, self.log_manager)
         self.inter_broker_security = self.replicas.client_security = self.security.inter_broker
         self.admin = AdminManager(

@@ -424,6 +424,7 @@ class ReplicaManager:
         many replicas are newly hosted; returns False when some were left for another call."""
         budget = -1 if max_new is None else max_new
         skipped = False
+        self.fetchers.resize(self.config.num_replica_fetchers)  # a dynamic num.replica.fetchers applies here
         topics = self._metadata.topics()
         self._note_existing(topics)
         wanted: set[TopicPartition] = set()

@@ -128,3 +128,34 @@ def test_legacy_alter_configs_on_a_broker_resource_and_restart(cluster, raw_zk) 
     seg = entries["log.segment.bytes"]
     assert seg.value == "2000000" and seg.source == 2  # DYNAMIC_BROKER_CONFIG
     assert not seg.is_read_only and entries["broker.id"].is_read_only
+
+
+def test_num_replica_fetchers_applies_without_a_restart(cluster) -> None:
+    """Kafka's resizeThreadPool: the followers spread their partitions over N fetchers per leader (each its own
+    connection to the leader) once the count changes; a count beyond double the current one is refused."""
+    b = cluster.bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic("fetchers", 8, replica_assignment=[[1, 2, 3]] * 8)])["fetchers"].result(30)
+    wait_for(lambda: len(cluster.partitions("fetchers")) == 8
+             and all(len(isr) == 3 for _, isr in cluster.partitions("fetchers").values()), timeout=30,
+             what="full ISRs")  # fmt: skip
+    too_many = kbus("configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers", "--entity-default",
+                    "--add-config", "num.replica.fetchers=3")
+    assert too_many.returncode != 0
+    assert ("Dynamic thread count update validation failed for num.replica.fetchers=3, value should not be greater "
+            "than double the current value 1") in too_many.stderr  # fmt: skip
+    res = kbus("configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers", "--entity-default",
+               "--add-config", "num.replica.fetchers=2")
+    assert res.returncode == 0, res.stderr
+    for i in (2, 3):
+        wait_for(lambda i=i: "Replica fetchers per source broker: 2" in cluster.brokers[i].log_text(), timeout=20,
+                 what=f"broker {i} resizing its fetchers")  # fmt: skip
+    # replication goes on through the new fetchers: acks=all needs both followers
+    p = Producer({"bootstrap.servers": b, "acks": "all", "log_level": 0})
+    errors: list[object] = []
+    for n in range(800):
+        p.produce("fetchers", str(n).encode(), partition=n % 8,
+                  on_delivery=lambda err, msg: err is None or errors.append(err))  # fmt: skip
+    assert p.flush(30) == 0 and errors == []
+    wait_for(lambda: all(len(isr) == 3 for _, isr in cluster.partitions("fetchers").values()), timeout=30,
+             what="ISRs still full")

@@ -11,7 +11,7 @@ from kbus.server.log.log import Log
 from kbus.server.metadata.types import PartitionState
 from kbus.server.partition import Partition
 from kbus.server.replication.epochs import UNDEFINED_EPOCH, LeaderEpochCache
-from kbus.server.replication.fetcher import ReplicaFetcher
+from kbus.server.replication.fetcher import ReplicaFetcher, fetcher_id
 
 
 def follower_with(tmp_path, epochs_and_counts: list[tuple[int, int]], replicas=(1, 2)) -> Partition:
@@ -99,3 +99,10 @@ def test_partition_metadata_file_round_trip(tmp_path):
     write_partition_topic_id(tmp_path, tid)
     assert read_partition_topic_id(tmp_path) == tid
     assert (tmp_path / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")
+
+
+def test_partitions_spread_over_the_fetchers_of_a_leader() -> None:
+    tps = [("t", p) for p in range(64)]
+    assert {fetcher_id(tp, 1) for tp in tps} == {0}
+    spread = [fetcher_id(tp, 4) for tp in tps]
+    assert set(spread) == {0, 1, 2, 3} and spread == [fetcher_id(tp, 4) for tp in tps]  # stable

@@ -7,6 +7,7 @@ from kbus.common.broker_config import (
     DYNAMIC_BROKER_KEYS,
     ConfigError,
     KafkaConfig,
+    check_dynamic_broker_configs,
     config_synonyms,
     topic_broker_synonym,
 )
@@ -132,3 +133,14 @@ def test_only_the_winning_synonym_of_a_topic_default_is_dynamic() -> None:
     assert {"log.retention.ms", "log.roll.ms", "log.segment.bytes"} <= DYNAMIC_BROKER_KEYS
     assert not {"log.retention.hours", "log.retention.minutes", "log.roll.hours", "log.roll.jitter.hours",
                 "log.flush.scheduler.interval.ms"} & DYNAMIC_BROKER_KEYS  # fmt: skip
+
+
+def test_a_dynamic_thread_count_stays_within_half_and_double_of_the_current_one() -> None:
+    current = KafkaConfig(num_io_threads=8, num_replica_fetchers=1)
+    check_dynamic_broker_configs({"num.io.threads": "16", "num.replica.fetchers": "2"}, current)
+    check_dynamic_broker_configs({"num.io.threads": "4"}, current)
+    with pytest.raises(ConfigError, match=r"num\.io\.threads=3, value should be at least half the current value 8"):
+        check_dynamic_broker_configs({"num.io.threads": "3"}, current)
+    with pytest.raises(ConfigError, match="should not be greater than double the current value 1"):
+        check_dynamic_broker_configs({"num.replica.fetchers": "3"}, current)
+    check_dynamic_broker_configs({"num.network.threads": "30", "log.cleaner.threads": "4"}, current)  # no such rule

@@ -457,7 +457,7 @@ async def _alter_broker(
     if validate_only:
         changes = {k: v for k, v in changes.items() if v is not None}
         try:
-            check_dynamic_broker_configs(changes)
+            check_dynamic_broker_configs(changes, m.config)
         except ConfigError as exc:
             raise InvalidRequestError(str(exc)) from None
         return

@@ -15,6 +15,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,9 +102,13 @@ class LogManager:
         *,
         time_ms: TimeFn = now_ms,
         failure_channel: LogDirFailureChannel | None = None,
+        recovery_threads_per_dir: int = 1,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
+        # Kafka's num.recovery.threads.per.data.dir: how many logs of one dir are opened (and, after a crash,
+        # recovered: segment scans, CRC checks, index rebuilds) at once at start-up
+        self.recovery_threads_per_dir = max(recovery_threads_per_dir, 1)
         self.log_dirs = [Path(d) for d in log_dirs]
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.default_config = default_config
@@ -173,6 +178,7 @@ class LogManager:
         recovery_points = read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
         self._cleaner_offsets.update(read_checkpoint(d / CLEANER_OFFSET_CHECKPOINT))
+        found: list[tuple[TopicPartition, Path]] = []
         for child in sorted(d.iterdir()):
             if not child.is_dir():
                 continue
@@ -189,11 +195,23 @@ class LogManager:
                 log.error("duplicate log directories for %s-%d: %s and %s; ignoring the second", tp[0], tp[1],
                           self._log_dir_of[tp], d)
                 continue
+            found.append((tp, child))
+
+        def open_one(item: tuple[TopicPartition, Path]) -> Log | None:
+            tp, child = item
             config = topic_configs.get(tp[0], self.default_config)
-            lg = self._open_existing(child, config, recovery_points.get(tp, 0), start_offsets.get(tp), clean)
-            if lg is None:
-                continue
-            self._register(tp, lg, d)
+            return self._open_existing(child, config, recovery_points.get(tp, 0), start_offsets.get(tp), clean)
+
+        workers = min(self.recovery_threads_per_dir, len(found))
+        if workers > 1:
+            # the reads, CRC32C and index writes release the GIL; registration stays on this thread, in order
+            with ThreadPoolExecutor(workers, thread_name_prefix=f"log-recovery-{d.name}") as pool:
+                opened = list(pool.map(open_one, found))
+        else:
+            opened = [open_one(item) for item in found]
+        for (tp, _), lg in zip(found, opened, strict=True):
+            if lg is not None:
+                self._register(tp, lg, d)
         # from now on a crash must trigger recovery
         marker.unlink(missing_ok=True)
         count = sum(1 for v in self._log_dir_of.values() if v == d)

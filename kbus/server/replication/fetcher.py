@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import zlib
 from typing import Protocol
 
 from kio.index import load_request_schema, load_response_schema
@@ -59,9 +60,10 @@ class FollowerHost(Protocol):
 class ReplicaFetcher:
     """Fetches from one leader broker."""
 
-    def __init__(self, host: FollowerHost, leader_id: int) -> None:
+    def __init__(self, host: FollowerHost, leader_id: int, fetcher_id: int = 0) -> None:
         self.host = host
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         # value: the generation of the truncation check still owed (0: none). follow() bumps it, so a check
         # answered for an older leader epoch never clears the one a newer epoch needs.
         self.partitions: dict[TopicPartition, int] = {}
@@ -79,7 +81,7 @@ class ReplicaFetcher:
         self.partitions[tp] = self._generation
         self._changed.set()
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+            self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}-{self.fetcher_id}")
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
@@ -105,7 +107,7 @@ class ReplicaFetcher:
         conn = KafkaConnection(
             endpoint.host,
             endpoint.port,
-            f"broker-{self.host.broker_id}-fetcher-{self.leader_id}",
+            f"broker-{self.host.broker_id}-fetcher-{self.fetcher_id}-{self.leader_id}",  # Kafka's client id form
             self.host.client_security,  # TLS/SASL of the inter-broker listener
         )
         await conn.connect()
@@ -311,27 +313,52 @@ class ReplicaFetcher:
         return False
 
 
+def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
+    """Which of a leader's `num.replica.fetchers` fetchers a partition goes to (Kafka's getFetcherId spreads them
+    by a hash of topic and partition too; kbus's hash is crc32, not String.hashCode)."""
+    return (zlib.crc32(tp[0].encode()) * 31 + tp[1]) % num_fetchers
+
+
 class ReplicaFetcherManager:
+    """The follower side's fetchers: `num.replica.fetchers` per leader broker (Kafka's fetcher threads, here
+    asyncio tasks, each with its own connection and fetch request), each partition on one of them."""
+
     def __init__(self, host: FollowerHost) -> None:
         self.host = host
-        self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.assigned: dict[TopicPartition, int] = {}
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader id, fetcher id)
+        self.assigned: dict[TopicPartition, int] = {}  # partition -> its leader
+        self.num_fetchers = host.config.num_replica_fetchers
+
+    def _fetcher(self, tp: TopicPartition, leader_id: int) -> ReplicaFetcher:
+        key = (leader_id, fetcher_id(tp, self.num_fetchers))
+        fetcher = self.fetchers.get(key)
+        if fetcher is None:
+            fetcher = self.fetchers[key] = ReplicaFetcher(self.host, leader_id, key[1])
+        return fetcher
 
     def follow(self, tp: TopicPartition, leader_id: int) -> None:
         """Fetch `tp` from `leader_id` (re-checking truncation first, as after any leader change)."""
-        old = self.assigned.get(tp)
-        if old is not None and old != leader_id:
-            self.fetchers[old].remove(tp)
+        self.unfollow(tp)
         self.assigned[tp] = leader_id
-        fetcher = self.fetchers.get(leader_id)
-        if fetcher is None:
-            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.host, leader_id)
-        fetcher.add(tp)
+        self._fetcher(tp, leader_id).add(tp)
 
     def unfollow(self, tp: TopicPartition) -> None:
         leader = self.assigned.pop(tp, None)
-        if leader is not None and leader in self.fetchers:
-            self.fetchers[leader].remove(tp)
+        if leader is not None:
+            self._fetcher(tp, leader).remove(tp)
+
+    def resize(self, num_fetchers: int) -> None:
+        """num.replica.fetchers changed (dynamically, as Kafka's ReplicaFetcherManager.resizeThreadPool): every
+        partition moves to its fetcher under the new count; a fetcher left without partitions ends."""
+        if num_fetchers == self.num_fetchers:
+            return
+        followed = dict(self.assigned)
+        for tp in followed:
+            self.unfollow(tp)
+        self.num_fetchers = num_fetchers
+        for tp, leader in followed.items():
+            self.follow(tp, leader)
+        log.info("Replica fetchers per source broker: %d", num_fetchers)
 
     async def stop(self) -> None:
         for f in self.fetchers.values():

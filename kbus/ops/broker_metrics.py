@@ -32,6 +32,7 @@ class BrokerView(Protocol):
     def group_coordinator(self) -> GroupCoordinator | None: ...
     def controller_id(self) -> int: ...
     def offline_partitions(self) -> int: ...
+    def offline_log_dirs(self) -> int: ...
     def get_partition(self, topic: str, index: int) -> Partition | None: ...
 
 # Counters the replication code increments; rendered from startup so dashboards and alerts see 0, not "no data".
@@ -106,6 +107,11 @@ def register(broker: BrokerView, metrics: Metrics = METRICS) -> None:
         # Kafka's OfflinePartitionsCount: reported by the active controller, 0 elsewhere (sum() over brokers)
         lambda: _one(broker.offline_partitions() if broker.controller_id() == broker.broker_id else 0),
         "Partitions without a leader (on the active controller)",
+    )
+    metrics.gauge(
+        "kbus_offline_log_directories",
+        lambda: _one(broker.offline_log_dirs()),
+        "Log dirs of this broker taken offline by an I/O error (Kafka's OfflineLogDirectoryCount)",
     )
     metrics.gauge(
         "kbus_partition_high_watermark",

@@ -131,6 +131,10 @@ class Broker:
         """Partitions of the cluster with no leader (the controller's OfflinePartitionsCount)."""
         return sum(1 for t in self.cache.topics().values() for s in t.partitions.values() if s.leader < 0)
 
+    def offline_log_dirs(self) -> int:
+        """This broker's log dirs taken offline by I/O errors (Kafka's OfflineLogDirectoryCount)."""
+        return len(self.log_manager.offline_dirs)
+
     # ---------------------------------------------------------------- what the TransactionService uses
     def topics(self) -> dict[str, TopicMetadata]:
         return self.cache.topics()

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from tests.integration.test_leader_election import AckedProducer, assert_nothing_lost
-from tests.kbus_processes import BrokerProcess, Cluster, wait_for
+from tests.kbus_processes import BrokerProcess, Cluster, free_port, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.slow]
 # mounting a tmpfs needs root (CAP_SYS_ADMIN); the sandbox and CI run as root
@@ -73,6 +74,8 @@ def test_failed_log_dir_moves_leaders_and_keeps_the_other_dir_serving(tmp_path: 
     for i, b in cluster.brokers.items():
         b.overrides["log.dirs"] = f"{tmp_path}/b{i}/disk0,{tmp_path}/b{i}/disk1"
     failing = tmp_path / "b1" / "disk1"
+    metrics_port = free_port()
+    cluster.brokers[1].overrides["metrics.port"] = str(metrics_port)
     with tmpfs(failing):
         try:
             for i in cluster.brokers:
@@ -107,6 +110,8 @@ def test_failed_log_dir_moves_leaders_and_keeps_the_other_dir_serving(tmp_path: 
                 states = cluster.partitions(topic)
                 assert all(1 in states[p][1] for p in kept), states
                 assert b1.alive
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
+                    assert "\nkbus_offline_log_directories 1\n" in resp.read().decode()
                 before = producer.count()
                 wait_for(lambda: producer.count() > before + 400
                          and all(len(v) > 100 for v in producer.acked.values()),

@@ -55,12 +55,16 @@ class FakeBroker:
     controller: int = 0
     stopping: bool = False
     offline: int = 0
+    offline_dirs: int = 0
 
     def controller_id(self) -> int:
         return self.controller
 
     def offline_partitions(self) -> int:
         return self.offline
+
+    def offline_log_dirs(self) -> int:
+        return self.offline_dirs
 
     def get_partition(self, topic: str, index: int):
         return self.partitions.get((topic, index))
@@ -216,6 +220,9 @@ def test_broker_gauges() -> None:
     assert s["kbus_offline_partitions"] == 0
     b.offline = 2
     assert samples(m.render())["kbus_offline_partitions"] == 2
+    assert s["kbus_offline_log_directories"] == 0
+    b.offline_dirs = 1
+    assert samples(m.render())["kbus_offline_log_directories"] == 1
     assert s["kbus_isr_shrinks_total"] == 0 and s["kbus_isr_expands_total"] == 0
     assert s['kbus_consumer_group_lag{group="g",partition="0",topic="a"}'] == 6
     assert 'kbus_consumer_group_lag{group="g",partition="2",topic="a"}' not in s

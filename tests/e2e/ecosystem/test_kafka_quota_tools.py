@@ -80,3 +80,22 @@ def test_kafka28_zookeeper_quotas_match_kbus(
         theirs = without_warnings(ok(kafka28.run("kafka-configs", *zk, "--describe", *describe)))
         ours = ok(kbus("configs", *zk, "--describe", *describe)).splitlines()
         assert ours == theirs, describe
+
+
+def test_java_producer_is_held_to_its_quota(kafka39: KafkaDistribution, broker_factory, zk_connect: str) -> None:
+    """Kafka's own producer (kafka-producer-perf-test, Produce v9: KIP-219, the client backs off by itself) under
+    a producer_byte_rate for its client.id set with Kafka's kafka-configs: the rate it reports stays near the
+    quota. quota.window.num=2 so the first burst is one window's worth (Kafka's 11 windows allow ten)."""
+    broker: BrokerProcess = broker_factory({"zookeeper.connect": zk_connect, "quota.window.num": "2"})
+    bs = ("--bootstrap-server", broker.bootstrap)
+    quota = 500 * 1024
+    ok(kafka39.run("kafka-topics", *bs, "--create", "--topic", "kq-perf", "--partitions", "1"))
+    ok(kafka39.run("kafka-configs", *bs, "--alter", "--entity-type", "clients", "--entity-name", "perf",
+                   "--add-config", f"producer_byte_rate={quota}"))  # fmt: skip
+    out = ok(kafka39.run("kafka-producer-perf-test", "--topic", "kq-perf", "--num-records", "3000", "--record-size",
+                         "1000", "--throughput", "-1", "--producer-props", f"bootstrap.servers={broker.bootstrap}",
+                         "client.id=perf", "acks=1"))  # fmt: skip
+    last = out.strip().splitlines()[-1]  # "3000 records sent, R records/sec (M MB/sec), ..."
+    assert last.startswith("3000 records sent, "), out
+    mb_per_s = float(last.split("(")[1].split(" MB/sec")[0])
+    assert mb_per_s * 1024 * 1024 < 2 * quota, last

@@ -49,3 +49,19 @@ def test_a_null_name_for_a_topic_named_by_id() -> None:
     cls = response_type(3, 12)
     kio = build(nested(cls, "MetadataResponseTopic"), error_code=100, name=None, topic_id=TID, partitions=())
     assert encode_topic(12, error_code=100, name=None, topic_id=TID) == encode_entity(kio)
+
+
+def test_cached_partition_arrays_follow_the_metadata() -> None:
+    from kbus.server.apis.metadata import _partitions
+    from kbus.server.metadata.types import PartitionState, TopicMetadata
+
+    topic = TopicMetadata("cached", TID, {0: PartitionState(1, 0, [1], [1])})
+    live = frozenset({1})
+    first = _partitions(12, topic, live)
+    assert _partitions(12, topic, live) is first  # same object, same brokers: the cached bytes
+    topic.partitions[1] = PartitionState(1, 0, [1], [1])  # the standalone store adds partitions in place
+    grown = _partitions(12, topic, live)
+    assert grown != first
+    moved = TopicMetadata("cached", TID, {0: PartitionState(2, 1, [1, 2], [2]), 1: topic.partitions[1]})
+    assert _partitions(12, moved, frozenset({1, 2})) != grown  # ZooKeeper: a new object on every change
+    assert _partitions(12, topic, frozenset()) != grown  # the leader died: leader -1, offline replica

@@ -26,8 +26,19 @@ log = logging.getLogger("kbus.server.apis")
 NOT_REQUESTED_OPERATIONS = -2147483648
 
 
-def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata, with_ops: bool) -> bytes:
-    live = {b.broker_id for b in m.cluster.brokers()}
+# Encoded partition arrays of recent answers: (version, topic) -> (topic object, partition count, live brokers,
+# bytes). The metadata stores hand out new TopicMetadata objects whenever a partition's state changes (ZooKeeper)
+# or only add partitions to one (standalone), so the same object with as many partitions and the same live brokers
+# encodes to the same bytes: a client polling the metadata of 10,000 partitions costs a lookup.
+_PARTITIONS_CACHE: dict[tuple[int, str], tuple[TopicMetadata, int, frozenset[int], bytes]] = {}
+_PARTITIONS_CACHE_MAX = 1024
+
+
+def _partitions(version: int, topic: TopicMetadata, live: frozenset[int]) -> bytes:
+    key = (version, topic.name)
+    cached = _PARTITIONS_CACHE.get(key)
+    if cached is not None and cached[0] is topic and cached[1] == len(topic.partitions) and cached[2] == live:
+        return cached[3]
     rows = []
     for index in sorted(topic.partitions):
         st = topic.partitions[index]
@@ -36,13 +47,21 @@ def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata, with_op
             ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available, index, leader, st.leader_epoch,
             st.replicas, st.isr, [r for r in st.replicas if r not in live],
         ))  # fmt: skip
+    encoded = encode_partitions(version, rows)
+    if len(_PARTITIONS_CACHE) >= _PARTITIONS_CACHE_MAX:
+        _PARTITIONS_CACHE.clear()
+    _PARTITIONS_CACHE[key] = (topic, len(topic.partitions), live, encoded)
+    return encoded
+
+
+def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata, with_ops: bool) -> bytes:
     return encode_topic(
         ctx.api_version,
         error_code=ErrorCode.none,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=is_internal(topic.name),
-        partitions=encode_partitions(ctx.api_version, rows),
+        partitions=_partitions(ctx.api_version, topic, frozenset(b.broker_id for b in m.cluster.brokers())),
         authorized_operations=(
             ctx.authorized_operations(ResourceType.TOPIC, topic.name) if with_ops else NOT_REQUESTED_OPERATIONS
         ),

@@ -38,9 +38,11 @@ def _array_len(n: int, flexible: bool, out: bytearray) -> None:
         out += _I32.pack(n)
 
 
-def _int32s(values: Sequence[int], flexible: bool, out: bytearray) -> None:
+def _int32s(values: Sequence[int], flexible: bool) -> bytes:
+    out = bytearray()
     _array_len(len(values), flexible, out)
     out += struct.pack(f">{len(values)}i", *values)
+    return bytes(out)
 
 
 def encode_partitions(
@@ -51,6 +53,8 @@ def encode_partitions(
     isr_nodes, offline_replicas) each."""
     flexible = version >= FLEXIBLE_VERSION
     with_epoch, with_offline = version >= 7, version >= 5
+    # replica lists repeat across partitions (a few brokers, a few orders): each distinct one is encoded once
+    lists: dict[tuple[int, ...], bytes] = {}
     out = bytearray()
     _array_len(len(partitions), flexible, out)
     for error_code, index, leader, epoch, replicas, isr, offline in partitions:
@@ -58,10 +62,12 @@ def encode_partitions(
             out += _PART_V7.pack(error_code, index, leader, epoch)
         else:
             out += _PART.pack(error_code, index, leader)
-        _int32s(replicas, flexible, out)
-        _int32s(isr, flexible, out)
-        if with_offline:
-            _int32s(offline, flexible, out)
+        for values in (replicas, isr, offline) if with_offline else (replicas, isr):
+            key = tuple(values)
+            encoded = lists.get(key)
+            if encoded is None:
+                encoded = lists[key] = _int32s(key, flexible)
+            out += encoded
         if flexible:
             out.append(0)  # tagged fields
     return bytes(out)

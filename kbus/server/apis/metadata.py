@@ -45,7 +45,7 @@ def _partitions(version: int, topic: TopicMetadata, live: frozenset[int]) -> byt
         leader = st.leader if st.leader in live else -1
         rows.append((
             ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available, index, leader, st.leader_epoch,
-            st.replicas, st.isr, [r for r in st.replicas if r not in live],
+            st.replicas, st.isr, () if live.issuperset(st.replicas) else [r for r in st.replicas if r not in live],
         ))  # fmt: skip
     encoded = encode_partitions(version, rows)
     if len(_PARTITIONS_CACHE) >= _PARTITIONS_CACHE_MAX:

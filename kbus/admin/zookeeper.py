@@ -13,6 +13,7 @@ from kazoo.exceptions import KazooException
 from kbus.admin.errors import AdminError
 from kbus.admin.models import PartitionDescription, TopicDescription
 from kbus.common.errors import InvalidPartitionsError, InvalidReplicationFactorError, KafkaError
+from kbus.common.sanitizer import desanitize, sanitize
 from kbus.common.topics import is_internal
 from kbus.zk import codec, paths
 from kbus.zk.admin_zk import AdminZkClient
@@ -116,10 +117,11 @@ class ZkUserAdmin:
             raise AdminError(str(e), "_TIMED_OUT") from None
 
     def describe(self, users: list[str] | None) -> dict[str, dict[str, str]]:
-        names = users if users is not None else self._zk.entity_names("users")
-        return {u: self._zk.get_entity_config("users", u) for u in names}
+        names = [sanitize(u) for u in users] if users is not None else self._zk.entity_names("users")
+        return {desanitize(u): self._zk.get_entity_config("users", u) for u in names}
 
     def alter(self, user: str, changes: dict[str, str | None]) -> None:
+        user = sanitize(user)  # the znode name, as Kafka's ConfigCommand writes it
         configs = self._zk.get_entity_config("users", user)
         for key, value in changes.items():
             if value is None:

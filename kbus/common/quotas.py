@@ -8,9 +8,10 @@ precedence that picks the quota applying to a (user, client-id). Pure rules: no 
 from __future__ import annotations
 
 import math
-import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from kbus.common.sanitizer import desanitize, sanitize
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
@@ -44,19 +45,6 @@ class QuotaRequestError(ValueError):
 
 class QuotaUnsupportedError(ValueError):
     """Kafka's UnsupportedVersionException for a custom entity type (UNSUPPORTED_VERSION)."""
-
-
-# ---- names in znode paths (org.apache.kafka.common.utils.Sanitizer) ----
-
-
-def sanitize(name: str) -> str:
-    """URL-encode as java.net.URLEncoder does (letters, digits and `.-*_` kept, space as `+`), then `+` as
-    `%20` and `*` as `%2A`, so any principal or client id is one legal znode name."""
-    return urllib.parse.quote_plus(name, safe=".-*_").replace("+", "%20").replace("*", "%2A")
-
-
-def desanitize(name: str) -> str:
-    return urllib.parse.unquote(name)
 
 
 # ---- entities ----

@@ -25,6 +25,7 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.errors import NotControllerError, UnknownTopicError
 from kbus.common.quotas import QuotaEntity
+from kbus.common.sanitizer import desanitize, sanitize
 from kbus.server.metadata.controller import (
     ClusterSnapshot,
     Controller,
@@ -235,15 +236,18 @@ class ZkMetadataStore:
 
     # ---- users' SCRAM credentials (/config/users/<user>, read on each login: no cache to go stale) -------------
 
+    # (the znode names are sanitized user names, as Kafka's, so credentials made by Kafka's tools are found)
+
     def user_credentials(self, user: str) -> dict[str, str]:
-        return self._client().get_entity_config("users", user)
+        return self._client().get_entity_config("users", sanitize(user))
 
     def users_credentials(self) -> dict[str, dict[str, str]]:
         zk = self._client()
-        return {u: zk.get_entity_config("users", u) for u in zk.entity_names("users")}
+        return {desanitize(u): zk.get_entity_config("users", u) for u in zk.entity_names("users")}
 
     def alter_user_credential(self, user: str, mechanism: str, credential: str | None) -> None:
         zk = self._client()
+        user = sanitize(user)
         configs = zk.get_entity_config("users", user)
         if credential is None:
             configs.pop(mechanism, None)

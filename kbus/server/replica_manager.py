@@ -527,6 +527,7 @@ class ReplicaManager:
             alter_isr=self._alter_isr,
         )
         self.partitions[(topic.name, index)] = part
+        self.log_dir_moves.resume(part)  # a move to another log dir under way when the broker stopped
         return part
 
     def _drop_partition(self, key: TopicPartition, *, delete_log: bool) -> None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.test_leader_election import AckedProducer, assert_nothing_lost
@@ -149,3 +150,58 @@ def test_alter_replica_log_dirs_errors(tmp_path: Path, zk_connect: str) -> None:
             in res.stderr  # fmt: skip
     finally:
         cluster.brokers[1].stop()
+
+
+def test_a_move_under_way_resumes_after_a_restart(tmp_path: Path, zk_connect: str) -> None:
+    """As Kafka: the future log survives a restart and the move goes on from where it was."""
+    cluster = Cluster(tmp_path, zk_connect, size=1)
+    disks = [f"{tmp_path}/d0", f"{tmp_path}/d1"]
+    b = cluster.brokers[1]
+    b.overrides["log.dirs"] = ",".join(disks)
+    try:
+        cluster.start_broker(1)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("r", 1, 1)])["r"].result(30)
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20})
+        for i in range(4000):
+            p.produce("r", str(i).encode().ljust(1000))
+        assert p.flush(60) == 0
+        where = next(d for d in disks if (Path(d) / "r-0").is_dir())
+        target = next(d for d in disks if d != where)
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "r", "partition": 0, "replicas": [1], "log_dirs": [target]}]}))  # fmt: skip
+        throttle = kbus("configs", "--bootstrap-server", b.bootstrap, "--alter", "--entity-type", "brokers",
+                        "--entity-name", "1", "--add-config", "replica.alter.log.dirs.io.max.bytes.per.second=300000")
+        assert throttle.returncode == 0, throttle.stderr
+        started = kbus("reassign-partitions", "--bootstrap-server", b.bootstrap, "--execute",
+                       "--reassignment-json-file", str(plan))  # fmt: skip
+        assert started.returncode == 0, started.stderr
+
+        def future_dirs() -> list[Path]:
+            return list(Path(target).glob("r-0.*-future"))
+
+        wait_for(lambda: future_dirs() and sum(f.stat().st_size for f in future_dirs()[0].glob("*.log")) > 300000,
+                 timeout=30, what="the copy under way")  # fmt: skip
+        b.stop()
+        assert future_dirs() and (Path(where) / "r-0").is_dir()  # stopped mid-move
+        cluster.start_broker(1)
+        assert "Resuming the move of replica r-0" in b.log_text()
+
+        def moved() -> bool:
+            res = kbus("reassign-partitions", "--bootstrap-server", b.bootstrap, "--verify",
+                       "--reassignment-json-file", str(plan))  # fmt: skip
+            return "Reassignment of replica r-0-1 completed successfully." in res.stdout
+
+        wait_for(moved, timeout=90, what="the move completed after the restart")
+        assert not future_dirs() and not (Path(where) / "r-0").exists()
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "r", "enable.auto.commit": False})
+        c.assign([TopicPartition("r", 0, 0)])
+        seen: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < 4000 and time.monotonic() < deadline:
+            seen += [int(m.value()) for m in c.consume(1000, 1.0) if m.error() is None]
+        c.close()
+        assert seen == list(range(4000))
+    finally:
+        b.stop()

@@ -179,13 +179,18 @@ class LogManager:
         start_offsets = read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
         self._cleaner_offsets.update(read_checkpoint(d / CLEANER_OFFSET_CHECKPOINT))
         found: list[tuple[TopicPartition, Path]] = []
+        futures: list[tuple[TopicPartition, Path]] = []
         for child in sorted(d.iterdir()):
             if not child.is_dir():
                 continue
-            if child.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
-                # a topic deletion interrupted by a crash: finish it. A log dir move interrupted by a restart
-                # starts over when asked again (Kafka resumes it)
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                # a topic deletion interrupted by a crash: finish it
                 shutil.rmtree(child, ignore_errors=True)
+                continue
+            if child.name.endswith(FUTURE_DIR_SUFFIX):
+                # a log dir move interrupted by a restart: loaded, and resumed once the replica is hosted
+                with contextlib.suppress(ValueError):
+                    futures.append((parse_topic_partition(child.name), child))
                 continue
             try:
                 tp = parse_topic_partition(child.name)
@@ -212,6 +217,13 @@ class LogManager:
         for (tp, _), lg in zip(found, opened, strict=True):
             if lg is not None:
                 self._register(tp, lg, d)
+        for tp, child in futures:
+            config = topic_configs.get(tp[0], self.default_config)
+            future = None if tp in self._future_logs else self._open_existing(child, config, 0, None, clean)
+            if future is None:
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            self._adopt_future(tp, future, d)
         # from now on a crash must trigger recovery
         marker.unlink(missing_ok=True)
         count = sum(1 for v in self._log_dir_of.values() if v == d)
@@ -398,12 +410,15 @@ class LogManager:
             except OSError as e:
                 raise self.failure_channel.storage_error(d, f"Error while creating future log for {tp[0]}-{tp[1]}",
                                                          e) from e  # fmt: skip
-            lg.io_error_listener = lambda e: self.failure_channel.maybe_add_offline_log_dir(
-                d, f"Error while flushing future log {path}", e
-            )
-            self._future_logs[tp] = lg
-            self._future_dir_of[tp] = d
+            self._adopt_future(tp, lg, d)
             return lg
+
+    def _adopt_future(self, tp: TopicPartition, lg: Log, d: Path) -> None:
+        lg.io_error_listener = lambda e: self.failure_channel.maybe_add_offline_log_dir(
+            d, f"Error while flushing future log {lg.dir}", e
+        )
+        self._future_logs[tp] = lg
+        self._future_dir_of[tp] = d
 
     def abort_future_log(self, tp: TopicPartition) -> None:
         with self._lock:
@@ -561,9 +576,12 @@ class LogManager:
                     if d not in self.offline_dirs:
                         (d / CLEAN_SHUTDOWN_FILE).touch()
                         _fsync_dir(d)
-            for fut in self._future_logs.values():  # an unfinished move starts over when asked again
-                with contextlib.suppress(OSError):
-                    fut.release()
+            for fut in self._future_logs.values():  # an unfinished move resumes at the next start
+                try:
+                    fut.close()
+                except OSError as e:
+                    failed = True
+                    log.error("closing %s failed: %s", fut.dir, e)
             for fd in self._lock_fds.values():
                 with contextlib.suppress(OSError):
                     fcntl.flock(fd, fcntl.LOCK_UN)

@@ -5,7 +5,8 @@ replica copies the current log into it (batches as they are, in chunks of replic
 a worker thread) while the replica keeps serving and appending. Once the copy has caught up, the last few batches
 are copied and the logs swapped without yielding the event loop, so no append falls between them. A truncation of
 the current log (a follower's divergence) is applied to the copy before it goes on; a move whose replica goes away
-(deleted, moved off the broker, its dir failed) is abandoned and its copy removed.
+(deleted, moved off the broker, its dir failed) is abandoned and its copy removed; one under way when the broker
+stops resumes at the next start (the log manager loads the future log).
 """
 
 from __future__ import annotations
@@ -67,6 +68,22 @@ class ReplicaAlterLogDirsManager:
         future = self._logs.create_future_log(tp, dest)
         part.truncated_since_copy = _NOT_WATCHING
         log.info("Moving replica %s-%d from %s to %s", *tp, part.log.dir.parent, dest)
+        self._tasks[tp] = asyncio.get_running_loop().create_task(self._move(part, future), name=f"move-{tp[0]}-{tp[1]}")
+
+    def resume(self, part: Partition) -> None:
+        """A move the broker was making when it stopped (its future log loaded at start-up) goes on. A truncation
+        of the current log just before the stop may not have reached the copy: the copy is cut back to the high
+        watermark first (nothing below it is ever truncated)."""
+        tp = (part.topic, part.index)
+        found = self._logs.future_log(tp)
+        if found is None or tp in self._tasks:
+            return
+        future, dest = found
+        if dest == self._logs.log_dir_of(*tp):
+            self._logs.abort_future_log(tp)
+            return
+        part.truncated_since_copy = min(part.high_watermark, part.log.log_end_offset)
+        log.info("Resuming the move of replica %s-%d to %s", *tp, dest)
         self._tasks[tp] = asyncio.get_running_loop().create_task(self._move(part, future), name=f"move-{tp[0]}-{tp[1]}")
 
     def cancel(self, tp: TopicPartition) -> None:

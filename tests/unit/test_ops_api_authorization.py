@@ -1,6 +1,6 @@
-"""With an authorizer, the operations APIs need Kafka's cluster permissions: ElectLeaders and
-AlterPartitionReassignments ALTER, ListPartitionReassignments and DescribeLogDirs DESCRIBE. A principal without
-them gets CLUSTER_AUTHORIZATION_FAILED and nothing is done."""
+"""With an authorizer, the operations APIs need Kafka's cluster permissions: ElectLeaders,
+AlterPartitionReassignments and AlterReplicaLogDirs ALTER, ListPartitionReassignments and DescribeLogDirs DESCRIBE.
+A principal without them gets CLUSTER_AUTHORIZATION_FAILED and nothing is done."""
 
 from __future__ import annotations
 
@@ -44,3 +44,9 @@ def test_cluster_permissions_are_required() -> None:
     assert listed.error_code == ErrorCode.cluster_authorization_failed
     dirs = call(35, 4, topics=None)
     assert dirs.error_code == ErrorCode.cluster_authorization_failed and dirs.results == ()
+
+    move_topic = build(nested(request_type(34, 2), "AlterReplicaLogDirTopic"), name="t", partitions=[0, 1])
+    move_dir = build(nested(request_type(34, 2), "AlterReplicaLogDir"), path="/d1", topics=[move_topic])
+    moved = call(34, 2, dirs=[move_dir])
+    assert [(p.partition_index, p.error_code) for p in moved.results[0].partitions] == [
+        (0, ErrorCode.cluster_authorization_failed), (1, ErrorCode.cluster_authorization_failed)]

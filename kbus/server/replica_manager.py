@@ -466,6 +466,12 @@ class ReplicaManager:
         for key in [k for k in self._prepared if k not in wanted]:  # its topic went before it was hosted
             del self._prepared[key]
             self._log_manager.delete_log(*key)
+        if self.offline_partitions and not self.offline_partitions <= wanted:
+            # an offline replica whose topic was deleted (or that moved off this broker) is forgotten: a topic
+            # created later under the same name is new here
+            self.offline_partitions &= wanted
+            if self._existing_at_start is not None:
+                self._existing_at_start &= wanted
         for name in [n for n in self._log_configs if n not in topics]:
             del self._log_configs[name]
         return not skipped

@@ -71,7 +71,6 @@ class PartitionRead:
     log_start_offset: int
     records: FetchData  # a range of a segment file: sent with sendfile or read with to_bytes()
     aborted_transactions: list[AbortedTxn] | None = None
-    throttled: bool = False  # a follower's read of a leader-throttled partition: its bytes count against the quota
 
 
 class ReplicaManager:
@@ -201,16 +200,13 @@ class ReplicaManager:
         """One partition of a Fetch (Kafka's readFromLocalLog): consumers read to the high watermark (to the last
         stable offset with read_committed), followers to the log end, and a follower's fetch offset is its
         progress report for the ISR. Raises the log's errors (e.g. OffsetOutOfRange)."""
-        throttled = False
         if replica_id >= 0:
             part.follower_fetched(replica_id, fetch_offset)
             quota = self.leader_quota
-            throttled = quota.throttling and quota.is_throttled(part.topic, part.index)
-            if throttled and quota.should_throttle(part.topic, part.index, replica_id in part.state.isr):
+            if quota.throttling and quota.should_throttle(part.topic, part.index, replica_id in part.state.isr):
                 # Kafka's shouldLeaderThrottle: an out-of-sync follower of a throttled partition gets no data
                 # while the leader's quota is exceeded (it still reported its progress above)
-                return PartitionRead(part.high_watermark, part.last_stable_offset, part.log_start_offset,
-                                     EMPTY_FETCH, None, True)  # fmt: skip
+                return PartitionRead(part.high_watermark, part.last_stable_offset, part.log_start_offset, EMPTY_FETCH)
         hw = part.high_watermark
         lso = part.last_stable_offset
         leo = part.log_end_offset
@@ -223,7 +219,16 @@ class ReplicaManager:
             aborted = part.aborted_transactions(fetch_offset, max_offset) if read_committed else None
         except OSError as e:
             raise self.storage_error(part, "reading", e) from e
-        return PartitionRead(hw, lso, part.log_start_offset, data, aborted, throttled)
+        return PartitionRead(hw, lso, part.log_start_offset, data, aborted)
+
+    @property
+    def leader_throttling(self) -> bool:
+        """Any partition leader-throttled here (one check per follower Fetch when none is)."""
+        return self.leader_quota.throttling
+
+    def leader_throttled(self, topic: str, index: int) -> bool:
+        """A partition whose bytes sent to followers count against the leader's quota (Kafka's isThrottled)."""
+        return self.leader_quota.is_throttled(topic, index)
 
     def record_leader_replication(self, nbytes: int) -> None:
         """The bytes of leader-throttled partitions a follower's Fetch response carries, counted once the

@@ -56,6 +56,7 @@ class FakeReplicas:
     """Leads t-0 and t-1; `__consumer_offsets`-0 too; 'other' is led by another broker."""
 
     def __init__(self, records_file: Path | None = None) -> None:
+        self.leader_throttling = False
         self.partitions = {
             ("t", 0): FakePartition("t", 0),
             ("t", 1): FakePartition("t", 1),

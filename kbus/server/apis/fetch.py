@@ -63,6 +63,7 @@ def _collect(
     if quota_bytes < remaining:
         remaining = int(quota_bytes)
     total = throttled = 0
+    leader_throttling = replica_id >= 0 and m.replicas.leader_throttling  # once per pass: nothing per partition
     waits: list[Partition] = []
     topics_out: list[tuple[str, list[PartitionEntry]]] = []
     sent: dict[str, tuple[int, int]] = {}
@@ -120,8 +121,8 @@ def _collect(
                         data,
                     )  # fmt: skip
                     total += size
-                    if read.throttled:
-                        throttled += size
+                    if leader_throttling and size and m.replicas.leader_throttled(topic, fp.partition):
+                        throttled += size  # Kafka's sizeOfThrottledPartitions, recorded once the response is done
                     remaining = max(remaining - size, 0)
                     if size:
                         nbytes, nmsgs = sent.get(topic, (0, 0))

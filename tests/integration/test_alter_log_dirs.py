@@ -71,18 +71,20 @@ def test_move_replicas_between_log_dirs_with_a_producer_running(tmp_path: Path, 
             for p, r in ((0, [1, 2, 3]), (1, [1, 3, 2]))]}))  # fmt: skip
 
         # the throttle in force before the moves start (the tool's --replica-alter-log-dirs-throttle below writes the
-        # same value, but a broker applies it when the config change reaches it, which may be after a short move)
+        # same value, but a broker applies it when the config change reaches it, which may be after a short move).
+        # 6 MB at 200 KB/s is ~30 s of copying: the describe and --verify below (two tool starts, seconds each on a
+        # loaded machine) must see the moves under way; at 500 KB/s they sometimes came after both had finished
         throttle = kbus("configs", "--bootstrap-server", b1.bootstrap, "--alter", "--entity-type", "brokers",
-                        "--entity-name", "1", "--add-config", "replica.alter.log.dirs.io.max.bytes.per.second=500000")
+                        "--entity-name", "1", "--add-config", "replica.alter.log.dirs.io.max.bytes.per.second=200000")
         assert throttle.returncode == 0, throttle.stderr
         producer = AckedProducer(bootstrap, topic, 2)
         try:
             wait_for(lambda: all(len(v) > 20 for v in producer.acked.values()), timeout=30, what="acks")
             started = kbus("reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
-                           "--reassignment-json-file", str(plan), "--replica-alter-log-dirs-throttle", "500000")
+                           "--reassignment-json-file", str(plan), "--replica-alter-log-dirs-throttle", "200000")
             assert started.returncode == 0, started.stderr
             out = started.stdout.splitlines()
-            assert "The replica-alter-dir throttle limit was set to 500000 B/s" in out
+            assert "The replica-alter-dir throttle limit was set to 200000 B/s" in out
             assert f"Successfully started partition reassignments for {topic}-0,{topic}-1" in out
             for p in (0, 1):
                 assert f"Successfully started moving log directory to {target[p]} for replica {topic}-{p} with " \
@@ -104,7 +106,7 @@ def test_move_replicas_between_log_dirs_with_a_producer_running(tmp_path: Path, 
                 return all(f"Reassignment of replica {topic}-{p}-1 completed successfully." in res.stdout
                            for p in (0, 1))  # fmt: skip
 
-            wait_for(moved, timeout=120, what="both moves completed")
+            wait_for(moved, timeout=180, what="both moves completed")
             after = log_dirs_of(b1.bootstrap, 1)
             for p in (0, 1):
                 assert f"{topic}-{p}" in after[target[p]] and f"{topic}-{p}" not in after[where[p]]

@@ -71,10 +71,19 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
         responses.append((name, parts))
     if appended:
         parked = time.perf_counter()
-        outcomes = await asyncio.gather(
-            *(m.replicas.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
-            return_exceptions=True,
-        )
+        outcomes: list[BaseException | None]
+        if len(appended) == 1:  # one partition (nearly every request): its wait directly, no task and no gather
+            _, one_part, one_result, _ = appended[0]
+            try:
+                await m.replicas.wait_for_acks(one_part, one_result, acks, timeout_ms)
+                outcomes = [None]
+            except Exception as exc:
+                outcomes = [exc]
+        else:
+            outcomes = await asyncio.gather(
+                *(m.replicas.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
+                return_exceptions=True,
+            )
         for (out, _, result, name), outcome in zip(appended, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 out.failed(outcome)

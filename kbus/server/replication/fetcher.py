@@ -67,9 +67,9 @@ class ReplicaFetcher:
         # value: the generation of the truncation check still owed (0: none). follow() bumps it, so a check
         # answered for an older leader epoch never clears the one a newer epoch needs.
         self.partitions: dict[TopicPartition, int] = {}
-        # whether each partition had reached the leader's high watermark after its last fetch that brought data
-        # (Kafka's PartitionFetchState.lag == 0; unknown until then): in sync, which exempts it from throttling
-        self._caught_up: dict[TopicPartition, bool] = {}
+        # the leader's high watermark in each partition's last answer: a log that reached it is in sync (Kafka's
+        # PartitionFetchState.lag == 0), which exempts it from throttling; compared only while throttling
+        self._leader_hw: dict[TopicPartition, int] = {}
         self._generation = 0
         self._task: asyncio.Task[None] | None = None
         self._conn: KafkaConnection | None = None
@@ -85,7 +85,7 @@ class ReplicaFetcher:
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
-        self._caught_up.pop(tp, None)
+        self._leader_hw.pop(tp, None)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -140,6 +140,12 @@ class ReplicaFetcher:
                     await self._conn.close()
                     self._conn = None
                 await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def _in_sync(self, tp: TopicPartition, part: Partition) -> bool:
+        """Kafka's PartitionFetchState.isReplicaInSync: the log reached the leader's high watermark of the last
+        answer (unknown before the first one: not in sync)."""
+        hw = self._leader_hw.get(tp)
+        return hw is not None and part.log_end_offset >= hw
 
     def _partition(self, tp: TopicPartition) -> Partition | None:
         part = self.host.get_partition(*tp)
@@ -228,7 +234,7 @@ class ReplicaFetcher:
             part = self._partition(tp)
             if part is None or gen:
                 continue
-            if throttling and quota.should_throttle(tp[0], tp[1], self._caught_up.get(tp, False)):
+            if throttling and quota.should_throttle(tp[0], tp[1], self._in_sync(tp, part)):
                 continue  # Kafka's shouldFollowerThrottle: left out of this fetch while the quota is exceeded
             topics.setdefault(tp[0], []).append(FetchPartition(
                 tp[1], part.leader_epoch, part.log_end_offset, part.log_start_offset, cfg.replica_fetch_max_bytes
@@ -290,8 +296,7 @@ class ReplicaFetcher:
                     break
                 records = records[start:]
             part.append_as_follower(records, p.high_watermark)
-            if records or tp not in self._caught_up:
-                self._caught_up[tp] = part.log_end_offset >= p.high_watermark
+            self._leader_hw[tp] = p.high_watermark
             if part.log_start_offset < p.log_start_offset <= part.log_end_offset:
                 part.delete_records(p.log_start_offset)  # DeleteRecords and retention on the leader reach followers
             return True

@@ -30,3 +30,4 @@ SYSTEMS="kafka kbus kbus-nosession" WARMUP=0 OUT=bench/sessions.jsonl \
 # 3 brokers RF=3 acks=all (Kafka and kbus clusters), then failover, start-up and recovery
 bench/cluster.sh "$rounds"
 bench/ops.sh "$rounds"
+bench/scale.sh 1   # scale curves and their charts (bench/scale_*.png)

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Scale curves, Apache Kafka and kbus side by side (bench/scale.py says what each point measures): partition count
+# (first, on fresh brokers; its topics stay, 1 + 10 + ... + 10,000 partitions in all), connections, message size.
+# Points alternate between the brokers (Kafka first on one point, kbus first on the next). JSON lines in $OUT
+# (default bench/scale.jsonl), then the charts bench/scale_*.png and the tables.
+#   usage: bench/scale.sh [ROUNDS]
+#   env:   AXES="partitions connections msgsize"  PARTITIONS="1 10 100 1000 10000"
+#          CONNECTIONS="10 100 1000 5000"  SIZES="10 100 1000 10000 100000"  SYSTEMS="kafka kbus"
+#          KBUS_BASE=DIR: also kbus-base, the kbus of another checkout (an older commit: before/after, same run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+rounds=${1:-1}
+OUT=${OUT:-bench/scale.jsonl}
+SYSTEMS=${SYSTEMS:-kafka kbus${KBUS_BASE:+ kbus-base}}
+AXES=${AXES:-partitions connections msgsize}
+PARTITIONS=${PARTITIONS:-1 10 100 1000 10000}
+CONNECTIONS=${CONNECTIONS:-10 100 1000 5000}
+SIZES=${SIZES:-10 100 1000 10000 100000}
+$PY -c 'import matplotlib' 2>/dev/null || $PY -m pip install -q -e ".[bench]"  # the charts
+ulimit -n "$(ulimit -Hn)"  # 5,000 connections and 11,111 partitions' files, for the brokers and the client
+since=$(date +%Y-%m-%dT%H:%M:%S)
+mkdir -p "${BENCH_DIR:-.cache/bench}"
+work=$(mktemp -d "${BENCH_DIR:-$PWD/.cache/bench}/scale.XXXXXX")
+trap bench_cleanup EXIT; trap "exit 130" INT TERM
+zkport=$(free_port); start_zk "$zkport"
+declare -A port pid
+for who in $SYSTEMS; do
+  port[$who]=$(free_port)
+  case $who in
+    kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
+    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
+    kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus kbus-base "${port[$who]}" \
+      "127.0.0.1:$zkport/kbus-base"; pid[$who]=$kbus_pid ;;
+    *) echo "scale.sh: unknown system $who (kafka, kbus, kbus-base)" >&2; exit 2 ;;
+  esac
+done
+for who in $SYSTEMS; do wait_port "${port[$who]}"; done
+for who in $SYSTEMS; do  # the topic the connection points produce to
+  $PY - "127.0.0.1:${port[$who]}" <<'PY'
+import sys
+from confluent_kafka.admin import AdminClient, NewTopic
+admin = AdminClient({"bootstrap.servers": sys.argv[1]})  # kept: a dropped client cancels the request
+admin.create_topics([NewTopic("scale-conn", 10, 1)], operation_timeout=60)["scale-conn"].result(120)
+PY
+done
+flip=0
+point() {  # point AXIS-ARGS...: every system once, the order alternating from one point to the next
+  local order=($SYSTEMS)
+  if [ $flip = 1 ]; then order=($(printf '%s\n' "${order[@]}" | tac)); fi
+  flip=$((1 - flip))
+  for who in "${order[@]}"; do
+    echo "== $(date +%T) $who: $*" >&2
+    $PY bench/scale.py "$@" -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --label "$who" --out "$OUT" ||
+      echo "   ($who: $* failed)" >&2
+  done
+}
+for r in $(seq "$rounds"); do
+  for axis in $AXES; do
+    case $axis in
+      connections) for c in $CONNECTIONS; do point connections --connections "$c" --topic scale-conn; done ;;
+      msgsize) for s in $SIZES; do point msgsize --size "$s"; done ;;
+      partitions)  # every topic first (memory per partition before traffic grows the heaps), then the requests
+        [ "$r" = 1 ] && for n in $PARTITIONS; do point partitions --phase create --partitions "$n"; done
+        for n in $PARTITIONS; do point partitions --phase load --partitions "$n"; done ;;
+    esac
+  done
+done
+$PY bench/scale.py plot --data "$OUT" --outdir bench --since "$since"
+$PY bench/scale.py table --data "$OUT" --since "$since"

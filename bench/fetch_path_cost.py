@@ -45,7 +45,8 @@ def main() -> None:
             part = Partition("t", 0, log, PartitionState(1, 0, [1, 2], [1, 2]), 2)
             fetcher = ReplicaFetcher(host=None, leader_id=1)  # type: ignore[arg-type]  # _apply uses no host
             for i in range(n if run else 0):
-                p = SimpleNamespace(error_code=ErrorCode.none, records=batches[i], high_watermark=(i + 1) * 50, log_start_offset=0)
+                p = SimpleNamespace(error_code=ErrorCode.none, records=batches[i], high_watermark=(i + 1) * 50,
+                                    log_start_offset=0)
                 fetcher._apply(part, ("t", 0), p)  # type: ignore[arg-type]
             assert log.log_end_offset == (n * 50 if run else 0)
         log.close()

@@ -2,12 +2,12 @@
 # End-to-end latency only (kbench's latency phase: 10,000 msg/s for 10 s, 100 B, acks=all), single broker and
 # 3 brokers RF=3 (min.insync.replicas=2), with the client's default linger.ms (5) and with linger.ms=0, every
 # system in the same run: Apache Kafka, kbus, and (with KBUS_BASE=DIR) the kbus of another checkout as
-# kbus-base. Everything starts once; each round runs every (topology, linger, system) in turn, so the machine's
+# kbus-base (and with KBUS_NOLAT=DIR a third checkout as kbus-nolat). Everything starts once; each round runs every (topology, linger, system) in turn, so the machine's
 # load falls on all of them alike. Each topic is created first and its partition leader's process is the one
 # whose CPU is counted. Results: $OUT (default bench/latency.jsonl), summary: bench/latsummary.py.
 #   usage: bench/latency.sh [ROUNDS] [extra kbench args]
 # Env: SYSTEMS (default "kafka kbus", plus kbus-base with KBUS_BASE), TOPOLOGIES (default "single rf3"),
-#      LINGERS (default "5 0"), OUT.
+#      LINGERS (default "5 0"), OUT, BASE_LABEL (kbus-base's label, e.g. kbus-base-nolat).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -28,7 +28,9 @@ start_one() {  # start_one SYSTEM NAME PORT CHROOT [overrides]
     kbus) start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"; last_pid=$kbus_pid ;;
     kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"
       last_pid=$kbus_pid ;;
-    *) echo "latency.sh: unknown system $who (kafka, kbus, kbus-base)" >&2; exit 2 ;;
+    kbus-nolat) KBUS_SRC=${KBUS_NOLAT:?KBUS_NOLAT=checkout} start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"
+      last_pid=$kbus_pid ;;
+    *) echo "latency.sh: unknown system $who (kafka, kbus, kbus-base, kbus-nolat)" >&2; exit 2 ;;
   esac
 }
 for who in $SYSTEMS; do
@@ -61,7 +63,8 @@ for r in $(seq "$rounds"); do
   for topo in $TOPOLOGIES; do
     for linger in $LINGERS; do
       for who in $SYSTEMS; do
-        rf=1 label=$who; [ "$topo" = single ] || { rf=3; label=$who-3x-rf3; }
+        name=$who; [ "$who" != kbus-base ] || name=${BASE_LABEL:-kbus-base}
+        rf=1 label=$name; [ "$topo" = single ] || { rf=3; label=$name-3x-rf3; }
         topic="lat-$r-$RANDOM"
         leader=$($PY bench/topic.py create -b "${boot[$who/$topo]}" --topic "$topic-lat" --replication-factor $rf \
           --config min.insync.replicas=$((rf > 1 ? 2 : 1)))

@@ -50,6 +50,13 @@ async def serve(config: KafkaConfig) -> None:
     from kbus.server.broker import Broker
     from kbus.server.network import KafkaServer
 
+    # SIGTERM/SIGINT are ours from the first moment: the listener is bound (and the kernel completes connections)
+    # before start-up ends, so a stop sent as soon as the port answers must still be a clean shutdown (exit 0 once
+    # started), not Python's default death by signal
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     log.info("%s", config_banner(config))
     broker = Broker(config)
     server = KafkaServer(config, broker.managers)
@@ -92,10 +99,6 @@ async def serve(config: KafkaConfig) -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     log.info("[KafkaServer id=%d] started (kbus, cluster.id=%s)", broker.broker_id, broker.cluster_id)
     sd_notify("READY=1")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("[KafkaServer id=%d] shutting down", broker.broker_id)
     sd_notify("STOPPING=1")

@@ -14,6 +14,18 @@ from collections.abc import Mapping, Sequence
 from kbus.common.errors import InvalidPartitionsError, InvalidReplicationFactorError, KafkaError
 
 
+def _check_request(num_partitions: int, replication_factor: int, num_brokers: int) -> None:
+    """AdminUtils' checks before either assignment, with Kafka's messages."""
+    if num_partitions <= 0:
+        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+    if replication_factor > num_brokers:
+        raise InvalidReplicationFactorError(
+            f"Replication factor: {replication_factor} larger than available brokers: {num_brokers}."
+        )
+
+
 def assign_replicas_to_brokers(
     broker_ids: Sequence[int],
     num_partitions: int,
@@ -22,14 +34,7 @@ def assign_replicas_to_brokers(
     start_partition_id: int = -1,
     rng: random.Random | None = None,
 ) -> dict[int, list[int]]:
-    if num_partitions <= 0:
-        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
-    if replication_factor <= 0:
-        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-    if replication_factor > len(broker_ids):
-        raise InvalidReplicationFactorError(
-            f"Replication factor: {replication_factor} larger than available brokers: {len(broker_ids)}."
-        )
+    _check_request(num_partitions, replication_factor, len(broker_ids))
     rng = rng or random.Random()
     brokers = list(broker_ids)
     n = len(brokers)
@@ -97,14 +102,7 @@ def assign_replicas_rack_aware(
     rng: random.Random | None = None,
 ) -> dict[int, list[int]]:
     """AdminUtils.assignReplicasToBrokersRackAware."""
-    if num_partitions <= 0:
-        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
-    if replication_factor <= 0:
-        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-    if replication_factor > len(racks):
-        raise InvalidReplicationFactorError(
-            f"Replication factor: {replication_factor} larger than available brokers: {len(racks)}."
-        )
+    _check_request(num_partitions, replication_factor, len(racks))
     rng = rng or random.Random()
     num_racks = len(set(racks.values()))
     brokers = rack_alternated_brokers(racks)

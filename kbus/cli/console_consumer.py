@@ -318,6 +318,11 @@ def _run(
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if sys.stdout is None:  # started with stdout closed (`1>&-`): nowhere to write, as after a closed pipe
+        warn("Unable to write to standard out, closing consumer.")
+        with contextlib.suppress(KafkaException, RuntimeError):
+            consumer.close()
+        return 0
     out = sys.stdout.buffer
     value_only = fmt.value_only and not noop
     null, line_end = fmt.null_literal, fmt.line_separator

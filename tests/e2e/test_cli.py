@@ -457,3 +457,20 @@ def test_a_closed_pipe_ends_the_output_quietly(broker, command: list[str]) -> No
     finally:
         os.close(write_end)
     assert (res.returncode, res.stderr) == (0, "")
+
+
+def test_the_console_consumer_with_stdout_closed_says_so(broker) -> None:
+    """Started with fd 1 closed (`1>&-`): kafka-console-consumer.sh's line and a clean exit, not a traceback."""
+    topic = topic_name("closed")
+    create(broker.bootstrap, topic)
+    res = subprocess.run(
+        [KBUS, "console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--timeout-ms", "2000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(1),  # the child starts with fd 1 closed
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines()[0] == "Unable to write to standard out, closing consumer."

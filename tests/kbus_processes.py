@@ -16,6 +16,13 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 REPO = Path(__file__).resolve().parent.parent
+KBUS = str(Path(sys.executable).parent / "kbus")  # the console script of the venv running the tests
+
+
+def kbus(*args: str) -> subprocess.CompletedProcess[str]:
+    """One `kbus` command as an operator runs it, its output captured (90 s: cluster tools on a loaded machine)."""
+    return subprocess.run([KBUS, *args], capture_output=True, text=True, timeout=90, check=False)
+
 
 # Test-friendly defaults; everything else is Kafka's default.
 TEST_DEFAULTS = {

@@ -6,8 +6,6 @@ replica (the leader) serves every record afterwards."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,14 +14,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.test_leader_election import AckedProducer, assert_nothing_lost
-from tests.kbus_processes import Cluster, wait_for
+from tests.kbus_processes import Cluster, kbus, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.slow]
-KBUS = str(Path(sys.executable).parent / "kbus")
-
-
-def kbus(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KBUS, *args], capture_output=True, text=True, timeout=90, check=False)
 
 
 def log_dirs_of(bootstrap: str, broker: int) -> dict[str, dict[str, dict[str, object]]]:

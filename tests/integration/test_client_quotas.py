@@ -12,26 +12,19 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.kbus_processes import free_port
+from tests.kbus_processes import free_port, kbus
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper]
-KBUS = str(Path(sys.executable).parent / "kbus")
 QUOTA = 100 * 1024  # bytes per second
 RUN_S = 3.0
 VALUE = b"x" * 1000
-
-
-def kbus(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KBUS, *args], capture_output=True, text=True, timeout=90, check=False)
 
 
 @pytest.fixture

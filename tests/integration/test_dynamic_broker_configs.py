@@ -5,22 +5,14 @@ notifications, applied without a restart, shown with their source by DescribeCon
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from tests.kbus_processes import wait_for
+from tests.kbus_processes import kbus, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper]
-KBUS = str(Path(sys.executable).parent / "kbus")
-
-
-def kbus(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KBUS, *args], capture_output=True, text=True, timeout=90, check=False)
 
 
 def produce_all_acks(bootstrap: str, topic: str) -> str | None:

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,16 +25,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from tests.integration.test_leader_election import AckedProducer, assert_nothing_lost
-from tests.kbus_processes import BrokerProcess, Cluster, free_port, wait_for
+from tests.kbus_processes import BrokerProcess, Cluster, free_port, kbus, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.slow]
 # mounting a tmpfs needs root (CAP_SYS_ADMIN); the sandbox and CI run as root
 needs_mount = pytest.mark.skipif(os.geteuid() != 0, reason="fault injection mounts a tmpfs (needs root)")
-KBUS = str(Path(sys.executable).parent / "kbus")
-
-
-def kbus(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KBUS, *args], capture_output=True, text=True, timeout=90, check=False)
 
 
 @contextlib.contextmanager

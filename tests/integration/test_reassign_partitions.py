@@ -5,8 +5,6 @@ catch up, leadership moves, old replicas are removed, and nothing acknowledged i
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,14 +12,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.test_leader_election import AckedProducer, assert_nothing_lost
-from tests.kbus_processes import wait_for
+from tests.kbus_processes import kbus, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.slow]
-KBUS = str(Path(sys.executable).parent / "kbus")
-
-
-def kbus(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([KBUS, *args], capture_output=True, text=True, timeout=90, check=False)
 
 
 def replicas(cluster, topic: str) -> dict[int, list[int]]:

@@ -16,8 +16,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.test_leader_election import assert_nothing_lost
-from tests.integration.test_reassign_partitions import kbus, plan, replicas
-from tests.kbus_processes import Cluster, free_port, wait_for
+from tests.integration.test_reassign_partitions import plan, replicas
+from tests.kbus_processes import Cluster, free_port, kbus, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.slow]
 MESSAGES, VALUE_BYTES = 4000, 1000  # 4 MB in one partition

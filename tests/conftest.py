@@ -100,8 +100,4 @@ def cluster(tmp_path: Path, zk_connect: str) -> Iterator[Cluster]:
         c.start_broker(i)
     c.wait_until_all_see_each_other()
     yield c
-    for b in c.brokers.values():
-        try:
-            b.stop()
-        except Exception:
-            b.kill()
+    c.stop()

@@ -183,6 +183,14 @@ class Cluster:
                     raise
                 time.sleep(1)
 
+    def stop(self) -> None:
+        """Every broker stopped (SIGTERM), killed (-9) when a clean stop fails: a test's cleanup."""
+        for b in self.brokers.values():
+            try:
+                b.stop()
+            except Exception:
+                b.kill()
+
     def wait_until_all_see_each_other(self) -> None:
         """Each broker learns of the others through a ZooKeeper watch, a moment after they register."""
         live = [b for b in self.brokers.values() if b.alive]

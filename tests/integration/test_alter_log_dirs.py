@@ -115,11 +115,7 @@ def test_move_replicas_between_log_dirs_with_a_producer_running(tmp_path: Path, 
         assert_nothing_lost(bootstrap, topic, acked)
         assert all(1 in isr for _, isr in cluster.partitions(topic).values())
     finally:
-        for b in cluster.brokers.values():
-            try:
-                b.stop()
-            except Exception:
-                b.kill()
+        cluster.stop()
 
 
 def test_alter_replica_log_dirs_errors(tmp_path: Path, zk_connect: str) -> None:

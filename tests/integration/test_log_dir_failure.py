@@ -154,11 +154,7 @@ def test_failed_log_dir_moves_leaders_and_keeps_the_other_dir_serving(tmp_path: 
             assert_nothing_lost(bootstrap, topic, acked)
             assert sum(len(v) for v in acked.values()) > 1000
         finally:
-            for b in cluster.brokers.values():
-                try:
-                    b.stop()
-                except Exception:
-                    b.kill()
+            cluster.stop()
 
 
 @needs_mount

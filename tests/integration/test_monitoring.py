@@ -133,8 +133,4 @@ def test_dashboard_and_alert_rules_against_real_scrapes(tmp_path: Path, zk_conne
             "KbusOfflinePartitions": [], "KbusNoActiveController": [],
         })  # fmt: skip
     finally:
-        for b in cluster.brokers.values():
-            try:
-                b.stop()
-            except Exception:
-                b.kill()
+        cluster.stop()

@@ -34,11 +34,7 @@ def metered_cluster(tmp_path: Path, zk_connect: str) -> Iterator[Cluster]:
         c.start_broker(i)
     c.wait_until_all_see_each_other()
     yield c
-    for b in c.brokers.values():
-        try:
-            b.stop()
-        except Exception:
-            b.kill()
+    c.stop()
 
 
 def held_back(cluster: Cluster, broker: int, quota_type: str) -> float:

@@ -107,11 +107,7 @@ def test_sasl_ssl_between_brokers_survives_a_leader_kill(tmp_path: Path, zk_conn
             assert "Traceback" not in b.log_text()
             assert "Failed authentication" not in b.log_text()
     finally:
-        for b in cluster.brokers.values():
-            try:
-                b.stop()
-            except Exception:
-                b.kill()
+        cluster.stop()
 
 
 PLAIN_JAAS = (
@@ -194,8 +190,4 @@ def test_acls_live_in_zookeeper_and_every_broker_follows_them(tmp_path: Path, zk
             }
             assert topic in AdminClient(alice).list_topics(timeout=10).topics
     finally:
-        for b in cluster.brokers.values():
-            try:
-                b.stop()
-            except Exception:
-                b.kill()
+        cluster.stop()

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from kbus.protocol.record_batch import encode_unsigned_varint
+
 FETCH_KEY, FETCH_REQUEST_VERSION = 1, 12
 _HEADER = struct.Struct(">ihhih")  # size, api_key, api_version, correlation_id, client_id length
 # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch
@@ -30,13 +32,6 @@ class FetchPartition:
     log_start_offset: int
     partition_max_bytes: int
     last_fetched_epoch: int = -1
-
-
-def _uvarint(n: int, out: bytearray) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +58,12 @@ class FetchRequestV12:
         out.append(0)  # the header's tagged fields
         out += _BODY.pack(self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level,
                           self.session_id, self.session_epoch)  # fmt: skip
-        _uvarint(len(self.topics) + 1, out)
+        encode_unsigned_varint(len(self.topics) + 1, out)
         for topic, partitions in self.topics:
             name = topic.encode()
-            _uvarint(len(name) + 1, out)
+            encode_unsigned_varint(len(name) + 1, out)
             out += name
-            _uvarint(len(partitions) + 1, out)
+            encode_unsigned_varint(len(partitions) + 1, out)
             for p in partitions:
                 out += _PARTITION.pack(p.partition, p.current_leader_epoch, p.fetch_offset, p.last_fetched_epoch,
                                        p.log_start_offset, p.partition_max_bytes)  # fmt: skip
@@ -76,7 +71,7 @@ class FetchRequestV12:
             out.append(0)  # the topic's tagged fields
         out.append(1)  # forgotten_topics_data: an empty compact array
         rack = self.rack_id.encode()
-        _uvarint(len(rack) + 1, out)
+        encode_unsigned_varint(len(rack) + 1, out)
         out += rack
         out.append(0)  # the request's tagged fields
         struct.pack_into(">i", out, 0, len(out) - 4)

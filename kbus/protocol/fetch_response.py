@@ -14,6 +14,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kbus.protocol.record_batch import encode_unsigned_varint
+
 FLEXIBLE_VERSION = 12  # compact arrays, strings and bytes, tagged fields
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -45,13 +47,6 @@ class EncodedBody:
     data: bytes
 
 
-def _uvarint(n: int, out: bytearray) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
 def encode_fetch_response(
     version: int,
     topics: Sequence[tuple[str, Sequence[PartitionEntry]]],
@@ -69,15 +64,15 @@ def encode_fetch_response(
     out = bytearray(_TOP_V7.pack(throttle_time_ms, error_code, session_id) if version >= 7 else
                     _I32.pack(throttle_time_ms))  # fmt: skip
     if flexible:
-        _uvarint(len(topics) + 1, out)
+        encode_unsigned_varint(len(topics) + 1, out)
     else:
         out += _I32.pack(len(topics))
     for topic, partitions in topics:
         name = topic.encode()
         if flexible:
-            _uvarint(len(name) + 1, out)
+            encode_unsigned_varint(len(name) + 1, out)
             out += name
-            _uvarint(len(partitions) + 1, out)
+            encode_unsigned_varint(len(partitions) + 1, out)
         else:
             out += _I16.pack(len(name))
             out += name
@@ -93,7 +88,7 @@ def encode_fetch_response(
                 out += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
                 if flexible:
-                    _uvarint(len(aborted) + 1, out)
+                    encode_unsigned_varint(len(aborted) + 1, out)
                 else:
                     out += _I32.pack(len(aborted))
                 for producer_id, first_offset in aborted:
@@ -104,7 +99,7 @@ def encode_fetch_response(
                 out += _I32.pack(p.preferred_read_replica)
             records = p.records
             if flexible:
-                _uvarint(len(records) + 1, out)
+                encode_unsigned_varint(len(records) + 1, out)
             else:
                 out += _I32.pack(len(records))
             out += records

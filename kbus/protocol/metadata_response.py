@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Sequence
 
 from kbus.protocol.fetch_response import EncodedBody
+from kbus.protocol.record_batch import encode_unsigned_varint
 
 FLEXIBLE_VERSION = 9
 _I16 = struct.Struct(">h")
@@ -24,16 +25,9 @@ _PART_V7 = struct.Struct(">hiii")  # ..., leader_epoch
 _ZERO_UUID = bytes(16)
 
 
-def _uvarint(n: int, out: bytearray) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
 def _array_len(n: int, flexible: bool, out: bytearray) -> None:
     if flexible:
-        _uvarint(n + 1, out)
+        encode_unsigned_varint(n + 1, out)
     else:
         out += _I32.pack(n)
 
@@ -88,7 +82,8 @@ def encode_topic(
     out = bytearray(_I16.pack(error_code))
     raw = None if name is None else name.encode()
     if flexible:
-        _uvarint(0 if raw is None else len(raw) + 1, out)  # null only where v12 allows it (a topic named by id)
+        # null only where v12 allows it (a topic named by id)
+        encode_unsigned_varint(0 if raw is None else len(raw) + 1, out)
     else:
         out += _I16.pack(-1 if raw is None else len(raw))
     if raw is not None:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kbus.protocol.fetch_response import EncodedBody
+from kbus.protocol.record_batch import encode_unsigned_varint
 
 MIN_VERSION = 3
 FLEXIBLE_VERSION = 9  # compact arrays and strings, tagged fields
@@ -39,13 +40,6 @@ class PartitionProduceResult:
     error_message: str | None = None  # v8+
 
 
-def _uvarint(n: int, out: bytearray) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
 def _string(s: str | None, out: bytearray, flexible: bool) -> None:
     """A (nullable) string: compact (length + 1 as a varint, 0 for null) or classic (int16 length, -1)."""
     if s is None:
@@ -56,7 +50,7 @@ def _string(s: str | None, out: bytearray, flexible: bool) -> None:
         return
     data = s.encode()
     if flexible:
-        _uvarint(len(data) + 1, out)
+        encode_unsigned_varint(len(data) + 1, out)
     else:
         out += _I16.pack(len(data))
     out += data
@@ -64,7 +58,7 @@ def _string(s: str | None, out: bytearray, flexible: bool) -> None:
 
 def _count(n: int, out: bytearray, flexible: bool) -> None:
     if flexible:
-        _uvarint(n + 1, out)
+        encode_unsigned_varint(n + 1, out)
     else:
         out += _I32.pack(n)
 

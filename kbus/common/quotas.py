@@ -34,10 +34,6 @@ DEFAULT = "<default>"  # ZooKeeperInternals.DEFAULT_STRING: the znode name of a 
 # DescribeClientQuotas filter match types
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
-# quota.window.num / quota.window.size.seconds (QuotaConfig defaults)
-QUOTA_WINDOW_NUM_DEFAULT = 11
-QUOTA_WINDOW_SIZE_SECONDS_DEFAULT = 1
-
 
 class QuotaRequestError(ValueError):
     """Kafka's InvalidRequestException for a quota entity, filter or alteration (INVALID_REQUEST)."""

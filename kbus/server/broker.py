@@ -41,7 +41,8 @@ from kbus.server.metadata.local import LocalMetadataStore
 from kbus.server.metadata.offline_replicas import describe_log_dirs_probe
 from kbus.server.metadata.types import MetadataStore, TopicMetadata
 from kbus.server.partition import Partition
-from kbus.server.quota_manager import QuotaManagers, QuotaWindow, register_metrics
+from kbus.server.quota_manager import QuotaManagers, register_metrics
+from kbus.server.quota_rate import RateConfig
 from kbus.server.replica_manager import LeadershipListener, ReplicaManager
 from kbus.server.scheduler import Scheduler
 from kbus.server.security.manager import SecurityManager
@@ -102,8 +103,8 @@ class Broker:
             config, self.broker_id, self.cache, self.replicas, self.admin, groups=None,
             security=self.security, users=self.metadata, acls=self.metadata, quota_store=self.metadata,
             quotas=QuotaManagers(
-                QuotaWindow(config.quota_window_num, config.quota_window_size_seconds),
-                QuotaWindow(config.controller_quota_window_num, config.controller_quota_window_size_seconds),
+                RateConfig(config.quota_window_num, config.quota_window_size_seconds * 1000),
+                RateConfig(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000),
             ),
         )
         self.scheduler = Scheduler()

@@ -59,16 +59,10 @@ class _Resolved:
     version: int
 
 
-@dataclass
-class QuotaWindow:
-    samples: int = q.QUOTA_WINDOW_NUM_DEFAULT
-    size_s: int = q.QUOTA_WINDOW_SIZE_SECONDS_DEFAULT
-
-
 class ClientQuotaManager:
     """The quota of one type (Produce, Fetch or Request) for every client."""
 
-    def __init__(self, quota_type: str, key: str, window: QuotaWindow, *, max_throttle_ms: int | None = None) -> None:
+    def __init__(self, quota_type: str, key: str, window: RateConfig, *, max_throttle_ms: int | None = None) -> None:
         self.quota_type = quota_type  # Kafka's QuotaType name: Produce, Fetch, Request
         self.key = key  # the config key holding this type's quota (producer_byte_rate, ...)
         self.window = window
@@ -110,9 +104,9 @@ class ClientQuotaManager:
         bound = q.quota_limit(tags[0], tags[1], quotas)
         sensors = self._sensors.get(tags)
         if sensors is None:
-            config = RateConfig(self.window.samples, self.window.size_s * 1000)
+            window = self.window
             sensors = ClientSensors(
-                tags[0], tags[1], bound, WindowedRate(config), WindowedRate(config), WindowedRate(config),
+                tags[0], tags[1], bound, WindowedRate(window), WindowedRate(window), WindowedRate(window),
                 self._version, now_ms,
             )
             self._sensors[tags] = sensors
@@ -162,7 +156,7 @@ class ClientQuotaManager:
         bound = self.sensors(user, client_id, now_ms).bound
         if bound is None:
             return float("inf")
-        return bound * (self.window.samples - 1) * self.window.size_s
+        return bound * (self.window.samples - 1) * self.window.window_ms / 1000
 
     def _expire(self, now_ms: int) -> None:
         """Sensors idle for an hour go (Kafka expires inactive quota sensors after 3600 s)."""
@@ -217,7 +211,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
     """controller_mutation_rate: partitions created or deleted per second (CreateTopics, CreatePartitions,
     DeleteTopics), per (user, client-id), over a token bucket instead of a rate."""
 
-    def __init__(self, window: QuotaWindow) -> None:
+    def __init__(self, window: RateConfig) -> None:
         super().__init__("ControllerMutation", q.CONTROLLER_MUTATION_RATE, window)
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
 
@@ -225,7 +219,7 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         tags = (sensors.user, sensors.client_id)
         bucket = self._buckets.get(tags)
         if bucket is None:
-            bucket = self._buckets[tags] = TokenBucket(self.window.samples, self.window.size_s)
+            bucket = self._buckets[tags] = TokenBucket(self.window.samples, self.window.window_ms // 1000)
         return bucket
 
     def quota_for(self, principal: str, client_id: str, strict: bool) -> ControllerMutationQuota | None:
@@ -278,8 +272,8 @@ class ControllerMutationQuota:
 class QuotaManagers:
     """QuotaFactory.QuotaManagers: one manager per quota type, fed by the quota configs of every entity."""
 
-    window: QuotaWindow = field(default_factory=QuotaWindow)
-    controller_window: QuotaWindow = field(default_factory=QuotaWindow)
+    window: RateConfig = field(default_factory=RateConfig)  # quota.window.num / quota.window.size.seconds
+    controller_window: RateConfig = field(default_factory=RateConfig)  # controller.quota.window.*
     produce: ClientQuotaManager = field(init=False)
     fetch: ClientQuotaManager = field(init=False)
     request: ClientQuotaManager = field(init=False)
@@ -291,7 +285,7 @@ class QuotaManagers:
         self.produce = ClientQuotaManager("Produce", q.PRODUCER_BYTE_RATE, self.window)
         self.fetch = ClientQuotaManager("Fetch", q.CONSUMER_BYTE_RATE, self.window)
         self.request = ClientQuotaManager(
-            "Request", q.REQUEST_PERCENTAGE, self.window, max_throttle_ms=self.window.size_s * 1000
+            "Request", q.REQUEST_PERCENTAGE, self.window, max_throttle_ms=self.window.window_ms
         )
         self.controller_mutation = ControllerMutationQuotaManager(self.controller_window)
 

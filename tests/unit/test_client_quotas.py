@@ -12,7 +12,8 @@ from kio.schema.errors import ErrorCode as E
 
 from kbus.common import quotas as q
 from kbus.common.quotas import DEFAULT, QuotaEntity
-from kbus.server.quota_manager import ClientQuotaManager, QuotaManagers, QuotaWindow
+from kbus.server.quota_manager import ClientQuotaManager, QuotaManagers
+from kbus.server.quota_rate import RateConfig
 from tests.unit.test_api_handlers import call, fetch, managers, part, produce
 
 U, C = "alice", "app"
@@ -57,7 +58,7 @@ def test_sanitize_matches_kafkas_sanitizer() -> None:
 
 
 def test_throttle_time_brings_the_rate_back_to_the_quota() -> None:
-    m = ClientQuotaManager("Produce", q.PRODUCER_BYTE_RATE, QuotaWindow())
+    m = ClientQuotaManager("Produce", q.PRODUCER_BYTE_RATE, RateConfig())
     m.update({QuotaEntity(None, C): 1000.0})
     assert m.enabled
     assert m.record("ANONYMOUS", C, 5000, 0) == 0  # 500 B/s over a 10 s window
@@ -187,7 +188,7 @@ def test_alter_and_describe_client_quotas(version: int) -> None:
 
 def test_produce_and_fetch_carry_the_throttle_time(tmp_path: Path) -> None:
     m, _, _, _ = managers(tmp_path)
-    m.quotas = QuotaManagers(QuotaWindow())
+    m.quotas = QuotaManagers(RateConfig())
     m.quotas.entity_changed(QuotaEntity(None, "client"), {"producer_byte_rate": "1", "consumer_byte_rate": "1"})
     first = produce(m, 9, 1, [("t", 0)])
     assert first.throttle_time.total_seconds() > 0  # even one small request is over 1 B/s

@@ -4,12 +4,15 @@ two at the controller (retried when it moves)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kbus.admin.errors import AdminError
 from kbus.admin.wire import METADATA_KEY, AdminSession, WireAdmin, build, nested
+from kbus.common.errors import KafkaError
+from kbus.zk.assignment import assign_replicas
 
 ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
 _NOT_CONTROLLER = 41
@@ -100,6 +103,16 @@ def alter_reassignments(
     return admin.run(work)
 
 
+def broker_racks(admin: WireAdmin) -> dict[int, str | None]:
+    """The live brokers and their `broker.rack` (None when unset), as describeCluster().nodes() gives them."""
+
+    async def work(session: AdminSession) -> dict[int, str | None]:
+        nodes, _ = await admin.cluster(session)
+        return {n.node_id: n.rack for n in nodes}
+
+    return admin.run(work)
+
+
 def live_brokers(admin: WireAdmin) -> list[int]:
     """The ids of the brokers the cluster lists now (Kafka's describeCluster().nodes())."""
 
@@ -108,3 +121,33 @@ def live_brokers(admin: WireAdmin) -> list[int]:
         return [n.node_id for n in nodes]
 
     return admin.run(work)
+
+
+def brokers_for_generate(live: dict[int, str | None], broker_list: list[int],
+                         rack_aware: bool) -> dict[int, str | None]:  # fmt: skip
+    """ReassignPartitionsCommand.getBrokerMetadata: the listed brokers the cluster knows (others are dropped, as
+    describeCluster() does not return them), with their racks unless --disable-rack-aware; some with a rack and
+    some without is an error, since the assignment could not keep replicas apart by rack."""
+    chosen = {b: (live[b] if rack_aware else None) for b in broker_list if b in live}
+    rackless = sum(1 for r in chosen.values() if r is None)
+    if rack_aware and 0 < rackless < len(chosen):
+        raise AdminError("Not all brokers have rack information. Add --disable-rack-aware in command line to make "
+                         "replica assignment without rack information.", "INVALID_REQUEST")  # fmt: skip
+    return chosen
+
+
+def calculate_assignment(current: dict[tuple[str, int], list[int]], racks: dict[int, str | None],
+                         rng: random.Random | None = None) -> dict[tuple[str, int], list[int]]:  # fmt: skip
+    """ReassignPartitionsCommand.calculateAssignment: per topic, Kafka's replica assignment of as many partitions,
+    with the replication factor of its first partition, over `racks` (rack-aware when they have racks)."""
+    proposed: dict[tuple[str, int], list[int]] = {}
+    for topic in sorted({t for t, _ in current}):
+        parts = sorted(p for t, p in current if t == topic)
+        rf = len(current[(topic, parts[0])])
+        try:
+            assignment = assign_replicas(racks, len(parts), rf, rng=rng)
+        except KafkaError as exc:
+            raise AdminError(str(exc), exc.error_code.name.upper()) from None
+        for p, replicas in assignment.items():
+            proposed[(topic, p)] = replicas
+    return proposed

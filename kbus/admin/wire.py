@@ -27,6 +27,7 @@ class Node:
     node_id: int
     host: str
     port: int
+    rack: str | None = None
 
 
 def request_class(api_key: int, version: int) -> type:
@@ -116,7 +117,7 @@ class WireAdmin:
             except ConnectionError as exc:
                 reasons.append(str(exc))
                 continue
-            nodes = [Node(int(b.node_id), b.host, int(b.port)) for b in resp.brokers]
+            nodes = [Node(int(b.node_id), b.host, int(b.port), b.rack or None) for b in resp.brokers]
             return sorted(nodes, key=lambda n: n.node_id), int(resp.controller_id)
         raise ConnectionError(f"Could not connect to any broker ({'; '.join(reasons)})")
 

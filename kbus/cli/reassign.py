@@ -16,12 +16,19 @@ from kbus.admin.errors import AdminError
 from kbus.admin.java_order import hashmap_order, string_hash
 from kbus.admin.kafka import KafkaAdmin
 from kbus.admin.log_dirs import TopicPartitionReplica, alter_replica_log_dirs, describe_replica_log_dirs
-from kbus.admin.reassign import alter_reassignments, current_assignment, list_reassignments, live_brokers
+from kbus.admin.reassign import (
+    alter_reassignments,
+    broker_racks,
+    brokers_for_generate,
+    calculate_assignment,
+    current_assignment,
+    list_reassignments,
+    live_brokers,
+)
 from kbus.admin.wire import WireAdmin
 from kbus.cli.app import app
 from kbus.cli.client_config import wire_security
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail
-from kbus.zk.assignment import assign_replicas_to_brokers
 
 TopicPartition = tuple[str, int]
 ANY_LOG_DIR = "any"
@@ -139,7 +146,7 @@ def _names(tps: list[TopicPartition]) -> str:
     return ",".join(f"{t}-{p}" for t, p in sorted(tps))
 
 
-def _generate(admin: WireAdmin, topics_file: str, broker_list: str | None) -> None:
+def _generate(admin: WireAdmin, topics_file: str, broker_list: str | None, rack_aware: bool) -> None:
     doc = _read_json(topics_file, "--topics-to-move-json-file")
     if not isinstance(doc, dict) or not isinstance(doc.get("topics"), list):
         raise UsageError('The topics-to-move JSON needs a "topics" list like {"topics":[{"topic":"foo"}],"version":1}')
@@ -151,15 +158,7 @@ def _generate(admin: WireAdmin, topics_file: str, broker_list: str | None) -> No
     except ValueError:
         raise UsageError(f"Invalid --broker-list '{broker_list}': expected broker ids like 1,2,3") from None
     current = current_assignment(admin, topics)
-    proposed: dict[TopicPartition, list[int]] = {}
-    for topic in topics:
-        parts = sorted(p for t, p in current if t == topic)
-        rf = len(current[(topic, parts[0])])
-        try:
-            for p, replicas in assign_replicas_to_brokers(brokers, len(parts), rf).items():
-                proposed[(topic, p)] = replicas
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    proposed = calculate_assignment(current, brokers_for_generate(broker_racks(admin), brokers, rack_aware))
     print("Current partition replica assignment")
     print(format_assignment(current))
     print()
@@ -217,6 +216,12 @@ def reassign_partitions(
         str | None, typer.Option("--reassignment-json-file", help="The plan (from --generate, or your own)")
     ] = None,
     broker_list: Annotated[str | None, typer.Option("--broker-list", help='Brokers to move to, "1,2,3"')] = None,
+    disable_rack_aware: Annotated[
+        bool, typer.Option("--disable-rack-aware", help="--generate: ignore the brokers' broker.rack")
+    ] = False,
+    additional: Annotated[
+        bool, typer.Option("--additional", help="--execute although reassignments are under way")
+    ] = False,
     throttle: Annotated[int, typer.Option("--throttle", help="Inter-broker replication limit, B/s")] = -1,
     replica_alter_log_dirs_throttle: Annotated[
         int, typer.Option("--replica-alter-log-dirs-throttle", help="Limit on moves between log dirs, B/s")
@@ -247,7 +252,7 @@ def reassign_partitions(
         admin = WireAdmin(bootstrap_server, security=security)
         if generate:
             assert topics_to_move_json_file is not None
-            _generate(admin, topics_to_move_json_file, broker_list)
+            _generate(admin, topics_to_move_json_file, broker_list, not disable_rack_aware)
             return
         if list_:
             ongoing = list_reassignments(admin)
@@ -267,8 +272,8 @@ def reassign_partitions(
         if missing:
             raise AdminError(f"Topic partitions not found: {_names(missing)}", "UNKNOWN_TOPIC_OR_PARTITION")
         if execute:
-            ongoing = list_reassignments(admin)
-            if any(tp in ongoing for tp in targets):
+            # Kafka refuses while any reassignment is under way, not only one of these partitions
+            if not additional and list_reassignments(admin):
                 raise AdminError("Cannot execute because there is an existing partition assignment. Use --additional "
                                  "to override this and create a new partition assignment in addition to the existing "
                                  "one. The --additional flag can also be used to change the throttle by resubmitting "

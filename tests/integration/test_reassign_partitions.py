@@ -49,6 +49,15 @@ def test_move_partitions_off_a_broker_with_a_producer_running(cluster, raw_zk, t
     assert lines[3] == "Proposed partition reassignment configuration"
     proposed = json.loads(lines[4])["partitions"]
     assert len(proposed) == 3 and all(sorted(e["replicas"]) == [2, 3] for e in proposed)
+    # no broker has a rack here: --disable-rack-aware proposes the same kind of plan; an unknown broker is dropped
+    # (Kafka keeps only the brokers describeCluster returns), so 2 replicas over 2,99 is one too many
+    plain = kbus("reassign-partitions", "--bootstrap-server", b, "--generate", "--topics-to-move-json-file",
+                 str(to_move), "--broker-list", "2,3", "--disable-rack-aware")  # fmt: skip
+    assert all(sorted(e["replicas"]) == [2, 3] for e in json.loads(plain.stdout.splitlines()[4])["partitions"])
+    short = kbus("reassign-partitions", "--bootstrap-server", b, "--generate", "--topics-to-move-json-file",
+                 str(to_move), "--broker-list", "2,99")  # fmt: skip
+    assert short.returncode == 1
+    assert short.stderr.strip() == "Error: Replication factor: 2 larger than available brokers: 1."
 
     producer = AckedProducer(b, topic, 3)
     try:
@@ -111,6 +120,10 @@ def test_cancel_and_the_legacy_znode(cluster, raw_zk, tmp_path: Path) -> None:
     assert topic_znode["adding_replicas"] == {"0": [3]} and topic_znode["removing_replicas"] == {"0": [1]}
     again = kbus("reassign-partitions", "--bootstrap-server", b, "--execute", "--reassignment-json-file", stuck)
     assert again.returncode == 1 and "existing partition assignment" in again.stderr
+    more = kbus("reassign-partitions", "--bootstrap-server", b, "--execute", "--reassignment-json-file", stuck,
+                "--additional")  # fmt: skip
+    assert more.returncode == 0, more.stderr
+    assert more.stdout.splitlines()[-1] == "Successfully started partition reassignment for stuck-0"
     cancelled = kbus("reassign-partitions", "--bootstrap-server", b, "--cancel", "--reassignment-json-file", stuck)
     assert cancelled.stdout.splitlines()[0] == "Successfully cancelled partition reassignment for: stuck-0"
     # (as in Kafka, the original replicas are what is left when the added ones go: [3,2,1] - [3])

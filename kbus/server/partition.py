@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kbus.common.clock import now_ms
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.metadata.types import PartitionState
 from kbus.server.metrics import METRICS
@@ -27,10 +27,6 @@ log = logging.getLogger("kbus.server")
 # store refused it (leadership or the ISR moved on; the store's listener brings the newer state)
 AlterIsr = Callable[[str, int, list[int], PartitionState], Awaitable[PartitionState | None]]
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kbus.common import quotas as q
+from kbus.common.clock import now_ms
 from kbus.common.errors import ThrottlingQuotaExceededError
 from kbus.server.metrics import METRICS, Metrics
 from kbus.server.quota_rate import RateConfig, WindowedRate
@@ -30,10 +30,6 @@ NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9  # ClientRequestQuotaManager: reque
 INACTIVE_SENSOR_EXPIRATION_MS = 3600 * 1000  # ClientQuotaManager.InactiveSensorExpirationTimeSeconds
 # principals and client ids as they appear in znode names and sensor tags (Kafka caches the session's too)
 sanitized = functools.lru_cache(maxsize=8192)(q.sanitize)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)

@@ -11,12 +11,12 @@ import logging
 import re
 import shutil
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbus.common.clock import now_ms
 from kbus.common.topic_config import LogConfig
 from kbus.protocol import record_batch as rb
 from kbus.protocol.control import EndTxnMarker, parse_marker
@@ -45,10 +45,6 @@ TimeFn = Callable[[], int]
 
 # Segment fsyncs after a roll run here so the appending thread never waits for the disk.
 _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbus-log-flush")
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 _MARKED_DIR = re.compile(r"^(.+)\.[0-9a-f]{32}-(future|delete)$")

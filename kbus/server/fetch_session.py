@@ -10,7 +10,9 @@ Epoch -1 (FINAL) is a sessionless full fetch (librdkafka always sends that), clo
 A wrong epoch answers INVALID_FETCH_SESSION_EPOCH, an unknown id FETCH_SESSION_ID_NOT_FOUND; the client then starts
 over with a full fetch. Sessions live in a cache of `max.incremental.fetch.session.cache.slots` entries (0: no
 sessions); when it is full, the least recently used session idle for `min.incremental.fetch.session.eviction.ms`
-makes room (Kafka also weighs size and privileges followers; kbus's followers do not use sessions).
+makes room, and a follower's new session (privileged, as in Kafka: replication must not lose its sessions to
+consumers) may take the least recently used consumer's. Kafka also lets a consumer session with more partitions
+evict a smaller one; kbus does not weigh sizes.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class FetchSession:
     session_id: int
     epoch: int  # the epoch the next request must carry
     last_used: float
+    privileged: bool = False  # a follower's
     partitions: OrderedDict[tuple[str, int], FetchPartitionRequest] = field(default_factory=OrderedDict)
     sent: dict[tuple[str, int], _Sent] = field(default_factory=dict)
 
@@ -152,6 +155,7 @@ class FetchSessionCache:
         topics: list[tuple[str, list[FetchPartitionRequest]]],
         forgotten: list[tuple[str, list[int]]],
         now: float,
+        privileged: bool = False,
     ) -> FetchContext | FetchSessionError:
         requested = [(t, fp) for t, parts in topics for fp in parts]
         if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
@@ -159,7 +163,7 @@ class FetchSessionCache:
                 self._sessions.pop(session_id, None)  # the client closes (or restarts) its session
             if epoch == FINAL_EPOCH:
                 return FetchContext(0, requested)
-            session = self._create(now)
+            session = self._create(now, privileged)
             if session is None:
                 return FetchContext(0, requested)  # no room: a sessionless full fetch
             for t, fp in requested:
@@ -185,18 +189,24 @@ class FetchSessionCache:
         """Forget a session whose first response was never sent (a throttled fetch)."""
         self._sessions.pop(session_id, None)
 
-    def _create(self, now: float) -> FetchSession | None:
+    def _create(self, now: float, privileged: bool) -> FetchSession | None:
         if self.max_slots <= 0:
             return None
         if len(self._sessions) >= self.max_slots:
             oldest_id, oldest = next(iter(self._sessions.items()))
-            if now - oldest.last_used < self.eviction_s:
+            if now - oldest.last_used >= self.eviction_s:
+                del self._sessions[oldest_id]
+            elif privileged:
+                consumer = next((sid for sid, s in self._sessions.items() if not s.privileged), None)
+                if consumer is None:
+                    return None
+                del self._sessions[consumer]
+            else:
                 return None
-            del self._sessions[oldest_id]
         session_id = 0
         while session_id == 0 or session_id in self._sessions:
             session_id = random.randint(1, 2**31 - 1)
-        session = FetchSession(session_id, 1, now)
+        session = FetchSession(session_id, 1, now, privileged)
         self._sessions[session_id] = session
         return session
 

@@ -201,7 +201,7 @@ class ReplicaManager:
         stable offset with read_committed), followers to the log end, and a follower's fetch offset is its
         progress report for the ISR. Raises the log's errors (e.g. OffsetOutOfRange)."""
         if replica_id >= 0:
-            part.follower_fetched(replica_id, fetch_offset)
+            self.follower_fetched(part, replica_id, fetch_offset)
             quota = self.leader_quota
             if quota.throttling and quota.should_throttle(part.topic, part.index, replica_id in part.state.isr):
                 # Kafka's shouldLeaderThrottle: an out-of-sync follower of a throttled partition gets no data
@@ -220,6 +220,11 @@ class ReplicaManager:
         except OSError as e:
             raise self.storage_error(part, "reading", e) from e
         return PartitionRead(hw, lso, part.log_start_offset, data, aborted)
+
+    def follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch offset for a partition led here: its progress report for the ISR (Kafka's
+        updateFollowerFetchState), also for a partition its incremental fetch left out (nothing new for it)."""
+        part.follower_fetched(replica_id, fetch_offset)
 
     @property
     def leader_throttling(self) -> bool:

@@ -42,7 +42,10 @@ def kio_frame(req: FetchRequestV12, correlation_id: int, client_id: str) -> byte
             )
             for topic, parts in req.topics
         ],
-        forgotten_topics_data=(),
+        forgotten_topics_data=[
+            build(nested(FetchReq, "ForgottenTopic"), topic=topic, partitions=list(indexes))
+            for topic, indexes in req.forgotten
+        ],
         rack_id=req.rack_id,
     )
     return encode_request(body, correlation_id, client_id)
@@ -64,6 +67,10 @@ CASES = [
     FetchRequestV12(3, 0, 0, 1, []),  # nothing listed
     FetchRequestV12(4, 100, 1, 5, [("x", [FetchPartition(1, -1, 0, -1, 0, last_fetched_epoch=9)])],
                     session_id=7, session_epoch=2, rack_id="rack-a"),
+    # an incremental fetch of a session: one partition moved on, two dropped from one topic, one from another
+    FetchRequestV12(5, 500, 1, 10 << 20, [("t", [FetchPartition(0, 3, 99, 0, 1 << 20)])],
+                    forgotten=[("t", [1, 2]), ("é" * 3, [2**31 - 1])], session_id=2**31 - 1, session_epoch=8),
+    FetchRequestV12(6, 500, 1, 10 << 20, [], forgotten=[("gone", [0])], session_id=1, session_epoch=1),
 ]
 
 

@@ -110,3 +110,20 @@ def test_unchanged_is_what_the_client_was_last_told() -> None:
     assert not inc.unchanged("t", 1, 8, 0, 0)  # the high watermark moved: the client must hear of it
     assert not inc.unchanged("t", 0, 0, 0, 3)  # so did the log start offset
     assert not inc.unchanged("u", 0, 0, 0, 0)  # never told
+
+
+def test_a_followers_session_takes_a_consumers_slot_when_the_cache_is_full() -> None:
+    cache = FetchSessionCache(2, eviction_ms=60_000)
+
+    def start(now: float, privileged: bool) -> int:
+        ctx = cache.new_context(0, 0, [("t", [FP(0)])], [], now, privileged=privileged)
+        assert isinstance(ctx, FetchContext)
+        return ctx.session_id
+
+    consumer, follower = start(0.0, False), start(0.1, True)
+    assert start(0.2, False) == 0  # a consumer waits for an idle slot
+    second_follower = start(0.3, True)  # a follower does not: the consumer's session goes
+    assert second_follower != 0 and len(cache) == 2
+    assert cache.new_context(consumer, 1, [], [], 0.4) == FetchSessionError(ErrorCode.fetch_session_id_not_found)
+    assert start(0.5, True) == 0  # only followers left: nobody to evict
+    assert isinstance(cache.new_context(follower, 1, [], [], 0.6), FetchContext)

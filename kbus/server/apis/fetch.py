@@ -85,15 +85,24 @@ def _collect(
             elif (err := leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1))) is not None:
                 entry = PartitionEntry(fp.partition, err)
             elif (
-                replica_id < 0
-                and fctx.incremental
-                and fp.fetch_offset == (part.last_stable_offset if read_committed else part.high_watermark)
+                fctx.incremental
+                and fp.fetch_offset
+                == (
+                    part.log_end_offset
+                    if replica_id >= 0
+                    else part.last_stable_offset
+                    if read_committed
+                    else part.high_watermark
+                )
                 and fctx.unchanged(
                     topic, fp.partition, part.high_watermark, part.last_stable_offset, part.log_start_offset
                 )
             ):
-                # a caught-up consumer's partition with nothing new: left out without reading or encoding it
-                # (with 1,000 partitions and data on a few, this is most of them)
+                # a caught-up consumer's or follower's partition with nothing new: left out without reading or
+                # encoding it (with 1,000 partitions and data on a few, this is most of them); a follower's
+                # position still counts as its progress report
+                if replica_id >= 0:
+                    m.replicas.follower_fetched(part, replica_id, fp.fetch_offset)
                 waits.append(part)
                 continue
             else:
@@ -154,6 +163,7 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
         [(ft.topic, ft.partitions) for ft in request.topics],
         [(f.topic, f.partitions) for f in getattr(request, "forgotten_topics_data", ())],
         time.monotonic(),
+        privileged=replica_id >= 0,
     )
     if isinstance(fctx, FetchSessionError):
         return encode_fetch_response(ctx.api_version, [], error_code=fctx.error_code, session_id=0)

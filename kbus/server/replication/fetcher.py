@@ -28,6 +28,7 @@ from kbus.server.partition import Partition
 from kbus.server.repeated_warning import RepeatedWarning
 from kbus.server.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from kbus.server.replication.quota import ReplicationQuotaManager
+from kbus.server.replication.session import FetchSessionHandler
 
 log = logging.getLogger("kbus.replication")
 
@@ -75,6 +76,7 @@ class ReplicaFetcher:
         self._conn: KafkaConnection | None = None
         self._changed = asyncio.Event()
         self._failures = RepeatedWarning(log)
+        self._session = FetchSessionHandler()
 
     def add(self, tp: TopicPartition) -> None:
         self._generation += 1
@@ -229,22 +231,30 @@ class ReplicaFetcher:
         cfg = self.host.config
         quota = self.host.follower_quota
         throttling = quota.throttling
-        topics: dict[str, list[FetchPartition]] = {}
+        wanted: dict[TopicPartition, FetchPartition] = {}
         for tp, gen in self.partitions.items():
             part = self._partition(tp)
             if part is None or gen:
                 continue
             if throttling and quota.should_throttle(tp[0], tp[1], self._in_sync(tp, part)):
                 continue  # Kafka's shouldFollowerThrottle: left out of this fetch while the quota is exceeded
-            topics.setdefault(tp[0], []).append(FetchPartition(
+            wanted[tp] = FetchPartition(
                 tp[1], part.leader_epoch, part.log_end_offset, part.log_start_offset, cfg.replica_fetch_max_bytes
-            ))
-        if not topics:
+            )
+        if not wanted:
             self._changed.clear()
             # nothing to fetch (or all of it throttled): Kafka's fetcher backs off replica.fetch.backoff.ms
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), FETCH_BACKOFF_S)
             return
+        # a KIP-227 session: after the first, a request lists only the partitions whose position moved
+        session = self._session.build(wanted)
+        topics: dict[str, list[FetchPartition]] = {}
+        for (topic, _), fp in session.to_send.items():
+            topics.setdefault(topic, []).append(fp)
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in session.forgotten:
+            forgotten.setdefault(topic, []).append(index)
         # encoded by hand (kbus.protocol.fetch_request): kio's writer took ~190 µs for 18 partitions, and the
         # leader's high watermark waits for this request
         req = FetchRequestV12(
@@ -253,8 +263,19 @@ class ReplicaFetcher:
             min_bytes=1,
             max_bytes=10 * 1024 * 1024,
             topics=list(topics.items()),
+            forgotten=list(forgotten.items()),
+            session_id=session.session_id,
+            session_epoch=session.epoch,
         )
-        resp = await conn.request(req, FetchResp, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 30)
+        try:
+            resp = await conn.request(req, FetchResp, timeout=cfg.replica_fetch_wait_max_ms / 1000 + 30)
+        except BaseException:
+            self._session.handle_error()
+            raise
+        if not self._session.handle_response(resp.error_code, resp.session_id):
+            log.info("Fetcher for leader %d: fetch session %d: %s; starting a new one", self.leader_id,
+                     session.session_id, ErrorCode(resp.error_code).name.upper())  # fmt: skip
+            return
         progress = failed = False
         for t in resp.responses:
             for p in t.partitions:

@@ -5,11 +5,14 @@ and /kbus), the same config/server.properties, the same disk:
             until metadata shows a leader for every partition and a produce to the last one is acknowledged.
   recovery  >= 1 GB of log (1 KB messages, acks=1), then kill -9 and a restart: seconds from exec until the
             topic is served again (leader known, the log end offset answered, a produce acknowledged).
+  shutdown  a broker holding a topic of --shutdown-partitions partitions (10,000), one message produced to each
+            (every log has data to flush and a producer snapshot to write): seconds from SIGTERM to the exit.
   failover  3 brokers, a RF=3 topic (min.insync.replicas=2), a producer sending every 5 ms with acks=all;
             the leader is killed (-9 or SIGTERM): seconds from the signal to the first acknowledgement of a
             message sent after it. The killed broker is started again before the next round.
 
 Run by bench/ops.sh (which fetches Kafka's jars and exports KAFKA_LIBS); one JSON line per measurement in --out.
+System kbus-base: the kbus of the checkout in $KBUS_BASE (before/after in the same run).
 """
 
 from __future__ import annotations
@@ -71,12 +74,17 @@ class Broker:
                     *shlex.split(os.environ.get("KAFKA_JVM_OPTS", "")),
                     f"-Dlog4j.configuration=file:{libs}/../config/log4j.properties",
                     "-cp", f"{libs}/*", "kafka.Kafka", "config/server.properties", *args]
+        if self.system == "kbus-base":
+            base = Path(os.environ["KBUS_BASE"])
+            return [str(base / ".venv/bin/python"), "-m", "kbus.server", str(base / "config/server.properties"),
+                    *args]
         return [PY, "-m", "kbus.server", "config/server.properties", *args]
 
     def start(self) -> float:
         log = open(self.log_dir.parent / f"{self.log_dir.name}.out", "ab")
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
+        cwd = os.environ["KBUS_BASE"] if self.system == "kbus-base" else None
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
         STARTED.append(self)
         return t0
 
@@ -180,6 +188,32 @@ def startup(args: argparse.Namespace, work: Path, zk: str) -> None:
             emit(args, {"label": s, "test": "startup_1000_partitions", "round": r + 1,
                         "seconds": round(time.monotonic() - t0, 3)})
             b.stop()
+
+
+def shutdown(args: argparse.Namespace, work: Path, zk: str) -> None:
+    n = args.shutdown_partitions
+    for r in range(args.rounds):
+        for s in args.systems:
+            b = Broker(s, 0, free_port(), work / f"shutdown-{s}-{r}", f"{zk}/shutdown-{s}-{r}")
+            b.start()
+            wait_port(b.port)
+            create(b.bootstrap, "wide", n, 1)
+            wait_served(b.bootstrap, "wide", n)
+            p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 50, "acks": "1"})
+            for i in range(n):
+                p.produce("wide", b"x", partition=i)
+                if i % 1000 == 0:
+                    p.poll(0)
+            if p.flush(600) != 0:
+                raise RuntimeError(f"{s}: produce to {n} partitions not acknowledged")
+            assert b.proc is not None
+            proc = b.proc
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(900)
+            emit(args, {"label": s, "test": f"shutdown_{n}_partitions", "round": r + 1,
+                        "seconds": round(time.monotonic() - t0, 3), "exit_code": proc.returncode})
+            b.proc = None
 
 
 def recovery(args: argparse.Namespace, work: Path, zk: str) -> None:
@@ -293,10 +327,11 @@ def main() -> int:
     ap.add_argument("--systems", nargs="+", default=["kafka", "kbus"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--recovery-mb", type=int, default=1100, help="MB of log before the kill -9")
+    ap.add_argument("--shutdown-partitions", type=int, default=10_000)
     ap.add_argument("--out", default="bench/ops.jsonl")
     args = ap.parse_args()
     work = Path(args.work)
-    runners = {"startup": startup, "recovery": recovery, "failover": failover}
+    runners = {"startup": startup, "recovery": recovery, "failover": failover, "shutdown": shutdown}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         for t in args.tests:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kbus.protocol.control import EndTxnMarker
 from kbus.protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from kbus.server.log.background_sync import fsync_dir, replace_file
 from kbus.server.log.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -257,7 +258,9 @@ class ProducerStateManager:
                 offsets.append(int(p.name[: -len(SNAPSHOT_SUFFIX)]))
         return sorted(offsets)
 
-    def take_snapshot(self, offset: int) -> None:
+    def take_snapshot(self, offset: int, fsync: bool = True) -> None:
+        """Write the snapshot at `offset`; fsync=False leaves making it durable to the caller (sync_snapshot after
+        a roll, one file-system sync at shutdown)."""
         data = {
             "version": _SNAPSHOT_VERSION,
             "offset": offset,
@@ -274,13 +277,17 @@ class ProducerStateManager:
                 for e in self.producers.values()
             ],
         }
-        path = self.snapshot_path(offset)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        replace_file(self.snapshot_path(offset), json.dumps(data, separators=(",", ":")), sync=fsync)
+
+    def sync_snapshot(self, offset: int) -> None:
+        """fsync the snapshot at `offset` (and its directory) if it is still there."""
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(self.snapshot_path(offset), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(self.dir)
 
     def _read_snapshot(self, offset: int) -> dict[int, ProducerStateEntry]:
         with open(self.snapshot_path(offset)) as f:

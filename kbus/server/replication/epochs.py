@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Iterable
 from pathlib import Path
 
-from kbus.server.metadata.local import write_atomically
+from kbus.server.log.background_sync import replace_file_sync_later
 
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -40,9 +40,11 @@ class LeaderEpochCache:
         return cls(path, entries)  # type: ignore[arg-type]
 
     def save(self) -> None:
+        """Rewrite the checkpoint now, fsync it off the caller's thread (kbus.server.log.background_sync): a new
+        leader epoch's first append does this once per partition, on the request path."""
         if self.path is not None:
             body = "".join(f"{e} {o}\n" for e, o in self.entries)
-            write_atomically(self.path, f"0\n{len(self.entries)}\n{body}")
+            replace_file_sync_later(self.path, f"0\n{len(self.entries)}\n{body}")
 
     @property
     def latest_epoch(self) -> int:

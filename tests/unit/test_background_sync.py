@@ -1,0 +1,70 @@
+"""Files rewritten on the request path are replaced at once and fsynced on the background thread, never on the
+caller's; a clean shutdown waits for those fsyncs and syncs each log dir's file system once."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from kbus.server.log import background_sync
+from kbus.server.log.background_sync import (
+    replace_file,
+    replace_file_sync_later,
+    sync_filesystems,
+    wait_for_background_syncs,
+)
+from kbus.server.replication.epochs import LeaderEpochCache
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The thread names os.fsync was called from."""
+    calls: list[str] = []
+    real = os.fsync
+
+    def record(fd: int) -> None:
+        calls.append(threading.current_thread().name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", record)
+    return calls
+
+
+def test_a_new_epoch_is_checkpointed_at_once_and_fsynced_off_the_callers_thread(
+    tmp_path: Path, fsyncs: list[str]
+) -> None:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    assert cache.assign(3, 100)
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n1\n3 100\n"  # readable at once
+    assert threading.current_thread().name not in fsyncs
+    wait_for_background_syncs()
+    assert fsyncs and all(name.startswith("kbus-file-sync") for name in fsyncs)  # file and directory
+    loaded = LeaderEpochCache.load(tmp_path)
+    assert loaded is not None and loaded.entries == [(3, 100)]
+
+
+def test_replace_file_sync_now_or_later(tmp_path: Path, fsyncs: list[str]) -> None:
+    path = tmp_path / "f"
+    replace_file(path, "one", sync=True)
+    assert path.read_text() == "one" and len(fsyncs) == 2  # the file, then its directory
+    replace_file_sync_later(path, b"two").result()
+    assert path.read_bytes() == b"two" and not (tmp_path / "f.tmp").exists()
+
+
+def test_a_file_gone_before_its_fsync_is_not_an_error(tmp_path: Path) -> None:
+    d = tmp_path / "partition-0"
+    d.mkdir()
+    gate = threading.Event()
+    background_sync._syncer.submit(gate.wait)  # hold the thread until the partition is deleted
+    fut = replace_file_sync_later(d / "leader-epoch-checkpoint", "0\n0\n")
+    (d / "leader-epoch-checkpoint").unlink()
+    d.rmdir()
+    gate.set()
+    assert fut.result(timeout=10) is None
+
+
+def test_sync_filesystems_skips_missing_dirs(tmp_path: Path) -> None:
+    sync_filesystems([tmp_path, tmp_path / "missing", tmp_path])

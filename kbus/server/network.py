@@ -1,7 +1,8 @@
 """asyncio adapter: one server per listener, one `kbus.protocol.connection.Connection` per client socket.
 
 All protocol decisions (framing, pipelining, response order, the authentication gate, when to close) live in the
-sans-I/O Connection; this module moves bytes between it and the transport, runs handlers as tasks and logs.
+sans-I/O Connection; this module moves bytes between it and the transport, runs handlers (at once, a task only when
+they wait: kbus.server.eager) and logs.
 A client that resets its connection is an ordinary disconnect (DEBUG), never a traceback.
 """
 
@@ -42,6 +43,7 @@ from kbus.protocol.connection import (
     SaslToken,
 )
 from kbus.protocol.splice import OutFrame, RecordSplicer
+from kbus.server import eager
 from kbus.server.apis.registry import API_TABLE, CATALOG, RequestContext
 from kbus.server.apis.sasl import raw_token
 from kbus.server.apis.throttling import request_quota_throttle
@@ -160,6 +162,8 @@ class KafkaProtocol(asyncio.Protocol):
         # client quotas: the connection is muted (no request read or dispatched) until then (loop time)
         self._muted_until = 0.0
         self._unmute: asyncio.TimerHandle | None = None
+        self._pumping = False  # inside _pump (see there)
+        self._pump_again = False
 
     # ---- transport callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -241,6 +245,23 @@ class KafkaProtocol(asyncio.Protocol):
 
     # ---- the loop between the Connection and the transport
     def _pump(self) -> None:
+        """Write what the Connection has to send, dispatch the requests it has parsed. A handler that completes
+        on the spot (kbus.server.eager) calls this again from inside the loop below: that call only asks for
+        another round, so a buffer of pipelined requests is one loop and one write, not a recursion."""
+        if self._pumping:
+            self._pump_again = True
+            return
+        self._pumping = True
+        try:
+            while True:
+                self._pump_again = False
+                self._pump_once()
+                if not self._pump_again:
+                    return
+        finally:
+            self._pumping = False
+
+    def _pump_once(self) -> None:
         conn, transport = self.conn, self.transport
         if self._lost or conn is None or transport is None:
             return
@@ -321,9 +342,11 @@ class KafkaProtocol(asyncio.Protocol):
         self._pump()
 
     def _start(self, coro: Coroutine[None, None, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # on this stack: a handler that does not wait (most do not) costs no Task and no extra loop turn
+        task = eager.start(coro)
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     # ---- running one request
     async def _run(self, request: Request) -> None:

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Broker CPU per small request (bench/small_requests.py: pipelined one-record Produce, Metadata, ApiVersions over
+# 16 connections): Apache Kafka, kbus and (with KBUS_BASE=DIR) the kbus of another checkout, interleaved round by
+# round on one ZooKeeper and the same config/server.properties. JSON lines in $OUT (default
+# bench/small_requests.jsonl).
+#   usage: bench/small_requests.sh [ROUNDS] [small_requests.py args]   env: SYSTEMS, APIS (default "produce metadata")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+rounds=${1:-3}; shift || true
+OUT=${OUT:-bench/small_requests.jsonl}
+SYSTEMS=${SYSTEMS:-kafka kbus${KBUS_BASE:+ kbus-base}}
+APIS=${APIS:-produce metadata}
+mkdir -p "${BENCH_DIR:-.cache/bench}"
+work=$(mktemp -d "${BENCH_DIR:-$PWD/.cache/bench}/small.XXXXXX")
+trap bench_cleanup EXIT; trap "exit 130" INT TERM
+zkport=$(free_port); start_zk "$zkport"
+declare -A port pid
+for who in $SYSTEMS; do
+  port[$who]=$(free_port)
+  case $who in
+    kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
+    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
+    kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus kbus-base "${port[$who]}" \
+      "127.0.0.1:$zkport/kbus-base"; pid[$who]=$kbus_pid ;;
+    *) echo "small_requests.sh: unknown system $who" >&2; exit 2 ;;
+  esac
+done
+for who in $SYSTEMS; do wait_port "${port[$who]}"; done
+for r in $(seq 1 "$rounds"); do
+  for api in $APIS; do
+    for who in $SYSTEMS; do
+      echo "== round $r: $who $api load $(cut -d' ' -f1-3 /proc/loadavg)"
+      $PY bench/small_requests.py -b "127.0.0.1:${port[$who]}" --broker-pid "${pid[$who]}" --label "$who" \
+        --api "$api" --out "$OUT" "$@"
+    done
+  done
+done

@@ -7,6 +7,7 @@ current (partitions, lag, ISR sizes) are registered as callbacks.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -28,9 +29,15 @@ class Metrics:
     def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
         self.counters[name][tuple(sorted(labels.items()))] += value
 
+    def inc_key(self, name: str, key: Labels, value: float = 1.0) -> None:
+        """inc() with the labels already made a key (`labels_key`): for the per-request counters."""
+        self.counters[name][key] += value
+
     def observe(self, name: str, seconds: float, **labels: str) -> None:
+        self.observe_key(name, tuple(sorted(labels.items())), seconds)
+
+    def observe_key(self, name: str, key: Labels, seconds: float) -> None:
         """Histogram observation: [bucket counts..., sum, count]."""
-        key = tuple(sorted(labels.items()))
         h = self.histograms[name].get(key)
         if h is None:
             h = self.histograms[name][key] = [0.0] * (len(BUCKETS) + 2)
@@ -87,6 +94,12 @@ def _escape(v: str) -> str:
 
 def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(v)
+
+
+@functools.cache
+def labels_key(**labels: str) -> Labels:
+    """The key of a label set, built once (per API, per topic) instead of sorted on every request."""
+    return tuple(sorted(labels.items()))
 
 
 # One registry per broker process.

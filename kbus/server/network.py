@@ -47,7 +47,7 @@ from kbus.server import eager
 from kbus.server.apis.registry import API_TABLE, CATALOG, RequestContext
 from kbus.server.apis.sasl import raw_token
 from kbus.server.apis.throttling import request_quota_throttle
-from kbus.server.metrics import METRICS
+from kbus.server.metrics import METRICS, labels_key
 from kbus.server.security.manager import SSL_HANDSHAKE_TIMEOUT_S, ListenerSecurity, SecurityManager
 from kbus.server.security.principal import certificate_principal
 from kbus.server.sendfile import SendfileWriter
@@ -420,8 +420,9 @@ class KafkaProtocol(asyncio.Protocol):
             data = encode_response(header, response)
             if ctx.splicer is not None:
                 data = ctx.splicer.splice(data)
-        METRICS.observe("kbus_request_latency_seconds", time.perf_counter() - started, api=spec.name)
-        METRICS.inc("kbus_requests_total", api=spec.name)
+        key = labels_key(api=spec.name)
+        METRICS.observe_key("kbus_request_latency_seconds", key, time.perf_counter() - started)
+        METRICS.inc_key("kbus_requests_total", key)
         return data, throttle_ms
 
     async def abort(self) -> None:

@@ -18,6 +18,7 @@ from kbus.server.replication.epochs import LeaderEpochCache
 
 if TYPE_CHECKING:
     from kbus.common.topic_config import LogConfig
+    from kbus.protocol.validation import ValidationPolicy
     from kbus.server.log.log import AppendResult, FetchData, Log
     from kbus.server.log.txn_index import AbortedTxn
 
@@ -78,6 +79,8 @@ class Partition:
         self._isr_change: asyncio.Task[None] | None = None  # one ISR change at a time
         self._maximal_isr: list[int] | None = None  # the ISR with a replica whose joining is being written
         self.closed = False
+        # what Produce validates this partition's batches against, built once per LogConfig (apis/produce.py)
+        self.validation_policy: tuple[LogConfig, ValidationPolicy] | None = None
         # while the replica moves to another log dir: the lowest offset its log was truncated to since the mover
         # last looked (None: no move), so the copy drops what the truncation dropped
         self.truncated_since_copy: int | None = None

@@ -44,6 +44,7 @@ class FakePartition:
     log_start_offset: int = 0
     config: LogConfig = field(default_factory=LogConfig)
     waiters: list[Any] = field(default_factory=list)
+    validation_policy: Any = None
 
     def add_waiter(self, fut: Any, *, log_end: bool) -> None:
         self.waiters.append(fut)
@@ -485,3 +486,17 @@ def test_describe_cluster_and_init_producer_id() -> None:
     assert (r.cluster_id, r.controller_id, len(r.brokers)) == ("test-cluster", OTHER, 2)
     r = call(m, 22, 4, transactional_id=None, transaction_timeout=60000, producer_id=-1, producer_epoch=-1)
     assert (r.error_code, r.producer_id, r.producer_epoch) == (E.none, 4242, 0)
+
+
+def test_the_validation_policy_is_built_once_per_topic_config() -> None:
+    from dataclasses import replace
+
+    from kbus.server.apis.produce import _policy
+
+    part = FakePartition("t", 0)
+    first = _policy(part)  # type: ignore[arg-type]
+    assert first.topic_partition == "t-0" and not first.log_append_time
+    assert _policy(part) is first  # type: ignore[arg-type]
+    part.config = replace(part.config, message_timestamp_type="LogAppendTime")  # a topic config change
+    changed = _policy(part)  # type: ignore[arg-type]
+    assert changed is not first and changed.log_append_time

@@ -19,10 +19,9 @@ from kbus.protocol.validation import RecordValidationError, ValidationPolicy, va
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
-from kbus.server.metrics import METRICS
+from kbus.server.metrics import METRICS, labels_key
 
 if TYPE_CHECKING:
-    from kbus.common.topic_config import LogConfig
     from kbus.server.apis.managers import Managers
     from kbus.server.log.log import AppendResult
     from kbus.server.partition import Partition
@@ -56,8 +55,8 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
                 out.error_code = ErrorCode.corrupt_message
             else:
                 try:
-                    records = validate_produce(pd.records, _policy(name, pd.index, part.config),
-                                               int(time.time() * 1000), ctx.api_version)
+                    records = validate_produce(pd.records, _policy(part), int(time.time() * 1000),
+                                               ctx.api_version)
                     result = m.replicas.append_records(part, records, acks)
                 except RecordValidationError as exc:
                     out.error_code = exc.error_code
@@ -133,8 +132,9 @@ class _Outcome:
 
     def appended(self, result: AppendResult, topic: str) -> None:
         if not result.duplicate:
-            METRICS.inc("kbus_messages_in_total", result.num_records, topic=topic)
-            METRICS.inc("kbus_bytes_in_total", result.size_bytes, topic=topic)
+            key = labels_key(topic=topic)
+            METRICS.inc_key("kbus_messages_in_total", key, result.num_records)
+            METRICS.inc_key("kbus_bytes_in_total", key, result.size_bytes)
         self.error_code = ErrorCode.none
         self.base_offset = result.first_offset
         self.log_append_time_ms = result.log_append_time_ms
@@ -147,12 +147,20 @@ class _Outcome:
         )  # fmt: skip
 
 
-def _policy(topic: str, index: int, config: LogConfig) -> ValidationPolicy:
+def _policy(part: Partition) -> ValidationPolicy:
+    """The partition's validation policy, rebuilt only when its LogConfig object changes (a config change
+    replaces it), not per request."""
+    config = part.config
+    cached = part.validation_policy
+    if cached is not None and cached[0] is config:
+        return cached[1]
     before, after = ValidationPolicy.timestamp_bounds(
         config.message_timestamp_difference_max_ms, config.message_timestamp_before_max_ms,
         config.message_timestamp_after_max_ms,
     )
-    return ValidationPolicy(
-        f"{topic}-{index}", compacted=config.compact_enabled, log_append_time=config.log_append_time,
+    policy = ValidationPolicy(
+        f"{part.topic}-{part.index}", compacted=config.compact_enabled, log_append_time=config.log_append_time,
         timestamp_before_max_ms=before, timestamp_after_max_ms=after,
     )
+    part.validation_policy = (config, policy)
+    return policy

@@ -256,10 +256,13 @@ def nested(message_type: type, name: str, /) -> type:
     return cls
 
 
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
 def ms(value: Any) -> int:
     """A kio timedelta/datetime field as integer milliseconds (ints pass through)."""
     if isinstance(value, datetime.timedelta):
-        return int(value.total_seconds() * 1000)
+        return value // _ONE_MS  # exact: total_seconds() * 1000 made 64,451 ms into 64,450
     if isinstance(value, datetime.datetime):
         return int(value.timestamp() * 1000)
     return int(value)

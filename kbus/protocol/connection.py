@@ -36,6 +36,9 @@ from kbus.protocol.codec import (
     frame_size,
     parse_request_header,
 )
+from kbus.protocol.fetch_request_decode import FETCH_KEY, decode_fetch_request
+from kbus.protocol.fetch_request_decode import MAX_VERSION as FETCH_MAX_VERSION
+from kbus.protocol.fetch_request_decode import MIN_VERSION as FETCH_MIN_VERSION
 from kbus.protocol.splice import OutFrame
 
 _API_KEY = struct.Struct(">h")
@@ -253,7 +256,11 @@ class Connection:
                 f"unexpected request (API key {header.api_key}) before authentication or after the session expired"
             )
         try:
-            body = decode_request(frame, header, body_at)
+            if header.api_key == FETCH_KEY and FETCH_MIN_VERSION <= header.api_version <= FETCH_MAX_VERSION:
+                # by hand: kio's reader costs ~1 µs per partition listed (kbus.protocol.fetch_request_decode)
+                body = decode_fetch_request(frame, header.api_version, body_at)
+            else:
+                body = decode_request(frame, header, body_at)
         except ProtocolError as exc:
             return self._violation(str(exc))
         return Request(self._open_slot(flags.pipelined), header, body, size=len(frame))

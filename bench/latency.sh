@@ -21,28 +21,16 @@ work=$(mktemp -d "${BENCH_DIR:-$PWD/.cache/bench}/latency.XXXXXX")
 trap bench_cleanup EXIT; trap "exit 130" INT TERM
 zkport=$(free_port); start_zk "$zkport"
 declare -A boot bpid
-start_one() {  # start_one SYSTEM NAME PORT CHROOT [overrides]
-  local who=$1 name=$2 port=$3 chroot=$4; shift 4
-  case $who in
-    kafka) start_kafka "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"; last_pid=$kafka_pid ;;
-    kbus) start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"; last_pid=$kbus_pid ;;
-    kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"
-      last_pid=$kbus_pid ;;
-    kbus-nolat) KBUS_SRC=${KBUS_NOLAT:?KBUS_NOLAT=checkout} start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"
-      last_pid=$kbus_pid ;;
-    *) echo "latency.sh: unknown system $who (kafka, kbus, kbus-base, kbus-nolat)" >&2; exit 2 ;;
-  esac
-}
 for who in $SYSTEMS; do
   for topo in $TOPOLOGIES; do
     if [ "$topo" = single ]; then
-      port=$(free_port); start_one "$who" "$who" "$port" "$who"
+      port=$(free_port); start_system "$who" "$who" "$port" "$who"
       boot[$who/single]=127.0.0.1:$port; bpid[$who/single/1]=$last_pid; bpid[$who/single/0]=$last_pid
       wait_port "$port"
     else
       for id in 1 2 3; do
         port=$(free_port)
-        start_one "$who" "$who-rf3-$id" "$port" "$who-rf3" --override broker.id=$id \
+        start_system "$who" "$who-rf3-$id" "$port" "$who-rf3" --override broker.id=$id \
           --override offsets.topic.replication.factor=3 --override default.replication.factor=3 \
           --override min.insync.replicas=2
         boot[$who/rf3]="${boot[$who/rf3]:-}${boot[$who/rf3]:+,}127.0.0.1:$port"; bpid[$who/rf3/$id]=$last_pid

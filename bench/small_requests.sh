@@ -17,14 +17,7 @@ trap bench_cleanup EXIT; trap "exit 130" INT TERM
 zkport=$(free_port); start_zk "$zkport"
 declare -A port pid
 for who in $SYSTEMS; do
-  port[$who]=$(free_port)
-  case $who in
-    kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
-    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
-    kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus kbus-base "${port[$who]}" \
-      "127.0.0.1:$zkport/kbus-base"; pid[$who]=$kbus_pid ;;
-    *) echo "small_requests.sh: unknown system $who" >&2; exit 2 ;;
-  esac
+  port[$who]=$(free_port); start_system "$who" "$who" "${port[$who]}" "$who"; pid[$who]=$last_pid
 done
 for who in $SYSTEMS; do wait_port "${port[$who]}"; done
 for r in $(seq 1 "$rounds"); do

@@ -191,6 +191,19 @@ class Cluster:
             except Exception:
                 b.kill()
 
+    def start_all(self) -> None:
+        """Every broker started, and each seeing all the others."""
+        for i in self.brokers:
+            self.start_broker(i)
+        self.wait_until_all_see_each_other()
+
+    def expose_metrics(self) -> dict[int, int]:
+        """Before start_all(): each broker serves /metrics on a free port; broker id -> port."""
+        ports = {i: free_port() for i in self.brokers}
+        for i, b in self.brokers.items():
+            b.overrides["metrics.port"] = str(ports[i])
+        return ports
+
     def wait_until_all_see_each_other(self) -> None:
         """Each broker learns of the others through a ZooKeeper watch, a moment after they register."""
         live = [b for b in self.brokers.values() if b.alive]

@@ -35,9 +35,7 @@ def test_move_replicas_between_log_dirs_with_a_producer_running(tmp_path: Path, 
     for i, b in cluster.brokers.items():
         b.overrides["log.dirs"] = f"{tmp_path}/b{i}/disk0,{tmp_path}/b{i}/disk1"
     try:
-        for i in cluster.brokers:
-            cluster.start_broker(i)
-        cluster.wait_until_all_see_each_other()
+        cluster.start_all()
         bootstrap = cluster.bootstrap
         topic = "dirmove"
         admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -72,9 +72,7 @@ def test_failed_log_dir_moves_leaders_and_keeps_the_other_dir_serving(tmp_path: 
     cluster.brokers[1].overrides["metrics.port"] = str(metrics_port)
     with tmpfs(failing):
         try:
-            for i in cluster.brokers:
-                cluster.start_broker(i)
-            cluster.wait_until_all_see_each_other()
+            cluster.start_all()
             bootstrap = cluster.bootstrap
             topic = "jbod"
             admin = AdminClient({"bootstrap.servers": bootstrap})

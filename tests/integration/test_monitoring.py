@@ -16,7 +16,7 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.kbus_processes import REPO, Cluster, free_port, wait_for
+from tests.kbus_processes import REPO, Cluster, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.slow]
 DASHBOARD = REPO / "monitoring" / "kbus-dashboard.json"
@@ -73,14 +73,9 @@ def test_dashboard_and_alert_rules_against_real_scrapes(tmp_path: Path, zk_conne
     check = subprocess.run([PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
     cluster = Cluster(tmp_path, zk_connect)
-    ports = {}
-    for i, b in cluster.brokers.items():
-        ports[i] = free_port()
-        b.overrides["metrics.port"] = str(ports[i])
+    ports = cluster.expose_metrics()
     try:
-        for i in cluster.brokers:
-            cluster.start_broker(i)
-        cluster.wait_until_all_see_each_other()
+        cluster.start_all()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("watched", 3, 3)])["watched"].result(30)
         wait_for(lambda: all(len(isr) == 3 for _, isr in cluster.partitions("watched").values())

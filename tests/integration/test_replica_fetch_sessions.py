@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.kbus_processes import Cluster, free_port, wait_for
+from tests.kbus_processes import Cluster, wait_for
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration, pytest.mark.slow]
 TOPIC = "sessions"
@@ -51,13 +51,9 @@ def read_all(bootstrap: str, partitions: int) -> list[int]:
 
 def test_followers_fetch_incrementally_and_lose_nothing_across_a_leader_restart(tmp_path, zk_connect) -> None:
     cluster = Cluster(tmp_path, zk_connect)
-    ports = {i: free_port() for i in cluster.brokers}
-    for i, b in cluster.brokers.items():
-        b.overrides["metrics.port"] = str(ports[i])
+    ports = cluster.expose_metrics()
     try:
-        for i in cluster.brokers:
-            cluster.start_broker(i)
-        cluster.wait_until_all_see_each_other()
+        cluster.start_all()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 8, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
         wait_for(lambda: len(cluster.partitions(TOPIC)) == 8

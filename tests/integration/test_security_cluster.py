@@ -74,9 +74,7 @@ def test_sasl_ssl_between_brokers_survives_a_leader_kill(tmp_path: Path, zk_conn
             }
         )
     try:
-        for i in cluster.brokers:
-            cluster.start_broker(i)
-        cluster.wait_until_all_see_each_other()
+        cluster.start_all()
         topic = f"secure-repl-{uuid.uuid4().hex[:8]}"
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(20)
@@ -132,9 +130,7 @@ def test_acls_live_in_zookeeper_and_every_broker_follows_them(tmp_path: Path, zk
             }
         )
     try:
-        for i in cluster.brokers:
-            cluster.start_broker(i)
-        cluster.wait_until_all_see_each_other()
+        cluster.start_all()
         topic = f"acl-zk-{uuid.uuid4().hex[:8]}"
         creator = AdminClient({"bootstrap.servers": cluster.bootstrap})
         creator.create_topics([NewTopic(topic, 1, 3)])[topic].result(20)

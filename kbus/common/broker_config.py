@@ -463,6 +463,24 @@ _UNSUPPORTED_SET = {
 }
 
 
+# Kafka's connection limits (ConnectionQuotas): kbus does not enforce them, so a value other than Kafka's default
+# ("no limit") is refused rather than silently ignored; broker-wide or per listener (`listener.name.<l>.<key>`)
+_INT_MAX = str(2**31 - 1)
+_UNSUPPORTED_UNLESS_DEFAULT = {
+    "max.connections": _INT_MAX,
+    "max.connections.per.ip": _INT_MAX,
+    "max.connections.per.ip.overrides": "",
+    "max.connection.creation.rate": _INT_MAX,
+}
+
+
+def _connection_limit_key(key: str) -> str | None:
+    """The connection-limit key `key` sets, plain or per listener; None for any other key."""
+    if key.startswith("listener.name."):
+        key = key[len("listener.name.") :].partition(".")[2]
+    return key if key in _UNSUPPORTED_UNLESS_DEFAULT else None
+
+
 def refuse_unsupported(cfg: KafkaConfig) -> None:
     for key, listeners in (("listeners", cfg.listeners), ("advertised.listeners", cfg.advertised_listeners)):
         for lst in listeners:
@@ -482,6 +500,10 @@ def refuse_unsupported(cfg: KafkaConfig) -> None:
                 raise ConfigError(f"{key}: kbus does not support {what}; remove the key")
         if key in _UNSUPPORTED_SET and value.strip():
             raise ConfigError(f"{key}: kbus does not support {_UNSUPPORTED_SET[key]}; remove the key")
+        limit = _connection_limit_key(key)
+        if limit is not None and value.strip() != _UNSUPPORTED_UNLESS_DEFAULT[limit]:
+            raise ConfigError(f"{key}: kbus does not enforce connection limits (Kafka's ConnectionQuotas); remove "
+                              "the key or set Kafka's default")  # fmt: skip
 
 
 def _shown(key: str, value: ConfigValue | None) -> str:

@@ -89,12 +89,20 @@ def test_unknown_keys_are_listed_for_kafkas_warning() -> None:
             "security.inter.broker.protocol",
         ),
         ({"process.roles": "broker"}, "process.roles"),
+        ({"max.connections.per.ip": "100"}, "max.connections.per.ip"),  # not enforced: refused, not ignored
+        ({"listener.name.plaintext.max.connections": "10"}, "listener.name.plaintext.max.connections"),
+        ({"max.connections.per.ip.overrides": "127.0.0.1:5"}, "max.connections.per.ip.overrides"),
     ],
 )
 def test_what_kbus_cannot_honour_is_refused_naming_the_key(props: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=f"^{named.replace('.', '[.]')}: ") as info:
         KafkaConfig.from_properties(props)
     assert "\n" not in str(info.value)
+
+
+def test_connection_limits_at_kafkas_defaults_are_accepted() -> None:
+    KafkaConfig.from_properties({"max.connections": "2147483647", "max.connections.per.ip": "2147483647",
+                                 "max.connection.creation.rate": "2147483647"})  # fmt: skip
 
 
 def test_plaintext_under_another_name_is_fine() -> None:

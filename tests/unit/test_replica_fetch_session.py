@@ -81,13 +81,7 @@ def test_with_the_leaders_cache_the_session_holds_every_partition() -> None:
              wanted(a=2, c=4), {**wanted(a=5, c=4), ("b", 0): fp(0, 1, 3)}]  # fmt: skip
     for step in steps:
         req = h.build(step)
-        topics: dict[str, list[FetchPartition]] = {}
-        for (t, _), p in req.to_send.items():
-            topics.setdefault(t, []).append(p)
-        forgotten: dict[str, list[int]] = {}
-        for t, i in req.forgotten:
-            forgotten.setdefault(t, []).append(i)
-        ctx = cache.new_context(req.session_id, req.epoch, list(topics.items()), list(forgotten.items()), now)
+        ctx = cache.new_context(req.session_id, req.epoch, req.topics(), req.forgotten_topics(), now)
         assert isinstance(ctx, FetchContext)
         assert {(t, p.partition): p.fetch_offset for t, p in ctx.partitions} == {
             tp: p.fetch_offset for tp, p in step.items()

@@ -249,12 +249,6 @@ class ReplicaFetcher:
             return
         # a KIP-227 session: after the first, a request lists only the partitions whose position moved
         session = self._session.build(wanted)
-        topics: dict[str, list[FetchPartition]] = {}
-        for (topic, _), fp in session.to_send.items():
-            topics.setdefault(topic, []).append(fp)
-        forgotten: dict[str, list[int]] = {}
-        for topic, index in session.forgotten:
-            forgotten.setdefault(topic, []).append(index)
         # encoded by hand (kbus.protocol.fetch_request): kio's writer took ~190 µs for 18 partitions, and the
         # leader's high watermark waits for this request
         req = FetchRequestV12(
@@ -262,8 +256,8 @@ class ReplicaFetcher:
             max_wait_ms=cfg.replica_fetch_wait_max_ms,
             min_bytes=1,
             max_bytes=10 * 1024 * 1024,
-            topics=list(topics.items()),
-            forgotten=list(forgotten.items()),
+            topics=session.topics(),
+            forgotten=session.forgotten_topics(),
             session_id=session.session_id,
             session_epoch=session.epoch,
         )

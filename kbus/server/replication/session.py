@@ -40,6 +40,20 @@ class SessionRequest:
     def full(self) -> bool:
         return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
 
+    def topics(self) -> list[tuple[str, list[FetchPartition]]]:
+        """`to_send` grouped by topic, as a Fetch request lists it."""
+        out: dict[str, list[FetchPartition]] = {}
+        for (topic, _), fp in self.to_send.items():
+            out.setdefault(topic, []).append(fp)
+        return list(out.items())
+
+    def forgotten_topics(self) -> list[tuple[str, list[int]]]:
+        """`forgotten` grouped by topic, as `forgotten_topics_data` lists it."""
+        out: dict[str, list[int]] = {}
+        for topic, index in self.forgotten:
+            out.setdefault(topic, []).append(index)
+        return list(out.items())
+
 
 @dataclass(slots=True)
 class FetchSessionHandler:

@@ -364,3 +364,76 @@ def test_transaction_describe_apis_are_authorized(acl_broker: AclBroker, tmp_pat
     assert tid in txns("list").stdout
     assert txns("describe", "--transactional-id", tid).returncode == 0
     assert txns("describe-producers", "--topic", topic, "--partition", "0").returncode == 0
+
+
+def _offset_fetch_all_versions(ab: AclBroker, user: str, group: str, by_name: list[str]) -> dict[tuple[int, str], list]:
+    """OffsetFetch v1-v9 as hand-made frames, as `user`: per (version, "all" | "named") the (topic, partition,
+    offset, error) answered (v1 has no all-topics form; v8+ asks for both forms in one multi-group request)."""
+    import asyncio
+
+    from kbus.protocol.client import ClientSecurity, KafkaConnection
+    from kbus.protocol.codec import build, nested, request_type, response_type
+
+    host, port = ab.bootstrap.split(":")
+
+    def parts(topics: object) -> list:
+        return [(t.name, p.partition_index, p.committed_offset, int(p.error_code))
+                for t in topics for p in t.partitions]
+
+    async def fetch() -> dict[tuple[int, str], list]:
+        conn = KafkaConnection(host, int(port), "offset-fetcher",
+                               ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", user, USERS[user]))
+        got: dict[tuple[int, str], list] = {}
+        try:
+            for v in range(1, 10):
+                cls, resp_cls = request_type(9, v), response_type(9, v)
+                if v >= 8:
+                    named = tuple(build(nested(cls, "OffsetFetchRequestTopics"), name=t, partition_indexes=(0,))
+                                  for t in by_name)
+                    groups = (build(nested(cls, "OffsetFetchRequestGroup"), group_id=group, topics=None),
+                              build(nested(cls, "OffsetFetchRequestGroup"), group_id=group, topics=named))
+                    resp = await conn.request(build(cls, groups=groups, require_stable=False), resp_cls)
+                    got[(v, "all")], got[(v, "named")] = parts(resp.groups[0].topics), parts(resp.groups[1].topics)
+                    continue
+                named = tuple(build(nested(cls, "OffsetFetchRequestTopic"), name=t, partition_indexes=(0,))
+                              for t in by_name)
+                extra = {"require_stable": False} if v >= 7 else {}
+                got[(v, "named")] = parts((await conn.request(build(cls, group_id=group, topics=named, **extra),
+                                                               resp_cls)).topics)
+                if v >= 2:
+                    got[(v, "all")] = parts((await conn.request(build(cls, group_id=group, topics=None, **extra),
+                                                                 resp_cls)).topics)
+            return got
+        finally:
+            await conn.close()
+
+    return asyncio.run(fetch())
+
+
+def test_offset_fetch_hides_topics_one_may_not_describe(acl_broker: AclBroker):
+    """Kafka's handleOffsetFetchRequestFromCoordinator: Read on the group is not enough to see a topic's committed
+    offsets; an all-topics fetch leaves out topics one may not Describe, and a topic asked for by name answers
+    TOPIC_AUTHORIZATION_FAILED with offset -1 — in every OffsetFetch version, v8+ multi-group included."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    seen, secret = new_topic(acl_broker), new_topic(acl_broker)
+    group = f"of-{uuid.uuid4().hex[:8]}"
+    committer = Consumer({**conf(acl_broker, "admin"), "group.id": group})
+    committer.commit(offsets=[TopicPartition(seen, 0, 5), TopicPartition(secret, 0, 7)], asynchronous=False)
+    committer.close()
+    for args in (("--group", group), ("--topic", seen)):
+        assert kbus_acls(acl_broker, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                         *args).returncode == 0
+    got = _offset_fetch_all_versions(acl_broker, "alice", group, [seen, secret])
+    for (version, form), answered in got.items():
+        if form == "all":
+            assert answered == [(seen, 0, 5, 0)], (version, answered)
+        else:
+            assert answered == [(seen, 0, 5, 0), (secret, 0, -1, 29)], (version, answered)  # TOPIC_AUTH_FAILED
+    # a real client's all-topics fetch (AdminClient.list_consumer_group_offsets) sees the same
+    admin = AdminClient(conf(acl_broker, "alice"))
+    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(15)
+    assert [(tp.topic, tp.offset) for tp in listed.topic_partitions] == [(seen, 5)]
+    # the admin (a super user) still sees both
+    assert sorted(answered[:3] for answered in _offset_fetch_all_versions(
+        acl_broker, "admin", group, [seen, secret])[(9, "all")]) == sorted([(seen, 0, 5), (secret, 0, 7)])

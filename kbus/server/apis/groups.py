@@ -268,15 +268,31 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return ctx.build(throttle_time=0, topics=topics)
 
 
+def _describable_topics(ctx: RequestContext, topics: set[str]) -> set[str]:
+    return {t for t in topics if ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t)}
+
+
 def _fetch_group(
-    coordinator: GroupCoordinator | None, group_id: str, requested: list[tuple[str, int]] | None,
-    ctx: RequestContext | None = None,
-) -> tuple[int, dict[tuple[str, int], Any]]:
-    if ctx is not None and not _group(ctx, Operation.DESCRIBE, group_id):
-        return E.group_authorization_failed, {}
+    coordinator: GroupCoordinator | None, group_id: str, requested: list[tuple[str, int]] | None, ctx: RequestContext
+) -> tuple[int, dict[tuple[str, int], Any], set[tuple[str, int]]]:
+    """(group error, offsets, partitions refused): Kafka's handleOffsetFetchRequestFromCoordinator. Offsets of a
+    topic the caller may not Describe are never shown: left out of an all-topics fetch, answered with
+    TOPIC_AUTHORIZATION_FAILED and offset -1 when asked for by name (after the partitions that were allowed)."""
+    if not _group(ctx, Operation.DESCRIBE, group_id):
+        return E.group_authorization_failed, {}, set()
     if coordinator is None:
-        return E.coordinator_not_available, {}
-    return coordinator.fetch_offsets(group_id, requested)
+        return E.coordinator_not_available, {}, set()
+    if requested is None:
+        error, offsets = coordinator.fetch_offsets(group_id, None)
+        allowed = _describable_topics(ctx, {topic for topic, _ in offsets})
+        return error, {tp: om for tp, om in offsets.items() if tp[0] in allowed}, set()
+    allowed = _describable_topics(ctx, {topic for topic, _ in requested})
+    error, offsets = coordinator.fetch_offsets(group_id, [tp for tp in requested if tp[0] in allowed])
+    if error != E.none:
+        return error, offsets, set()
+    denied = {tp for tp in requested if tp[0] not in allowed}
+    offsets.update((tp, None) for tp in requested if tp in denied)
+    return error, offsets, denied
 
 
 def _requested(topics: Any) -> list[tuple[str, int]] | None:
@@ -287,11 +303,13 @@ def _requested(topics: Any) -> list[tuple[str, int]] | None:
 
 def _offset_topics(
     ctx: RequestContext, offsets: dict[tuple[str, int], Any], *, partition_cls: str, topic_cls: str,
-    error: int = E.none, unstable: set[tuple[str, int]] | None = None,
+    error: int = E.none, unstable: set[tuple[str, int]] | None = None, denied: set[tuple[str, int]] | None = None,
 ) -> list[Any]:
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for (topic, partition), om in offsets.items():
-        if unstable and (topic, partition) in unstable:
+        if denied and (topic, partition) in denied:
+            part_error = int(E.topic_authorization_failed)
+        elif unstable and (topic, partition) in unstable:
             # KIP-447: a transactional commit is pending for it; the consumer retries until it is decided
             om, part_error = None, int(E.unstable_offset_commit)
         else:
@@ -322,16 +340,16 @@ async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     if ctx.api_version >= 8:
         groups = []
         for g in req.groups:
-            error, offsets = _fetch_group(coordinator, g.group_id, _requested(g.topics), ctx)
-            unstable = _unstable(coordinator, req, g.group_id, offsets)
+            error, offsets, denied = _fetch_group(coordinator, g.group_id, _requested(g.topics), ctx)
+            unstable = _unstable(coordinator, req, g.group_id, offsets)  # a refused partition stays refused
             topics = _offset_topics(
                 ctx, offsets, partition_cls="OffsetFetchResponsePartitions", topic_cls="OffsetFetchResponseTopics",
-                unstable=unstable,
+                unstable=unstable, denied=denied,
             )
             groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
         return ctx.build(throttle_time=0, groups=groups)
     requested = _requested(req.topics)
-    error, offsets = _fetch_group(coordinator, req.group_id, requested, ctx)
+    error, offsets, denied = _fetch_group(coordinator, req.group_id, requested, ctx)
     if error != E.none and ctx.api_version < 2:
         # v1 has no group-level error: report it on every requested partition.
         offsets = dict.fromkeys(requested or [], None)
@@ -345,7 +363,7 @@ async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     else:
         topics = _offset_topics(
             ctx, offsets, partition_cls="OffsetFetchResponsePartition", topic_cls="OffsetFetchResponseTopic",
-            unstable=_unstable(coordinator, req, req.group_id, offsets),
+            unstable=_unstable(coordinator, req, req.group_id, offsets), denied=denied,
         )
     return ctx.build(throttle_time=0, topics=topics, error_code=error)
 

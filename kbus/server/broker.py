@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from kbus.common.acl import Authorizer
 from kbus.common.broker_config import (
     BROKER_CONFIGS,
     BROKER_DEFAULT_ENTITY,
@@ -45,6 +43,7 @@ from kbus.server.quota_manager import QuotaManagers, register_metrics
 from kbus.server.quota_rate import RateConfig
 from kbus.server.replica_manager import LeadershipListener, ReplicaManager
 from kbus.server.scheduler import Scheduler
+from kbus.server.security.acl_cache import AclCache
 from kbus.server.security.manager import SecurityManager
 from kbus.server.transaction.service import TransactionService
 
@@ -98,10 +97,13 @@ class Broker:
         )
         self.group_coordinator: GroupCoordinator | None = None
         self.transactions: TransactionService | None = None
+        # the authorizer's ACLs, reloaded in order on every change notification (and at once for this broker's own)
+        authorizer = self.security.authorizer
+        self.acl_cache = None if authorizer is None else AclCache(self.metadata, authorizer)
         # what the API handlers are given; the coordinators join it in start()
         self.managers = Managers(
             config, self.broker_id, self.cache, self.replicas, self.admin, groups=None,
-            security=self.security, users=self.metadata, acls=self.metadata, quota_store=self.metadata,
+            security=self.security, users=self.metadata, acls=self.acl_cache, quota_store=self.metadata,
             quotas=QuotaManagers(
                 RateConfig(config.quota_window_num, config.quota_window_size_seconds * 1000),
                 RateConfig(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000),
@@ -168,19 +170,6 @@ class Broker:
     ) -> None:
         await self.admin.ensure_topic(name, num_partitions, replication_factor, configs)
 
-    def _follow_acls(self, authorizer: Authorizer) -> None:
-        """Load the ACLs, then reload them whenever a change is announced (ZooKeeper's /kafka-acl-changes: by
-        any broker or Kafka's own tools). Reloads run on a thread of their own, never on ZooKeeper's."""
-        authorizer.set_acls(self.metadata.acls())
-
-        def reload() -> None:
-            try:
-                authorizer.set_acls(self.metadata.acls())
-            except Exception as exc:  # ZooKeeper away: the next change notification retries
-                log.warning("Could not reload ACLs: %s", exc)
-
-        self.metadata.watch_acls(lambda: threading.Thread(target=reload, name="acl-reload", daemon=True).start())
-
     def _follow_quotas(self) -> None:
         """Load every client quota, then apply each change announced through /config/changes (by any broker,
         kbus configs or Kafka's kafka-configs) without a restart, as Kafka's DynamicConfigManager does."""
@@ -209,8 +198,8 @@ class Broker:
             self.log_manager.shutdown()  # leave the logs clean: the next start needs no recovery
             raise
         self._apply_dynamic_configs()
-        if self.security.authorizer is not None:
-            await asyncio.to_thread(self._follow_acls, self.security.authorizer)
+        if self.acl_cache is not None:
+            await asyncio.to_thread(self.acl_cache.start)
         await asyncio.to_thread(self._follow_quotas)
         # an I/O error anywhere takes its dir offline on the loop (Kafka's LogDirFailureHandler thread)
         self.log_dir_failures.add_listener(self._on_log_dir_failure)
@@ -262,6 +251,8 @@ class Broker:
             await self.group_coordinator.shutdown()
         if self.transactions is not None:
             await self.transactions.stop()
+        if self.acl_cache is not None:
+            self.acl_cache.stop()
         self.metadata.stop()
         self.replicas.checkpoint_high_watermarks()
         self.log_manager.shutdown()

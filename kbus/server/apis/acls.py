@@ -83,8 +83,8 @@ async def create_acls(m: Managers, ctx: RequestContext, request: Any) -> Any:
             adds.append(binding)
             results.append(result(E.none))
     if adds:
+        # returns once this broker's authorizer has it (others follow the change notification)
         await asyncio.to_thread(m.acls.alter_acls, adds, [])
-        ctx.authorizer.set_acls(ctx.authorizer.acls | set(adds))  # this broker at once; others on the notification
     return ctx.build(throttle_time=0, results=results)
 
 
@@ -173,5 +173,4 @@ async def delete_acls(m: Managers, ctx: RequestContext, request: Any) -> Any:
         )
     if removed:
         await asyncio.to_thread(m.acls.alter_acls, [], sorted(removed))
-        ctx.authorizer.set_acls(ctx.authorizer.acls - removed)
     return ctx.build(throttle_time=0, filter_results=results)

@@ -79,9 +79,10 @@ def _unwrap(tp: object) -> tuple[object, bool]:
 class Generator:
     """Valid request bodies with values that make the broker work, from kio's schema."""
 
-    def __init__(self, rng: random.Random, null_rate: float = 0.0) -> None:
+    def __init__(self, rng: random.Random, null_rate: float = 0.0, extreme_rate: float = 0.05) -> None:
         self.rng = rng
         self.null_rate = null_rate  # how often a nullable field is sent as null
+        self.extreme_rate = extreme_rate  # how often an integer is its type's bound (offsets, epochs, timestamps)
         self.topics = TOPICS
 
     def batch(self, n: int | None = None, codec: int = rb.COMPRESSION_NONE) -> tuple[bytes, list[tuple[bytes, bytes]]]:
@@ -101,6 +102,8 @@ class Generator:
 
     def _int(self, name: str, lo: int, hi: int) -> int:
         rng = self.rng
+        if rng.random() < self.extreme_rate:  # arithmetic on it must not leave the type (issue 28)
+            return rng.choice([lo, hi, lo + 1, hi - 1])
         if "partition" in name or name == "index":
             return rng.randint(0, 2)
         if name == "acks":

@@ -119,11 +119,38 @@ def parse_request_header(frame: bytes, *, supported: Callable[[int, int], bool])
     return header, pos
 
 
+OFFSET_COMMIT_KEY = 8
+_I64 = struct.Struct(">q")
+# kio decodes a timedelta_i64 through int64 microseconds: a longer one (+-292,000 years) failed the whole request
+# where Kafka reads any long.
+_TIMEDELTA_MAX_MS = (2**63 - 1) // 1000
+
+
+def _clamp_retention_time(frame: bytes, pos: int) -> bytes:
+    """OffsetCommit v2-v4's retentionTimeMs (after groupId, generationId, memberId) clamped to what a timedelta
+    holds. Kafka expires the offsets at now + retentionTimeMs; past +-292,000 years both sides mean the same
+    (never, or at once), except that Kafka's long sum wraps into the past beyond Long.MAX_VALUE - now."""
+    try:
+        for _ in range(2):  # groupId, then generationId + memberId
+            (n,) = _I16.unpack_from(frame, pos)
+            pos += 2 + max(n, 0) + (4 if _ == 0 else 0)
+        (value,) = _I64.unpack_from(frame, pos)
+    except struct.error:
+        return frame  # truncated: kio's decoding says so
+    if -_TIMEDELTA_MAX_MS <= value <= _TIMEDELTA_MAX_MS:
+        return frame
+    out = bytearray(frame)
+    _I64.pack_into(out, pos, max(-_TIMEDELTA_MAX_MS, min(value, _TIMEDELTA_MAX_MS)))
+    return bytes(out)
+
+
 def decode_request(frame: bytes, header: RequestHeader, body_offset: int) -> Any:
     rtype = request_type(header.api_key, header.api_version)
     if rtype is None:
         raise UnsupportedVersionError(header)
     check_bounds(rtype, frame, body_offset)  # before kio: it would allocate whatever a count claims
+    if header.api_key == OFFSET_COMMIT_KEY and 2 <= header.api_version <= 4:
+        frame = _clamp_retention_time(frame, body_offset)
     try:
         value: Any
         value, _size = entity_reader(rtype)(frame, body_offset)

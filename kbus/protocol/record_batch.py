@@ -76,6 +76,8 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
 _INT32_MAX = 2**31 - 1
+LONG_MIN = -(2**63)
+LONG_MAX = 2**63 - 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")
@@ -173,6 +175,13 @@ class BatchHeader:
 
     def is_valid(self, buf: Buffer) -> bool:
         return self.compute_crc(buf) == self.crc
+
+
+def java_long(n: int) -> int:
+    """``n`` as Java's long arithmetic leaves it: wrapped around to 64-bit two's complement. Kafka adds a record's
+    timestampDelta to its batch's baseTimestamp this way (DefaultRecord.readFrom) and compares timestamps with
+    ``now - timestamp`` (LogValidator), neither with an overflow check, so a sum past int64 wraps rather than fails."""
+    return ((n - LONG_MIN) & 0xFFFF_FFFF_FFFF_FFFF) + LONG_MIN
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -643,7 +652,7 @@ def decode_records_payload(payload: Buffer, header: BatchHeader) -> list[Record]
         records.append(
             Record(
                 offset=header.base_offset + off_delta,
-                timestamp=header.max_timestamp if log_append else header.base_timestamp + ts_delta,
+                timestamp=header.max_timestamp if log_append else java_long(header.base_timestamp + ts_delta),
                 key=key, value=value, headers=headers, offset_delta=off_delta, timestamp_delta=ts_delta,
                 sequence=seq, attributes=attributes, size=rec_end - rec_start,
             )

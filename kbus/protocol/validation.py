@@ -13,8 +13,12 @@ Per partition of a Produce request, in Kafka's order:
    message.timestamp.before/after.max.ms for CreateTime topics, no LogAppendTime from the producer
    (INVALID_TIMESTAMP); these carry KIP-467 record errors (batch index + message) and Kafka's summary message.
 Nothing of a refused batch is written: the caller appends only what passes. For CreateTime topics the batch's
-maxTimestamp is set to its records' real maximum, as Kafka's setMaxTimestamp does (the CRC is recomputed only when
-it changes). The transactional bit is left to the producer state (transactions exist; a transactional batch is
+maxTimestamp is set to its records' real maximum (at least -1), as Kafka's setMaxTimestamp does (the CRC is
+recomputed only when it changes).
+Timestamps are Java longs: a record's baseTimestamp + timestampDelta and ``now - timestamp`` wrap around 64 bits
+as they do in Kafka (which neither refuses nor fails on the overflow: with the default unbounded
+message.timestamp.before/after.max.ms it appends the batch, with a bound the wrapped timestamp is INVALID_TIMESTAMP).
+The transactional bit is left to the producer state (transactions exist; a transactional batch is
 checked against its producer's open transaction there).
 """
 
@@ -39,7 +43,7 @@ CORRUPT_MESSAGE = ErrorCode.corrupt_message
 INVALID_TIMESTAMP = ErrorCode.invalid_timestamp
 INVALID_RECORD = ErrorCode.invalid_record
 _MAX_TS = struct.Struct(">q")
-_LONG_MAX = 2**63 - 1
+_LONG_MAX = rb.LONG_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,14 +144,21 @@ def _record_errors(records: Buffer, h: rb.BatchHeader, policy: ValidationPolicy,
             errors.append(RecordError(i, f"Compacted topic cannot accept message without key in topic partition "
                                          f"{policy.topic_partition}."))
         elif not policy.log_append_time and rec.timestamp != rb.NO_TIMESTAMP:
-            if now_ms - rec.timestamp > before or rec.timestamp - now_ms > after:
+            if _timestamp_refused(rec.timestamp, now_ms, before, after):
                 errors.append(RecordError(i, f"Timestamp {rec.timestamp} of message with offset {rec.offset} is out "
-                                             f"of range. The timestamp should be within [{now_ms - before}, "
-                                             f"{now_ms + after}]"))
+                                             f"of range. The timestamp should be within "
+                                             f"[{rb.java_long(now_ms - before)}, {rb.java_long(now_ms + after)}]"))
         elif h.timestamp_type == rb.TIMESTAMP_TYPE_LOG_APPEND:
             errors.append(RecordError(i, "Invalid timestamp type in message. Producer should not set timestamp type "
                                          "to LogAppendTime."))
     return errors
+
+
+def _timestamp_refused(timestamp: int, now_ms: int, before_max_ms: int, after_max_ms: int) -> bool:
+    """Kafka's LogValidator.recordHasInvalidTimestamp, in its long arithmetic (``now - timestamp`` and its negation
+    wrap, so a timestamp near Long.MIN_VALUE passes unbounded configs exactly as in Kafka)."""
+    diff = rb.java_long(now_ms - timestamp)
+    return diff > before_max_ms or rb.java_long(-diff) > after_max_ms
 
 
 def _raise_record_errors(errors: list[RecordError]) -> None:
@@ -195,10 +206,17 @@ def validate_produce(buf: bytes, policy: ValidationPolicy, now_ms: int, produce_
         else:
             lowest = h.base_timestamp + summary.min_timestamp_delta
             highest = h.base_timestamp + summary.max_timestamp_delta
-        # the scan's range bounds every record: only a batch that may hold a refused record takes the slow path
+            if lowest < rb.LONG_MIN or highest > _LONG_MAX:
+                # some record's base + delta wraps (Java's long sum): only the records themselves say the range
+                stamps = [r.timestamp for r in rb.decode_records_payload(records, h)]
+                lowest, highest = min(stamps), max(stamps)
+        # The scan's range bounds every record: only a batch that may hold a refused record takes the slow path.
+        # While now - lowest fits a long, Kafka's wrapping comparison is the plain one and monotonic in the
+        # timestamp; a timestamp below that (near Long.MIN_VALUE) is judged record by record, as Kafka would.
         maybe_bad_timestamps = log_append_batch or (
             not policy.log_append_time
-            and (now_ms - lowest > policy.timestamp_before_max_ms or highest - now_ms > policy.timestamp_after_max_ms)
+            and (now_ms - lowest > _LONG_MAX or now_ms - lowest > policy.timestamp_before_max_ms
+                 or highest - now_ms > policy.timestamp_after_max_ms)
         )
         if (policy.compacted and summary.keyless) or maybe_bad_timestamps:
             errors = _record_errors(records, h, policy, now_ms)
@@ -207,6 +225,7 @@ def validate_produce(buf: bytes, policy: ValidationPolicy, now_ms: int, produce_
     except RecordValidationError:
         _require_crc(buf, h, tp)
         raise
+    highest = max(highest, rb.NO_TIMESTAMP)  # Kafka's maximum starts from NO_TIMESTAMP
     if not policy.log_append_time and not log_append_batch and highest != h.max_timestamp:
         _require_crc(buf, h, tp)  # never re-sign a corrupt batch
         out = bytearray(buf)

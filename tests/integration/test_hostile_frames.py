@@ -75,3 +75,56 @@ def test_metadata_by_topic_id_before_v12_is_invalid_request(broker):
     assert resp is not None
     value, _ = entity_reader(load_response_schema(3, 11))(resp, 5)
     assert [(t.error_code.value, t.name) for t in value.topics] == [(42, "")]
+
+
+def _overflowing_batch() -> bytes:
+    """One CRC-valid batch whose second record's baseTimestamp + timestampDelta passes Long.MAX_VALUE."""
+    from kbus.protocol import record_batch as rb
+
+    body = bytearray()
+    for i, delta in enumerate((0, 100)):
+        rb._encode_record(body, i, delta, b"k", b"v", [])
+    base = 2**63 - 11
+    out = bytearray(rb.RECORD_BATCH_OVERHEAD + len(body))
+    rb.HEADER_STRUCT.pack_into(out, 0, 0, rb.RECORD_BATCH_OVERHEAD - rb.LOG_OVERHEAD + len(body), -1, 2, 0, 0, 1,
+                               base, base, -1, -1, -1, 2)
+    out[rb.RECORDS_OFFSET :] = body
+    struct.pack_into(">I", out, rb.CRC_OFFSET, rb.crc32c(memoryview(out)[rb.ATTRIBUTES_OFFSET :]))
+    return bytes(out)
+
+
+def test_overflowing_record_timestamps_are_answered_as_kafka_answers(broker):
+    """Issue 28: such a batch raised struct.error inside the broker ("Unexpected error", answered UNKNOWN_SERVER_ERROR).
+    Kafka 3.9.2 wraps the timestamp like a Java long: it appends the batch when the topic's timestamp bounds are
+    unbounded (the default) and refuses it with INVALID_TIMESTAMP, naming the wrapped timestamp, when bounded."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests import fuzzing
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for fut in admin.create_topics([
+        NewTopic("ts-wrap", 1, 1),
+        NewTopic("ts-wrap-bounded", 1, 1, config={"message.timestamp.difference.max.ms": "3600000"}),
+    ]).values():
+        fut.result(30)
+    host, port = broker.bootstrap.split(":")
+    answers = {}
+    for topic in ("ts-wrap", "ts-wrap-bounded"):
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(fuzzing.request_frame(0, 9, 5, fuzzing.produce_body(9, topic, _overflowing_batch())))
+            answers[topic] = _recv_frame(s)
+    from kio.schema.produce.v9.response import ProduceResponse
+    from kio.serial import entity_reader
+
+    def partition(frame):
+        value, _ = entity_reader(ProduceResponse)(frame, 5)
+        return value.responses[0].partition_responses[0]
+
+    ok, bounded = partition(answers["ts-wrap"]), partition(answers["ts-wrap-bounded"])
+    assert (int(ok.error_code), ok.base_offset) == (0, 0)
+    assert int(bounded.error_code) == 32  # INVALID_TIMESTAMP
+    assert bounded.error_message == "One or more records have been rejected due to invalid timestamp"
+    assert [r.batch_index for r in bounded.record_errors] == [0, 1]
+    assert bounded.record_errors[1].batch_index_error_message.startswith(
+        "Timestamp -9223372036854775719 of message with offset 1 is out of range")
+    assert "Unexpected error" not in broker.log_text() and "int too large" not in broker.log_text()

@@ -118,3 +118,36 @@ def test_skip_tagged_fields_is_shared_by_server_and_client() -> None:
     assert skip_tagged_fields(b"\x00rest", 0) == 1
     with pytest.raises(ProtocolError):
         skip_tagged_fields(b"\x01\x00\x7f" + b"short", 0)
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("retention", [2**63 - 1, -(2**63), 10**16])
+def test_offset_commit_retention_beyond_a_timedelta_decodes(version: int, retention: int) -> None:
+    """Issue 28: kio decodes retentionTimeMs (a long) through int64 microseconds, which fails past +-292,000 years,
+    so the whole OffsetCommit was refused and its connection closed; Kafka answers it. kbus clamps it there."""
+    import datetime
+    import io
+    import sys
+
+    from kio.index import load_request_schema
+    from kio.serial import entity_writer
+
+    from kbus.protocol.codec import decode_request, parse_request_header
+
+    cls = load_request_schema(8, version)
+    mod = sys.modules[cls.__module__]
+    req = cls(group_id="g", generation_id_or_member_epoch=-1, member_id="m",
+              retention_time=datetime.timedelta(milliseconds=0x123456),
+              topics=(mod.OffsetCommitRequestTopic(name="t", partitions=(
+                  mod.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata=""),)),))
+    out = io.BytesIO()
+    entity_writer(cls)(out, req)
+    body = bytearray(out.getvalue())
+    at = body.find(struct.pack(">q", 0x123456))
+    struct.pack_into(">q", body, at, retention)
+    frame = struct.pack(">hhih", 8, version, 1, 1) + b"c" + bytes(body)
+    header, pos = parse_request_header(frame, supported=lambda k, v: True)
+    value = decode_request(frame, header, pos)
+    bound = datetime.timedelta(milliseconds=(2**63 - 1) // 1000)
+    assert value.retention_time == (bound if retention > 0 else -bound)
+    assert value.topics[0].partitions[0].committed_offset == 5 and value.member_id == "m"

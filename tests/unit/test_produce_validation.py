@@ -233,3 +233,77 @@ def test_zstd_needs_produce_v7() -> None:
         validate_produce(buf, POLICY, NOW, produce_version=6)
     assert info.value.error_code == 76  # UNSUPPORTED_COMPRESSION_TYPE
     assert validate_produce(buf, POLICY, NOW, produce_version=7) is buf
+
+
+# ---- timestamps are Java longs: base + delta and now - timestamp wrap as in Kafka, never raise ----
+
+LONG = st.integers(-(2**63), 2**63 - 1)
+
+
+def raw_batch(base_ts: int, deltas: list[int], max_ts: int, attributes: int = 0) -> bytearray:
+    """A CRC-valid batch with any baseTimestamp, timestampDeltas and maxTimestamp (build_batch derives them)."""
+    body = bytearray()
+    for i, delta in enumerate(deltas):
+        rb._encode_record(body, i, delta, b"k", b"v", [])
+    out = bytearray(rb.RECORD_BATCH_OVERHEAD + len(body))
+    rb.HEADER_STRUCT.pack_into(out, 0, 0, rb.RECORD_BATCH_OVERHEAD - rb.LOG_OVERHEAD + len(body), -1, 2, 0,
+                               attributes, len(deltas) - 1, base_ts, max_ts, -1, -1, -1, len(deltas))
+    out[rb.RECORDS_OFFSET :] = body
+    return recrc(out)
+
+
+def _jlong(n: int) -> int:  # Java's long, written out independently of rb.java_long
+    n &= 2**64 - 1
+    return n - 2**64 if n >= 2**63 else n
+
+
+def kafka_outcome(base_ts: int, deltas: list[int], before: int, after: int) -> tuple[str, object]:
+    """Kafka 3.9's LogValidator, transcribed: record timestamp = baseTimestamp + delta (long), refused when
+    ``now - ts > before || -1 * (now - ts) > after`` (long), batch maxTimestamp = max(NO_TIMESTAMP, timestamps)."""
+    stamps = [_jlong(base_ts + d) for d in deltas]
+    bad = [i for i, ts in enumerate(stamps)
+           if ts != -1 and (_jlong(NOW - ts) > before or _jlong(-_jlong(NOW - ts)) > after)]
+    if bad:
+        return "refused", bad
+    return "appended", max([-1, *stamps])
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(LONG, st.lists(LONG | st.integers(-1000, 1000), min_size=1, max_size=6), LONG,
+       st.sampled_from([2**63 - 1, 3_600_000, 0]), st.sampled_from([2**63 - 1, 3_600_000, 0]))
+def test_any_timestamps_give_kafkas_answer_never_an_exception(base_ts, deltas, max_ts, before, after) -> None:
+    """Issue 28: a batch whose base + delta left int64 raised struct.error inside the broker. Kafka wraps the sum,
+    accepts it under unbounded timestamp configs and refuses it (INVALID_TIMESTAMP) under bounded ones."""
+    buf = raw_batch(base_ts, deltas, max_ts)
+    policy = ValidationPolicy("t-0", timestamp_before_max_ms=before, timestamp_after_max_ms=after)
+    kind, expected = kafka_outcome(base_ts, deltas, before, after)
+    try:
+        out = validate_produce(bytes(buf), policy, NOW)
+    except RecordValidationError as exc:
+        assert kind == "refused" and exc.error_code == INVALID_TIMESTAMP
+        assert [e.batch_index for e in exc.record_errors] == expected
+        return
+    assert kind == "appended", f"Kafka refuses records {expected}"
+    h = rb.read_header(out)
+    assert h.max_timestamp == expected and h.is_valid(out)
+    stamps = [r.timestamp for r in rb.decode_records(out)]
+    assert stamps == [_jlong(base_ts + d) for d in deltas]
+
+
+def test_overflowing_timestamps_wrap_like_kafka() -> None:
+    """The frames of issue 28's fuzz run, with what Kafka 3.9.2 answered to them (checked against a real broker)."""
+    long_max = 2**63 - 1
+    up = raw_batch(long_max - 10, [0, 100], long_max - 10)
+    assert rb.read_header(validate_produce(bytes(up), POLICY, NOW)).max_timestamp == long_max - 10
+    assert [r.timestamp for r in rb.decode_records(up)] == [long_max - 10, -(2**63) + 89]
+    down = raw_batch(-(2**63) + 10, [0, -100], -(2**63) + 10)
+    assert rb.read_header(validate_produce(bytes(down), POLICY, NOW)).max_timestamp == long_max - 89
+    lowest = raw_batch(-(2**63), [0], -(2**63))  # now - Long.MIN_VALUE wraps: passes unbounded configs
+    assert rb.read_header(validate_produce(bytes(lowest), POLICY, NOW)).max_timestamp == -1
+    bounded = ValidationPolicy("t-0", timestamp_before_max_ms=3_600_000, timestamp_after_max_ms=3_600_000)
+    err = refused(up, bounded)
+    assert err.error_code == INVALID_TIMESTAMP
+    assert err.record_errors[1].message.startswith(f"Timestamp {-(2**63) + 89} of message with offset 1 is out of "
+                                                   f"range. The timestamp should be within [{NOW - 3_600_000}, ")
+    unbounded_text = refused(lowest, ValidationPolicy("t-0", timestamp_before_max_ms=0, timestamp_after_max_ms=0))
+    assert unbounded_text.error_code == INVALID_TIMESTAMP

@@ -245,7 +245,9 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
                 leader_epoch=getattr(p, "committed_leader_epoch", -1),
                 metadata=p.committed_metadata or "",
                 commit_timestamp=now,
-                expire_timestamp=now + retention_ms if retention_ms >= 0 else None,
+                # Kafka: only -1 (DEFAULT_RETENTION_TIME) means the broker's retention; any other value, negative
+                # too, expires at now + retention
+                expire_timestamp=now + retention_ms if retention_ms != -1 else None,
             )
     denied_topics = {tp for tp in offsets if not ctx.authorized(Operation.READ, ResourceType.TOPIC, tp[0])}
     if not _group(ctx, Operation.READ, req.group_id):

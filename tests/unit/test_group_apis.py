@@ -29,6 +29,8 @@ class FakeBroker:
 
     def __init__(self) -> None:
         self.config = KafkaConfig(offsets_topic_num_partitions=4)
+        self.broker_id = 0
+        self.leader = 0  # of every __consumer_offsets partition
         self.clock = FakeClock()
         self.admin = self.cluster = self
         self.transactions = None
@@ -50,7 +52,7 @@ class FakeBroker:
         assert configs["cleanup.policy"] == "compact"
 
     def partition_leader(self, topic: str, partition: int) -> BrokerInfo | None:
-        return BrokerInfo(0, "127.0.0.1", 9092)
+        return BrokerInfo(self.leader, "127.0.0.1", 9092 + self.leader)
 
 
 def request(api_key: int, version: int, /, **fields: Any) -> Any:
@@ -104,6 +106,19 @@ def spec(key: int) -> range:
 def test_find_coordinator(version: int) -> None:
     async def main() -> None:
         b = FakeBroker()
+        # the metadata names this broker leader, but its coordinator has not taken the partitions yet
+        if version >= 4:
+            r = await call(b, 10, version, key_type=0, coordinator_keys=("g1",))
+            assert [(c.node_id, c.error_code) for c in r.coordinators] == [(-1, E.coordinator_not_available)]
+        else:
+            r = await call(b, 10, version, key="g1")
+            assert (r.error_code, r.node_id) == (E.coordinator_not_available, -1)
+        b.leader = 1  # another broker's word is taken as it is: that broker answers for its own load
+        one_key = {"key_type": 0, "coordinator_keys": ("g1",)} if version >= 4 else {"key": "g1"}
+        r = await call(b, 10, version, **one_key)
+        assert (r.coordinators[0] if version >= 4 else r).node_id == 1
+        b.leader = 0
+        await elected(b)
         if version >= 4:
             r = await call(b, 10, version, key_type=0, coordinator_keys=("g1", "g2"))
             assert [(c.key, c.node_id, c.port, c.error_code) for c in r.coordinators] == [

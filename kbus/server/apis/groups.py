@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
+from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.transactions import find_transaction_coordinator
 from kbus.server.coordinator.membership import EMPTY_SUMMARY
@@ -65,12 +66,8 @@ async def _find_keyed_coordinator(
         await m.admin.ensure_topic(topic.name, topic.num_partitions, topic.replication_factor, topic.configs)
     except Exception as exc:
         log.warning("Could not create %s: %s", topic.name, exc)
-        return E.coordinator_not_available, -1, "", -1
-    leader = m.cluster.partition_leader(topic.name, coordinator.partition_for(key))
-    endpoint = None if leader is None else leader.endpoint(listener)
-    if leader is None or endpoint is None:
-        return E.coordinator_not_available, -1, "", -1
-    return E.none, leader.broker_id, endpoint.host, endpoint.port
+        return NO_COORDINATOR
+    return coordinator_endpoint(m, topic.name, coordinator.partition_for(key), listener, coordinator.coordinates)
 
 
 async def _find_coordinator(
@@ -82,7 +79,7 @@ async def _find_coordinator(
         return E.transactional_id_authorization_failed, -1, "", -1
     if key_type == GROUP_KEY_TYPE:
         if m.groups is None:
-            return E.coordinator_not_available, -1, "", -1
+            return NO_COORDINATOR
         return await _find_keyed_coordinator(m, m.groups, key, listener)
     if key_type == TRANSACTION_KEY_TYPE:
         return await find_transaction_coordinator(m, key, listener)

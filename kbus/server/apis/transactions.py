@@ -15,6 +15,7 @@ from kbus.common.acl import Operation, ResourceType
 from kbus.common.topics import OFFSETS_TOPIC
 from kbus.protocol.codec import ms
 from kbus.protocol.control import build_marker_batch
+from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
 from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.coordinator.records import OffsetAndMetadata
@@ -42,16 +43,13 @@ async def find_transaction_coordinator(m: Managers, key: str, listener: str) -> 
     use, as Kafka does."""
     service = m.transactions
     if service is None or not key:
-        return E.coordinator_not_available, -1, "", -1
+        return NO_COORDINATOR
     try:
         await service.ensure_state_topic()
     except Exception:
-        return E.coordinator_not_available, -1, "", -1
-    leader = m.cluster.partition_leader(*service.state_partition_for(key))
-    endpoint = None if leader is None else leader.endpoint(listener)
-    if leader is None or endpoint is None:
-        return E.coordinator_not_available, -1, "", -1
-    return E.none, leader.broker_id, endpoint.host, endpoint.port
+        return NO_COORDINATOR
+    topic, partition = service.state_partition_for(key)
+    return coordinator_endpoint(m, topic, partition, listener, service.coordinator.coordinates)
 
 
 async def init_transactional_producer(m: Managers, ctx: RequestContext, request: Any) -> tuple[int, int, int]:

@@ -121,6 +121,9 @@ class GroupStore:
     def loading(self) -> dict[int, object]:
         return self.partitions.loading
 
+    def coordinates(self, partition: int) -> bool:
+        return self.partitions.has(partition)
+
     def on_election(self, partition: int) -> None:
         """This broker now leads `partition` of __consumer_offsets: load its groups and offsets."""
         if self.partitions.elect(partition):

@@ -69,6 +69,7 @@ class KeyedCoordinator(Protocol):
 
     def state_topic(self) -> StateTopic: ...
     def partition_for(self, key: str) -> int: ...
+    def coordinates(self, partition: int) -> bool: ...
 
 
 class StateLog(Protocol):
@@ -174,6 +175,11 @@ class StatePartitions(Generic[State]):
         self.loading[partition] = token
         self._spawn(self._load(partition, token))
         return True
+
+    def has(self, partition: int) -> bool:
+        """Owned or loading: this broker's coordinator answers for the partition's keys (perhaps with
+        COORDINATOR_LOAD_IN_PROGRESS for now)."""
+        return partition in self.owned or partition in self.loading
 
     def resign(self, partition: int) -> None:
         self.owned.discard(partition)

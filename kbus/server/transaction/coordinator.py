@@ -149,6 +149,9 @@ class TransactionCoordinator:
             return E.not_coordinator
         return E.none
 
+    def coordinates(self, partition: int) -> bool:
+        return self.partitions.has(partition)
+
     @property
     def owned(self) -> set[int]:
         return self.partitions.owned

@@ -375,7 +375,7 @@ class KafkaProtocol(asyncio.Protocol):
         conn = self.conn
         assert conn is not None
         try:
-            data = await raw_token(self.server.security, self.listener.name, conn, event.token)
+            data = await raw_token(self.server.security, self.listener.name, conn, event.token, self.peer)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
 
 from kbus.server.security.principal import SslPrincipalMapper, certificate_principal
-from tests.kbus_processes import BrokerProcess, free_port
+from tests.kbus_processes import BrokerProcess, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -248,6 +248,33 @@ def _recv_all(sock: socket.socket, timeout: float = 10) -> bytes:
     return data
 
 
+def test_failed_authentication_log_names_the_client_address(secure: SecureBroker):
+    """Kafka's Selector logs `Failed authentication with /<client address> ...`: whoever guesses passwords is named,
+    through SaslAuthenticate (a real client) and a bare token after a v0 SaslHandshake (hand-made frames)."""
+    errors: list[KafkaError] = []
+    p = Producer({**client_conf(secure, "SASL_PLAINTEXT", "SCRAM-SHA-512", password="wrong"),
+                  "error_cb": errors.append, "reconnect.backoff.ms": 5000})
+    deadline = time.monotonic() + 15
+    while not errors and time.monotonic() < deadline:
+        p.poll(0.1)
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+    del p  # no more retries
+    with socket.create_connection(("127.0.0.1", secure.sasl_plaintext)) as s:
+        own_port = s.getsockname()[1]
+        s.sendall(_frame(17, 0, 1, struct.pack(">h", 5) + b"PLAIN"))
+        (size,) = struct.unpack(">i", s.recv(4))
+        while size > 0:
+            size -= len(s.recv(size))
+        token = b"\0alice\0not-her-password"
+        s.sendall(struct.pack(">i", len(token)) + token)
+        assert _recv_all(s) == b""  # v0: a failed token closes the connection
+    wait_for(lambda: f"Failed authentication with /127.0.0.1 (port {own_port} on SASL_PLAINTEXT)"
+             in secure.proc.log_text(), 10, "the failed-authentication line")
+    failed = [line for line in secure.proc.log_text().splitlines() if "Failed authentication" in line]
+    assert all("Failed authentication with /127.0.0.1 (port " in line for line in failed), failed
+    assert not any("not-her-password" in line for line in failed)
+
+
 def test_unknown_mechanism_gets_the_enabled_ones_then_the_connection_closes(secure: SecureBroker):
     with socket.create_connection(("127.0.0.1", secure.sasl_plaintext)) as s:
         s.sendall(_frame(17, 1, 7, struct.pack(">h", 6) + b"GSSAPI"))
@@ -462,3 +489,4 @@ def test_sessions_reauthenticate_before_connections_max_reauth_ms(tmp_path_facto
         assert "before authentication or after the session expired" not in b.log_text()
     finally:
         b.stop()
+

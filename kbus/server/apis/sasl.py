@@ -46,8 +46,11 @@ async def sasl_handshake(managers: Managers, ctx: RequestContext, request: Any) 
     return ctx.build(error_code=E.none, mechanisms=sasl.enabled)
 
 
-async def _evaluate(sasl: ListenerSasl, ctx_listener: str, conn: Connection, token: bytes) -> tuple[bytes, str | None]:
-    """(challenge, error message); on success of the last step the connection is authenticated."""
+async def _evaluate(
+    sasl: ListenerSasl, ctx_listener: str, conn: Connection, token: bytes, peer: tuple[str, int]
+) -> tuple[bytes, str | None]:
+    """(challenge, error message); on success of the last step the connection is authenticated. `peer` is the
+    client's (address, port), named in the failed-authentication line as Kafka's Selector does."""
     exchange = conn.sasl
     assert exchange is not None
     before = conn.principal if conn.authenticated else None
@@ -55,7 +58,9 @@ async def _evaluate(sasl: ListenerSasl, ctx_listener: str, conn: Connection, tok
         challenge = await asyncio.to_thread(exchange.evaluate, token)  # SCRAM reads credentials from ZooKeeper
     except SaslAuthenticationError as exc:
         conn.sasl = None
-        log.info("Failed authentication with %s on %s (%s)", conn_peer(conn), ctx_listener, exc)
+        # Kafka's Selector: "Failed [re-]authentication with /<address> (channelId=...) (<reason>)"
+        log.info("Failed %sauthentication with /%s (port %d on %s) (%s)",
+                 "" if before is None else "re-", peer[0], peer[1], ctx_listener, exc)
         await asyncio.sleep(sasl.failed_delay_ms / 1000)  # Kafka delays the answer to slow down guessing
         conn.close(f"authentication failed ({exchange.mechanism})")
         return b"", str(exc)
@@ -68,10 +73,6 @@ async def _evaluate(sasl: ListenerSasl, ctx_listener: str, conn: Connection, tok
         conn.authenticate(principal, sasl.reauth_ms)
         log.debug("Authenticated %s with %s on %s", principal, exchange.mechanism, ctx_listener)
     return challenge, None
-
-
-def conn_peer(conn: Connection) -> str:
-    return str(conn.principal) if conn.authenticated else "an unauthenticated client"
 
 
 @api(36, 0, 2, before_auth=True)
@@ -87,7 +88,9 @@ async def sasl_authenticate(managers: Managers, ctx: RequestContext, request: An
             auth_bytes=b"",
             session_lifetime=0,
         )
-    challenge, error = await _evaluate(sasl, ctx.listener.name, conn, bytes(request.auth_bytes))
+    challenge, error = await _evaluate(
+        sasl, ctx.listener.name, conn, bytes(request.auth_bytes), (ctx.client_host, ctx.client_port)
+    )
     if error is not None:
         return ctx.build(
             error_code=E.sasl_authentication_failed, error_message=error, auth_bytes=b"", session_lifetime=0
@@ -96,12 +99,14 @@ async def sasl_authenticate(managers: Managers, ctx: RequestContext, request: An
     return ctx.build(error_code=E.none, error_message=None, auth_bytes=challenge, session_lifetime=lifetime)
 
 
-async def raw_token(security: SecurityManager, listener: str, conn: Connection, token: bytes) -> bytes | None:
+async def raw_token(
+    security: SecurityManager, listener: str, conn: Connection, token: bytes, peer: tuple[str, int]
+) -> bytes | None:
     """A bare SASL token after a v0 handshake: the framed challenge, or None (fail: the connection closes)."""
     sasl = _listener_sasl(security, listener)
     if conn.sasl is None or sasl is None:
         return None
-    challenge, error = await _evaluate(sasl, listener, conn, token)
+    challenge, error = await _evaluate(sasl, listener, conn, token, peer)
     if error is not None:
         return None
     if conn.sasl is not None:  # more steps to come (SCRAM): the next frame is a bare token too

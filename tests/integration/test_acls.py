@@ -437,3 +437,37 @@ def test_offset_fetch_hides_topics_one_may_not_describe(acl_broker: AclBroker):
     # the admin (a super user) still sees both
     assert sorted(answered[:3] for answered in _offset_fetch_all_versions(
         acl_broker, "admin", group, [seen, secret])[(9, "all")]) == sorted([(seen, 0, 5), (secret, 0, 7)])
+
+
+def test_an_acl_with_an_empty_host_matches_no_client(acl_broker: AclBroker):
+    """Kafka stores the host of a CreateAcls entry as given: '' is not '*' and matches no client."""
+    import asyncio
+
+    from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+    from kio.schema.create_acls.v3.response import CreateAclsResponse
+    from kio.static.primitive import i8
+
+    from kbus.protocol.client import ClientSecurity, KafkaConnection
+
+    topic = new_topic(acl_broker)
+    host, port = acl_broker.bootstrap.split(":")
+
+    async def create() -> list[int]:
+        conn = KafkaConnection(host, int(port), "acl-maker",
+                               ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", "admin", USERS["admin"]))
+        try:
+            creation = AclCreation(
+                resource_type=i8(ResourceType.TOPIC), resource_name=topic,
+                resource_pattern_type=i8(PatternType.LITERAL), principal="User:alice", host="",
+                operation=i8(Operation.DESCRIBE), permission_type=i8(Permission.ALLOW),
+            )
+            resp = await conn.request(CreateAclsRequest(creations=(creation,)), CreateAclsResponse)
+            return [int(r.error_code) for r in resp.results]
+        finally:
+            await conn.close()
+
+    assert asyncio.run(create()) == [0]
+    listed = kbus_acls(acl_broker, "--list", "--topic", topic)
+    assert "(principal=User:alice, host=, operation=DESCRIBE, permissionType=ALLOW)" in listed.stdout, listed.stdout
+    assert topic not in AdminClient(conf(acl_broker, "alice")).list_topics(timeout=10).topics
+

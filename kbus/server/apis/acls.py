@@ -51,7 +51,8 @@ def _binding(c: Any, version: int) -> tuple[AclBinding | None, str]:
     kind, sep, name = (c.principal or "").partition(":")
     if not sep or not kind or not name:
         return None, f"Invalid principal {c.principal!r} (expected Type:name, e.g. User:alice)"
-    return AclBinding(rtype, c.resource_name, pattern, c.principal, c.host or WILDCARD, op, perm), ""
+    # the host as given: Kafka stores an empty one, which matches no client (only `*` matches every host)
+    return AclBinding(rtype, c.resource_name, pattern, c.principal, c.host, op, perm), ""
 
 
 def _filter(f: Any, version: int) -> AclFilter | None:

@@ -471,3 +471,35 @@ def test_an_acl_with_an_empty_host_matches_no_client(acl_broker: AclBroker):
     assert "(principal=User:alice, host=, operation=DESCRIBE, permissionType=ALLOW)" in listed.stdout, listed.stdout
     assert topic not in AdminClient(conf(acl_broker, "alice")).list_topics(timeout=10).topics
 
+
+def test_metadata_by_topic_id_does_not_name_a_topic_one_may_not_describe(acl_broker: AclBroker):
+    """Metadata v12 by topic id: Kafka answers TOPIC_AUTHORIZATION_FAILED with a null name (ids are no secret, names
+    are), the admin gets the name."""
+    import asyncio
+
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.metadata.v12.response import MetadataResponse
+    from kio.schema.types import TopicName
+
+    from kbus.protocol.client import ClientSecurity, KafkaConnection
+
+    topic = new_topic(acl_broker)
+    host, port = acl_broker.bootstrap.split(":")
+
+    async def ask(user: str, by_name: bool, topic_id: uuid.UUID | None = None) -> tuple[str | None, uuid.UUID, int]:
+        conn = KafkaConnection(host, int(port), "metadata-by-id",
+                               ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", user, USERS[user]))
+        wanted = MetadataRequestTopic(topic_id=None, name=TopicName(topic)) if by_name else \
+            MetadataRequestTopic(topic_id=topic_id, name=None)
+        try:
+            resp = await conn.request(MetadataRequest(topics=(wanted,), allow_auto_topic_creation=False,
+                                                      include_topic_authorized_operations=False), MetadataResponse)
+            t = resp.topics[0]
+            return t.name, t.topic_id, int(t.error_code)
+        finally:
+            await conn.close()
+
+    _, topic_id, error = asyncio.run(ask("admin", by_name=True))
+    assert error == 0
+    assert asyncio.run(ask("bob", by_name=False, topic_id=topic_id)) == (None, topic_id, 29)
+    assert asyncio.run(ask("admin", by_name=False, topic_id=topic_id)) == (topic, topic_id, 0)

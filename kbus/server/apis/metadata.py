@@ -113,7 +113,8 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
                 if t is None:
                     entries.append(_error_topic(ctx, None, ErrorCode.unknown_topic_id, req_topic.topic_id))
                 elif not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name):
-                    entries.append(_error_topic(ctx, t.name, ErrorCode.topic_authorization_failed))
+                    # Kafka: the id is no secret, the name is: null name, the id as asked
+                    entries.append(_error_topic(ctx, None, ErrorCode.topic_authorization_failed, req_topic.topic_id))
                 else:
                     entries.append(_topic_entry(ctx, m, t, topic_ops))
                 continue

@@ -490,3 +490,20 @@ def test_sessions_reauthenticate_before_connections_max_reauth_ms(tmp_path_facto
     finally:
         b.stop()
 
+
+def test_a_malformed_jaas_config_stops_the_broker_without_quoting_the_password(tmp_path: Path):
+    """The start-up error says where sasl.jaas.config is malformed, never what is there (it holds passwords)."""
+    port = free_port()
+    config = tmp_path / "server.properties"
+    config.write_text(
+        f"broker.id=0\nlisteners=SASL_PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\n"
+        "security.inter.broker.protocol=SASL_PLAINTEXT\nsasl.enabled.mechanisms=PLAIN\n"
+        "sasl.mechanism.inter.broker.protocol=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-s3cret;\n'
+    )
+    res = subprocess.run([sys.executable, "-m", "kbus.server", str(config)], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode != 0
+    assert "sasl.jaas.config" in res.stderr and "at character" in res.stderr, res.stderr
+    assert "s3cret" not in res.stderr + res.stdout

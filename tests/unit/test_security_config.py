@@ -25,6 +25,22 @@ def test_jaas_options_and_errors() -> None:
         parse("x maybe;")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        'x required username="admin" password="s3cret-pw;',  # unterminated quote
+        'x required username="admin" "s3cret-pw";',  # a value without its key
+        'x required password="s3cret-pw" user_bob s3cret-pw;',  # a key without '='
+        "x s3cret-pw;",  # the password where the control flag goes
+    ],
+)
+def test_a_malformed_jaas_config_error_says_where_never_what(text: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse(text)
+    assert "s3cret" not in str(raised.value)
+    assert "at character" in str(raised.value)
+
+
 def test_principal_mapping_rules_as_kafka_documents_them() -> None:
     rules = SslPrincipalMapper(
         "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,DEFAULT"

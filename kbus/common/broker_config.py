@@ -72,37 +72,43 @@ class Listener:
 
 
 # ---- the table -------------------------------------------------------------------------------------------------
-def _key(name: str, default: T, parse: Callable[[str], T]) -> T:
-    return field(default=default, metadata={"key": name, "parse": parse})
+# Each helper records Kafka's ConfigDef type of the key (DescribeConfigs' config_type), given where Kafka's differs
+# from what the helper's name says (a SHORT or LIST kbus parses as an int or a string).
+def _key(name: str, default: T, parse: Callable[[str], T], kind: int) -> T:
+    return field(default=default, metadata={"key": name, "parse": parse, "type": kind})
 
 
-def _int(name: str, default: int, at_least: int | None = None) -> int:
-    return _key(name, default, parse_int(at_least))
+def _int(name: str, default: int, at_least: int | None = None, kind: int = 3) -> int:
+    return _key(name, default, parse_int(at_least), kind)  # INT
 
 
 def _long(name: str, default: int, at_least: int | None = None) -> int:
-    return _key(name, default, parse_long(at_least))
+    return _key(name, default, parse_long(at_least), 5)  # LONG
 
 
 def _bool(name: str, default: bool) -> bool:
-    return _key(name, default, parse_bool)
+    return _key(name, default, parse_bool, 1)  # BOOLEAN
 
 
-def _str(name: str, default: str) -> str:
-    return _key(name, default, parse_str)
+def _str(name: str, default: str, kind: int = 2) -> str:
+    return _key(name, default, parse_str, kind)  # STRING
 
 
-def _synonym(name: str, topic: str, default: T) -> T:
+def _synonym(name: str, topic: str, default: T, kind: int) -> T:
     """A broker key that is the broker-wide default of topic key `topic`: same parser and limits; `default` is
     the LogConfig default (pass `_LOG.<attr>`)."""
-    return field(default=default, metadata={"key": name, "parse": TOPIC_CONFIGS[topic].parse, "topic": topic})
+    meta = {"key": name, "parse": TOPIC_CONFIGS[topic].parse, "topic": topic, "type": kind}
+    return field(default=default, metadata=meta)
 
 
 def _unit(name: str, topic: str, unit_ms: int, default: int | None = None) -> int | None:
     """A broker key in a coarser unit than its topic key (log.retention.hours -> retention.ms); None = not set.
     Of several keys for one topic key, the finest one that is set wins, as in Kafka."""
-    meta = {"key": name, "parse": parse_long(), "topic": topic, "unit_ms": unit_ms}
+    meta = {"key": name, "parse": parse_long(), "topic": topic, "unit_ms": unit_ms, "type": 5 if unit_ms == 1 else 3}
     return field(default=default, metadata=meta)
+
+
+_S, _I, _L, _B, _D, _LIST = 2, 3, 5, 1, 6, 7  # the ConfigType values _synonym's callers give
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ class KafkaConfig:
     security_inter_broker_protocol: str = _str("security.inter.broker.protocol", "PLAINTEXT")
     inter_broker_listener_name: str = _str("inter.broker.listener.name", "")
     authorizer_class_name: str = _str("authorizer.class.name", "")
-    process_roles: str = _str("process.roles", "")
+    process_roles: str = _str("process.roles", "", kind=7)
     broker_rack: str = _str("broker.rack", "")
     log_dirs_raw: str = _str("log.dirs", "")
     log_dir: str = _str("log.dir", "/tmp/kafka-logs")
@@ -125,7 +131,7 @@ class KafkaConfig:
     auto_create_topics_enable: bool = _bool("auto.create.topics.enable", True)
     delete_topic_enable: bool = _bool("delete.topic.enable", True)
     # broker-wide defaults of topic configs
-    log_segment_bytes: int = _synonym("log.segment.bytes", "segment.bytes", _LOG.segment_bytes)
+    log_segment_bytes: int = _synonym("log.segment.bytes", "segment.bytes", _LOG.segment_bytes, _I)
     log_roll_ms: int | None = _unit("log.roll.ms", "segment.ms", 1)
     log_roll_hours: int | None = _unit("log.roll.hours", "segment.ms", 3_600_000, 168)
     log_roll_jitter_ms: int | None = _unit("log.roll.jitter.ms", "segment.jitter.ms", 1)
@@ -133,64 +139,55 @@ class KafkaConfig:
     log_retention_ms: int | None = _unit("log.retention.ms", "retention.ms", 1)
     log_retention_minutes: int | None = _unit("log.retention.minutes", "retention.ms", 60_000)
     log_retention_hours: int | None = _unit("log.retention.hours", "retention.ms", 3_600_000, 168)
-    log_retention_bytes: int = _synonym("log.retention.bytes", "retention.bytes", _LOG.retention_bytes)
+    log_retention_bytes: int = _synonym("log.retention.bytes", "retention.bytes", _LOG.retention_bytes, _L)
     log_index_interval_bytes: int = _synonym(
-        "log.index.interval.bytes", "index.interval.bytes", _LOG.index_interval_bytes
-    )
+        "log.index.interval.bytes", "index.interval.bytes", _LOG.index_interval_bytes, _I)
     log_index_size_max_bytes: int = _synonym(
-        "log.index.size.max.bytes", "segment.index.bytes", _LOG.segment_index_bytes
+        "log.index.size.max.bytes", "segment.index.bytes", _LOG.segment_index_bytes, _I)
+    log_flush_interval_messages: int = _synonym(
+        "log.flush.interval.messages", "flush.messages", _LOG.flush_messages, _L
     )
-    log_flush_interval_messages: int = _synonym("log.flush.interval.messages", "flush.messages", _LOG.flush_messages)
     log_flush_interval_ms: int | None = _unit("log.flush.interval.ms", "flush.ms", 1)
     # Kafka's fallback for flush.ms when log.flush.interval.ms is not set (and the flusher's period there)
     log_flush_scheduler_interval_ms: int | None = _unit("log.flush.scheduler.interval.ms", "flush.ms", 1, 2**63 - 1)
     log_message_timestamp_type: str = _synonym(
-        "log.message.timestamp.type", "message.timestamp.type", _LOG.message_timestamp_type
-    )
+        "log.message.timestamp.type", "message.timestamp.type", _LOG.message_timestamp_type, _S)
     log_message_timestamp_difference_max_ms: int = _synonym(
         "log.message.timestamp.difference.max.ms",
         "message.timestamp.difference.max.ms",
-        _LOG.message_timestamp_difference_max_ms,
-    )
+        _LOG.message_timestamp_difference_max_ms, _L)
     log_message_timestamp_before_max_ms: int = _synonym(
-        "log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms", _LOG.message_timestamp_before_max_ms
-    )
+        "log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms",
+        _LOG.message_timestamp_before_max_ms, _L)
     log_message_timestamp_after_max_ms: int = _synonym(
-        "log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms", _LOG.message_timestamp_after_max_ms
-    )
-    log_cleanup_policy: str = _synonym("log.cleanup.policy", "cleanup.policy", _LOG.cleanup_policy)
+        "log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms",
+        _LOG.message_timestamp_after_max_ms, _L)
+    log_cleanup_policy: str = _synonym("log.cleanup.policy", "cleanup.policy", _LOG.cleanup_policy, _LIST)
     log_segment_delete_delay_ms: int = _synonym(
-        "log.segment.delete.delay.ms", "file.delete.delay.ms", _LOG.file_delete_delay_ms
-    )
-    log_preallocate: bool = _synonym("log.preallocate", "preallocate", _LOG.preallocate)
+        "log.segment.delete.delay.ms", "file.delete.delay.ms", _LOG.file_delete_delay_ms, _L)
+    log_preallocate: bool = _synonym("log.preallocate", "preallocate", _LOG.preallocate, _B)
+    # ignored from inter.broker.protocol.version 3.0 on, as in Kafka; listed for DescribeConfigs' synonyms
     log_message_format_version: str = _synonym(
-        "log.message.format.version", "message.format.version", _LOG.message_format_version
-    )  # ignored from inter.broker.protocol.version 3.0 on, as in Kafka; listed for DescribeConfigs' synonyms
+        "log.message.format.version", "message.format.version", _LOG.message_format_version, _S)
     log_message_downconversion_enable: bool = _synonym(
-        "log.message.downconversion.enable", "message.downconversion.enable", _LOG.message_downconversion_enable
-    )
-    log_local_retention_ms: int = _synonym("log.local.retention.ms", "local.retention.ms", _LOG.local_retention_ms)
+        "log.message.downconversion.enable", "message.downconversion.enable",
+        _LOG.message_downconversion_enable, _B)
+    log_local_retention_ms: int = _synonym("log.local.retention.ms", "local.retention.ms", _LOG.local_retention_ms, _L)
     log_local_retention_bytes: int = _synonym(
-        "log.local.retention.bytes", "local.retention.bytes", _LOG.local_retention_bytes
-    )
+        "log.local.retention.bytes", "local.retention.bytes", _LOG.local_retention_bytes, _L)
     log_cleaner_delete_retention_ms: int = _synonym(
-        "log.cleaner.delete.retention.ms", "delete.retention.ms", _LOG.delete_retention_ms
-    )
+        "log.cleaner.delete.retention.ms", "delete.retention.ms", _LOG.delete_retention_ms, _L)
     log_cleaner_min_compaction_lag_ms: int = _synonym(
-        "log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", _LOG.min_compaction_lag_ms
-    )
+        "log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", _LOG.min_compaction_lag_ms, _L)
     log_cleaner_max_compaction_lag_ms: int = _synonym(
-        "log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms", _LOG.max_compaction_lag_ms
-    )
+        "log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms", _LOG.max_compaction_lag_ms, _L)
     log_cleaner_min_cleanable_ratio: float = _synonym(
-        "log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", _LOG.min_cleanable_dirty_ratio
-    )
-    message_max_bytes: int = _synonym("message.max.bytes", "max.message.bytes", _LOG.max_message_bytes)
-    compression_type: str = _synonym("compression.type", "compression.type", _LOG.compression_type)
-    min_insync_replicas: int = _synonym("min.insync.replicas", "min.insync.replicas", _LOG.min_insync_replicas)
+        "log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", _LOG.min_cleanable_dirty_ratio, _D)
+    message_max_bytes: int = _synonym("message.max.bytes", "max.message.bytes", _LOG.max_message_bytes, _I)
+    compression_type: str = _synonym("compression.type", "compression.type", _LOG.compression_type, _S)
+    min_insync_replicas: int = _synonym("min.insync.replicas", "min.insync.replicas", _LOG.min_insync_replicas, _I)
     unclean_leader_election_enable: bool = _synonym(
-        "unclean.leader.election.enable", "unclean.leader.election.enable", _LOG.unclean_leader_election_enable
-    )
+        "unclean.leader.election.enable", "unclean.leader.election.enable", _LOG.unclean_leader_election_enable, _B)
     # the log manager
     log_retention_check_interval_ms: int = _long("log.retention.check.interval.ms", 300000, at_least=1)
     log_flush_offset_checkpoint_interval_ms: int = _int("log.flush.offset.checkpoint.interval.ms", 60000, at_least=0)
@@ -237,7 +234,7 @@ class KafkaConfig:
     )
     # the group coordinator
     offsets_topic_num_partitions: int = _int("offsets.topic.num.partitions", 50, at_least=1)
-    offsets_topic_replication_factor: int = _int("offsets.topic.replication.factor", 3, at_least=1)
+    offsets_topic_replication_factor: int = _int("offsets.topic.replication.factor", 3, at_least=1, kind=4)
     offsets_topic_segment_bytes: int = _int("offsets.topic.segment.bytes", 104857600, at_least=1)
     offsets_retention_minutes: int = _int("offsets.retention.minutes", 10080, at_least=1)
     offsets_retention_check_interval_ms: int = _long("offsets.retention.check.interval.ms", 600000, at_least=1)
@@ -248,7 +245,9 @@ class KafkaConfig:
     group_max_session_timeout_ms: int = _int("group.max.session.timeout.ms", 1800000)
     group_max_size: int = _int("group.max.size", 2**31 - 1, at_least=1)
     # the transaction coordinator
-    transaction_state_log_replication_factor: int = _int("transaction.state.log.replication.factor", 3, at_least=1)
+    transaction_state_log_replication_factor: int = _int(
+        "transaction.state.log.replication.factor", 3, at_least=1, kind=4
+    )
     transaction_state_log_min_isr: int = _int("transaction.state.log.min.isr", 2, at_least=1)
     transaction_state_log_num_partitions: int = _int("transaction.state.log.num.partitions", 50, at_least=1)
     transaction_state_log_segment_bytes: int = _int("transaction.state.log.segment.bytes", 104857600, at_least=1)
@@ -341,7 +340,12 @@ class KafkaConfig:
 
     def unknown_keys(self) -> list[str]:
         """Keys given that no broker config has (Kafka warns: supplied but isn't a known config)."""
-        return [k for k in self.raw if k not in BROKER_CONFIGS and not is_security_key(k)]
+        return [k for k in self.raw if k not in BROKER_CONFIGS and k not in OTHER_BROKER_CONFIGS
+                and not is_security_key(k)]  # fmt: skip
+
+    def ignored_keys(self) -> list[str]:
+        """Kafka broker keys given that kbus does not act on (OTHER_BROKER_CONFIGS, security keys aside)."""
+        return [k for k in self.raw if k in OTHER_BROKER_CONFIGS and not is_security_key(k)]
 
     # ---- construction ----
     @classmethod
@@ -411,6 +415,7 @@ class BrokerConfigDef:
     default: ConfigValue | None
     topic: str | None = None
     unit_ms: int = 1
+    type: int = 2  # Kafka's ConfigDef type (ConfigType below)
 
 
 BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
@@ -420,10 +425,274 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         f.default,  # type: ignore[arg-type]
         f.metadata.get("topic"),
         f.metadata.get("unit_ms", 1),
+        f.metadata["type"],
     )
     for f in dataclasses.fields(KafkaConfig)
     if "key" in f.metadata
 }
+
+# ---- Kafka's other broker keys ----------------------------------------------------------------------------------
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs' config_type (KIP-569), Kafka's ConfigDef.Type."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = ConfigType
+
+
+@dataclass(frozen=True)
+class OtherBrokerConfig:
+    """A key of Kafka 3.9's KafkaConfig that no KafkaConfig field above parses: its type, Kafka's default (None:
+    null) and whether Kafka's DynamicBrokerConfig lets AlterConfigs change it. The SECURITY_KEYS among them are
+    read by kbus.server.security from the raw properties; kbus does not act on any other (docs/operations.md
+    lists them): it accepts them, shows them in DescribeConfigs and the start banner as Kafka does, and warns that
+    it ignores them when server.properties sets one."""
+
+    type: ConfigType
+    default: str | None
+    dynamic: bool = False
+
+
+def _other(name: str, type: ConfigType, default: str | None) -> tuple[str, OtherBrokerConfig]:
+    return name, OtherBrokerConfig(type, default)
+
+
+def _dyn(name: str, type: ConfigType, default: str | None) -> tuple[str, OtherBrokerConfig]:
+    return name, OtherBrokerConfig(type, default, dynamic=True)
+
+
+# Generated from Kafka 3.9.2's DescribeConfigs of a broker (315 keys) minus the fields above; `_dyn` for the keys
+# it reports as not read-only (DynamicBrokerConfig.AllDynamicConfigs).
+OTHER_BROKER_CONFIGS: dict[str, OtherBrokerConfig] = dict([
+    _other('alter.config.policy.class.name', CLASS, None),
+    _other('alter.config.policy.kraft.compatibility.enable', BOOLEAN, 'false'),
+    _other('alter.log.dirs.replication.quota.window.num', INT, '11'),
+    _other('alter.log.dirs.replication.quota.window.size.seconds', INT, '1'),
+    _other('auto.include.jmx.reporter', BOOLEAN, 'true'),
+    _other('broker.heartbeat.interval.ms', INT, '2000'),
+    _other('broker.id.generation.enable', BOOLEAN, 'true'),
+    _other('broker.session.timeout.ms', INT, '9000'),
+    _other('client.quota.callback.class', CLASS, None),
+    _dyn('compression.gzip.level', INT, '-1'),
+    _dyn('compression.lz4.level', INT, '9'),
+    _dyn('compression.zstd.level', INT, '3'),
+    _other('connection.failed.authentication.delay.ms', INT, '100'),
+    _other('connections.max.reauth.ms', LONG, '0'),
+    _other('control.plane.listener.name', STRING, None),
+    _other('controlled.shutdown.max.retries', INT, '3'),
+    _other('controlled.shutdown.retry.backoff.ms', LONG, '5000'),
+    _other('controller.listener.names', STRING, None),
+    _other('controller.quorum.append.linger.ms', INT, '25'),
+    _other('controller.quorum.bootstrap.servers', LIST, ''),
+    _other('controller.quorum.election.backoff.max.ms', INT, '1000'),
+    _other('controller.quorum.election.timeout.ms', INT, '1000'),
+    _other('controller.quorum.fetch.timeout.ms', INT, '2000'),
+    _other('controller.quorum.request.timeout.ms', INT, '2000'),
+    _other('controller.quorum.retry.backoff.ms', INT, '20'),
+    _other('controller.quorum.voters', LIST, ''),
+    _other('controller.socket.timeout.ms', INT, '30000'),
+    _other('create.topic.policy.class.name', CLASS, None),
+    _other('delegation.token.expiry.check.interval.ms', LONG, '3600000'),
+    _other('delegation.token.expiry.time.ms', LONG, '86400000'),
+    _other('delegation.token.master.key', PASSWORD, None),
+    _other('delegation.token.max.lifetime.ms', LONG, '604800000'),
+    _other('delegation.token.secret.key', PASSWORD, None),
+    _other('delete.records.purgatory.purge.interval.requests', INT, '1'),
+    _other('early.start.listeners', STRING, None),
+    _other('eligible.leader.replicas.enable', BOOLEAN, 'false'),
+    _other('fetch.purgatory.purge.interval.requests', INT, '1000'),
+    _other('group.consumer.assignors', LIST,
+           'org.apache.kafka.coordinator.group.assignor.UniformAssignor,org.apache.kafka.coordinator.group.'
+           'assignor.RangeAssignor'),
+    _other('group.consumer.heartbeat.interval.ms', INT, '5000'),
+    _other('group.consumer.max.heartbeat.interval.ms', INT, '15000'),
+    _other('group.consumer.max.session.timeout.ms', INT, '60000'),
+    _other('group.consumer.max.size', INT, '2147483647'),
+    _other('group.consumer.min.heartbeat.interval.ms', INT, '5000'),
+    _other('group.consumer.min.session.timeout.ms', INT, '45000'),
+    _other('group.consumer.session.timeout.ms', INT, '45000'),
+    _other('group.coordinator.append.linger.ms', INT, '10'),
+    _other('group.coordinator.rebalance.protocols', LIST, 'classic'),
+    _other('group.coordinator.threads', INT, '1'),
+    _other('group.share.delivery.count.limit', INT, '5'),
+    _other('group.share.heartbeat.interval.ms', INT, '5000'),
+    _other('group.share.max.groups', SHORT, '10'),
+    _other('group.share.max.heartbeat.interval.ms', INT, '15000'),
+    _other('group.share.max.record.lock.duration.ms', INT, '60000'),
+    _other('group.share.max.session.timeout.ms', INT, '60000'),
+    _other('group.share.max.size', SHORT, '200'),
+    _other('group.share.min.heartbeat.interval.ms', INT, '5000'),
+    _other('group.share.min.record.lock.duration.ms', INT, '15000'),
+    _other('group.share.min.session.timeout.ms', INT, '45000'),
+    _other('group.share.partition.max.record.locks', INT, '200'),
+    _other('group.share.record.lock.duration.ms', INT, '30000'),
+    _other('group.share.session.timeout.ms', INT, '45000'),
+    _other('initial.broker.registration.timeout.ms', INT, '60000'),
+    _other('inter.broker.protocol.version', STRING, '3.9-IV0'),
+    _other('kafka.metrics.polling.interval.secs', INT, '10'),
+    _other('kafka.metrics.reporters', LIST, ''),
+    _dyn('log.cleaner.dedupe.buffer.size', LONG, '134217728'),
+    _dyn('log.cleaner.io.buffer.load.factor', DOUBLE, '0.9'),
+    _dyn('log.cleaner.io.buffer.size', INT, '524288'),
+    _dyn('log.cleaner.io.max.bytes.per.second', DOUBLE, '1.7976931348623157E308'),
+    _other('log.dir.failure.timeout.ms', LONG, '30000'),
+    _other('log.flush.start.offset.checkpoint.interval.ms', INT, '60000'),
+    _dyn('max.connection.creation.rate', INT, '2147483647'),
+    _dyn('max.connections', INT, '2147483647'),
+    _dyn('max.connections.per.ip', INT, '2147483647'),
+    _dyn('max.connections.per.ip.overrides', STRING, ''),
+    _other('max.request.partition.size.limit', INT, '2000'),
+    _other('metadata.log.dir', STRING, None),
+    _other('metadata.log.max.record.bytes.between.snapshots', LONG, '20971520'),
+    _other('metadata.log.max.snapshot.interval.ms', LONG, '3600000'),
+    _other('metadata.log.segment.bytes', INT, '1073741824'),
+    _other('metadata.log.segment.ms', LONG, '604800000'),
+    _other('metadata.max.idle.interval.ms', INT, '500'),
+    _other('metadata.max.retention.bytes', LONG, '104857600'),
+    _other('metadata.max.retention.ms', LONG, '604800000'),
+    _dyn('metric.reporters', LIST, ''),
+    _other('metrics.num.samples', INT, '2'),
+    _other('metrics.recording.level', STRING, 'INFO'),
+    _other('metrics.sample.window.ms', LONG, '30000'),
+    _other('node.id', INT, '-1'),
+    _other('num.replica.alter.log.dirs.threads', INT, None),
+    _other('offsets.commit.required.acks', SHORT, '-1'),
+    _other('offsets.load.buffer.size', INT, '5242880'),
+    _other('offsets.topic.compression.codec', INT, '0'),
+    _other('password.encoder.cipher.algorithm', STRING, 'AES/CBC/PKCS5Padding'),
+    _other('password.encoder.iterations', INT, '4096'),
+    _other('password.encoder.key.length', INT, '128'),
+    _other('password.encoder.keyfactory.algorithm', STRING, None),
+    _other('password.encoder.old.secret', PASSWORD, None),
+    _other('password.encoder.secret', PASSWORD, None),
+    _dyn('principal.builder.class', CLASS,
+         'org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder'),
+    _dyn('producer.id.expiration.ms', INT, '86400000'),
+    _other('producer.purgatory.purge.interval.requests', INT, '1000'),
+    _other('queued.max.request.bytes', LONG, '-1'),
+    _other('queued.max.requests', INT, '500'),
+    _dyn('remote.fetch.max.wait.ms', INT, '500'),
+    _dyn('remote.log.index.file.cache.total.size.bytes', LONG, '1073741824'),
+    _other('remote.log.manager.copier.thread.pool.size', INT, '-1'),
+    _dyn('remote.log.manager.copy.max.bytes.per.second', LONG, '9223372036854775807'),
+    _other('remote.log.manager.copy.quota.window.num', INT, '11'),
+    _other('remote.log.manager.copy.quota.window.size.seconds', INT, '1'),
+    _other('remote.log.manager.expiration.thread.pool.size', INT, '-1'),
+    _dyn('remote.log.manager.fetch.max.bytes.per.second', LONG, '9223372036854775807'),
+    _other('remote.log.manager.fetch.quota.window.num', INT, '11'),
+    _other('remote.log.manager.fetch.quota.window.size.seconds', INT, '1'),
+    _other('remote.log.manager.task.interval.ms', LONG, '30000'),
+    _other('remote.log.manager.thread.pool.size', INT, '10'),
+    _other('remote.log.metadata.custom.metadata.max.bytes', INT, '128'),
+    _other('remote.log.metadata.manager.class.name', STRING,
+           'org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager'),
+    _other('remote.log.metadata.manager.class.path', STRING, None),
+    _other('remote.log.metadata.manager.impl.prefix', STRING, 'rlmm.config.'),
+    _other('remote.log.metadata.manager.listener.name', STRING, None),
+    _other('remote.log.reader.max.pending.tasks', INT, '100'),
+    _other('remote.log.reader.threads', INT, '10'),
+    _other('remote.log.storage.manager.class.name', STRING, None),
+    _other('remote.log.storage.manager.class.path', STRING, None),
+    _other('remote.log.storage.manager.impl.prefix', STRING, 'rsm.config.'),
+    _other('remote.log.storage.system.enable', BOOLEAN, 'false'),
+    _other('replica.fetch.backoff.ms', INT, '1000'),
+    _other('replica.fetch.min.bytes', INT, '1'),
+    _other('replica.fetch.response.max.bytes', INT, '10485760'),
+    _other('replica.selector.class', STRING, None),
+    _other('replica.socket.receive.buffer.bytes', INT, '65536'),
+    _other('replica.socket.timeout.ms', INT, '30000'),
+    _other('reserved.broker.max.id', INT, '1000'),
+    _other('sasl.client.callback.handler.class', CLASS, None),
+    _dyn('sasl.enabled.mechanisms', LIST, 'GSSAPI'),
+    _dyn('sasl.jaas.config', PASSWORD, None),
+    _dyn('sasl.kerberos.kinit.cmd', STRING, '/usr/bin/kinit'),
+    _dyn('sasl.kerberos.min.time.before.relogin', LONG, '60000'),
+    _dyn('sasl.kerberos.principal.to.local.rules', LIST, 'DEFAULT'),
+    _dyn('sasl.kerberos.service.name', STRING, None),
+    _dyn('sasl.kerberos.ticket.renew.jitter', DOUBLE, '0.05'),
+    _dyn('sasl.kerberos.ticket.renew.window.factor', DOUBLE, '0.8'),
+    _other('sasl.login.callback.handler.class', CLASS, None),
+    _other('sasl.login.class', CLASS, None),
+    _other('sasl.login.connect.timeout.ms', INT, None),
+    _other('sasl.login.read.timeout.ms', INT, None),
+    _dyn('sasl.login.refresh.buffer.seconds', SHORT, '300'),
+    _dyn('sasl.login.refresh.min.period.seconds', SHORT, '60'),
+    _dyn('sasl.login.refresh.window.factor', DOUBLE, '0.8'),
+    _dyn('sasl.login.refresh.window.jitter', DOUBLE, '0.05'),
+    _other('sasl.login.retry.backoff.max.ms', LONG, '10000'),
+    _other('sasl.login.retry.backoff.ms', LONG, '100'),
+    _other('sasl.mechanism.controller.protocol', STRING, 'GSSAPI'),
+    _dyn('sasl.mechanism.inter.broker.protocol', STRING, 'GSSAPI'),
+    _other('sasl.oauthbearer.clock.skew.seconds', INT, '30'),
+    _other('sasl.oauthbearer.expected.audience', LIST, None),
+    _other('sasl.oauthbearer.expected.issuer', STRING, None),
+    _other('sasl.oauthbearer.jwks.endpoint.refresh.ms', LONG, '3600000'),
+    _other('sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms', LONG, '10000'),
+    _other('sasl.oauthbearer.jwks.endpoint.retry.backoff.ms', LONG, '100'),
+    _other('sasl.oauthbearer.jwks.endpoint.url', STRING, None),
+    _other('sasl.oauthbearer.scope.claim.name', STRING, 'scope'),
+    _other('sasl.oauthbearer.sub.claim.name', STRING, 'sub'),
+    _other('sasl.oauthbearer.token.endpoint.url', STRING, None),
+    _other('sasl.server.callback.handler.class', CLASS, None),
+    _other('sasl.server.max.receive.size', INT, '524288'),
+    _other('security.providers', STRING, None),
+    _other('socket.connection.setup.timeout.max.ms', LONG, '30000'),
+    _other('socket.connection.setup.timeout.ms', LONG, '10000'),
+    _other('socket.listen.backlog.size', INT, '50'),
+    _other('ssl.allow.dn.changes', BOOLEAN, 'false'),
+    _other('ssl.allow.san.changes', BOOLEAN, 'false'),
+    _dyn('ssl.cipher.suites', LIST, ''),
+    _dyn('ssl.client.auth', STRING, 'none'),
+    _dyn('ssl.enabled.protocols', LIST, 'TLSv1.2,TLSv1.3'),
+    _dyn('ssl.endpoint.identification.algorithm', STRING, 'https'),
+    _dyn('ssl.engine.factory.class', CLASS, None),
+    _dyn('ssl.key.password', PASSWORD, None),
+    _dyn('ssl.keymanager.algorithm', STRING, 'SunX509'),
+    _dyn('ssl.keystore.certificate.chain', PASSWORD, None),
+    _dyn('ssl.keystore.key', PASSWORD, None),
+    _dyn('ssl.keystore.location', STRING, None),
+    _dyn('ssl.keystore.password', PASSWORD, None),
+    _dyn('ssl.keystore.type', STRING, 'JKS'),
+    _other('ssl.principal.mapping.rules', STRING, 'DEFAULT'),
+    _dyn('ssl.protocol', STRING, 'TLSv1.3'),
+    _dyn('ssl.provider', STRING, None),
+    _dyn('ssl.secure.random.implementation', STRING, None),
+    _dyn('ssl.trustmanager.algorithm', STRING, 'PKIX'),
+    _dyn('ssl.truststore.certificates', PASSWORD, None),
+    _dyn('ssl.truststore.location', STRING, None),
+    _dyn('ssl.truststore.password', PASSWORD, None),
+    _dyn('ssl.truststore.type', STRING, 'JKS'),
+    _other('telemetry.max.bytes', INT, '1048576'),
+    _dyn('transaction.partition.verification.enable', BOOLEAN, 'true'),
+    _other('transaction.state.log.load.buffer.size', INT, '5242880'),
+    _other('zookeeper.clientCnxnSocket', STRING, None),
+    _other('zookeeper.max.in.flight.requests', INT, '10'),
+    _other('zookeeper.metadata.migration.enable', BOOLEAN, 'false'),
+    _other('zookeeper.set.acl', BOOLEAN, 'false'),
+    _other('zookeeper.ssl.cipher.suites', LIST, None),
+    _other('zookeeper.ssl.client.enable', BOOLEAN, 'false'),
+    _other('zookeeper.ssl.crl.enable', BOOLEAN, 'false'),
+    _other('zookeeper.ssl.enabled.protocols', LIST, None),
+    _other('zookeeper.ssl.endpoint.identification.algorithm', STRING, 'HTTPS'),
+    _other('zookeeper.ssl.keystore.location', STRING, None),
+    _other('zookeeper.ssl.keystore.password', PASSWORD, None),
+    _other('zookeeper.ssl.keystore.type', STRING, None),
+    _other('zookeeper.ssl.ocsp.enable', BOOLEAN, 'false'),
+    _other('zookeeper.ssl.protocol', STRING, 'TLSv1.2'),
+    _other('zookeeper.ssl.truststore.location', STRING, None),
+    _other('zookeeper.ssl.truststore.password', PASSWORD, None),
+    _other('zookeeper.ssl.truststore.type', STRING, None),
+])
+assert not OTHER_BROKER_CONFIGS.keys() & BROKER_CONFIGS.keys()  # one definition per key
 
 # topic key -> the broker keys that default it, the winning one first (the table keeps that order)
 _TOPIC_SYNONYMS: dict[str, list[str]] = {}
@@ -507,8 +776,8 @@ def refuse_unsupported(cfg: KafkaConfig) -> None:
 
 
 def _shown(key: str, value: ConfigValue | None) -> str:
-    if "password" in key or key.endswith(".jaas.config"):
-        return "[hidden]"  # Kafka prints PASSWORD-typed values this way
+    if value not in ("", None) and ("password" in key or key.endswith(".jaas.config")):
+        return "[hidden]"  # Kafka prints PASSWORD-typed values this way (and null as null)
     if isinstance(value, bool):
         return "true" if value else "false"
     return "null" if value in ("", None) else str(value)
@@ -518,9 +787,32 @@ def config_banner(config: KafkaConfig) -> str:
     """Kafka's start banner (AbstractConfig.logAll): "KafkaConfig values:" then one tab-indented `key = value`
     line per known key, sorted, with the value in effect (the file's, an override's, or the default)."""
     lines = ["KafkaConfig values: "]
-    for key in sorted(BROKER_CONFIGS):
-        lines.append(f"\t{key} = {_shown(key, getattr(config, BROKER_CONFIGS[key].attr))}")
+    for key in sorted({*BROKER_CONFIGS, *OTHER_BROKER_CONFIGS}):
+        spec = BROKER_CONFIGS.get(key)
+        value = getattr(config, spec.attr) if spec is not None else config.raw.get(key, default_value(key))
+        if config_type(key) == PASSWORD and value is not None:
+            value = "[hidden]"
+        lines.append(f"\t{key} = {_shown(key, value)}")
     return "\n".join(lines)
+
+
+def default_value(key: str) -> str | None:
+    """Kafka's default of a broker key as DescribeConfigs shows it; None for null (or an unknown key)."""
+    spec = BROKER_CONFIGS.get(key)
+    if spec is not None:
+        return None if spec.default in (None, "") else format_value(spec.default)
+    other = OTHER_BROKER_CONFIGS.get(key)
+    return None if other is None else other.default
+
+
+def config_type(key: str) -> ConfigType | None:
+    """Kafka's ConfigDef type of a broker key (kbus's own keys: their parser's); None for a key outside both
+    tables (the dynamic-only throttles: the caller guesses from the value)."""
+    other = OTHER_BROKER_CONFIGS.get(key)
+    if other is not None:
+        return other.type
+    spec = BROKER_CONFIGS.get(key)
+    return None if spec is None else ConfigType(spec.type)
 
 
 # ---- synonyms and config sources (DescribeConfigs) -------------------------------------------------------------
@@ -577,19 +869,21 @@ def config_synonyms(
     ):
         out.extend(ConfigSynonym(n, layer[n], source) for n in names if n in layer)
     for n in names:
-        spec = BROKER_CONFIGS.get(n)
-        if spec is not None and spec.default not in (None, ""):  # Kafka lists no default for a null one
-            out.append(ConfigSynonym(n, format_value(spec.default), ConfigSource.DEFAULT_CONFIG))
+        default = default_value(n)
+        if default is not None:  # Kafka lists no default for a null one
+            out.append(ConfigSynonym(n, default, ConfigSource.DEFAULT_CONFIG))
     first = next((i for i, syn in enumerate(out) if syn.name == key), len(out))
     return out[first:]
 
 
 # ---- dynamic broker configs ----------------------------------------------------------------------------------
-# Kafka's DynamicBrokerConfig.AllDynamicConfigs among the keys kbus knows: every broker default of a topic config
+# Kafka's DynamicBrokerConfig.AllDynamicConfigs: among KafkaConfig's fields every broker default of a topic config
 # (DynamicLogConfig: log.retention.ms, log.segment.bytes, min.insync.replicas, unclean.leader.election.enable,
-# message.max.bytes, compression.type, ...), the thread pools (DynamicThreadPool, num.network.threads and the
-# cleaner's threads: num.replica.fetchers applies at once, the others are accepted and shown, see the README),
-# the cleaner's backoff, and the dynamic-only replication throttles. Everything else needs a restart, as in Kafka.
+# message.max.bytes, compression.type, ...; not log.message.format.version, read-only since Kafka 3.0), the thread
+# pools (DynamicThreadPool, num.network.threads and the cleaner's threads: num.replica.fetchers applies at once,
+# the others are accepted and shown, see the README), the cleaner's backoff and the listeners (DynamicListenerConfig);
+# the OTHER_BROKER_CONFIGS Kafka marks dynamic (SSL, SASL, connection limits, the cleaner's buffers, ...); and the
+# dynamic-only replication throttles. Everything else needs a restart, as in Kafka.
 # Kafka's DynamicThreadPool.ReconfigurableConfigs: a new count must lie within half and double the current one
 THREAD_POOL_KEYS = frozenset(
     {"num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir", "background.threads"}
@@ -599,11 +893,26 @@ DYNAMIC_ONLY_KEYS = frozenset(
      "replica.alter.log.dirs.io.max.bytes.per.second"}
 )  # fmt: skip
 DYNAMIC_BROKER_KEYS = frozenset(
-    {key for key, spec in BROKER_CONFIGS.items() if spec.topic is not None and broker_synonyms(key)[0] == key}
+    {key for key, spec in BROKER_CONFIGS.items()
+     if spec.topic is not None and broker_synonyms(key)[0] == key and key != "log.message.format.version"}
     | THREAD_POOL_KEYS
     | {"num.network.threads", "log.cleaner.threads", "log.cleaner.backoff.ms"}
+    | {"listeners", "advertised.listeners", "listener.security.protocol.map"}
+    | {key for key, other in OTHER_BROKER_CONFIGS.items() if other.dynamic}
     | DYNAMIC_ONLY_KEYS
+)  # fmt: skip
+# Dynamic in Kafka, read once at start by kbus (its listeners, their TLS/SASL settings and the connection limits
+# it refuses unless at Kafka's default): AlterConfigs refuses them, saying so, rather than store a change that
+# would not apply. Every other dynamic key kbus acts on applies at once, and the ones it does not act on are stored
+# and shown, as Kafka's would be.
+START_ONLY_KEYS = frozenset(
+    {"listeners", "advertised.listeners", "listener.security.protocol.map"}
+    | (SECURITY_KEYS & DYNAMIC_BROKER_KEYS)
+    | _UNSUPPORTED_UNLESS_DEFAULT.keys()
 )
+_PARSERS: dict[ConfigType, Callable[[str], ConfigValue]] = {
+    INT: parse_int(), SHORT: parse_int(), LONG: parse_long(), BOOLEAN: parse_bool, DOUBLE: float,
+}
 BROKER_DEFAULT_ENTITY = "<default>"
 
 
@@ -614,10 +923,19 @@ def check_dynamic_broker_configs(changes: Mapping[str, str | None], current: Kaf
     static = sorted(k for k in changes if k not in DYNAMIC_BROKER_KEYS)
     if static:
         raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(static)})")
+    start_only = sorted(k for k in changes if k in START_ONLY_KEYS)
+    if start_only:
+        raise ConfigError(f"kbus applies these configs only at start (Kafka reconfigures them at runtime): "
+                          f"Set({', '.join(start_only)}); change server.properties and restart the broker")
     for key, value in changes.items():
         if value is None:
             continue
-        parse = BROKER_CONFIGS[key].parse if key in BROKER_CONFIGS else parse_long(0)
+        if key in BROKER_CONFIGS:
+            parse = BROKER_CONFIGS[key].parse
+        elif key in OTHER_BROKER_CONFIGS:
+            parse = _PARSERS.get(OTHER_BROKER_CONFIGS[key].type, parse_str)
+        else:
+            parse = parse_long(0)  # the replication throttles, bytes/s
         try:
             parsed = parse(value)
         except ValueError as exc:
@@ -650,7 +968,7 @@ def with_dynamic_configs(
     for layer in (cluster_default, per_broker):
         for key, raw in layer.items():
             spec = BROKER_CONFIGS.get(key)
-            if key not in DYNAMIC_BROKER_KEYS:
+            if key not in DYNAMIC_BROKER_KEYS or key in START_ONLY_KEYS:
                 skipped.append(key)
                 continue
             if spec is None:

@@ -130,6 +130,9 @@ def run(config_path: str | None, overrides: list[str]) -> int:
         return 1
     for key in config.unknown_keys():
         log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+    for key in config.ignored_keys():  # a Kafka key kbus does not act on (docs/operations.md lists them)
+        log.warning("The configuration '%s' is a Kafka broker config that kbus does not act on; it is accepted "
+                    "and shown by DescribeConfigs only.", key)
     from kbus.server.broker_set import log_dirs_layout_error
 
     if error := log_dirs_layout_error(config.log_dirs, config.num_broker_processes):

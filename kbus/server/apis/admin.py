@@ -15,11 +15,14 @@ from kbus.common.broker_config import (
     BROKER_DEFAULT_ENTITY,
     DYNAMIC_BROKER_KEYS,
     DYNAMIC_ONLY_KEYS,
+    OTHER_BROKER_CONFIGS,
     ConfigError,
     ConfigSource,
     ConfigSynonym,
+    ConfigType,
     check_dynamic_broker_configs,
     config_synonyms,
+    config_type,
     topic_broker_synonym,
 )
 from kbus.common.errors import (
@@ -295,9 +298,13 @@ def _source(synonyms: list[ConfigSynonym]) -> ConfigSource:
 
 def _entry(
     ctx: RequestContext, key: str, value: str | None, synonyms: list[ConfigSynonym], *, read_only: bool,
-    with_synonyms: bool,
+    with_synonyms: bool, kafka_type: ConfigType | None = None,
 ) -> Any:
     source = _source(synonyms)
+    sensitive = kafka_type == ConfigType.PASSWORD
+    if sensitive:  # Kafka never shows a password's value, nor its synonyms'
+        value = None
+        synonyms = [ConfigSynonym(syn.name, None, syn.source) for syn in synonyms]
     return ctx.nested(
         "DescribeConfigsResourceResult",
         name=key,
@@ -305,9 +312,9 @@ def _entry(
         read_only=read_only,
         is_default=source == ConfigSource.DEFAULT_CONFIG,
         config_source=int(source),
-        is_sensitive=False,
+        is_sensitive=sensitive,
         synonyms=[_synonym(ctx, syn) for syn in synonyms] if with_synonyms else [],
-        config_type=_config_type(value or ""),
+        config_type=int(kafka_type) if kafka_type is not None else _config_type(value or ""),
         documentation=None,
     )
 
@@ -355,11 +362,14 @@ def _broker_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with
                 synonyms = [s for s in config_synonyms(key, {}, cluster_default, {})
                             if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]  # fmt: skip
                 out.append(_entry(ctx, key, value, synonyms, read_only=key not in DYNAMIC_BROKER_KEYS,
-                                  with_synonyms=with_synonyms))  # fmt: skip
+                                  with_synonyms=with_synonyms, kafka_type=config_type(key)))  # fmt: skip
         return out
     own = layers.get(str(m.broker_id), {})
     entries = []
-    names = sorted({*BROKER_CONFIGS, *(k for k in (*cluster_default, *own) if k in DYNAMIC_ONLY_KEYS)})
+    # every key of Kafka's KafkaConfig (those kbus does not act on too, as Kafka lists them) and the dynamic-only
+    # throttles where set
+    names = sorted({*BROKER_CONFIGS, *OTHER_BROKER_CONFIGS,
+                    *(k for k in (*cluster_default, *own) if k in DYNAMIC_ONLY_KEYS)})  # fmt: skip
     for key in names:
         if keys is not None and key not in keys:
             continue
@@ -371,7 +381,7 @@ def _broker_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with
         else:
             text = synonyms[0].value if synonyms else None
         entries.append(_entry(ctx, key, text, synonyms, read_only=key not in DYNAMIC_BROKER_KEYS,
-                              with_synonyms=with_synonyms))  # fmt: skip
+                              with_synonyms=with_synonyms, kafka_type=config_type(key)))  # fmt: skip
     return entries
 
 

@@ -1,0 +1,57 @@
+"""A broker's configs as Kafka 3.9.2 reports them (issue 28), over the wire from a real broker with a real client:
+DescribeConfigs lists Kafka's whole broker config set (315 keys; kbus listed 106) with types, sources, synonyms
+and read-only flags, and AlterConfigs accepts the keys Kafka's DynamicBrokerConfig makes dynamic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+pytestmark = pytest.mark.integration
+
+KAFKA = json.loads((Path(__file__).parent.parent / "unit" / "kafka_3_9_2_broker_configs.json").read_text())
+
+
+def describe(admin: AdminClient, broker_id: str = "0") -> dict:
+    res = ConfigResource(ResourceType.BROKER, broker_id)
+    return admin.describe_configs([res])[res].result(30)
+
+
+def test_describe_configs_lists_kafkas_whole_broker_config_set(broker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    entries = describe(admin, "0")
+    assert set(KAFKA) <= set(entries), sorted(set(KAFKA) - set(entries))[:20]
+    for key, kafka in KAFKA.items():
+        assert entries[key].is_read_only == kafka["read_only"], key
+        assert entries[key].is_sensitive == kafka["sensitive"], key
+    relogin = entries["sasl.kerberos.min.time.before.relogin"]  # a key kbus does not act on, with Kafka's default
+    assert (relogin.value, relogin.source, relogin.is_read_only) == ("60000", 5, False)
+    assert entries["log.cleaner.dedupe.buffer.size"].value == "134217728"
+    assert entries["ssl.keystore.password"].value is None and entries["ssl.keystore.password"].is_sensitive
+
+
+def test_kafkas_dynamic_broker_keys_change_at_runtime(broker) -> None:
+    """AlterConfigs / IncrementalAlterConfigs refused sasl.kerberos.min.time.before.relogin as static."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    bid = "0"
+    res = ConfigResource(ResourceType.BROKER, bid, incremental_configs=[
+        ConfigEntry("sasl.kerberos.min.time.before.relogin", "120000",
+                    incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+    admin.incremental_alter_configs([res])[res].result(30)
+    entry = describe(admin, bid)["sasl.kerberos.min.time.before.relogin"]
+    assert (entry.value, entry.source) == ("120000", 2)  # DYNAMIC_BROKER_CONFIG
+    static = ConfigResource(ResourceType.BROKER, bid, incremental_configs=[
+        ConfigEntry("broker.id", "9", incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+    with pytest.raises(KafkaException, match="Cannot update these configs dynamically"):
+        admin.incremental_alter_configs([static])[static].result(30)
+    listeners = ConfigResource(ResourceType.BROKER, bid, incremental_configs=[
+        ConfigEntry("listeners", "PLAINTEXT://:1", incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+    with pytest.raises(KafkaException, match="only at start"):
+        admin.incremental_alter_configs([listeners])[listeners].result(30)
+    back = ConfigResource(ResourceType.BROKER, bid, incremental_configs=[
+        ConfigEntry("sasl.kerberos.min.time.before.relogin", None, incremental_operation=AlterConfigOpType.DELETE)])
+    admin.incremental_alter_configs([back])[back].result(30)

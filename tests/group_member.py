@@ -41,6 +41,8 @@ def run_member(argv: list[str]) -> int:
     p.add_argument("--session-ms", type=int, default=6000)
     p.add_argument("--client-id", default="member")
     p.add_argument("--debug", default="", help="librdkafka debug contexts (logged to stderr)")
+    p.add_argument("--protocol", default="classic", help="group.protocol: classic, or consumer (KIP-848)")
+    p.add_argument("--remote-assignor", help="group.remote.assignor (consumer protocol)")
     args = p.parse_args(argv)
     conf: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap,
@@ -49,12 +51,20 @@ def run_member(argv: list[str]) -> int:
         "auto.offset.reset": "earliest",
         "enable.auto.offset.store": False,
         "auto.commit.interval.ms": 200,
-        "session.timeout.ms": args.session_ms,
-        "heartbeat.interval.ms": 500,
-        "partition.assignment.strategy": args.strategy,
         "fetch.wait.max.ms": 100,
         "topic.metadata.refresh.interval.ms": 2000,
     }
+    if args.protocol == "consumer":
+        # the broker decides session timeout, heartbeat interval and assignment: librdkafka refuses those keys
+        conf["group.protocol"] = "consumer"
+        if args.remote_assignor:
+            conf["group.remote.assignor"] = args.remote_assignor
+    else:
+        conf.update({
+            "session.timeout.ms": args.session_ms,
+            "heartbeat.interval.ms": 500,
+            "partition.assignment.strategy": args.strategy,
+        })
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     if args.debug:
@@ -71,7 +81,8 @@ def run_member(argv: list[str]) -> int:
     def owned() -> list[int]:
         return sorted(tp.partition for tp in consumer.assignment())
 
-    cooperative = args.strategy == "cooperative-sticky"
+    # the consumer protocol is incremental, as cooperative-sticky is
+    cooperative = args.strategy == "cooperative-sticky" or args.protocol == "consumer"
 
     def on_assign(c: Any, partitions: list[Any]) -> None:
         if cooperative:
@@ -122,6 +133,8 @@ class MemberProcess:
         session_ms: int = 6000,
         stderr_path: str | None = None,
         debug: str = "",
+        protocol: str = "classic",
+        remote_assignor: str | None = None,
     ) -> None:
         cmd = [
             sys.executable,
@@ -144,6 +157,10 @@ class MemberProcess:
             cmd += ["--instance-id", instance_id]
         if debug:
             cmd += ["--debug", debug]
+        if protocol != "classic":
+            cmd += ["--protocol", protocol]
+        if remote_assignor:
+            cmd += ["--remote-assignor", remote_assignor]
         self.name = name
         self.events: list[dict[str, Any]] = []
         self._queue: queue.Queue[dict[str, Any]] = queue.Queue()

@@ -71,6 +71,32 @@ class Listener:
         return f"{self.name}://{self.host}:{self.port}"
 
 
+# group.consumer.assignors: Kafka takes class names; 4.0 also takes the short names (kbus.server.coordinator.assignors)
+CONSUMER_GROUP_ASSIGNORS = {
+    "uniform": "uniform",
+    "range": "range",
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def parse_assignors(value: str) -> tuple[str, ...]:
+    """A comma-separated list of assignors, the first the default; an unknown one is a ValueError naming it."""
+    names = []
+    for item in filter(None, (s.strip() for s in value.split(","))):
+        if item not in CONSUMER_GROUP_ASSIGNORS:
+            raise ValueError(f"unknown assignor {item!r} (known: uniform, range)")
+        names.append(CONSUMER_GROUP_ASSIGNORS[item])
+    if not names:
+        raise ValueError("at least one assignor is required")
+    return tuple(names)
+
+
+def _checked_assignors(value: str) -> str:
+    parse_assignors(value)  # refused at start when it names an unknown assignor
+    return value
+
+
 # ---- the table -------------------------------------------------------------------------------------------------
 # Each helper records Kafka's ConfigDef type of the key (DescribeConfigs' config_type), given where Kafka's differs
 # from what the helper's name says (a SHORT or LIST kbus parses as an int or a string).
@@ -244,6 +270,11 @@ class KafkaConfig:
     group_min_session_timeout_ms: int = _int("group.min.session.timeout.ms", 6000)
     group_max_session_timeout_ms: int = _int("group.max.session.timeout.ms", 1800000)
     group_max_size: int = _int("group.max.size", 2**31 - 1, at_least=1)
+    # the consumer group protocol (KIP-848)
+    group_consumer_session_timeout_ms: int = _int("group.consumer.session.timeout.ms", 45000, at_least=1)
+    group_consumer_heartbeat_interval_ms: int = _int("group.consumer.heartbeat.interval.ms", 5000, at_least=1)
+    group_consumer_max_size: int = _int("group.consumer.max.size", 2**31 - 1, at_least=1)
+    group_consumer_assignors: str = _key("group.consumer.assignors", "uniform,range", _checked_assignors)
     # the transaction coordinator
     transaction_state_log_replication_factor: int = _int(
         "transaction.state.log.replication.factor", 3, at_least=1, kind=4

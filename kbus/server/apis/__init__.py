@@ -4,6 +4,7 @@ from kbus.server.apis import (  # noqa: F401
     acls,
     admin,
     api_versions,
+    consumer_groups,
     elect_leaders,
     fetch,
     groups,

@@ -18,6 +18,7 @@ from kbus.protocol.codec import ms
 from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.transactions import find_transaction_coordinator
+from kbus.server.coordinator.consumer_group import validate_offset_fetch
 from kbus.server.coordinator.membership import EMPTY_SUMMARY
 from kbus.server.coordinator.records import OffsetAndMetadata
 
@@ -42,13 +43,13 @@ def _group(ctx: RequestContext, operation: Operation, group_id: str) -> bool:
     return ctx.authorized(operation, ResourceType.GROUP, group_id)
 
 
-def _group_operations(ctx: RequestContext, group_id: str) -> int:
+def group_operations(ctx: RequestContext, group_id: str) -> int:
     if ctx.authorizer is None:
         return GROUP_AUTHORIZED_OPERATIONS
     return ctx.authorized_operations(ResourceType.GROUP, group_id)
 
 
-def _client_host(ctx: RequestContext) -> str:
+def client_host(ctx: RequestContext) -> str:
     # Kafka records InetAddress.toString(), hence the leading slash in `consumer-groups --describe`'s HOST.
     return "/" + ctx.client_host
 
@@ -138,7 +139,7 @@ async def join_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
         client_id=ctx.client_id,
-        client_host=_client_host(ctx),
+        client_host=client_host(ctx),
         rebalance_timeout_ms=ms(req.rebalance_timeout) if version >= 1 else -1,
         session_timeout_ms=ms(req.session_timeout),
         protocol_type=req.protocol_type,
@@ -258,6 +259,7 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
             getattr(req, "group_instance_id", None),
             req.generation_id_or_member_epoch,
             {tp: om for tp, om in offsets.items() if tp not in denied_topics},
+            api_version=version,
         )
         errors.update(dict.fromkeys(denied_topics, E.topic_authorization_failed))
     by_topic: dict[str, list[Any]] = defaultdict(list)
@@ -333,12 +335,28 @@ def _unstable(coordinator: GroupCoordinator | None, req: Any, group_id: str, off
     return coordinator.unstable_offsets(group_id, list(offsets))
 
 
+def _member_epoch_error(coordinator: GroupCoordinator | None, ctx: RequestContext, g: Any) -> int | None:
+    """OffsetFetch v9+ names the member and its epoch: a consumer-protocol group checks them (Kafka's
+    validateOffsetFetch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+    if ctx.api_version < 9 or coordinator is None or not _group(ctx, Operation.DESCRIBE, g.group_id):
+        return None
+    cgroup = coordinator.consumer_groups.get(g.group_id)
+    if cgroup is None or cgroup.dead:
+        return None
+    return validate_offset_fetch(cgroup, g.member_id, g.member_epoch)
+
+
 @api(9, 1, 9)
 async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(m)
     if ctx.api_version >= 8:
         groups = []
         for g in req.groups:
+            epoch_error = _member_epoch_error(coordinator, ctx, g)
+            if epoch_error is not None:
+                groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=[],
+                                         error_code=epoch_error))
+                continue
             error, offsets, denied = _fetch_group(coordinator, g.group_id, _requested(g.topics), ctx)
             unstable = _unstable(coordinator, req, g.group_id, offsets)  # a refused partition stays refused
             topics = _offset_topics(
@@ -441,7 +459,7 @@ async def describe_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
                 protocol_type=summary.protocol_type,
                 protocol_data=summary.protocol,
                 members=members,
-                authorized_operations=_group_operations(ctx, group_id) if include_ops else NOT_REQUESTED_OPERATIONS,
+                authorized_operations=group_operations(ctx, group_id) if include_ops else NOT_REQUESTED_OPERATIONS,
             )
         )
     return ctx.build(throttle_time=0, groups=described)

@@ -1,4 +1,4 @@
-"""Consumer groups (classic protocol) and committed offsets, kept in `__consumer_offsets`.
+"""Consumer groups (classic and consumer protocols) and committed offsets, kept in `__consumer_offsets`.
 
 `start_group_coordinator()` builds the GroupCoordinator over the broker's replicas of `__consumer_offsets` (an
 `InternalTopicLog`), loads and unloads its partitions as leadership moves (`follow_leadership`), and drops the
@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import time
 
-from kbus.common.broker_config import KafkaConfig
-from kbus.common.topics import OFFSETS_TOPIC
+from kbus.common.broker_config import KafkaConfig, parse_assignors
+from kbus.common.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
+from kbus.server.coordinator.consumer_group import TopicImage
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
 from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas, follow_leadership
 from kbus.server.coordinator.timers import TimerDriver
@@ -37,6 +38,10 @@ def group_config(cfg: KafkaConfig) -> GroupConfig:
         offset_metadata_max_bytes=cfg.offset_metadata_max_bytes,
         offsets_topic_replication_factor=cfg.offsets_topic_replication_factor,
         offsets_topic_segment_bytes=cfg.offsets_topic_segment_bytes,
+        consumer_session_timeout_ms=cfg.group_consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
+        consumer_max_size=cfg.group_consumer_max_size,
+        consumer_assignors=parse_assignors(cfg.group_consumer_assignors),
     )
 
 
@@ -78,8 +83,22 @@ def start_group_coordinator(config: KafkaConfig, replicas: StateReplicas, metada
     loop = asyncio.get_running_loop()
     known_topics: set[str] = set(live_topics() or ())
 
+    def refresh_topic_image() -> None:
+        topics = metadata.topics()
+        coordinator.topic_image = TopicImage(
+            version=coordinator.topic_image.version + 1,
+            counts={name: len(t.partitions) for name, t in topics.items()},
+            ids={name: t.topic_id for name, t in topics.items()},
+            names_by_id={t.topic_id: name for name, t in topics.items()},
+            internal=frozenset(INTERNAL_TOPICS),
+        )
+
+    refresh_topic_image()
+
     def on_metadata_change() -> None:
-        # Runs on the loop. A deleted topic takes its committed offsets with it (Kafka's handleDeletedPartitions).
+        # Runs on the loop. The consumer groups see the new topics (a regex subscription may match one); a deleted
+        # topic takes its committed offsets with it (Kafka's handleDeletedPartitions).
+        refresh_topic_image()
         current = live_topics()
         if current is None:
             return

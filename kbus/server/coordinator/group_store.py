@@ -23,6 +23,7 @@ from kbus.protocol.record_batch import (
     decode_records,
     iter_complete_batches,
 )
+from kbus.server.coordinator.consumer_group import ConsumerGroup, TopicImage
 from kbus.server.coordinator.group import Group, GroupState, JoinResult, Member, SyncResult
 from kbus.server.coordinator.records import (
     GroupKey,
@@ -61,6 +62,11 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_topic_replication_factor: int = 3
     offsets_topic_segment_bytes: int = 104857600
+    # the consumer group protocol (KIP-848)
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
 
 class GroupStore:
@@ -81,6 +87,10 @@ class GroupStore:
         self.clock = clock_ms
         self.timers = Timers()
         self.groups: dict[str, Group] = {}
+        # consumer-protocol groups (KIP-848), in memory only; their committed offsets live in `groups` (an Empty
+        # classic group of the same id holds them, as a simple group's)
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.topic_image = TopicImage()
         # which __consumer_offsets partitions are loaded here (or loading): decoding runs off the event loop
         self.partitions = StatePartitions(
             OFFSETS_TOPIC, offsets_log, self._replay, self._install, self._uninstall, self.run_in_background
@@ -142,6 +152,10 @@ class GroupStore:
     def _uninstall(self, partition: int) -> None:
         for group in [g for g in self.groups.values() if g.partition == partition]:
             self._unload(group)
+        for cgroup in [g for g in self.consumer_groups.values() if g.partition == partition]:
+            cgroup.dead = True
+            self.timers.cancel_where(_keyed_by(("consumer", cgroup.group_id)))
+            del self.consumer_groups[cgroup.group_id]
 
     def _replay(self, partition: int, chunks: list[bytes]) -> list[Group]:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
@@ -327,9 +341,11 @@ class GroupStore:
         await self.settle()
         for group in list(self.groups.values()):
             self._unload(group)
+        self.consumer_groups.clear()
         self.partitions.clear()
 
 
-def _keyed_by(group_id: str) -> Callable[[Hashable], bool]:
-    """Matches the timer keys of one group: (kind, group_id, ...)."""
+def _keyed_by(group_id: Hashable) -> Callable[[Hashable], bool]:
+    """Matches the timer keys of one group: (kind, group_id, ...); a consumer group's are (kind, ("consumer",
+    group_id), member_id)."""
     return lambda key: isinstance(key, tuple) and key[1:2] == (group_id,)

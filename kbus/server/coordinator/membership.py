@@ -92,6 +92,13 @@ class GroupMembership(GroupStore):
         if rebalance_timeout_ms < 0:  # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout
             rebalance_timeout_ms = session_timeout_ms
         is_unknown = member_id == ""
+        cgroup = self.consumer_groups.get(group_id)
+        if cgroup is not None:
+            if cgroup.members:
+                # A consumer-protocol group with members: Kafka's online migration of classic members into it
+                # (group.consumer.migration.policy) is not implemented.
+                return JoinResult(E.inconsistent_group_protocol, member_id)
+            del self.consumer_groups[group_id]  # an empty consumer group becomes classic, as in Kafka
         group = self.groups.get(group_id)
         if group is None:
             if not is_unknown:
@@ -648,13 +655,23 @@ class GroupMembership(GroupStore):
             return E.coordinator_not_available, []
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return (E.coordinator_load_in_progress if self.loading else E.none), []
-        out = [
-            GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self.groups.values()
-            if g.partition in self.owned and (not wanted_states or g.state.value.lower() in wanted_states)
-        ]
+        out: list[GroupOverview] = []
+        consumer = {g.group_id for g in self.consumer_groups.values() if not g.dead}
+        if not wanted_types or "classic" in wanted_types:
+            out.extend(
+                GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
+                for g in self.groups.values()
+                # the Empty classic group holding a consumer group's offsets is that consumer group
+                if g.partition in self.owned and g.group_id not in consumer
+                and (not wanted_states or g.state.value.lower() in wanted_states)
+            )
+        if not wanted_types or "consumer" in wanted_types:
+            out.extend(
+                GroupOverview(g.group_id, "consumer", g.state.value, "consumer")
+                for g in self.consumer_groups.values()
+                if g.partition in self.owned and not g.dead
+                and (not wanted_states or g.state.value.lower() in wanted_states)
+            )
         return (E.coordinator_load_in_progress if self.loading else E.none), out
 
     def describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
@@ -662,7 +679,8 @@ class GroupMembership(GroupStore):
         if error is not None:
             return error, EMPTY_SUMMARY
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group_id in self.consumer_groups:
+            # a consumer-protocol group is not a classic group: Kafka describes it as Dead here
             return E.none, DEAD_GROUP
         stable = group.is_(GroupState.STABLE)
         members = tuple(
@@ -688,8 +706,18 @@ class GroupMembership(GroupStore):
             if error is not None:
                 errors[group_id] = error
                 continue
+            cgroup = self.consumer_groups.get(group_id)
+            deleted_consumer = cgroup is not None
+            if cgroup is not None:
+                if cgroup.members:
+                    errors[group_id] = E.non_empty_group
+                    continue
+                cgroup.dead = True  # its offsets (in the classic group of the same id) go below
+                del self.consumer_groups[group_id]
             group = self.groups.get(group_id)
-            if group is None or group.is_(GroupState.DEAD):
+            if group is None and deleted_consumer:
+                errors[group_id] = E.none
+            elif group is None or group.is_(GroupState.DEAD):
                 errors[group_id] = E.group_id_not_found
             elif group.is_(GroupState.EMPTY):
                 group.transition_to(GroupState.DEAD, self.clock())

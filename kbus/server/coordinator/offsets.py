@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from kio.schema.errors import ErrorCode as E
 
 from kbus.protocol.record_batch import build_batch
+from kbus.server.coordinator.consumer_group import validate_offset_commit
 from kbus.server.coordinator.group import Group, GroupState
 from kbus.server.coordinator.group_store import GroupStore, TopicPartition
 from kbus.server.coordinator.records import OffsetAndMetadata, offset_commit_key, offset_commit_value
@@ -28,10 +29,21 @@ class GroupOffsets(GroupStore):
         group_instance_id: str | None,
         generation_id: int,
         offsets: dict[TopicPartition, OffsetAndMetadata],
+        api_version: int = 9,
     ) -> dict[TopicPartition, int]:
         error = self.validate_group_status(group_id, "commit")
         if error is not None:
             return dict.fromkeys(offsets, error)
+        cgroup = self.consumer_groups.get(group_id)
+        if cgroup is not None and not cgroup.dead:
+            # A consumer-protocol group: the member epoch is checked against it, the offsets are stored in the
+            # classic group of the same id (Empty: it only holds offsets).
+            error = validate_offset_commit(
+                cgroup, member_id, generation_id, transactional=False, api_version=api_version
+            )
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+            return await self._store_offsets(self._offsets_holder(group_id), offsets)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -47,6 +59,13 @@ class GroupOffsets(GroupStore):
         if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and group.has(member_id):
             self._schedule_heartbeat(group, group.get(member_id))
         return await self._store_offsets(group, offsets)
+
+    def _offsets_holder(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            group = Group(group_id, self.partition_for(group_id), current_state_timestamp=self.clock())
+            self.groups[group_id] = group
+        return group
 
     def _validate_offset_commit(
         self, group: Group, generation_id: int, member_id: str, instance_id: str | None
@@ -120,8 +139,14 @@ class GroupOffsets(GroupStore):
         error = self.validate_group_status(group_id, "commit")
         if error is not None:
             return dict.fromkeys(offsets, error)
+        cgroup = self.consumer_groups.get(group_id)
         group = self.groups.get(group_id)
-        if group is None:
+        if cgroup is not None and not cgroup.dead:
+            error = validate_offset_commit(cgroup, member_id, generation_id, transactional=True, api_version=9)
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+            group = self._offsets_holder(group_id)
+        elif group is None:
             group = Group(group_id, self.partition_for(group_id), current_state_timestamp=self.clock())
             self.groups[group_id] = group
         elif generation_id >= 0 or member_id:

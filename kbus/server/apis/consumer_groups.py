@@ -1,0 +1,158 @@
+"""The consumer group protocol's APIs (KIP-848): ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69).
+
+Request in, response out: topic ids become names at this edge (the coordinator works with names), and back. The
+state lives in the group coordinator (kbus.server.coordinator.consumer_membership).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from kbus.common.acl import Operation, ResourceType
+from kbus.protocol.codec import ms
+from kbus.server.apis.groups import NOT_REQUESTED_OPERATIONS, client_host, group_operations
+from kbus.server.apis.registry import RequestContext, api
+from kbus.server.coordinator.assignors import Assignment
+from kbus.server.coordinator.consumer_group import TopicImage
+from kbus.server.coordinator.consumer_membership import HeartbeatRequest
+
+if TYPE_CHECKING:
+    from kbus.server.apis.managers import Managers
+
+MEMBER_TYPE_CONSUMER = 1
+
+
+def _owned(image: TopicImage, topic_partitions: Any) -> Assignment | None:
+    if topic_partitions is None:
+        return None
+    out: dict[str, frozenset[int]] = {}
+    for tp in topic_partitions:
+        name = image.names_by_id.get(tp.topic_id)
+        if name is not None:  # a deleted topic: nothing of it is owned any more
+            out[name] = out.get(name, frozenset()) | frozenset(int(p) for p in tp.partitions)
+    return out
+
+
+def _topic_partitions(ctx: RequestContext, image: TopicImage, assignment: Assignment, cls: str,
+                      *, with_names: bool) -> list[Any]:
+    out = []
+    for topic in sorted(assignment):
+        topic_id = image.ids.get(topic)
+        if topic_id is None or not assignment[topic]:
+            continue
+        fields: dict[str, Any] = {"topic_id": topic_id, "partitions": tuple(sorted(assignment[topic]))}
+        if with_names:
+            fields["topic_name"] = topic
+        out.append(ctx.nested(cls, **fields))
+    return out
+
+
+@api(68, 0, 1)
+async def consumer_group_heartbeat(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = m.groups
+
+    def error(code: int, message: str | None = None) -> Any:
+        return ctx.build(throttle_time=0, error_code=code, error_message=message, member_id=None, member_epoch=0,
+                         heartbeat_interval=0, assignment=None)
+
+    if not ctx.authorized(Operation.READ, ResourceType.GROUP, req.group_id):
+        return error(E.group_authorization_failed)
+    names = req.subscribed_topic_names
+    if names:
+        denied = sorted(t for t in names if not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t))
+        if denied:
+            return error(E.topic_authorization_failed,
+                         f"The group has subscribed to topics that are not authorized: {', '.join(denied)}.")
+    if coordinator is None:
+        return error(E.coordinator_not_available)
+    image = coordinator.topic_image
+    result = coordinator.consumer_group_heartbeat(HeartbeatRequest(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        member_epoch=req.member_epoch,
+        instance_id=req.instance_id,
+        rack_id=req.rack_id,
+        rebalance_timeout_ms=ms(req.rebalance_timeout),
+        subscribed_topic_names=None if names is None else tuple(names),
+        subscribed_topic_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
+        server_assignor=req.server_assignor,
+        owned=_owned(image, req.topic_partitions),
+        client_id=ctx.client_id,
+        client_host=client_host(ctx),
+        api_version=ctx.api_version,
+    ))
+    if result.error != E.none:
+        return error(result.error, result.error_message)
+    assignment = None
+    if result.assignment is not None:
+        assignment = ctx.nested("Assignment", topic_partitions=_topic_partitions(
+            ctx, coordinator.topic_image, result.assignment, "TopicPartitions", with_names=False))
+    return ctx.build(
+        throttle_time=0,
+        error_code=E.none,
+        error_message=None,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=result.heartbeat_interval_ms,
+        assignment=assignment,
+    )
+
+
+@api(69, 0, 1)
+async def consumer_group_describe(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    coordinator = m.groups
+    include_ops = bool(req.include_authorized_operations)
+    described = []
+    allowed = [g for g in req.group_ids if ctx.authorized(Operation.DESCRIBE, ResourceType.GROUP, g)]
+    results = {} if coordinator is None else {r[0]: r for r in coordinator.describe_consumer_groups(allowed)}
+    image = coordinator.topic_image if coordinator is not None else TopicImage()
+
+    def assignment(a: Assignment) -> Any:
+        return ctx.nested("Assignment", topic_partitions=_topic_partitions(
+            ctx, image, a, "TopicPartitions", with_names=True))
+
+    for group_id in req.group_ids:
+        base: dict[str, Any] = {"group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+                                "assignor_name": "", "members": [],
+                                "authorized_operations": NOT_REQUESTED_OPERATIONS}
+        if group_id not in results:
+            code = int(E.coordinator_not_available if coordinator is None else E.group_authorization_failed)
+            described.append(ctx.nested("DescribedGroup", error_code=code, error_message=None, **base))
+            continue
+        _, code, message, summary = results[group_id]
+        if summary is None:
+            described.append(ctx.nested("DescribedGroup", error_code=code, error_message=message, **base))
+            continue
+        members = [
+            ctx.nested(
+                "Member",
+                member_id=s.member.member_id,
+                instance_id=s.member.instance_id,
+                rack_id=s.member.rack_id,
+                member_epoch=s.member.member_epoch,
+                client_id=s.member.client_id,
+                client_host=s.member.client_host,
+                subscribed_topic_names=tuple(s.member.subscribed_topic_names),
+                subscribed_topic_regex=s.member.subscribed_topic_regex or None,
+                assignment=assignment(s.member.assigned),
+                target_assignment=assignment(s.target),
+                member_type=MEMBER_TYPE_CONSUMER,
+            )
+            for s in summary.members
+        ]
+        described.append(ctx.nested(
+            "DescribedGroup",
+            error_code=E.none,
+            error_message=None,
+            group_id=group_id,
+            group_state=summary.state,
+            group_epoch=summary.group_epoch,
+            assignment_epoch=summary.assignment_epoch,
+            assignor_name=summary.assignor_name,
+            members=members,
+            authorized_operations=group_operations(ctx, group_id) if include_ops else NOT_REQUESTED_OPERATIONS,
+        ))
+    return ctx.build(throttle_time=0, groups=described)
+

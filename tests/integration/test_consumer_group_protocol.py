@@ -1,0 +1,185 @@
+"""The consumer group protocol (KIP-848, `group.protocol=consumer`) against a real kbus broker with librdkafka
+(confluent-kafka): members in their own processes (tests/group_member.py) so one can be killed -9.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.group_member import MemberProcess, wait_until
+from tests.kbus_processes import BrokerProcess
+
+pytestmark = pytest.mark.integration
+
+# A short session so a killed member is fenced within seconds (Kafka's default is 45 s, its minimum 45 s too).
+BROKER = {
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.heartbeat.interval.ms": "500",
+    "offsets.topic.num.partitions": "3",
+}
+
+
+def uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:
+    name = name or uid("t")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+    return name
+
+
+def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, v in enumerate(values):
+        p.produce(topic, value=v, partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+@pytest.fixture
+def kbroker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    return broker_factory(BROKER)
+
+
+@pytest.fixture
+def members() -> Iterator[list[MemberProcess]]:
+    started: list[MemberProcess] = []
+    yield started
+    for m in started:
+        m.kill()
+
+
+def owned_sets(ms: list[MemberProcess]) -> list[set[int]]:
+    return [set(m.owned or []) for m in ms]
+
+
+def partitioned(ms: list[MemberProcess], partitions: int) -> bool:
+    """Every partition owned by exactly one member, every member owning some."""
+    sets = owned_sets(ms)
+    if any(not s for s in sets):
+        return False
+    together = [p for s in sets for p in s]
+    return sorted(together) == list(range(partitions))
+
+
+def test_three_members_share_six_partitions_and_rebalance_without_loss(
+    kbroker: BrokerProcess, members: list[MemberProcess]
+) -> None:
+    bootstrap = kbroker.bootstrap
+    topic = create_topic(bootstrap, 6)
+    group = uid("g")
+    for name in ("a", "b", "c"):
+        members.append(MemberProcess(bootstrap, group, topic, name=name, protocol="consumer"))
+    # reconciliation is incremental: wait for its end, not for the first moment every partition has an owner
+    wait_until(lambda: partitioned(members, 6) and sorted(len(s) for s in owned_sets(members)) == [2, 2, 2], 30,
+               "3 members to own 2 of the 6 partitions each")
+
+    first = [f"v{i}" for i in range(300)]
+    produce(bootstrap, topic, first, 6)
+    wait_until(lambda: len({v for m in members for v in m.values()}) == 300, 30, "the first 300 values")
+
+    # a member leaving cleanly (epoch -1): the two others take its partitions
+    leaving = members[1]
+    leaving.stop()
+    rest = [members[0], members[2]]
+    wait_until(lambda: partitioned(rest, 6), 30, "the 2 remaining members to own all 6 partitions")
+
+    # a member killed -9: its session times out and the survivor gets everything
+    members[2].kill()
+    survivor = [members[0]]
+    wait_until(lambda: partitioned(survivor, 6), 30, "the last member to own all 6 partitions")
+
+    second = [f"w{i}" for i in range(300)]
+    produce(bootstrap, topic, second, 6)
+    seen = lambda: {v for m in members for v in m.values()}  # noqa: E731
+    wait_until(lambda: set(second) <= seen(), 30, "the second 300 values")
+    assert set(first) | set(second) <= seen()
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_remote_assignor_is_used(kbroker: BrokerProcess, members: list[MemberProcess], assignor: str) -> None:
+    bootstrap = kbroker.bootstrap
+    topic = create_topic(bootstrap, 4)
+    group = uid("g")
+    for name in ("a", "b"):
+        members.append(MemberProcess(bootstrap, group, topic, name=name, protocol="consumer",
+                                     remote_assignor=assignor))
+    wait_until(lambda: partitioned(members, 4) and sorted(len(s) for s in owned_sets(members)) == [2, 2], 30,
+               "2 members to own 2 of the 4 partitions each")
+    sets = owned_sets(members)
+    if assignor == "range":
+        assert sorted(sorted(s) for s in sets) == [[0, 1], [2, 3]]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(15)
+    assert str(described.type).endswith("CONSUMER")
+    assert described.partition_assignor == assignor
+
+
+def test_regex_subscription_picks_up_a_new_topic(kbroker: BrokerProcess) -> None:
+    bootstrap = kbroker.bootstrap
+    prefix = uid("rx")
+    first = create_topic(bootstrap, 2, f"{prefix}-one")
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": uid("g"),
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+        "topic.metadata.refresh.interval.ms": 1000,
+    })
+    try:
+        consumer.subscribe([f"^{prefix}-.*"])
+        produce(bootstrap, first, ["a0", "a1"], 2)
+        got: set[str] = set()
+
+        def poll_for(values: set[str], timeout: float) -> None:
+            deadline = time.monotonic() + timeout
+            while not values <= got and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and not msg.error():
+                    got.add(msg.value().decode())
+            assert values <= got, f"missing {values - got}"
+
+        poll_for({"a0", "a1"}, 30)
+        second = create_topic(bootstrap, 2, f"{prefix}-two")
+        produce(bootstrap, second, ["b0", "b1"], 2)
+        poll_for({"b0", "b1"}, 30)
+        assert {tp.topic for tp in consumer.assignment()} == {first, second}
+    finally:
+        consumer.close()
+
+
+def test_commit_and_fetch_offsets_with_member_epochs(kbroker: BrokerProcess) -> None:
+    bootstrap = kbroker.bootstrap
+    topic = create_topic(bootstrap, 2)
+    group = uid("g")
+    produce(bootstrap, topic, [f"v{i}" for i in range(10)], 2)
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    c = Consumer(conf)
+    c.subscribe([topic])
+    n = 0
+    deadline = time.monotonic() + 30
+    while n < 10 and time.monotonic() < deadline:
+        msg = c.poll(0.2)
+        if msg is not None and not msg.error():
+            n += 1
+    assert n == 10
+    committed = c.commit(asynchronous=False)
+    assert committed is not None and all(tp.error is None for tp in committed)
+    c.close()
+    # a second member of the same group starts where the first committed
+    c2 = Consumer(conf)
+    try:
+        c2.subscribe([topic])
+        wait_until(lambda: c2.poll(0.2) is None and len(c2.assignment()) == 2, 30, "the assignment")
+        positions = {tp.partition: tp.offset for tp in c2.committed(c2.assignment(), timeout=10)}
+        assert positions == {0: 5, 1: 5}
+    finally:
+        c2.close()

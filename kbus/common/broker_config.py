@@ -274,7 +274,13 @@ class KafkaConfig:
     group_consumer_session_timeout_ms: int = _int("group.consumer.session.timeout.ms", 45000, at_least=1)
     group_consumer_heartbeat_interval_ms: int = _int("group.consumer.heartbeat.interval.ms", 5000, at_least=1)
     group_consumer_max_size: int = _int("group.consumer.max.size", 2**31 - 1, at_least=1)
-    group_consumer_assignors: str = _key("group.consumer.assignors", "uniform,range", _checked_assignors)
+    group_consumer_assignors: str = _key(
+        "group.consumer.assignors",
+        "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+        "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+        _checked_assignors,
+        _LIST,
+    )
     # the transaction coordinator
     transaction_state_log_replication_factor: int = _int(
         "transaction.state.log.replication.factor", 3, at_least=1, kind=4
@@ -541,16 +547,10 @@ OTHER_BROKER_CONFIGS: dict[str, OtherBrokerConfig] = dict([
     _other('early.start.listeners', STRING, None),
     _other('eligible.leader.replicas.enable', BOOLEAN, 'false'),
     _other('fetch.purgatory.purge.interval.requests', INT, '1000'),
-    _other('group.consumer.assignors', LIST,
-           'org.apache.kafka.coordinator.group.assignor.UniformAssignor,org.apache.kafka.coordinator.group.'
-           'assignor.RangeAssignor'),
-    _other('group.consumer.heartbeat.interval.ms', INT, '5000'),
     _other('group.consumer.max.heartbeat.interval.ms', INT, '15000'),
     _other('group.consumer.max.session.timeout.ms', INT, '60000'),
-    _other('group.consumer.max.size', INT, '2147483647'),
     _other('group.consumer.min.heartbeat.interval.ms', INT, '5000'),
     _other('group.consumer.min.session.timeout.ms', INT, '45000'),
-    _other('group.consumer.session.timeout.ms', INT, '45000'),
     _other('group.coordinator.append.linger.ms', INT, '10'),
     _other('group.coordinator.rebalance.protocols', LIST, 'classic'),
     _other('group.coordinator.threads', INT, '1'),

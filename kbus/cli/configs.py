@@ -19,6 +19,7 @@ from kbus.cli.app import app
 from kbus.cli.client_config import translate, wire_security
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
 from kbus.common.quotas import QUOTA_KEYS
+from kbus.server.security.scram import MIN_ITERATIONS
 
 _ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "users": "user", "clients": "client"}
 
@@ -332,6 +333,8 @@ def _scram_upserts(to_set: dict[str, str]) -> dict[str, tuple[int, str]]:
             iterations = int(fields.get("iterations", DEFAULT_SCRAM_ITERATIONS))
         except ValueError:
             raise UsageError(f"{key}: iterations must be a number") from None
+        if iterations < MIN_ITERATIONS:  # Kafka's ConfigCommand refuses it, --zookeeper or not
+            raise UsageError(f"Iterations {iterations} is less than the minimum {MIN_ITERATIONS} required for {key}")
         out[key] = (iterations, fields["password"])
     return out
 

@@ -60,3 +60,20 @@ def test_a_user_name_with_an_at_sign_is_stored_sanitized_and_logs_in(
     finally:
         broker.stop()
 
+
+
+def test_too_few_iterations_are_refused_before_anything_is_stored(zk_connect: str, raw_zk: KazooClient) -> None:
+    """Kafka's ConfigCommand refuses SCRAM iterations under the mechanism's minimum (4096), with --zookeeper too
+    (where no broker checks them): nothing is written."""
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        refused = kbus("configs", "--zookeeper", zk_connect, "--alter", "--add-config",
+                       f"{mechanism}=[iterations=1,password=weak-one]", "--entity-type", "users",
+                       "--entity-name", "weakling")  # fmt: skip
+        assert refused.returncode == 1, refused.stdout
+        assert f"Iterations 1 is less than the minimum 4096 required for {mechanism}" in refused.stderr
+        assert "weak-one" not in refused.stderr
+    assert raw_zk.exists("/config/users/weakling") is None
+    ok = kbus("configs", "--zookeeper", zk_connect, "--alter", "--add-config",
+              "SCRAM-SHA-256=[iterations=4096,password=strong-one]", "--entity-type", "users",
+              "--entity-name", "weakling")  # fmt: skip
+    assert ok.returncode == 0, ok.stderr

@@ -183,6 +183,17 @@ def test_scram_users_are_described_without_secrets(secure: SecureBroker):
         "SCRAM-SHA-512=iterations=4096"
     )
     assert "alice-secret" not in secure.proc.log_text()
+    # no --entity-name: every user with credentials (docs/security.md step 5; Kafka's ConfigCommand lists all)
+    every = subprocess.run(
+        [KBUS, "configs", "--bootstrap-server", f"127.0.0.1:{secure.plaintext}", "--describe", "--entity-type",
+         "users"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert every.returncode == 0, every.stderr
+    assert ("SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192, "
+            "SCRAM-SHA-512=iterations=4096") in every.stdout.splitlines(), every.stdout
 
 
 @pytest.mark.parametrize(

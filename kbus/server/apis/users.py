@@ -28,7 +28,7 @@ async def describe_user_scram_credentials(managers: Managers, ctx: RequestContex
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
         return ctx.build(throttle_time=0, error_code=E.cluster_authorization_failed, error_message=None, results=())
     everyone = await asyncio.to_thread(store.users_credentials)
-    if request.users is None:
+    if not request.users:  # Kafka: null or empty, every user with credentials
         wanted = sorted(u for u, c in everyone.items() if any(m in scram.MECHANISMS for m in c))
     else:
         wanted = [u.name for u in request.users]

@@ -59,6 +59,27 @@ class Operation(enum.IntEnum):
         return "".join(p.capitalize() for p in self.name.split("_"))
 
 
+# Kafka's AclEntry.supportedOperations: what an authorized-operations field (KIP-430) can hold per resource type;
+# all of them when no authorizer is configured (AuthHelper.authorizedOperations)
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
+    ResourceType.TOPIC: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE, Operation.DELETE,
+                         Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
+                           Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (Operation.DESCRIBE,),
+}  # fmt: skip
+
+
+def operations_field(ops: Iterable[Operation]) -> int:
+    """Kafka's Utils.to32BitField: bit `code` set for each operation."""
+    bits = 0
+    for op in ops:
+        bits |= 1 << op.value
+    return bits
+
+
 class Permission(enum.IntEnum):
     ANY = 1
     DENY = 2
@@ -182,33 +203,8 @@ class Authorizer:
         self, principal: KafkaPrincipal, host: str, resource_type: ResourceType, name: str
     ) -> int:
         """KIP-430's bit field of the operations the principal may perform on the resource."""
-        ops = {
-            ResourceType.TOPIC: (
-                Operation.READ,
-                Operation.WRITE,
-                Operation.CREATE,
-                Operation.DELETE,
-                Operation.ALTER,
-                Operation.DESCRIBE,
-                Operation.DESCRIBE_CONFIGS,
-                Operation.ALTER_CONFIGS,
-            ),
-            ResourceType.GROUP: (Operation.READ, Operation.DELETE, Operation.DESCRIBE),
-            ResourceType.CLUSTER: (
-                Operation.CREATE,
-                Operation.ALTER,
-                Operation.DESCRIBE,
-                Operation.CLUSTER_ACTION,
-                Operation.DESCRIBE_CONFIGS,
-                Operation.ALTER_CONFIGS,
-                Operation.IDEMPOTENT_WRITE,
-            ),
-        }.get(resource_type, ())
-        bits = 0
-        for op in ops:
-            if self.authorize(principal, host, op, resource_type, name):
-                bits |= 1 << op.value
-        return bits
+        ops = SUPPORTED_OPERATIONS.get(resource_type, ())
+        return operations_field(op for op in ops if self.authorize(principal, host, op, resource_type, name))
 
 
 # ---- Kafka's ZooKeeper layout: /kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/<Type>/<name>

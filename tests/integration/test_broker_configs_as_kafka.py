@@ -55,3 +55,21 @@ def test_kafkas_dynamic_broker_keys_change_at_runtime(broker) -> None:
     back = ConfigResource(ResourceType.BROKER, bid, incremental_configs=[
         ConfigEntry("sasl.kerberos.min.time.before.relogin", None, incremental_operation=AlterConfigOpType.DELETE)])
     admin.incremental_alter_configs([back])[back].result(30)
+
+
+def test_without_an_authorizer_every_supported_operation_is_authorized(broker) -> None:
+    """Kafka's AuthHelper.authorizedOperations with no authorizer: every operation the resource type supports
+    (librdkafka's 0081 checks it); kbus reported none (or INT32_MIN). Checked against Kafka 3.9.2 with this client."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("ops-noauth", 1, 1)])["ops-noauth"].result(30)
+    cluster = admin.describe_cluster(include_authorized_operations=True, request_timeout=10).result()
+    assert sorted(op.name for op in cluster.authorized_operations) == [
+        "ALTER", "ALTER_CONFIGS", "CLUSTER_ACTION", "CREATE", "DESCRIBE", "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE"]
+    topic = admin.describe_topics(TopicCollection(["ops-noauth"]), include_authorized_operations=True,
+                                  request_timeout=10)["ops-noauth"].result()  # fmt: skip
+    assert sorted(op.name for op in topic.authorized_operations) == [
+        "ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ", "WRITE"]
+    assert admin.describe_cluster(request_timeout=10).result().authorized_operations is None  # not asked for

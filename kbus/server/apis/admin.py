@@ -554,7 +554,9 @@ async def describe_cluster(m: Managers, ctx: RequestContext, request: Any) -> An
         cluster_id=m.cluster.cluster_id,
         controller_id=m.cluster.controller_id(),
         brokers=brokers,
-        cluster_authorized_operations=ctx.authorized_operations(ResourceType.CLUSTER),
+        cluster_authorized_operations=(  # Kafka's INT32_MIN when not asked for
+            ctx.authorized_operations(ResourceType.CLUSTER) if request.include_cluster_authorized_operations
+            else -2147483648),
     )
 
 

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kbus.server.apis.groups")
 
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
-# READ | DELETE | DESCRIBE (AclOperation codes 3, 6, 8): what a group allows when no authorizer is configured.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NOT_REQUESTED_OPERATIONS = -(2**31)
 
 
@@ -44,8 +42,6 @@ def _group(ctx: RequestContext, operation: Operation, group_id: str) -> bool:
 
 
 def group_operations(ctx: RequestContext, group_id: str) -> int:
-    if ctx.authorizer is None:
-        return GROUP_AUTHORIZED_OPERATIONS
     return ctx.authorized_operations(ResourceType.GROUP, group_id)
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.index import api_key_map
 
-from kbus.common.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from kbus.common.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, Authorizer, Operation, ResourceType, operations_field
 from kbus.common.security import ANONYMOUS, KafkaPrincipal, SecurityProtocol
 from kbus.protocol.codec import RequestHeader, build, nested, response_type
 from kbus.protocol.connection import ApiFlags, Connection, ListenerName
@@ -128,9 +128,10 @@ class RequestContext:
         return self.authorizer.authorize(self.principal, self.client_host, operation, resource_type, name)
 
     def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
-        """KIP-430's bit field for the authorized-operations fields (INT32_MIN: not computed, no authorizer)."""
+        """KIP-430's bit field for the authorized-operations fields; without an authorizer every operation the
+        resource type supports, as Kafka's AuthHelper.authorizedOperations (librdkafka's 0081 checks it)."""
         if self.authorizer is None:
-            return -2147483648
+            return operations_field(SUPPORTED_OPERATIONS.get(resource_type, ()))
         return self.authorizer.authorized_operations(self.principal, self.client_host, resource_type, name)
 
     @property

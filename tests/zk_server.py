@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 KBUS = str(Path(sys.executable).with_name("kbus"))
@@ -21,19 +21,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_config(base: Path, port: int, tick_ms: int = 1000) -> Path:
+def write_config(base: Path, port: int, tick_ms: int = 1000, extra: tuple[str, ...] = ()) -> Path:
     config = base / "zookeeper.properties"
     config.write_text(
         "\n".join(
             [
                 f"dataDir={base / 'data'}",
-                f"clientPort={port}",
-                "clientPortAddress=127.0.0.1",
+                *([f"clientPort={port}", "clientPortAddress=127.0.0.1"] if port else []),
                 "maxClientCnxns=0",
                 "admin.enableServer=false",
                 "4lw.commands.whitelist=ruok,srvr,stat,mntr,conf,isro",
                 # 1 s ticks: sessions may be 2-20 s, so tests can use short session timeouts
                 f"tickTime={tick_ms}",
+                *extra,
                 "",
             ]
         )
@@ -44,7 +44,9 @@ def write_config(base: Path, port: int, tick_ms: int = 1000) -> Path:
 @dataclass
 class ZooKeeperServer:
     base: Path
-    port: int
+    port: int  # 0: no plain clientPort (a TLS-only server, see `extra_config`)
+    extra_config: tuple[str, ...] = ()  # more zookeeper.properties lines (secureClientPort, authProvider.*, ...)
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. KAFKA_OPTS naming the server's JAAS file
 
     @property
     def connect(self) -> str:
@@ -60,6 +62,7 @@ class ZooKeeperServer:
             **os.environ,
             "KBUS_LOG_DIR": str(self.base / "logs"),
             "KBUS_ZK_HEAP_OPTS": "-Xms32m -Xmx192m",
+            **self.extra_env,
         }
 
     def kbus(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
@@ -68,7 +71,7 @@ class ZooKeeperServer:
         )
 
     def start(self) -> ZooKeeperServer:
-        write_config(self.base, self.port)
+        write_config(self.base, self.port, extra=self.extra_config)
         done = self.kbus("zookeeper-start", str(self.config), "--daemon")
         if done.returncode != 0:
             raise RuntimeError(f"kbus zookeeper-start failed ({done.returncode}): {done.stderr.strip()}")

@@ -21,6 +21,7 @@ _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # heap and extra JVM flags, like Kafka's KAFKA_HEAP_OPTS / KAFKA_OPTS
 HEAP_ENV = "KBUS_ZK_HEAP_OPTS"
 OPTS_ENV = "KBUS_ZK_OPTS"
+KAFKA_OPTS_ENV = "KAFKA_OPTS"
 LOG_DIR_ENV = "KBUS_LOG_DIR"
 
 
@@ -83,7 +84,8 @@ def _start(config_path: Path, daemon: bool) -> int:
         log_dir,
         daemon=daemon,
         heap_opts=os.environ.get(HEAP_ENV, launcher.DEFAULT_HEAP_OPTS),
-        extra_opts=os.environ.get(OPTS_ENV, ""),
+        # Kafka's script passes KAFKA_OPTS (e.g. -Djava.security.auth.login.config=zk_server_jaas.conf)
+        extra_opts=" ".join(os.environ.get(name, "") for name in (KAFKA_OPTS_ENV, OPTS_ENV)).strip(),
     )
     if daemon:
         return _run_daemon(cmd, log_dir, pid_path, endpoint, launcher.is_ensemble(props))
@@ -121,9 +123,12 @@ def _run_daemon(
         )
     pid_path.write_text(f"{proc.pid}\n")
     # an ensemble member cannot serve before a quorum of its peers is up, so only wait for it to answer
-    ready = launcher.wait_until_serving(
-        endpoint.host, endpoint.port, timeout=60.0, alive=lambda: proc.poll() is None, quorum=not ensemble
-    )
+    if endpoint.tls_only:
+        ready = launcher.wait_until_listening(endpoint.host, endpoint.port, 60.0, alive=lambda: proc.poll() is None)
+    else:
+        ready = launcher.wait_until_serving(
+            endpoint.host, endpoint.port, timeout=60.0, alive=lambda: proc.poll() is None, quorum=not ensemble
+        )
     if not ready:
         if proc.poll() is None:
             proc.terminate()
@@ -131,7 +136,8 @@ def _run_daemon(
         pid_path.unlink(missing_ok=True)
         raise ZooKeeperSetupError(f"ZooKeeper did not start: {_last_error(log_dir)} (see {log_dir})")
     member = " as an ensemble member (serving once a quorum is up)" if ensemble else ""
-    typer.echo(f"ZooKeeper started (pid {proc.pid}) on {endpoint.host}:{endpoint.port}{member}; logs in {log_dir}")
+    tls = " (TLS)" if endpoint.tls_only else ""
+    typer.echo(f"ZooKeeper started (pid {proc.pid}) on {endpoint.host}:{endpoint.port}{tls}{member}; logs in {log_dir}")
     return 0
 
 
@@ -214,7 +220,7 @@ def zookeeper_shell(
         install = launcher.find_install()
     except ZooKeeperSetupError as e:
         raise _fail(str(e)) from None
-    cmd = launcher.shell_command(install, server, list(ctx.args))
+    cmd = launcher.shell_command(install, server, list(ctx.args), os.environ.get(KAFKA_OPTS_ENV, ""))
     sys.stdout.flush()
     raise typer.Exit(subprocess.call(cmd))
 

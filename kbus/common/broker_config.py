@@ -752,11 +752,23 @@ SECURITY_KEYS = frozenset(
 )
 
 
+# secure ZooKeeper: read by kbus.zk.security from the raw properties (never per listener)
+ZOOKEEPER_SECURITY_KEYS = frozenset(
+    {
+        "zookeeper.set.acl", "zookeeper.ssl.client.enable", "zookeeper.clientCnxnSocket",
+        "zookeeper.ssl.keystore.location", "zookeeper.ssl.keystore.password", "zookeeper.ssl.keystore.type",
+        "zookeeper.ssl.truststore.location", "zookeeper.ssl.truststore.password", "zookeeper.ssl.truststore.type",
+        "zookeeper.ssl.protocol", "zookeeper.ssl.enabled.protocols", "zookeeper.ssl.cipher.suites",
+        "zookeeper.ssl.endpoint.identification.algorithm", "zookeeper.ssl.crl.enable", "zookeeper.ssl.ocsp.enable",
+    }
+)  # fmt: skip
+
+
 def is_security_key(key: str) -> bool:
     if key.startswith("listener.name."):
         rest = key[len("listener.name.") :].partition(".")[2]
         return rest in SECURITY_KEYS or rest.endswith(".sasl.jaas.config")
-    return key in SECURITY_KEYS
+    return key in SECURITY_KEYS or key in ZOOKEEPER_SECURITY_KEYS
 _UNSUPPORTED_SET = {
     "process.roles": "KRaft mode (kbus runs with ZooKeeper)",
     "client.quota.callback.class": "custom quota callbacks (the users/clients quotas in ZooKeeper apply)",

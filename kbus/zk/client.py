@@ -8,22 +8,33 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (
+    AuthFailedError,
+    BadVersionError,
+    ConnectionClosedError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
+from kbus.common.broker_config import ConfigError
 from kbus.common.cluster import BrokerInfo
 from kbus.common.errors import ErrorCode, KafkaError, TopicExistsError, UnknownTopicError
 from kbus.common.quotas import QuotaEntity
 from kbus.zk import codec, paths
 from kbus.zk.codec import Endpoint, LeaderAndIsr, TopicAssignment
+from kbus.zk.security import ZkClientSecurity
+from kbus.zk.znode_acls import KafkaKazooClient
 
 log = logging.getLogger(__name__)
 Watch = Callable[[WatchedEvent], None] | None
@@ -66,17 +77,24 @@ class KafkaZkClient:
         session_timeout_s: float = 18.0,
         connection_timeout_s: float = 18.0,
         logger: logging.Logger | None = None,
+        security: ZkClientSecurity | None = None,
     ) -> KafkaZkClient:
+        """`security`: SASL/TLS and the znode ACL rule; by default a tool's, from KAFKA_OPTS."""
+        if security is None:
+            try:
+                security = ZkClientSecurity.for_tool(os.environ)
+            except ConfigError as exc:
+                raise ZooKeeperConnectionError(str(exc)) from None
         hosts, chroot = split_chroot(connect)
         if chroot:
             # Kafka creates a missing chroot; a chrooted kazoo client cannot create its own root
-            root = _start(hosts, session_timeout_s, connection_timeout_s, logger)
+            root = _start(hosts, session_timeout_s, connection_timeout_s, logger, security)
             try:
                 root.ensure_path(chroot)
             finally:
                 root.stop()
                 root.close()
-        return cls(_start(connect, session_timeout_s, connection_timeout_s, logger))
+        return cls(_start(connect, session_timeout_s, connection_timeout_s, logger, security))
 
     def close(self) -> None:
         try:
@@ -591,9 +609,15 @@ def _delete_recursive(zk: KazooClient, path: str) -> None:
 
 
 def _start(
-    hosts: str, session_timeout_s: float, connection_timeout_s: float, logger: logging.Logger | None
+    hosts: str,
+    session_timeout_s: float,
+    connection_timeout_s: float,
+    logger: logging.Logger | None,
+    security: ZkClientSecurity,
 ) -> KazooClient:
-    zk = KazooClient(
+    zk = KafkaKazooClient(
+        secure_acls=security.secure_acls,
+        **security.kazoo_options(),
         hosts=hosts,
         timeout=session_timeout_s,
         connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2.0),
@@ -609,4 +633,15 @@ def _start(
             f"Timed out connecting to ZooKeeper at {hosts} after {connection_timeout_s:g} s "
             "(is it running? `kbus zookeeper-start`)"
         ) from None
+    if security.sasl is not None:
+        # kazoo reports CONNECTED before the SASL exchange; a request queued now is answered only after it
+        try:
+            zk.exists("/")
+        except (ConnectionClosedError, AuthFailedError):
+            zk.stop()
+            zk.close()
+            raise ZooKeeperConnectionError(
+                f"ZooKeeper at {hosts} refused SASL authentication for user '{security.sasl.username}' (check the "
+                "username and password in the JAAS file's Client section)"
+            ) from None
     return zk

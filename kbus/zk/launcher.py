@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import socket
 import time
@@ -26,6 +27,7 @@ DEBIAN_JAVA_DIR = "/usr/share/java"
 INSTALL_HINT = "install it with `apt-get install -y zookeeper` (Debian/Ubuntu)"
 # Kafka's script uses -Xmx512M -Xms512M; a small initial heap matters more here than on a dedicated host
 DEFAULT_HEAP_OPTS = "-Xms64m -Xmx512m"
+DEBIAN_NETTY_EXTRAS = ("netty-codec", "netty-resolver", "netty-transport-native-unix-common")
 
 
 class ZooKeeperSetupError(Exception):
@@ -48,6 +50,9 @@ class ClientEndpoint:
 
     host: str
     port: int
+    # only a secureClientPort (TLS, usually with client certificates): readiness is "listening", as the
+    # four-letter words need a TLS client of their own there
+    tls_only: bool = False
 
 
 def find_java(env: Mapping[str, str]) -> str:
@@ -93,20 +98,26 @@ def find_install(env: Mapping[str, str] | None = None, java_dir: str = DEBIAN_JA
         binding, extra = "simple", [base / "slf4j-simple.jar"]
     else:
         binding, extra = "none", []
+    # Debian's manifest leaves out Netty's codec, resolver and native-unix jars, which the TLS port
+    # (NettyServerCnxnFactory, secureClientPort) and the shell's TLS client (ClientCnxnSocketNetty) need
+    netty = [base / f"{name}.jar" for name in DEBIAN_NETTY_EXTRAS if (base / f"{name}.jar").is_file()]
     nop = base / "slf4j-nop.jar"
-    shell_cp = (str(server_jar), str(nop)) if nop.is_file() else (str(server_jar), *map(str, extra))
-    return ZooKeeperInstall(java, (str(server_jar), *map(str, extra)), binding, shell_cp)
+    shell_cp = (str(server_jar), *map(str, netty), *map(str, [nop] if nop.is_file() else extra))
+    return ZooKeeperInstall(java, (str(server_jar), *map(str, netty), *map(str, extra)), binding, shell_cp)
 
 
 def client_endpoint(props: Mapping[str, str]) -> ClientEndpoint:
+    """The plain clientPort; the secureClientPort when it is the only one."""
+    tls_only = "clientPort" not in props and "secureClientPort" in props
+    key = "secureClientPort" if tls_only else "clientPort"
     try:
-        port = int(props.get("clientPort", "2181"))
+        port = int(props.get(key, "2181"))
     except ValueError as e:
-        raise ZooKeeperSetupError(f"clientPort must be a number, got {props.get('clientPort')!r}") from e
-    host = props.get("clientPortAddress", "").strip() or "127.0.0.1"
+        raise ZooKeeperSetupError(f"{key} must be a number, got {props.get(key)!r}") from e
+    host = props.get("secureClientPortAddress" if tls_only else "clientPortAddress", "").strip() or "127.0.0.1"
     if host in ("0.0.0.0", "::", "[::]"):
         host = "127.0.0.1"
-    return ClientEndpoint(host, port)
+    return ClientEndpoint(host, port, tls_only)
 
 
 def log4j_properties(to_file: bool) -> str:
@@ -154,10 +165,12 @@ def server_command(
     return cmd
 
 
-def shell_command(install: ZooKeeperInstall, server: str, args: list[str]) -> list[str]:
+def shell_command(install: ZooKeeperInstall, server: str, args: list[str], jvm_opts: str = "") -> list[str]:
+    """ZooKeeperMain; `jvm_opts` (KAFKA_OPTS) carries the JAAS file and the zookeeper.ssl.* system properties."""
     return [
         install.java,
         "-Xmx128m",
+        *shlex.split(jvm_opts),
         "-cp",
         os.pathsep.join(install.shell_classpath),
         SHELL_MAIN,
@@ -254,6 +267,17 @@ def wait_until_serving(
         if not alive():
             return False
         if is_serving(host, port) if quorum else _answers(host, port):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def wait_until_listening(host: str, port: int, timeout: float, alive: Callable[[], bool] = lambda: True) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            return False
+        if is_listening(host, port):
             return True
         time.sleep(0.1)
     return False

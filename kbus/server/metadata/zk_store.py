@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import threading
 import time
@@ -46,6 +47,7 @@ from kbus.zk.client import (
 from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
 from kbus.zk.config_changes import ConfigChangeListener
 from kbus.zk.reassignment import PartitionAssignment
+from kbus.zk.security import ZkClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ class ZkMetadataStore:
             auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_s=float(config.leader_imbalance_check_interval_seconds),
             leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+            security=ZkClientSecurity.for_broker(config.raw, os.environ),
         )
 
     def __init__(
@@ -98,8 +101,10 @@ class ZkMetadataStore:
         leader_imbalance_check_interval_s: float = 300.0,
         leader_imbalance_per_broker_percentage: int = 10,
         registration_wait_ms: int | None = None,
+        security: ZkClientSecurity | None = None,
     ) -> None:
         self.connect = connect
+        self._security = security  # None: a tool's (KAFKA_OPTS), as in tests that start bare stores
         self.broker_id = broker_id
         self._endpoints = endpoints or [Endpoint("PLAINTEXT", host, port)]
         self._rack = rack
@@ -154,7 +159,9 @@ class ZkMetadataStore:
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        zk = KafkaZkClient.connect(self.connect, self._session_timeout_s, self._connection_timeout_s)
+        zk = KafkaZkClient.connect(
+            self.connect, self._session_timeout_s, self._connection_timeout_s, security=self._security
+        )
         try:
             zk.ensure_persistent_paths()
             self.cluster_id = zk.get_or_create_cluster_id()

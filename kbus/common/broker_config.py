@@ -296,6 +296,8 @@ class KafkaConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = _int(
         "transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, at_least=1
     )
+    # KIP-890 part 1: a partition leader asks the coordinator before the first transactional write of a transaction
+    transaction_partition_verification_enable: bool = _bool("transaction.partition.verification.enable", True)
     # kbus's own
     cluster_id: str = _str("cluster.id", "")
     metrics_port: int = _int("metrics.port", -1)
@@ -703,7 +705,6 @@ OTHER_BROKER_CONFIGS: dict[str, OtherBrokerConfig] = dict([
     _dyn('ssl.truststore.password', PASSWORD, None),
     _dyn('ssl.truststore.type', STRING, 'JKS'),
     _other('telemetry.max.bytes', INT, '1048576'),
-    _dyn('transaction.partition.verification.enable', BOOLEAN, 'true'),
     _other('transaction.state.log.load.buffer.size', INT, '5242880'),
     _other('zookeeper.clientCnxnSocket', STRING, None),
     _other('zookeeper.max.in.flight.requests', INT, '10'),
@@ -942,6 +943,7 @@ DYNAMIC_BROKER_KEYS = frozenset(
     | {"num.network.threads", "log.cleaner.threads", "log.cleaner.backoff.ms"}
     | {"listeners", "advertised.listeners", "listener.security.protocol.map"}
     | {key for key, other in OTHER_BROKER_CONFIGS.items() if other.dynamic}
+    | {"transaction.partition.verification.enable"}  # Kafka's DynamicProducerStateManagerConfig
     | DYNAMIC_ONLY_KEYS
 )  # fmt: skip
 # Dynamic in Kafka, read once at start by kbus (its listeners, their TLS/SASL settings and the connection limits

@@ -44,7 +44,7 @@ from kbus.protocol.connection import (
 )
 from kbus.protocol.splice import OutFrame, RecordSplicer
 from kbus.server import eager
-from kbus.server.apis.registry import API_TABLE, CATALOG, RequestContext
+from kbus.server.apis.registry import API_TABLE, CATALOG, AppendOrder, RequestContext
 from kbus.server.apis.sasl import raw_token
 from kbus.server.apis.throttling import request_quota_throttle
 from kbus.server.metrics import METRICS, labels_key
@@ -164,6 +164,7 @@ class KafkaProtocol(asyncio.Protocol):
         self._unmute: asyncio.TimerHandle | None = None
         self._pumping = False  # inside _pump (see there)
         self._pump_again = False
+        self._append_order = AppendOrder()  # pipelined Produce requests append in the order they came
 
     # ---- transport callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -401,6 +402,7 @@ class KafkaProtocol(asyncio.Protocol):
             self.conn_id,
             listener=self.listener,
             connection=conn,
+            append_order=self._append_order,
             authorizer=self.server.security.authorizer,
             size=request.size,
         )

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from kbus.common.topic_config import LogConfig
     from kbus.protocol.validation import ValidationPolicy
     from kbus.server.log.log import AppendResult, FetchData, Log
+    from kbus.server.log.producer_state import VerificationGuard
     from kbus.server.log.txn_index import AbortedTxn
 
 log = logging.getLogger("kbus.server")
@@ -132,9 +133,13 @@ class Partition:
         return False, became_follower
 
     # ------------------------------------------------------------------ leader: appends and the high watermark
-    def append_as_leader(self, records: bytes | bytearray, *, from_coordinator: bool = False) -> AppendResult:
+    def append_as_leader(
+        self, records: bytes | bytearray, *, from_coordinator: bool = False, verify_transactions: bool = False,
+        verification_guard: VerificationGuard | None = None,
+    ) -> AppendResult:
         result = self.log.append_as_leader(records, leader_epoch=self.state.leader_epoch,
-                                           from_coordinator=from_coordinator)
+                                           from_coordinator=from_coordinator, verify_transactions=verify_transactions,
+                                           verification_guard=verification_guard)
         if not result.duplicate:
             self.epochs.assign(self.state.leader_epoch, result.first_offset)
             self.wake_followers()

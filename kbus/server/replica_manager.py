@@ -27,6 +27,7 @@ from kbus.server.identity import read_partition_topic_id, write_partition_topic_
 from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData, Log
 from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint, write_checkpoint
+from kbus.server.log.producer_state import VerificationGuard
 from kbus.server.log.txn_index import AbortedTxn
 from kbus.server.metadata.types import MetadataStore, PartitionState, TopicMetadata
 from kbus.server.partition import Partition
@@ -154,7 +155,8 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- appends and acks=all
     def append_records(
-        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False
+        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False,
+        verify_transactions: bool = False, verification_guard: VerificationGuard | None = None,
     ) -> AppendResult:
         """Leader append, synchronous so that appends keep the order requests arrived in. acks=-1 is refused up
         front when the ISR is smaller than min.insync.replicas; wait_for_acks() then waits for the replicas."""
@@ -165,7 +167,9 @@ class ReplicaManager:
                 f"{min_isr} for partition {part.topic}-{part.index}"
             )
         try:
-            return part.append_as_leader(records, from_coordinator=from_coordinator)
+            return part.append_as_leader(records, from_coordinator=from_coordinator,
+                                         verify_transactions=verify_transactions,
+                                         verification_guard=verification_guard)
         except OSError as e:
             raise self.storage_error(part, "appending to", e) from e
 

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kbus.server.transaction.records import TRANSACTION_STATE_TOPIC, partition_for
 from tests.group_member import wait_until
 from tests.kbus_processes import Cluster
+from tests.txn_forgery import describe_transaction, forge_produce, transactional_batch
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration, pytest.mark.slow]
 
@@ -35,6 +36,43 @@ def read_committed(bootstrap: str, topic: str, partitions: int, expected: int, t
             out.append(m.value())
     c.close()
     return out
+
+
+def test_forged_batches_are_verified_with_a_remote_coordinator(cluster: Cluster) -> None:
+    """KIP-890 between brokers: a partition led by another broker than the transactional id's coordinator asks it
+    (AddPartitionsToTxn v4, verify only) before a transaction's first write there; forgeries are refused."""
+    topic, tid = f"txv-{uuid.uuid4().hex[:6]}", f"tx-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(20)
+    wait_until(lambda: len(cluster.partitions(topic)) == 3
+               and all(len(isr) == 3 for _, isr in cluster.partitions(topic).values()), 30, "full ISRs")
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": tid, "linger.ms": 5})
+    p.init_transactions(60)
+    state = cluster.partitions(TRANSACTION_STATE_TOPIC)
+    coordinator = state[partition_for(tid, len(state))][0]
+    leaders = {part: leader for part, (leader, _) in cluster.partitions(topic).items()}
+    remote = [part for part, leader in leaders.items() if leader != coordinator]
+    assert remote, leaders
+    forged_part = remote[0]
+    real_part = next(part for part in leaders if part != forged_part)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, f"real-{i}".encode(), partition=real_part)
+    assert p.flush(30) == 0
+    pid, epoch, _ = describe_transaction(cluster.brokers[coordinator].bootstrap, tid)
+    leader = cluster.brokers[leaders[forged_part]].bootstrap
+    error, _ = forge_produce(leader, topic, forged_part, transactional_batch(pid + 1000, 0), tid)
+    assert error == "invalid_producer_id_mapping"
+    error, message = forge_produce(leader, topic, forged_part, transactional_batch(pid, epoch), tid)
+    assert (error, message) == ("invalid_txn_state", "Partition was not added to the transaction")
+    # the real producer, verified remotely on every partition (a second transaction over all three)
+    p.commit_transaction(60)
+    p.begin_transaction()
+    for i in range(30):
+        p.produce(topic, f"all-{i}".encode(), partition=i % 3)
+    p.commit_transaction(60)
+    got = read_committed(cluster.bootstrap, topic, 3, 40)
+    assert sorted(got) == sorted([f"real-{i}".encode() for i in range(10)] + [f"all-{i}".encode() for i in range(30)])
 
 
 def test_coordinator_killed_mid_transaction(cluster: Cluster) -> None:

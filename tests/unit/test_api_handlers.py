@@ -80,7 +80,8 @@ class FakeReplicas:
             return None, E.not_leader_or_follower
         return None, E.unknown_topic_or_partition
 
-    def append_records(self, part: Any, records: bytes, acks: int, *, from_coordinator: bool = False) -> AppendResult:
+    def append_records(self, part: Any, records: bytes, acks: int, *, from_coordinator: bool = False,
+                       **verification: Any) -> AppendResult:
         key = (part.topic, part.index)
         if key in self.append_error:
             raise self.append_error[key]

@@ -17,6 +17,7 @@ from kbus.common.topic_config import LogConfig
 from kbus.server.fetch_session import FetchSessionCache
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogDirUsage
+from kbus.server.log.producer_state import VerificationGuard
 from kbus.server.metadata.types import TopicMetadata
 from kbus.server.partition import Partition
 from kbus.server.quota_manager import QuotaManagers
@@ -36,7 +37,8 @@ class Replicas(Protocol):
     def stopping(self) -> bool: ...
     def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]: ...
     def append_records(
-        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False
+        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False,
+        verify_transactions: bool = False, verification_guard: VerificationGuard | None = None,
     ) -> AppendResult: ...
     async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None: ...
     def read(

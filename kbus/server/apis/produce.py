@@ -5,6 +5,7 @@ compiled pass over its records), then goes to the log as bytes; the response is 
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -17,24 +18,34 @@ from kbus.protocol.fetch_response import EncodedBody
 from kbus.protocol.produce_response import PartitionProduceResult, encode_produce_response
 from kbus.protocol.validation import RecordValidationError, ValidationPolicy, validate_produce
 from kbus.server.apis.errors import error_code_for, error_message
-from kbus.server.apis.registry import RequestContext, api
+from kbus.server.apis.registry import AppendOrder, RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
 from kbus.server.metrics import METRICS, labels_key
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
     from kbus.server.log.log import AppendResult
+    from kbus.server.log.producer_state import VerificationGuard
     from kbus.server.partition import Partition
 
 
 @api(0, 3, 9, pipelined=True)
 async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody | None:
     """Every partition is appended before anything is awaited: with pipelined requests (network.py) that keeps
-    appends in the order requests arrived; the acks=all waits then run together."""
+    appends in the order requests arrived; the acks=all waits then run together. The exception is a
+    transaction's first write on a partition, which waits for the coordinator's verification (KIP-890): that
+    request, and every later one on the connection, appends once it is answered (`AppendOrder`)."""
     acks = request.acks
     timeout_ms = ms(request.timeout)
-    appended: list[tuple[_Outcome, Partition, AppendResult, str]] = []
     responses: list[tuple[str, list[_Outcome]]] = []
+    transactional_id: str | None = request.transactional_id
+    if any(_transactional(pd.records) for td in request.topic_data for pd in td.partition_data) and (
+        transactional_id is None
+        or not ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+    ):
+        # Kafka: transactional records need the request's transactional id and Write on it; nothing is appended
+        return _whole_request_error(ctx, request, acks, ErrorCode.transactional_id_authorization_failed)
+    ready: list[_Ready] = []
     for topic_data in request.topic_data:
         name = topic_data.name
         parts: list[_Outcome] = []
@@ -57,37 +68,51 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
                 try:
                     records = validate_produce(pd.records, _policy(part), int(time.time() * 1000),
                                                ctx.api_version)
-                    result = m.replicas.append_records(part, records, acks)
                 except RecordValidationError as exc:
                     out.error_code = exc.error_code
                     out.error_message = str(exc)
                     out.record_errors = [(e.batch_index, e.message) for e in exc.record_errors]
-                except Exception as exc:
-                    out.error_code = error_code_for(exc)
-                    out.error_message = error_message(exc)
                 else:
-                    appended.append((out, part, result, name))
+                    ready.append(_Ready(out, part, records, name))
         responses.append((name, parts))
+    producers = {r.producer for r in ready if r.producer is not None}
+    if len(producers) > 1:
+        # Kafka's InvalidPidMappingException for the whole request
+        return _whole_request_error(ctx, request, acks, ErrorCode.invalid_producer_id_mapping)
+    verifier = m.transactions.verifier if m.transactions is not None else None
+    verify = (transactional_id is not None and verifier is not None and bool(producers)
+              and m.config.transaction_partition_verification_enable)
+    order = ctx.append_order
+    waits = order is not None and order.must_wait()
+    to_verify = [] if waits or not verify else _start_verification(ready)
+    if waits or to_verify:
+        assert order is not None or not waits
+        await _append_in_order(m, ctx, order, ready, acks, verify, transactional_id, waits)
+        appended = [r for r in ready if r.result is not None]
+    else:
+        appended = [r for r in ready if r.out.error_code == ErrorCode.none and _append(m, r, acks, verify)]
     if appended:
         parked = time.perf_counter()
         outcomes: list[BaseException | None]
         if len(appended) == 1:  # one partition (nearly every request): its wait directly, no task and no gather
-            _, one_part, one_result, _ = appended[0]
+            one = appended[0]
+            assert one.result is not None
             try:
-                await m.replicas.wait_for_acks(one_part, one_result, acks, timeout_ms)
+                await m.replicas.wait_for_acks(one.part, one.result, acks, timeout_ms)
                 outcomes = [None]
             except Exception as exc:
                 outcomes = [exc]
         else:
             outcomes = await asyncio.gather(
-                *(m.replicas.wait_for_acks(part, result, acks, timeout_ms) for _, part, result, _ in appended),
+                *(m.replicas.wait_for_acks(r.part, r.result, acks, timeout_ms) for r in appended if r.result),
                 return_exceptions=True,
             )
-        for (out, _, result, name), outcome in zip(appended, outcomes, strict=True):
+        for r, outcome in zip(appended, outcomes, strict=True):
+            assert r.result is not None
             if isinstance(outcome, BaseException):
-                out.failed(outcome)
+                r.out.failed(outcome)
             else:
-                out.appended(result, name)
+                r.out.appended(r.result, r.name)
         ctx.parked_s += time.perf_counter() - parked
     quotas = m.quotas
     if quotas.produce.enabled:
@@ -102,6 +127,142 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
         ctx.api_version, [(name, [o.result() for o in parts]) for name, parts in responses],
         throttle_time_ms=ctx.throttle_time_ms,
     )
+
+
+class _Ready:
+    """One validated partition of the request, to append."""
+
+    __slots__ = ("guard", "name", "out", "part", "producer", "records", "result", "sequence")
+
+    def __init__(self, out: _Outcome, part: Partition, records: bytes, name: str) -> None:
+        self.out, self.part, self.records, self.name = out, part, records, name
+        self.result: AppendResult | None = None
+        self.guard: VerificationGuard | None = None
+        # (producer id, epoch) of a transactional batch, and its first sequence
+        self.producer: tuple[int, int] | None = None
+        self.sequence = -1
+        if _transactional(records):
+            producer_id, epoch, self.sequence = _PRODUCER.unpack_from(records, 43)
+            self.producer = (producer_id, epoch)
+
+
+def _append(m: Managers, r: _Ready, acks: int, verify: bool) -> bool:
+    try:
+        r.result = m.replicas.append_records(r.part, r.records, acks, verify_transactions=verify,
+                                             verification_guard=r.guard)
+    except Exception as exc:
+        r.out.failed(exc)
+        return False
+    return True
+
+
+def _start_verification(ready: list[_Ready]) -> list[_Ready]:
+    """Kafka's maybeStartTransactionVerification per partition: the transactional partitions whose producer has
+    no ongoing transaction there yet, each given the guard its append must present."""
+    to_verify = []
+    for r in ready:
+        if r.producer is None:
+            continue
+        try:
+            r.guard = r.part.log.maybe_start_transaction_verification(r.producer[0], r.sequence, r.producer[1])
+        except Exception as exc:
+            r.out.failed(exc)
+            continue
+        if r.guard is not None:
+            to_verify.append(r)
+    return to_verify
+
+
+async def _append_in_order(
+    m: Managers, ctx: RequestContext, order: AppendOrder | None, ready: list[_Ready], acks: int, verify: bool,
+    transactional_id: str | None, waits: bool,
+) -> None:
+    """Append after the connection's earlier Produce requests (if one still waits) and after the coordinator
+    verified this request's new transactional partitions."""
+    previous = order.tail if order is not None else None
+    mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    if order is not None:
+        order.tail = mine
+    try:
+        if waits and previous is not None:
+            await asyncio.wait((previous,))  # never cancels it (our own cancellation stays ours)
+            # leadership may have moved meanwhile, and the earlier request may have opened the transaction
+            current = []
+            for r in ready:
+                part, error = m.replicas.leader_partition(r.name, r.out.index)
+                if part is None:
+                    r.out.error_code = error
+                else:
+                    r.part = part
+                    current.append(r)
+            ready = current
+            to_verify = _start_verification(ready) if verify else []
+        else:
+            to_verify = [r for r in ready if r.guard is not None]
+        failed: set[int] = set()
+        if to_verify:
+            assert transactional_id is not None and m.transactions is not None
+            producer_id, epoch = to_verify[0].producer or (-1, -1)
+            errors = await m.transactions.verifier.verify(
+                transactional_id, producer_id, epoch, [(r.name, r.out.index) for r in to_verify], ctx.api_version
+            )
+            for r in to_verify:
+                code = errors.get((r.name, r.out.index))
+                if code is not None:
+                    _verification_failed(r.out, code)
+                    failed.add(id(r))
+        for r in ready:
+            if id(r) not in failed and r.out.error_code == ErrorCode.none:
+                _append(m, r, acks, verify)
+    finally:
+        mine.set_result(None)
+        if order is not None and order.tail is mine:
+            order.tail = None
+
+
+# what a producer is told when the coordinator could not answer: NOT_ENOUGH_REPLICAS makes every client retry
+# the Produce without refreshing its metadata (Kafka's postVerificationCallback)
+_RETRIABLE_VERIFICATION_ERRORS = frozenset({
+    ErrorCode.concurrent_transactions, ErrorCode.network_exception, ErrorCode.coordinator_load_in_progress,
+    ErrorCode.coordinator_not_available, ErrorCode.not_coordinator,
+})  # fmt: skip
+
+
+def _verification_failed(out: _Outcome, code: int) -> None:
+    error = ErrorCode(code)
+    if error == ErrorCode.invalid_txn_state:
+        out.error_code, out.error_message = error, "Partition was not added to the transaction"
+    elif error in _RETRIABLE_VERIFICATION_ERRORS:
+        out.error_code = ErrorCode.not_enough_replicas
+        out.error_message = ("Unable to verify the partition has been added to the transaction. Underlying error: "
+                             f"{error.name.upper()}")
+    else:
+        out.error_code = error
+
+
+def _transactional(records: bytes | None) -> bool:
+    """Is the first batch a v2 batch with the transactional attribute (Kafka's RequestUtils.hasTransactionalRecords)?
+    Bytes 16 and 21-22 of a batch are its magic and attributes."""
+    return records is not None and len(records) >= _BATCH_HEADER and records[16] == 2 and bool(records[22] & 0x10)
+
+
+_BATCH_HEADER = 61
+_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at offset 43 of a v2 batch
+
+
+def _whole_request_error(ctx: RequestContext, request: Any, acks: int, error: ErrorCode) -> EncodedBody | None:
+    """Kafka's error response for a whole Produce request: every partition gets the error."""
+    if acks == 0:
+        return None
+    results = []
+    for td in request.topic_data:
+        outs = []
+        for pd in td.partition_data:
+            out = _Outcome(pd.index)
+            out.error_code = error
+            outs.append(out.result())
+        results.append((td.name, outs))
+    return encode_produce_response(ctx.api_version, results, throttle_time_ms=0)
 
 
 class _Outcome:

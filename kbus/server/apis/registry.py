@@ -12,6 +12,7 @@ the connection (kbus.protocol.connection) sees it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -91,6 +92,22 @@ CATALOG = _Catalog()
 PLAINTEXT_LISTENER = ListenerName("PLAINTEXT", SecurityProtocol.PLAINTEXT)
 
 
+class AppendOrder:
+    """Per connection: the Produce request, if any, still to append after an await (a transaction verification).
+    Pipelined Produce requests append before their first await, in the order they arrived; one that must wait
+    first becomes `tail`, and every later one on the connection waits for it before appending (Kafka reads
+    nothing more from the connection until a Produce is answered, so its order holds the same way)."""
+
+    __slots__ = ("tail",)
+
+    def __init__(self) -> None:
+        self.tail: asyncio.Future[None] | None = None
+
+    def must_wait(self) -> bool:
+        tail = self.tail
+        return tail is not None and not tail.done()
+
+
 @dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
@@ -104,6 +121,8 @@ class RequestContext:
     connection: Connection | None = None
     # Set on plaintext connections: Fetch may leave record bytes in the segment file (kbus.protocol.splice).
     splicer: RecordSplicer | None = None
+    # the connection's order of Produce appends (None: a handler called without a connection, tests)
+    append_order: AppendOrder | None = None
 
     # Kafka's AclAuthorizer when authorizer.class.name enables it; None: everything is allowed
     authorizer: Authorizer | None = None

@@ -100,37 +100,70 @@ def _txn_id(ctx: RequestContext, transactional_id: str | None) -> bool:
     return transactional_id is None or ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
-@api(24, 0, 3)
+@api(24, 0, 4)
 async def add_partitions_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
-    topics = {t.name: list(t.partitions) for t in req.v3_and_below_topics}
-    errors: dict[tuple[str, int], int] = {}
-    unknown = set()
-    for topic, partitions in topics.items():
-        meta = m.cluster.topics().get(topic)
-        for p in partitions:
-            if meta is None or p not in meta.partitions:
-                unknown.add((topic, p))
-    wanted = [(t, p) for t, ps in topics.items() for p in ps]
-    if not _txn_id(ctx, req.v3_and_below_transactional_id):
-        errors = dict.fromkeys(wanted, E.transactional_id_authorization_failed)
-    elif denied := {(t, p) for t, p in wanted if not ctx.authorized(Operation.WRITE, ResourceType.TOPIC, t)}:
-        errors = {tp: E.topic_authorization_failed if tp in denied else E.operation_not_attempted for tp in wanted}
-    elif unknown:
-        # Kafka adds nothing when any partition is unknown; the others were not attempted
-        errors = {tp: E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted for tp in wanted}
+    """v0-3 from producers (one transaction, Write on its transactional id and topics); v4 from brokers only
+    (ClusterAction): a batch of transactions, `verify_only` ones asking whether partitions are in the ongoing
+    transaction (KIP-890, kbus.server.transaction.verification) without adding them."""
+    if ctx.api_version >= 4:
+        if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
+            return ctx.build(throttle_time=0, error_code=E.cluster_authorization_failed, results_by_transaction=[])
+        results = []
+        for txn in req.transactions:
+            wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+            errors = await _add_or_verify(m, ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted,
+                                          verify_only=txn.verify_only)
+            results.append(ctx.nested("AddPartitionsToTxnResult", transactional_id=txn.transactional_id,
+                                      topic_results=_topic_results(ctx, errors)))
+        return ctx.build(throttle_time=0, error_code=E.none, results_by_transaction=results)
+    tid = req.v3_and_below_transactional_id
+    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    if not _txn_id(ctx, tid):
+        errors = dict.fromkeys(wanted, int(E.transactional_id_authorization_failed))
     else:
-        coordinator = _coordinator(m)
-        error = E.coordinator_not_available if coordinator is None else await coordinator.add_partitions(
-            req.v3_and_below_transactional_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, wanted)
-        errors = dict.fromkeys(wanted, _fenced(ctx, error))
-    results = [
+        errors = await _add_or_verify(m, ctx, tid, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
+                                      wanted, verify_only=False)
+    return ctx.build(throttle_time=0, results_by_topic_v3_and_below=_topic_results(ctx, errors))
+
+
+async def _add_or_verify(
+    m: Managers, ctx: RequestContext, tid: str, producer_id: int, producer_epoch: int,
+    wanted: list[tuple[str, int]], *, verify_only: bool,
+) -> dict[tuple[str, int], int]:
+    """One transaction of AddPartitionsToTxn: an error per partition."""
+    unknown = set()
+    for topic, p in wanted:
+        meta = m.cluster.topics().get(topic)
+        if meta is None or p not in meta.partitions:
+            unknown.add((topic, p))
+    # brokers (v4) need no Write on the topics: they ask for their producers, already authorized
+    from_client = ctx.api_version < 4
+    if from_client and (denied := {(t, p) for t, p in wanted
+                                   if not ctx.authorized(Operation.WRITE, ResourceType.TOPIC, t)}):
+        return {tp: E.topic_authorization_failed if tp in denied else E.operation_not_attempted for tp in wanted}
+    if unknown:
+        # Kafka adds nothing when any partition is unknown; the others were not attempted
+        return {tp: E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted for tp in wanted}
+    coordinator = _coordinator(m)
+    if coordinator is None:
+        return dict.fromkeys(wanted, int(E.coordinator_not_available))
+    if verify_only:
+        return coordinator.verify_partitions(tid, producer_id, producer_epoch, wanted)
+    error = await coordinator.add_partitions(tid, producer_id, producer_epoch, wanted)
+    return dict.fromkeys(wanted, _fenced(ctx, error))
+
+
+def _topic_results(ctx: RequestContext, errors: dict[tuple[str, int], int]) -> list[Any]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, p in errors:
+        by_topic.setdefault(topic, []).append(p)
+    return [
         ctx.nested("AddPartitionsToTxnTopicResult", name=topic, results_by_partition=[
             ctx.nested("AddPartitionsToTxnPartitionResult", partition_index=p, partition_error_code=errors[(topic, p)])
             for p in partitions
         ])
-        for topic, partitions in topics.items()
+        for topic, partitions in by_topic.items()
     ]
-    return ctx.build(throttle_time=0, results_by_topic_v3_and_below=results)
 
 
 @api(25, 0, 3)

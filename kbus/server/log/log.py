@@ -28,7 +28,7 @@ from kbus.server.log.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from kbus.server.log.producer_state import CompletedTxn, ProducerStateManager
+from kbus.server.log.producer_state import CompletedTxn, ProducerStateManager, VerificationGuard
 from kbus.server.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -269,11 +269,25 @@ class Log:
 
     # --- appends ----------------------------------------------------------------------------------------
 
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard | None:
+        """Kafka's maybeStartTransactionVerification: None when the producer's transaction is already ongoing
+        here (nothing to verify), else the guard its verification starts (or the one already under way)."""
+        with self._lock:
+            state = self.producer_state
+            if state.has_ongoing_transaction(producer_id):
+                return None
+            return state.maybe_create_verification_state_entry(producer_id, sequence, epoch, self._time_ms()).guard
+
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0, from_coordinator: bool = False
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0, from_coordinator: bool = False,
+        verify_transactions: bool = False, verification_guard: VerificationGuard | None = None,
     ) -> AppendResult:
         """Validate, assign offsets from the log end, stamp LogAppendTime if configured, dedupe idempotent
-        retries, write. Only a transaction coordinator (WriteTxnMarkers) may write control batches."""
+        retries, write. Only a transaction coordinator (WriteTxnMarkers) may write control batches.
+        `verify_transactions` (a client's Produce with transaction.partition.verification.enable): a transactional
+        batch that does not continue an ongoing transaction needs `verification_guard` from a verification."""
         buf = bytearray(records)
         headers = self._validate(buf)
         markers: dict[int, EndTxnMarker] = {}
@@ -288,7 +302,9 @@ class Log:
         with self._lock:
             self._check_open()
             config = self.config
-            append = self.producer_state.begin_append(validate=True)
+            append = self.producer_state.begin_append(
+                validate=True, verify_transactions=verify_transactions, verification_guard=verification_guard
+            )
             next_offset = self.log_end_offset
             now = self._time_ms()
             log_append = config.log_append_time

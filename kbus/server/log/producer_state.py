@@ -111,6 +111,34 @@ class ProducerStateEntry:
         return None
 
 
+class VerificationGuard:
+    """Kafka's VerificationGuard (KIP-890): a unique object made when a partition leader starts verifying that a
+    producer's transaction includes the partition. The append that follows must present the same object, so a
+    verification answered before a marker ended the transaction cannot admit a write to the next one (ABA)."""
+
+    __slots__ = ()
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """Kafka's VerificationStateEntry: a verification under way for one producer id, until the transaction's
+    first batch (or a marker) is appended or it expires with producer.id.expiration.ms."""
+
+    timestamp: int
+    lowest_sequence: int
+    epoch: int
+    guard: VerificationGuard = field(default_factory=VerificationGuard)
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        # the lowest sequence seen while verifying: a later (higher) one must not be written before it, or a
+        # retried lower one would loop on OUT_OF_ORDER_SEQUENCE; a new epoch restarts the sequence
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
+
+
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
 
@@ -119,10 +147,17 @@ class ProducerAppend:
     """Validates the producer batches of one append against the current state, staging the updates so that
     nothing changes if the append fails."""
 
-    def __init__(self, manager: ProducerStateManager, *, validate: bool) -> None:
+    def __init__(
+        self, manager: ProducerStateManager, *, validate: bool, verify_transactions: bool = False,
+        verification_guard: VerificationGuard | None = None,
+    ) -> None:
         self._manager = manager
         self._validate = validate
         self._staged: dict[int, ProducerStateEntry] = {}
+        # a client's Produce with transaction.partition.verification.enable: the guard its verification returned
+        self._verify = verify_transactions
+        self._guard = verification_guard
+        self._transactional: set[int] = set()  # producers whose verification state the commit clears
 
     def _entry(self, producer_id: int) -> tuple[ProducerStateEntry, ProducerStateEntry | None]:
         current = self._manager.producers.get(producer_id)
@@ -142,6 +177,13 @@ class ProducerAppend:
             return duplicate
         if h.is_control:
             return None
+        manager = self._manager
+        if self._verify and h.is_transactional and not manager.has_ongoing_transaction(h.producer_id):
+            # Kafka's batchMissingRequiredVerification: a transaction's first write on this partition only with
+            # the guard of a verification the coordinator answered (KIP-890)
+            state = manager.verification_states.get(h.producer_id)
+            if state is None or self._guard is None or state.guard is not self._guard:
+                raise InvalidTxnStateError("Record was not part of an ongoing transaction")
         if h.producer_epoch < entry.producer_epoch:
             raise InvalidProducerEpochError(
                 f"Epoch of producer {h.producer_id} is {h.producer_epoch}, which is smaller than the last seen "
@@ -155,6 +197,12 @@ class ProducerAppend:
             )
         if h.base_sequence == NO_SEQUENCE:
             return None
+        verifying = manager.verification_states.get(h.producer_id) if manager.verification_states else None
+        if verifying is not None and h.base_sequence > verifying.lowest_sequence:
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {h.producer_id}: {h.base_sequence} (incoming seq. "
+                f"number), {verifying.lowest_sequence} (earliest seen sequence)"
+            )
         if h.producer_epoch != entry.producer_epoch:
             # a new epoch starts at sequence 0, unless nothing is known of the producer (Kafka >= 2.5 accepts
             # any first sequence then: its earlier batches may have been removed by retention)
@@ -194,19 +242,44 @@ class ProducerAppend:
 
     def stage(self, h: BatchHeader, first_offset: int, marker: EndTxnMarker | None = None) -> CompletedTxn | None:
         entry, _ = self._entry(h.producer_id)
+        if h.is_transactional:
+            self._transactional.add(h.producer_id)
         return entry.add_batch(h, first_offset, marker)
 
     def commit(self) -> None:
-        self._manager.producers.update(self._staged)
+        manager = self._manager
+        manager.producers.update(self._staged)
+        if manager.verification_states:
+            # a data batch opened the transaction (it is ongoing now) or a marker ended it: verification is over
+            for producer_id in self._transactional:
+                manager.verification_states.pop(producer_id, None)
 
 
 class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.verification_states: dict[int, VerificationStateEntry] = {}  # in memory only, as Kafka's
 
-    def begin_append(self, *, validate: bool = True) -> ProducerAppend:
-        return ProducerAppend(self, validate=validate)
+    def begin_append(
+        self, *, validate: bool = True, verify_transactions: bool = False,
+        verification_guard: VerificationGuard | None = None,
+    ) -> ProducerAppend:
+        return ProducerAppend(self, validate=validate, verify_transactions=verify_transactions,
+                              verification_guard=verification_guard)
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_create_verification_state_entry(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationStateEntry:
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
 
     def replay(self, h: BatchHeader, marker: EndTxnMarker | None = None) -> CompletedTxn | None:
         """Rebuild state from a stored batch (recovery, follower appends): no validation."""
@@ -232,6 +305,7 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.producers.clear()
+        self.verification_states.clear()
 
     def first_unstable_offset(self) -> int | None:
         """Offset of the first record of the oldest open transaction (the last stable offset's bound)."""
@@ -244,6 +318,9 @@ class ProducerStateManager:
                    if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms]
         for pid in expired:
             del self.producers[pid]
+        # verifications that never led to an append (the coordinator said no, the client gave up)
+        for pid in [p for p, v in self.verification_states.items() if now_ms - v.timestamp >= expiration_ms]:
+            del self.verification_states[pid]
         return len(expired)
 
     # --- snapshots -------------------------------------------------------------------------------------

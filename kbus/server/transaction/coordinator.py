@@ -325,6 +325,31 @@ class TransactionCoordinator:
                             start_ms=meta.start_ms if meta.state == S.ONGOING else now)
         return await self._transit(meta, target)
 
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """AddPartitionsToTxn v4 verify_only (Kafka's handleVerifyPartitionsInTransaction), asked by a partition
+        leader before a transaction's first write there: an error per partition, NONE when the partition was added
+        to the ongoing transaction of this producer id and epoch. Nothing is written."""
+        wanted = list(partitions)
+        if not transactional_id:
+            return dict.fromkeys(wanted, E.invalid_request)
+        error = self.status(transactional_id)
+        meta = self.txns.get(transactional_id)
+        if error == E.none:
+            if meta is None or meta.producer_id != producer_id:
+                error = E.invalid_producer_id_mapping
+            elif meta.producer_epoch != epoch:
+                error = E.producer_fenced
+            elif meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                error = E.concurrent_transactions
+        if error != E.none:
+            return dict.fromkeys(wanted, error)
+        assert meta is not None
+        # the partitions of the transaction are set once its AddPartitionsToTxn is written, and cleared once its
+        # Complete state is; a partition not among them gets Kafka 3.9's TRANSACTION_ABORTABLE
+        return {tp: E.none if tp[1] in meta.partitions.get(tp[0], ()) else E.transaction_abortable for tp in wanted}
+
     async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> int:
         if (err := self.status(transactional_id)) != E.none:
             return err

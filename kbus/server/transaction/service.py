@@ -30,6 +30,7 @@ from kbus.server.metadata.types import TopicMetadata
 from kbus.server.partition import Partition
 from kbus.server.transaction.coordinator import TopicPartition, TransactionConfig, TransactionCoordinator
 from kbus.server.transaction.records import TRANSACTION_STATE_TOPIC
+from kbus.server.transaction.verification import TransactionVerifier
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +208,7 @@ class TransactionService:
             self.config, BrokerTransactionLog(broker, timeout_ms), self.markers, broker.allocate_producer_id,
             wall_clock_ms, state_partitions=state_partitions,
         )
+        self.verifier = TransactionVerifier(broker, self.coordinator, timeout_ms)
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -256,3 +258,4 @@ class TransactionService:
                 await task
         await self.coordinator.shutdown()
         await self.markers.close()
+        await self.verifier.close()

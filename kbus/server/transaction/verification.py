@@ -1,0 +1,199 @@
+"""Transaction verification, the partition leader's side (KIP-890 part 1, Kafka's AddPartitionsToTxnManager).
+
+Before a transaction's first write on a partition, the leader asks the transaction coordinator of the producer's
+transactional id whether the partition was added to the ongoing transaction of that producer id and epoch:
+AddPartitionsToTxn v4 with `verify_only`, broker to broker, over the inter-broker listener. Questions for the same
+coordinator are batched: one request in flight per coordinator, and what arrives meanwhile goes in the next one.
+When this broker is the coordinator it answers itself, without a request. The answers come back as the errors
+Kafka 3.9 gives a producer (the Produce handler turns the retriable ones into NOT_ENOUGH_REPLICAS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kio.schema.add_partitions_to_txn.v4.request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
+from kio.schema.add_partitions_to_txn.v4.response import AddPartitionsToTxnResponse
+from kio.schema.errors import ErrorCode as E
+from kio.schema.types import ProducerId, TopicName, TransactionalId
+from kio.static.primitive import i16, i32
+
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerInfo
+from kbus.common.topics import TRANSACTION_STATE_TOPIC
+from kbus.protocol.client import ClientSecurity, KafkaConnection
+from kbus.server.transaction.coordinator import TopicPartition, TransactionCoordinator
+
+log = logging.getLogger(__name__)
+
+# Produce v11 is the first version whose clients know TRANSACTION_ABORTABLE (Kafka's genericError support)
+_FIRST_PRODUCE_VERSION_WITH_ABORTABLE = 11
+
+
+class VerificationHost(Protocol):
+    """What verification needs from the broker: where the coordinators are, how to reach them."""
+
+    config: KafkaConfig
+    broker_id: int
+    inter_broker_security: ClientSecurity
+
+    def live_brokers(self) -> list[BrokerInfo]: ...
+    def partition_leader(self, topic: str, index: int) -> BrokerInfo | None: ...
+
+
+@dataclass(slots=True)
+class _Question:
+    producer_id: int
+    producer_epoch: int
+    partitions: list[TopicPartition]
+    answer: asyncio.Future[dict[TopicPartition, int]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+    def answered(self, errors: dict[TopicPartition, int]) -> None:
+        if not self.answer.done():  # the producer's request may be gone (connection closed)
+            self.answer.set_result(errors)
+
+
+class TransactionVerifier:
+    def __init__(self, host: VerificationHost, coordinator: TransactionCoordinator, timeout_ms: int) -> None:
+        self._host = host
+        self._coordinator = coordinator
+        self._timeout_s = timeout_ms / 1000
+        self._waiting: dict[int, dict[str, _Question]] = {}  # coordinator broker -> transactional id -> question
+        self._senders: dict[int, asyncio.Task[None]] = {}
+        self._connections: dict[int, KafkaConnection] = {}
+
+    async def verify(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition],
+        produce_version: int,
+    ) -> dict[TopicPartition, int]:
+        """The partitions that failed verification, with the error for the producer (none: all verified)."""
+        coordinator = self._coordinator
+        leader = self._host.partition_leader(TRANSACTION_STATE_TOPIC, coordinator.partition_for(transactional_id))
+        if leader is None:
+            raw = dict.fromkeys(partitions, int(E.coordinator_not_available))
+        elif leader.broker_id == self._host.broker_id:
+            raw = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+        else:
+            raw = await self._ask(leader.broker_id, transactional_id, _Question(producer_id, producer_epoch,
+                                                                                partitions))
+        errors: dict[TopicPartition, int] = {}
+        for tp, code in raw.items():
+            if code == E.none:
+                continue
+            if code == E.producer_fenced:
+                code = E.invalid_producer_epoch  # what producers expect here (Kafka does the same)
+            elif code == E.transaction_abortable and produce_version < _FIRST_PRODUCE_VERSION_WITH_ABORTABLE:
+                code = E.invalid_txn_state
+            errors[tp] = int(code)
+        return errors
+
+    async def _ask(self, broker_id: int, transactional_id: str, question: _Question) -> dict[TopicPartition, int]:
+        waiting = self._waiting.setdefault(broker_id, {})
+        earlier = waiting.get(transactional_id)
+        if earlier is not None:
+            # Kafka's three cases: a newer epoch fences the earlier question, the same epoch is a retry (the
+            # earlier one gets a retriable error), an older epoch is fenced itself
+            if earlier.producer_epoch > question.producer_epoch:
+                return dict.fromkeys(question.partitions, int(E.invalid_producer_epoch))
+            fenced = earlier.producer_epoch < question.producer_epoch
+            earlier.answered(dict.fromkeys(earlier.partitions, int(E.invalid_producer_epoch if fenced
+                                                                   else E.network_exception)))
+        waiting[transactional_id] = question
+        if broker_id not in self._senders:
+            task = asyncio.ensure_future(self._send_all(broker_id))
+            self._senders[broker_id] = task
+        return await question.answer
+
+    async def _send_all(self, broker_id: int) -> None:
+        """One request in flight per coordinator; the questions that arrived meanwhile go in the next."""
+        try:
+            while batch := self._waiting.pop(broker_id, None):
+                answers: dict[str, dict[TopicPartition, int]] = {}
+                try:
+                    answers = await self._send(broker_id, batch)
+                except Exception:
+                    log.exception("Transaction verification with broker %d failed", broker_id)
+                finally:  # also when the broker shuts down: nobody waits forever
+                    for tid, question in batch.items():
+                        question.answered(
+                            answers.get(tid, dict.fromkeys(question.partitions, int(E.network_exception))))
+        finally:
+            self._senders.pop(broker_id, None)
+
+    async def _send(self, broker_id: int, batch: dict[str, _Question]) -> dict[str, dict[TopicPartition, int]]:
+        request = AddPartitionsToTxnRequest(transactions=tuple(
+            AddPartitionsToTxnTransaction(
+                transactional_id=TransactionalId(tid), producer_id=ProducerId(q.producer_id),
+                producer_epoch=i16(q.producer_epoch), verify_only=True, topics=_topics(q.partitions),
+            )
+            for tid, q in batch.items()
+        ))
+        try:
+            conn = self._connection(broker_id)
+            if conn is None:
+                return {tid: dict.fromkeys(q.partitions, int(E.coordinator_not_available)) for tid, q in batch.items()}
+            response = await conn.request(request, AddPartitionsToTxnResponse, timeout=self._timeout_s)
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            log.info("AddPartitionsToTxn (verify) to broker %d failed: %s", broker_id, exc)
+            conn = self._connections.pop(broker_id, None)
+            if conn is not None:
+                await conn.close()
+            return {tid: dict.fromkeys(q.partitions, int(E.network_exception)) for tid, q in batch.items()}
+        if response.error_code != E.none:
+            # a broker refused as a client (no ClusterAction): the producer must not see that error
+            error = response.error_code
+            if error == E.cluster_authorization_failed:
+                error = E.invalid_txn_state
+            log.warning("AddPartitionsToTxn (verify) to broker %d answered %s", broker_id, response.error_code.name)
+            return {tid: dict.fromkeys(q.partitions, int(error)) for tid, q in batch.items()}
+        out: dict[str, dict[TopicPartition, int]] = {}
+        for result in response.results_by_transaction:
+            errors = out.setdefault(result.transactional_id, {})
+            for topic in result.topic_results:
+                for p in topic.results_by_partition:
+                    errors[(topic.name, p.partition_index)] = int(p.partition_error_code)
+        return out
+
+    def _connection(self, broker_id: int) -> KafkaConnection | None:
+        conn = self._connections.get(broker_id)
+        if conn is not None:
+            return conn
+        host = self._host
+        info = next((b for b in host.live_brokers() if b.broker_id == broker_id), None)
+        endpoint = None if info is None else info.endpoint(host.config.inter_broker_listener)
+        if endpoint is None:
+            return None
+        conn = KafkaConnection(endpoint.host, endpoint.port, f"broker-{host.broker_id}-txn-verification",
+                               host.inter_broker_security)
+        self._connections[broker_id] = conn
+        return conn
+
+    async def close(self) -> None:
+        for batch in self._waiting.values():
+            for question in batch.values():
+                question.answered(dict.fromkeys(question.partitions, int(E.network_exception)))
+        self._waiting.clear()
+        for task in list(self._senders.values()):
+            task.cancel()
+        for task in list(self._senders.values()):
+            await asyncio.gather(task, return_exceptions=True)
+        for conn in self._connections.values():
+            await conn.close()
+        self._connections.clear()
+
+
+def _topics(partitions: list[TopicPartition]) -> tuple[AddPartitionsToTxnTopic, ...]:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append(p)
+    return tuple(AddPartitionsToTxnTopic(name=TopicName(t), partitions=tuple(i32(p) for p in ps))
+                 for t, ps in by_topic.items())

@@ -1,0 +1,173 @@
+"""Transaction verification (KIP-890 part 1), sans broker: the coordinator's verify-only answer, the log's
+verification guard (the cache that makes the cost per transaction and partition), and the partition leader's
+batching of questions per coordinator with Kafka's error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode as E
+
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerInfo
+from kbus.protocol import record_batch as rb
+from kbus.protocol.control import build_marker_batch
+from kbus.server.log import Log, LogConfig, OutOfOrderSequenceError
+from kbus.server.log.errors import InvalidTxnStateError
+from kbus.server.transaction.verification import TransactionVerifier
+from tests.unit.test_txn_coordinator import loaded, make, run
+
+# ---------------------------------------------------------------- the coordinator's answer
+
+
+def test_coordinator_answers_verify_only_questions() -> None:
+    async def go() -> None:
+        c, *_ = make()
+        assert c.verify_partitions("t", 1, 0, [("a", 0)]) == {("a", 0): E.not_coordinator}
+        await loaded(c)
+        assert c.verify_partitions("", 1, 0, [("a", 0)]) == {("a", 0): E.invalid_request}
+        assert c.verify_partitions("t", 1, 0, [("a", 0)]) == {("a", 0): E.invalid_producer_id_mapping}
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        assert c.verify_partitions("t", pid + 1, epoch, [("a", 0)]) == {("a", 0): E.invalid_producer_id_mapping}
+        assert c.verify_partitions("t", pid, epoch + 1, [("a", 0)]) == {("a", 0): E.producer_fenced}
+        # Empty: nothing added yet
+        assert c.verify_partitions("t", pid, epoch, [("a", 0)]) == {("a", 0): E.transaction_abortable}
+        assert await c.add_partitions("t", pid, epoch, [("a", 0)]) == E.none
+        assert c.verify_partitions("t", pid, epoch, [("a", 0), ("a", 1)]) == {
+            ("a", 0): E.none, ("a", 1): E.transaction_abortable}
+        assert len(c.log.parts[0]) == 2  # type: ignore[attr-defined]  # a question writes nothing
+        assert await c.end_transaction("t", pid, epoch, True) == E.none
+        await c.settle()
+        assert c.verify_partitions("t", pid, epoch, [("a", 0)]) == {("a", 0): E.transaction_abortable}
+    run(go())
+
+
+# ---------------------------------------------------------------- the log's guard
+
+
+def txn_batch(seq: int, pid: int = 7, epoch: int = 0) -> bytes:
+    return rb.build_batch([(None, b"v")], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                          is_transactional=True)
+
+
+@pytest.fixture
+def lg(tmp_path: Path) -> Any:
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    yield log
+    log.close()
+
+
+def test_a_transactions_first_write_needs_the_guard_of_its_verification(lg: Log) -> None:
+    with pytest.raises(InvalidTxnStateError, match="not part of an ongoing transaction"):
+        lg.append_as_leader(txn_batch(0), verify_transactions=True)
+    guard = lg.maybe_start_transaction_verification(7, 0, 0)
+    assert guard is not None
+    assert lg.maybe_start_transaction_verification(7, 0, 0) is guard  # the verification under way
+    lg.append_as_leader(txn_batch(0), verify_transactions=True, verification_guard=guard)
+    # ongoing now: nothing more to verify on this partition until the transaction ends (per transaction, not
+    # per batch)
+    assert lg.maybe_start_transaction_verification(7, 1, 0) is None
+    lg.append_as_leader(txn_batch(1), verify_transactions=True)
+    lg.append_as_leader(build_marker_batch(7, 0, True, 0), from_coordinator=True)
+    # the next transaction is verified again, and the old guard is worth nothing
+    with pytest.raises(InvalidTxnStateError):
+        lg.append_as_leader(txn_batch(2), verify_transactions=True, verification_guard=guard)
+    assert lg.maybe_start_transaction_verification(7, 2, 0) not in (None, guard)
+
+
+def test_a_marker_between_verification_and_append_voids_the_guard(lg: Log) -> None:
+    """Kafka's ABA case: verified, then the transaction is aborted before the write lands."""
+    guard = lg.maybe_start_transaction_verification(7, 0, 0)
+    lg.append_as_leader(build_marker_batch(7, 0, False, 0), from_coordinator=True)
+    with pytest.raises(InvalidTxnStateError):
+        lg.append_as_leader(txn_batch(0), verify_transactions=True, verification_guard=guard)
+
+
+def test_higher_sequences_wait_for_the_verified_one(lg: Log) -> None:
+    guard = lg.maybe_start_transaction_verification(7, 0, 0)
+    with pytest.raises(OutOfOrderSequenceError, match="earliest seen sequence"):
+        lg.append_as_leader(txn_batch(1), verify_transactions=True, verification_guard=guard)
+    lg.append_as_leader(txn_batch(0), verify_transactions=True, verification_guard=guard)
+
+
+def test_unused_verifications_expire_with_producer_ids(lg: Log) -> None:
+    lg.maybe_start_transaction_verification(7, 0, 0)
+    assert lg.producer_state.verification_states
+    lg.remove_expired_producers(10**15, 1000)
+    assert not lg.producer_state.verification_states
+
+
+def test_without_verification_a_transactional_batch_needs_no_guard(lg: Log) -> None:
+    lg.append_as_leader(txn_batch(0))  # transaction.partition.verification.enable=false: Kafka before 3.6
+
+
+# ---------------------------------------------------------------- the leader's questions
+
+
+class FakeCoordinator:
+    def __init__(self) -> None:
+        self.local: list[tuple[str, int, int, list[tuple[str, int]]]] = []
+
+    def partition_for(self, tid: str) -> int:
+        return 0 if tid.startswith("local") else 1
+
+    def verify_partitions(self, tid: str, pid: int, epoch: int, tps: list[tuple[str, int]]) -> dict[Any, int]:
+        self.local.append((tid, pid, epoch, tps))
+        return {tp: E.transaction_abortable if tp[1] == 9 else E.none for tp in tps}
+
+
+class FakeHost:
+    config = KafkaConfig()
+    broker_id = 1
+
+    def partition_leader(self, topic: str, index: int) -> BrokerInfo:
+        return BrokerInfo(1 if index == 0 else 2, "127.0.0.1", 1)
+
+
+class RecordingVerifier(TransactionVerifier):
+    """The request to the remote coordinator replaced by a recording."""
+
+    def __init__(self, answers: dict[str, int]) -> None:
+        super().__init__(FakeHost(), FakeCoordinator(), 1000)  # type: ignore[arg-type]
+        self.sent: list[list[str]] = []
+        self.answers = answers
+
+    async def _send(self, broker_id: int, batch: dict[str, Any]) -> dict[str, dict[tuple[str, int], int]]:
+        self.sent.append(list(batch))
+        await asyncio.sleep(0)
+        return {tid: dict.fromkeys(q.partitions, self.answers.get(tid, E.none)) for tid, q in batch.items()}
+
+
+def test_questions_to_one_coordinator_are_batched_and_mapped() -> None:
+    async def go() -> None:
+        v = RecordingVerifier({"b": E.producer_fenced, "c": E.transaction_abortable})
+        results = await asyncio.gather(
+            v.verify("a", 1, 0, [("t", 0)], 9), v.verify("b", 2, 0, [("t", 0)], 9),
+            v.verify("c", 3, 0, [("t", 0)], 9), v.verify("c2", 3, 0, [("t", 0)], 11),
+        )
+        assert v.sent == [["a", "b", "c", "c2"]]  # one request for all four
+        assert results == [{}, {("t", 0): E.invalid_producer_epoch}, {("t", 0): E.invalid_txn_state}, {}]
+        v.answers["c2"] = E.transaction_abortable  # a Produce v11 client knows TRANSACTION_ABORTABLE
+        assert await v.verify("c2", 3, 0, [("t", 0)], 11) == {("t", 0): E.transaction_abortable}
+        # the local coordinator answers without a request
+        assert await v.verify("local", 4, 0, [("t", 9)], 9) == {("t", 9): E.invalid_txn_state}
+        assert len(v.sent) == 2
+    run(go())
+
+
+def test_the_same_transactional_id_asked_twice_keeps_one_question() -> None:
+    async def go() -> None:
+        v = RecordingVerifier({})
+        same, retry, newer, older = await asyncio.gather(
+            v.verify("x", 1, 3, [("t", 0)], 9), v.verify("x", 1, 3, [("t", 1)], 9),
+            v.verify("x", 1, 4, [("t", 2)], 9), v.verify("x", 1, 2, [("t", 3)], 9),
+        )
+        assert same == {("t", 0): E.network_exception}  # superseded by the retry (Kafka's same-epoch case)
+        assert retry == {("t", 1): E.invalid_producer_epoch}  # fenced by the newer epoch
+        assert newer == {}
+        assert older == {("t", 3): E.invalid_producer_epoch}
+        assert v.sent == [["x"]]
+    run(go())

@@ -44,13 +44,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SERVER_JAAS = """Server {
     org.apache.zookeeper.server.auth.DigestLoginModule required
-    user_kafka="kafka-secret";
+    user_kafka="kafka-secret"
+    user_other="other-secret";
 };
 """
 CLIENT_JAAS = """// what the brokers and tools present to ZooKeeper
 Client {
     org.apache.zookeeper.server.auth.DigestLoginModule required
-    username="kafka"
+    username="%s"
     password="%s";
 };
 """
@@ -77,7 +78,7 @@ class SecureZk:
         )
         (base / "zk_server_jaas.conf").write_text(SERVER_JAAS)
         self.client_jaas = base / "kafka_client_jaas.conf"
-        self.client_jaas.write_text(CLIENT_JAAS % "kafka-secret")
+        self.client_jaas.write_text(CLIENT_JAAS % ("kafka", "kafka-secret"))
         self.tls_port = free_port()
         self.server = ZooKeeperServer(
             base,
@@ -287,7 +288,7 @@ def test_set_acl_without_zookeeper_credentials_is_refused_at_start(
 
 def test_wrong_sasl_password_is_one_clear_error(secure_zk: SecureZk, tmp_path: Path) -> None:
     bad = tmp_path / "bad_jaas.conf"
-    bad.write_text(CLIENT_JAAS % "not-the-password")
+    bad.write_text(CLIENT_JAAS % ("kafka", "not-the-password"))
     done = _kbus("topics", "--zookeeper", secure_zk.server.connect, "--list",
                  env={"KAFKA_OPTS": f"-Djava.security.auth.login.config={bad}"})  # fmt: skip
     assert done.returncode != 0
@@ -343,3 +344,21 @@ def test_tools_over_tls_from_kafka_opts_and_a_tls_only_zookeeper(tmp_path: Path,
             zk.close()
     finally:
         server.stop()
+
+
+def test_a_broker_of_another_zookeeper_identity_is_told_why(secure_zk: SecureZk, tmp_path: Path) -> None:
+    """The znodes belong to `kafka`; a broker logging in as `other` may read but not register: one clear line
+    (kazoo's NoAuthError has no message, so the broker used to die with an empty 'Fatal error')."""
+    connect = f"{secure_zk.server.connect}/kbus-owned-{uuid.uuid4().hex[:8]}"
+    made = _kbus("configs", "--zookeeper", connect, "--alter", "--add-config",
+                 "SCRAM-SHA-256=[iterations=4096,password=x-secret]", "--entity-type", "users", "--entity-name", "x",
+                 env={"KAFKA_OPTS": secure_zk.kafka_opts})  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    other = tmp_path / "other_jaas.conf"
+    other.write_text(CLIENT_JAAS % ("other", "other-secret"))
+    broker = BrokerProcess(tmp_path / "b", {"zookeeper.connect": connect, "zookeeper.set.acl": "true"})
+    broker.write_config()
+    done = _kbus("server-start", str(broker.config_path),
+                 env={"KAFKA_OPTS": f"-Djava.security.auth.login.config={other}"})  # fmt: skip
+    assert done.returncode == 1
+    assert "refused this broker's writes (NoAuth)" in done.stderr, done.stderr

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from kbus.common.acl import AclBinding
@@ -43,6 +43,7 @@ from kbus.zk.client import (
     ControllerMovedError,
     KafkaZkClient,
     TopicMarkedForDeletionError,
+    ZooKeeperConnectionError,
 )
 from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
 from kbus.zk.config_changes import ConfigChangeListener
@@ -166,6 +167,14 @@ class ZkMetadataStore:
             zk.ensure_persistent_paths()
             self.cluster_id = zk.get_or_create_cluster_id()
             zk.register_broker(self.broker_id, self._endpoints, self._rack, self._registration_wait_s)
+        except NoAuthError:
+            zk.close()
+            # kazoo's NoAuthError has no message: say what it means
+            raise ZooKeeperConnectionError(
+                f"ZooKeeper at {self.connect} refused this broker's writes (NoAuth): its znodes were created with "
+                "zookeeper.set.acl=true by another ZooKeeper identity; authenticate as that one (the JAAS Client "
+                "section in KAFKA_OPTS, or zookeeper.ssl.keystore.*)"
+            ) from None
         except BaseException:
             zk.close()
             raise

@@ -106,11 +106,12 @@ class ZkClientSecurity:
         return security
 
     @classmethod
-    def for_tool(cls, env: Mapping[str, str]) -> ZkClientSecurity:
-        """A command-line tool's (kbus topics/configs --zookeeper): KAFKA_OPTS only; like Kafka's tools it creates
-        znodes with secure ACLs whenever it authenticates."""
+    def for_tool(cls, env: Mapping[str, str], tls_config: Mapping[str, str] | None = None) -> ZkClientSecurity:
+        """A command-line tool's (kbus topics/configs --zookeeper): KAFKA_OPTS, and `tls_config` (the zookeeper.ssl.*
+        keys of a --zk-tls-config-file) before ZooKeeper's system properties; like Kafka's tools it creates znodes
+        with secure ACLs whenever it authenticates."""
         system = jvm_system_properties(env)
-        context, client_auth = tls_context(tls_settings({}, system))
+        context, client_auth = tls_context(tls_settings(tls_config or {}, system))
         sasl = zk_sasl(system)
         return cls(sasl, context, client_auth, sasl is not None or client_auth)
 

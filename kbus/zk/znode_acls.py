@@ -21,6 +21,13 @@ from kbus.zk import paths
 # ZkData.SensitiveRootPaths: prefixes, as Kafka compares them (path.startsWith)
 SENSITIVE_ROOT_PATHS = (f"{paths.CONFIG}/users", paths.CONFIG_BROKERS, "/delegation_token/tokens")
 CONSUMERS_PATH = "/consumers"
+# ZkData.SecureRootPaths (with ZkAclStore.securePaths): what zookeeper-security-migration re-sets, recursively
+SECURE_ROOT_PATHS = (
+    "/admin", "/brokers", "/cluster", paths.CONFIG, paths.CONTROLLER, paths.CONTROLLER_EPOCH,
+    paths.ISR_CHANGE_NOTIFICATION, paths.LATEST_PRODUCER_ID_BLOCK, paths.LOG_DIR_EVENT_NOTIFICATION,
+    "/delegation_token", "/kafka-acl-extended", "/kafka-acl", "/kafka-acl-changes", "/kafka-acl-extended/prefixed",
+    "/kafka-acl-extended-changes",
+)  # fmt: skip
 
 
 def is_sensitive(path: str) -> bool:

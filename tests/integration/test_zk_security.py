@@ -342,6 +342,17 @@ def test_tools_over_tls_from_kafka_opts_and_a_tls_only_zookeeper(tmp_path: Path,
             assert _acl_ids(zk.zk, f"/config/changes/{change}") == {("x509", "x509", 31), ("world", "anyone", 1)}
         finally:
             zk.close()
+        # Kafka's --zk-tls-config-file instead of KAFKA_OPTS: `unsecure` opens what the certificate owns
+        tls_file = tmp_path / "zk-tls.properties"
+        tls_file.write_text("".join(f"{k}={v}\n" for k, v in secure_zk.tls_config().items()))
+        opened = _kbus("zookeeper-security-migration", "--zookeeper.acl", "unsecure", "--zookeeper.connect", connect,
+                       "--zk-tls-config-file", str(tls_file), env={"KAFKA_OPTS": ""})  # fmt: skip
+        assert opened.returncode == 0, opened.stderr
+        zk = KafkaZkClient.connect(connect, 10, 10, security=ZkClientSecurity.for_tool({"KAFKA_OPTS": opts}))
+        try:
+            assert zk.zk.get_acls("/config/users/bob")[0] == OPEN_ACL_UNSAFE
+        finally:
+            zk.close()
     finally:
         server.stop()
 
@@ -362,3 +373,49 @@ def test_a_broker_of_another_zookeeper_identity_is_told_why(secure_zk: SecureZk,
                  env={"KAFKA_OPTS": f"-Djava.security.auth.login.config={other}"})  # fmt: skip
     assert done.returncode == 1
     assert "refused this broker's writes (NoAuth)" in done.stderr, done.stderr
+
+
+def test_security_migration_locks_and_unlocks_an_existing_cluster(secure_zk: SecureZk) -> None:
+    """zookeeper-security-migration.sh: znodes made before zookeeper.set.acl (here by an unauthenticated client)
+    get Kafka's ACLs, owned by the identity the tool runs as; `unsecure` opens them again."""
+    from kbus.zk.client import KafkaZkClient
+    from kbus.zk.security import ZkClientSecurity
+
+    connect = f"{secure_zk.server.connect}/kbus-migrate-{uuid.uuid4().hex[:8]}"
+    old = KafkaZkClient.connect(connect, 10, 10, security=ZkClientSecurity())
+    try:
+        old.ensure_persistent_paths()
+        old.get_or_create_cluster_id()
+        old.change_entity_config("users", "alice", {"SCRAM-SHA-256": "salt=x,stored_key=y,server_key=z"})
+        old.zk.create("/kafka-acl/Topic/t", b'{"version":1,"acls":[]}', makepath=True)
+    finally:
+        old.close()
+    anon = _anonymous(connect)
+    try:
+        anon.create("/brokers/ids/7", b"{}", ephemeral=True)  # open before the migration
+        anon.delete("/brokers/ids/7")
+        refused = _kbus("zookeeper-security-migration", "--zookeeper.acl=secure", "--zookeeper.connect", connect)
+        assert refused.returncode == 1 and "No JAAS configuration file has been specified" in refused.stderr
+
+        done = _kbus("zookeeper-security-migration", "--zookeeper.acl=secure", "--zookeeper.connect", connect,
+                     env={"KAFKA_OPTS": secure_zk.kafka_opts})  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("Set secure ACLs on ")
+        with pytest.raises(NoAuthError):
+            anon.create("/brokers/ids/7", b"{}", ephemeral=True)
+        with pytest.raises(NoAuthError):
+            anon.get("/config/users/alice")
+        with pytest.raises(NoAuthError):
+            anon.set("/kafka-acl/Topic/t", b"{}")
+        assert json.loads(anon.get("/cluster/id")[0])["id"]  # world-readable
+        assert _acl_ids(anon, "/kafka-acl/Topic/t") == {("sasl", "kafka", 31), ("world", "anyone", 1)}
+        assert anon.get_acls("/consumers")[0] == OPEN_ACL_UNSAFE  # not one of Kafka's secure roots
+
+        opened = _kbus("zookeeper-security-migration", "--zookeeper.acl", "unsecure", "--zookeeper.connect", connect,
+                       env={"KAFKA_OPTS": secure_zk.kafka_opts})  # fmt: skip
+        assert opened.returncode == 0, opened.stderr
+        assert anon.get_acls("/config/users/alice")[0] == OPEN_ACL_UNSAFE
+        anon.set("/kafka-acl/Topic/t", b'{"version":1,"acls":[]}')
+    finally:
+        anon.stop()
+        anon.close()

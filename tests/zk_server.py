@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,7 +84,47 @@ class ZooKeeperServer:
             self.kill()
             raise RuntimeError(f"kbus zookeeper-stop failed ({done.returncode}): {done.stderr.strip()}")
 
-    def kill(self) -> None:
-        pid_file = self.base / "logs" / "zookeeper.pid"
+    @property
+    def pid(self) -> int | None:
         with contextlib.suppress(OSError, ValueError):
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            return int((self.base / "logs" / "zookeeper.pid").read_text())
+        return None
+
+    def kill(self) -> None:
+        pid = self.pid
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # a paused (SIGSTOP) server too
+            # the daemon is not our child (nothing to wait() for): poll until the pid is gone, so a restart on the
+            # same port and dataDir does not race the dying server
+            for _ in range(200):
+                try:
+                    os.kill(pid, 0)
+                except OSError:
+                    break
+                time.sleep(0.02)
+
+    def pause(self) -> None:
+        """SIGSTOP: ZooKeeper stops answering while its connections stay open (a GC pause, a frozen VM)."""
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGCONT)
+
+    def connections(self) -> int:
+        """How many client connections the server has (its `srvr` four-letter word); -1 when it does not answer."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"srvr")
+                reply = b""
+                while chunk := s.recv(4096):
+                    reply += chunk
+        except OSError:
+            return -1
+        for line in reply.decode(errors="replace").splitlines():
+            if line.startswith("Connections: "):
+                return int(line.split(": ", 1)[1]) - 1  # not counting this one
+        return -1

@@ -106,6 +106,12 @@ class KafkaZkClient:
     def session_id(self) -> int:
         return self.zk.client_id[0] if self.zk.client_id else 0
 
+    def last_zxid(self) -> int:
+        """The zxid of the last write the server has applied: every reply's header carries it, so one cheap read
+        tells whether anything at all changed in ZooKeeper since an earlier look."""
+        self.zk.exists("/")
+        return int(self.zk.last_zxid)
+
     # ---- cluster ----
 
     def ensure_persistent_paths(self) -> None:
@@ -255,6 +261,15 @@ class KafkaZkClient:
         except NoNodeError:
             return None
         return codec.decode_topic(data), stat.version
+
+    def get_topic_versions(self, topics: Sequence[str]) -> list[int | None]:
+        """The assignment znodes' versions, pipelined (None where the topic is gone): which assignments changed."""
+        pending = [self.zk.exists_async(paths.topic(t)) for t in topics]
+        out: list[int | None] = []
+        for result in pending:
+            stat: ZnodeStat | None = result.get()
+            out.append(None if stat is None else stat.version)
+        return out
 
     def topic_exists(self, topic: str) -> bool:
         return self.zk.exists(paths.topic(topic)) is not None

@@ -5,6 +5,15 @@ path that changed, the thread re-reads it (leaving a fresh one-shot watch), upda
 reads, and, when this broker holds /controller, hands the view to the controller (`controller.py`): partition
 states for new partitions, leader election from the ISR when brokers die, topic deletion, preferred-leader
 rebalancing. Listeners hear about every change.
+
+A watch can be missed, and Kafka's LeaderAndIsr push has no ZooKeeper equivalent, so two things make every change
+reach this view anyway:
+- kazoo forgets every watch when its connection to ZooKeeper drops (SUSPENDED; it has no SetWatches, unlike
+  ZooKeeper's Java client) and a new session has none: on every CONNECTED, same session or new, the thread reads
+  everything again (registration, brokers, controller, topics, partition states), leaving fresh watches.
+- every RECONCILE_INTERVAL_S the thread asks ZooKeeper for its last zxid and, if anything was written since its
+  last full look, re-reads the brokers, the controller, the assignments and every partition state. So a decision
+  whose notification was lost still arrives within that interval; a quiet cluster costs one read per interval.
 """
 
 from __future__ import annotations
@@ -57,6 +66,10 @@ _RESYNC: Event = ("resync",)
 _STOP: Event = ("stop",)
 _REBALANCE: Event = ("rebalance",)
 _RECHECK: Event = ("recheck",)  # nothing to read: just let the controller act again
+_RECONCILE: Event = ("reconcile",)
+_SESSION_LOST: Event = ("session_lost",)
+# how often the view is checked against ZooKeeper for changes whose watch never fired (see the module docstring)
+RECONCILE_INTERVAL_S = 5.0
 # how long admin calls wait for the controller to act on what they wrote (Kafka's CreateTopics timeout role)
 ADMIN_WAIT_S = 5.0
 
@@ -103,6 +116,7 @@ class ZkMetadataStore:
         leader_imbalance_per_broker_percentage: int = 10,
         registration_wait_ms: int | None = None,
         security: ZkClientSecurity | None = None,
+        reconcile_interval_s: float = RECONCILE_INTERVAL_S,
     ) -> None:
         self.connect = connect
         self._security = security  # None: a tool's (KAFKA_OPTS), as in tests that start bare stores
@@ -120,6 +134,9 @@ class ZkMetadataStore:
         self._auto_rebalance = auto_leader_rebalance_enable
         self._rebalance_interval_s = leader_imbalance_check_interval_s if auto_leader_rebalance_enable else 1e9
         self._next_rebalance = time.monotonic() + self._rebalance_interval_s
+        self._reconcile_interval_s = reconcile_interval_s
+        self._next_reconcile = time.monotonic() + reconcile_interval_s
+        self._reconciled_zxid = -1  # ZooKeeper's last zxid when the view was last read in full
 
         self._zk: KafkaZkClient | None = None
         self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
@@ -127,7 +144,6 @@ class ZkMetadataStore:
         self._listeners: list[Callable[[], None]] = []
         self._config_listeners: list[ConfigChangeListener] = []
         self._stopping = False
-        self._session_lost = False
         self.cluster_id = ""
 
         # the view, guarded by _cond's lock; _generation counts processed event batches (for waiting on them)
@@ -461,26 +477,37 @@ class ZkMetadataStore:
             self._events.put(kind)
 
     def _on_session_state(self, state: str) -> None:
+        # runs on kazoo's connection thread: never touch ZooKeeper here, only hand the event to our thread
         if self._stopping:
             return
         if state == KazooState.LOST:
-            self._session_lost = True
-            self._events.put(("session_lost",))
-        elif state == KazooState.CONNECTED and self._session_lost:
-            # a new session: our ephemerals and watches are gone, so register and read everything again
-            self._session_lost = False
+            self._events.put(_SESSION_LOST)
+        elif state == KazooState.CONNECTED:
+            # Whether the session survived (SUSPENDED -> CONNECTED: a ZooKeeper restart or pause, a lost link) or
+            # is new (LOST -> CONNECTED), kazoo dropped every watch when the connection went and does not set them
+            # again, and anything may have changed meanwhile: register (a new session has no /brokers/ids/<id>),
+            # then read everything again with fresh watches (Kafka's reinitialize and state-change handlers).
             self._events.put(_RESYNC)
 
     def _run(self) -> None:
         while True:
-            try:
-                batch = [self._events.get(timeout=max(0.0, self._next_rebalance - time.monotonic()))]
-            except queue.Empty:
-                self._next_rebalance = time.monotonic() + self._rebalance_interval_s
-                batch = [_REBALANCE]
+            due = min(self._next_rebalance, self._next_reconcile)
+            batch: list[Event] = []
+            with contextlib.suppress(queue.Empty):
+                batch.append(self._events.get(timeout=max(0.0, due - time.monotonic())))
+            # timers are checked after every wait, so a steady stream of events cannot postpone them
+            now = time.monotonic()
+            if now >= self._next_rebalance:
+                self._next_rebalance = now + self._rebalance_interval_s
+                batch.append(_REBALANCE)
+            if now >= self._next_reconcile:
+                self._next_reconcile = now + self._reconcile_interval_s
+                batch.append(_RECONCILE)
             with contextlib.suppress(queue.Empty):
                 while len(batch) < 10000:
                     batch.append(self._events.get_nowait())
+            if not batch:
+                continue
             if _STOP in batch:
                 return
             try:
@@ -500,12 +527,14 @@ class ZkMetadataStore:
         events = list(dict.fromkeys(batch))
         changed = False
         was_controller = self._controller_epoch is not None
-        if ("session_lost",) in events:
+        if _SESSION_LOST in events:
             with self._cond:
                 self._controller_epoch = None
         if _RESYNC in events:
             changed |= self._resync()
         else:
+            if _RECONCILE in events:
+                changed |= self._reconcile()
             for event in events:
                 changed |= self._apply(event)
             with self._cond:
@@ -559,6 +588,7 @@ class ZkMetadataStore:
 
     def _resync(self) -> bool:
         zk = self._client()
+        zxid = zk.last_zxid()  # read first: whatever is written after it, the next reconciliation sees
         zk.register_broker(self.broker_id, self._endpoints, self._rack, self._registration_wait_s)
         self._refresh_brokers()
         self._refresh_topic_list(reread=True)
@@ -566,7 +596,35 @@ class ZkMetadataStore:
         for entity in self._broker_entities():
             self._refresh_broker_config(entity)
         self._refresh_controller()
+        self._reconciled_zxid = zxid
         return True
+
+    def _reconcile(self) -> bool:
+        """The backstop for a watch that never fired (see the module docstring): when ZooKeeper has changed since
+        the view was last read in full, read the live brokers, the controller, the topics' assignments and every
+        partition state again, pipelined. Returns whether the view changed."""
+        zk = self._client()
+        zxid = zk.last_zxid()
+        if zxid == self._reconciled_zxid:
+            return False
+        changed = self._refresh_brokers()
+        changed |= self._refresh_controller()
+        changed |= self._refresh_topic_list()
+        with self._cond:
+            names = sorted(self._assignments)
+        versions = zk.get_topic_versions(names)
+        with self._cond:
+            moved = [n for n, v in zip(names, versions, strict=True) if v != self._assignments.get(n, (None, v))[1]]
+        for name in moved:  # a new assignment (reassignment, added partitions) or a topic gone meanwhile
+            changed |= self.refresh_topic(name)
+        with self._cond:
+            items = [(name, p) for name, (assignment, _) in self._assignments.items() for p in assignment.partitions]
+        if self._refresh_states(items):
+            # usually a watch lost with its connection; rarely one that fired while this ran (it finds no change)
+            log.info("Broker %d: re-read partition states that had changed in ZooKeeper unannounced", self.broker_id)
+            changed = True
+        self._reconciled_zxid = zxid
+        return changed
 
     def _broker_entities(self) -> tuple[str, str]:
         return (paths.BROKER_DEFAULT_ENTITY, str(self.broker_id))

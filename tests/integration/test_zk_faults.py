@@ -1,0 +1,253 @@
+"""Failover through ZooKeeper faults (issue 20): each test runs its own real ZooKeeper, which it kills and restarts
+or pauses (SIGSTOP) past a session timeout, and real broker processes; a leader killed afterwards must be replaced,
+and every broker must follow the leadership the controller decides.
+
+Before the fix, kazoo dropped every watch when its connection to ZooKeeper went (SUSPENDED) and the brokers only
+read ZooKeeper again after a *new* session: a broker whose session survived the fault never heard of a change again.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+
+from kbus.server.metadata.zk_store import ZkMetadataStore
+from tests.kbus_processes import BrokerProcess, Cluster, wait_for
+from tests.zk_server import ZooKeeperServer, free_port
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.integration]
+
+SESSION_S = 6.0  # CLUSTER_OVERRIDES' zookeeper.session.timeout.ms
+FAILOVER_BOUND_S = SESSION_S + 10  # the issue's bound: a session timeout to notice the death, 10 s to act on it
+
+
+@pytest.fixture
+def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper of this test's own: the shared one must not be killed or paused under the other tests."""
+    base = tmp_path / "zookeeper"
+    base.mkdir()
+    server = ZooKeeperServer(base, free_port()).start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@dataclass(frozen=True)
+class BrokerView:
+    """What one broker answers to Metadata v1 (asked of that broker alone, not of whichever librdkafka picks)."""
+
+    controller: int
+    leaders: dict[tuple[str, int], int]
+
+
+def view_of(broker: BrokerProcess) -> BrokerView | None:
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    request = struct.pack(">hhih", 3, 1, 7, 4) + b"test" + struct.pack(">i", -1)  # Metadata v1, every topic
+    try:
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as s:
+            s.sendall(struct.pack(">i", len(request)) + request)
+            size = struct.unpack(">i", _recv_exactly(s, 4))[0]
+            frame = _recv_exactly(s, size)
+    except OSError:
+        return None
+    value, _ = entity_reader(load_response_schema(3, 1))(frame, 4)
+    leaders = {(str(t.name), int(p.partition_index)): int(p.leader_id) for t in value.topics for p in t.partitions}
+    return BrokerView(int(value.controller_id), leaders)
+
+
+def _recv_exactly(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+class Truth:
+    """(controller, leader) as ZooKeeper has them, read through one client of the test's own (it reconnects by
+    itself after a fault; until then the answer is "none")."""
+
+    def __init__(self, connect: str) -> None:
+        self.zk = KazooClient(hosts=connect)
+        self.zk.start(timeout=10)
+
+    def __call__(self, topic: str, partition: int) -> tuple[int, int]:
+        try:
+            controller = self._read("/controller", "brokerid")
+            leader = self._read(f"/brokers/topics/{topic}/partitions/{partition}/state", "leader")
+        except KazooException:
+            return -1, -1
+        return controller, leader
+
+    def _read(self, path: str, key: str) -> int:
+        try:
+            return int(json.loads(self.zk.get(path)[0])[key])
+        except NoNodeError:
+            return -1
+
+    def close(self) -> None:
+        self.zk.stop()
+        self.zk.close()
+
+
+def everyone_agrees(cluster: Cluster, truth: Truth, topic: str, partition: int, leader: int) -> bool:
+    """Every live broker names `leader` for the partition and ZooKeeper's controller as the controller."""
+    controller, zk_leader = truth(topic, partition)
+    if zk_leader != leader or controller < 0:
+        return False
+    for b in cluster.brokers.values():
+        if not b.alive:
+            continue
+        view = view_of(b)
+        if view is None or view.controller != controller or view.leaders.get((topic, partition)) != leader:
+            return False
+    return True
+
+
+def produce_one(bootstrap: str, topic: str, partition: int, timeout: float = 10) -> bool:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": int(timeout * 1000),
+                  "log_level": 0})  # fmt: skip
+    done: list[object] = []
+    p.produce(topic, b"after the fault", partition=partition, on_delivery=lambda err, _m: done.append(err))
+    p.flush(timeout + 5)
+    return done == [None]
+
+
+def wait_reconnected(zk: ZooKeeperServer, clients: int) -> None:
+    time.sleep(0.5)  # the connections of before the fault may still be counted a moment
+    wait_for(lambda: zk.connections() >= clients, timeout=20, what=f"{clients} clients reconnected to ZooKeeper")
+
+
+def test_a_leader_killed_after_zookeeper_restarts_is_replaced(tmp_path: Path, own_zookeeper: ZooKeeperServer):
+    """Defect 1: ZooKeeper kill -9 and restart within the session timeout (every broker keeps its session), then
+    the partition leader is killed: the others elect a new leader within a session timeout + 10 s."""
+    connect = f"{own_zookeeper.connect}/kbus"
+    cluster = Cluster(tmp_path, connect)
+    truth: Truth | None = None
+    try:
+        cluster.start_all()
+        truth = Truth(connect)
+        topic = "after-zk-restart"
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+        admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(20)
+        wait_for(lambda: cluster.partitions(topic).get(0, (-1, []))[1] == [1, 2, 3], timeout=30, what="full ISR")
+
+        own_zookeeper.kill()
+        own_zookeeper.start()
+        wait_reconnected(own_zookeeper, 4)  # and the test's own client
+        time.sleep(1)  # the brokers' reads after reconnecting
+
+        leader = truth(topic, 0)[1]
+        cluster.brokers[leader].kill()
+        t0 = time.monotonic()
+        wait_for(lambda: truth(topic, 0)[1] not in (-1, leader), timeout=FAILOVER_BOUND_S,
+                 what=f"the controller replacing leader {leader}")  # fmt: skip
+        new_leader = truth(topic, 0)[1]
+        wait_for(lambda: everyone_agrees(cluster, truth, topic, 0, new_leader),
+                 timeout=max(1.0, FAILOVER_BOUND_S - (time.monotonic() - t0)),
+                 what=f"every live broker naming {new_leader} leader")  # fmt: skip
+        print(f"failover after a ZooKeeper restart: {time.monotonic() - t0:.1f} s")
+        assert produce_one(cluster.brokers[new_leader].bootstrap, topic, 0)
+    finally:
+        if truth is not None:
+            truth.close()
+        cluster.stop()
+
+
+def test_a_broker_whose_session_survived_a_zookeeper_pause_takes_its_leadership(
+    tmp_path: Path, own_zookeeper: ZooKeeperServer
+):
+    """Defect 2: ZooKeeper paused 13 s, past brokers 1 and 2's session timeout (6 s) but not broker 3's (16 s): 1
+    and 2 get new sessions; 3 loses its connection (no answer to its pings for 2/3 of its timeout) but keeps its
+    session. Then the leader of a partition on [2, 3] is killed (unless the controller already moved it to 3): 3
+    must act on its leadership (serve the partition) and every broker must name the same leader and controller."""
+    connect = f"{own_zookeeper.connect}/kbus"
+    cluster = Cluster(tmp_path, connect)
+    cluster.brokers[3].overrides["zookeeper.session.timeout.ms"] = "16000"
+    truth: Truth | None = None
+    try:
+        cluster.start_all()
+        truth = Truth(connect)
+        topic = "after-zk-pause"
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[2, 3]],
+                                      config={"min.insync.replicas": "1"})])[topic].result(20)  # fmt: skip
+        wait_for(lambda: cluster.partitions(topic).get(0, (-1, []))[1] == [2, 3], timeout=30, what="full ISR")
+
+        own_zookeeper.pause()
+        time.sleep(13)
+        own_zookeeper.resume()
+        wait_reconnected(own_zookeeper, 4)  # and the test's own client
+        # settled: a controller, both replicas registered again and the partition led by one of them
+        wait_for(lambda: truth(topic, 0)[0] > 0 and truth(topic, 0)[1] in (2, 3),
+                 timeout=20, what="a controller and a leader after the pause")  # fmt: skip
+        if truth(topic, 0)[1] == 2:
+            cluster.brokers[2].kill()
+        t0 = time.monotonic()
+        wait_for(lambda: everyone_agrees(cluster, truth, topic, 0, 3), timeout=FAILOVER_BOUND_S,
+                 what="broker 3 leading, as every live broker says")  # fmt: skip
+        print(f"broker 3 leading {time.monotonic() - t0:.1f} s after the leader was killed")
+        assert produce_one(cluster.brokers[3].bootstrap, topic, 0)
+    finally:
+        if truth is not None:
+            truth.close()
+        cluster.stop()
+
+
+def lose_every_watch(store: ZkMetadataStore) -> None:
+    """What a lost notification looks like to the store: kazoo forgets its watchers (as it does when a connection
+    drops) while the session and ZooKeeper's side stay as they are, so the next change is announced to nobody.
+    First the store's event thread must be idle: a read it makes afterwards would set the watch again."""
+    wait_for(store._events.empty, timeout=5, what="the store's events handled")
+    time.sleep(0.3)  # the last one taken off the queue may still be being handled
+    zk = store._client().zk
+    zk._data_watchers.clear()
+    zk._child_watchers.clear()
+
+
+def test_a_state_change_whose_watch_was_lost_reaches_the_broker(stores, raw_zk):
+    """The backstop that cannot be lost (Kafka's LeaderAndIsr push has no ZooKeeper equivalent): a partition state
+    written while the broker heard nothing still reaches its view within the reconciliation interval."""
+    store = stores(1, reconcile_interval_s=0.5)
+    store.create_topic("unannounced", 1, 1, {})
+    before = store.partition_state("unannounced", 0)
+    assert before is not None and before.leader == 1
+    lose_every_watch(store)
+    path = "/brokers/topics/unannounced/partitions/0/state"
+    raw_zk.set(path, json.dumps({"version": 1, "leader": 1, "leader_epoch": 7, "isr": [1],
+                                 "controller_epoch": 1}).encode())  # fmt: skip
+    took = wait_for(lambda: (s := store.partition_state("unannounced", 0)) is not None and s.leader_epoch == 7,
+                    timeout=5, what="the unannounced state in the broker's view")  # fmt: skip
+    print(f"unannounced state seen after {took:.2f} s")
+
+
+def test_a_controller_that_missed_a_broker_death_elects_a_new_leader(stores, raw_zk):
+    """The controller's own watch on /brokers/ids lost, then a leader's broker goes: the reconciliation finds the
+    death and the controller moves leadership (and every broker's view follows)."""
+    controller = stores(1, reconcile_interval_s=0.5)
+    other = stores(2, reconcile_interval_s=0.5)
+    controller.create_topic("orphan", 1, 2, {}, assignment={0: [2, 1]})
+    wait_for(lambda: (s := controller.partition_state("orphan", 0)) is not None and s.leader == 2, timeout=5,
+             what="broker 2 leading")  # fmt: skip
+    lose_every_watch(controller)
+    other._client().zk.stop()  # its session ends with no controlled shutdown: a crash, as ZooKeeper sees it
+    took = wait_for(lambda: (s := controller.partition_state("orphan", 0)) is not None and s.leader == 1,
+                    timeout=5, what="the controller electing broker 1")  # fmt: skip
+    assert json.loads(raw_zk.get("/brokers/topics/orphan/partitions/0/state")[0])["leader"] == 1
+    print(f"leader replaced {took:.2f} s after a death the controller was not told of")

@@ -387,6 +387,16 @@ def test_metadata_auto_creates_an_unknown_topic_but_not_an_internal_one() -> Non
     assert admin.calls == [("auto", "fresh")]
 
 
+def test_metadata_by_topic_id_with_the_java_clients_empty_name() -> None:
+    # Kafka 4's Java consumer asks for the topics of a KIP-848 assignment by id, its name left at "" (not null)
+    m, _, _, _ = managers()
+    r = call(m, 3, 12, topics=None, allow_auto_topic_creation=False)
+    tid = {t.name: t.topic_id for t in r.topics}["t"]
+    topics = (part(3, 12, "MetadataRequestTopic", name="", topic_id=tid),)
+    r = call(m, 3, 12, topics=topics, allow_auto_topic_creation=False)
+    assert [(t.name, t.topic_id, t.error_code) for t in r.topics] == [("t", tid, E.none)]
+
+
 def test_metadata_reports_a_dead_leader_and_refuses_bad_names() -> None:
     m, _, cluster, admin = managers(auto_create_topics_enable=False)
     cluster.live = [b for b in cluster.live if b.broker_id != OTHER]

@@ -330,3 +330,20 @@ def test_heartbeat_and_describe_apis(version: int) -> None:
         assert [(x.group_id, x.group_type, x.group_state) for x in listed.groups] == [("g", "consumer", "Empty")]
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("pattern", "matches", "misses"),
+    [
+        ("t.*", ["t", "t2"], ["xt"]),
+        ("\\Qa.b\\E-.*", ["a.b-1"], ["axb-1"]),  # Pattern.quote, as the Java client sends it
+        ("\\Qa.b", ["a.b"], ["a.bc", "axb"]),  # \\Q to the end
+        ("ab\\z", ["ab"], ["abc"]),
+        ("a\\.b|c+", ["a.b", "ccc"], ["axb"]),
+    ],
+)
+def test_regex_re2_syntax(pattern: str, matches: list[str], misses: list[str]) -> None:
+    from kbus.server.coordinator.consumer_group import compile_regex
+
+    compiled = compile_regex(pattern)
+    assert [t for t in matches + misses if compiled.fullmatch(t)] == matches

@@ -108,7 +108,9 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
         by_id = {t.topic_id: t for t in topics.values()}
         for req_topic in requested:
             name = req_topic.name
-            if name is None and getattr(req_topic, "topic_id", None) is not None:
+            # A non-zero id names the topic whatever the name says: the Java client sends the name's default ""
+            # beside the id (Kafka's MetadataRequest.Builder(topicIds); KafkaApis looks such topics up by id).
+            if getattr(req_topic, "topic_id", None) is not None:
                 t = by_id.get(req_topic.topic_id)
                 if t is None:
                     entries.append(_error_topic(ctx, None, ErrorCode.unknown_topic_id, req_topic.topic_id))

@@ -189,12 +189,36 @@ def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_ep
     return None
 
 
+def _from_re2(pattern: str) -> str:
+    """RE2 syntax Python's `re` spells otherwise: `\\Q...\\E` quotes a literal (the Java client's
+    `Pattern.quote`), `\\z` is the end of the text (`re`'s `\\Z`)."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if nxt == "Q":
+                end = pattern.find("\\E", i + 2)
+                literal = pattern[i + 2 :] if end < 0 else pattern[i + 2 : end]
+                out.append(re.escape(literal))
+                i = n if end < 0 else end + 2
+                continue
+            out.append("\\Z" if nxt == "z" else pattern[i : i + 2])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def compile_regex(pattern: str) -> re.Pattern[str]:
     """Kafka compiles SubscribedTopicRegex with RE2/J; Python's `re` agrees on ordinary patterns (literals, classes,
-    `.*`, alternation, anchors) and differs on RE2-only or Perl-only syntax. Raises GroupError
+    `.*`, alternation, anchors), and RE2's `\\Q...\\E` and `\\z` are translated; they differ on syntax only one
+    has (RE2's `\\pN` classes; `re`'s lookarounds and backreferences, which RE2 refuses). Raises GroupError
     INVALID_REGULAR_EXPRESSION (128) for a pattern `re` cannot compile."""
     try:
-        return re.compile(pattern)
+        return re.compile(_from_re2(pattern))
     except re.error as exc:
         raise GroupError(
             ErrorCode.invalid_regular_expression,

@@ -25,6 +25,7 @@ CHECKS = [
     "consumer_static_membership",
     "consumer_seek_offsets_for_times",
     "consumer_commit_sync_async",
+    "consumer_group_protocol",
     "admin_topics",
     "admin_configs",
     "admin_list_offsets_delete_records",

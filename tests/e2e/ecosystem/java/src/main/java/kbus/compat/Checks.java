@@ -27,6 +27,7 @@ public final class Checks {
         checks.put("consumer_static_membership", ConsumerChecks::staticMembership);
         checks.put("consumer_seek_offsets_for_times", ConsumerChecks::seekAndOffsetsForTimes);
         checks.put("consumer_commit_sync_async", ConsumerChecks::commitSyncAsync);
+        checks.put("consumer_group_protocol", GroupProtocolChecks::consumerGroupProtocol);
         checks.put("admin_topics", AdminChecks::topics);
         checks.put("admin_configs", AdminChecks::configs);
         checks.put("admin_list_offsets_delete_records", AdminChecks::listOffsetsDeleteRecords);

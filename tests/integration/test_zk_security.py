@@ -10,6 +10,7 @@ import json
 import subprocess
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -419,3 +420,48 @@ def test_security_migration_locks_and_unlocks_an_existing_cluster(secure_zk: Sec
     finally:
         anon.stop()
         anon.close()
+
+
+@pytest.mark.parametrize("case", ["sasl_ssl_between_brokers", "acls_in_zookeeper"])
+def test_the_security_cluster_suite_on_a_secure_zookeeper(
+    case: str, secure_zk: SecureZk, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/integration/test_security_cluster.py's 3-broker tests again, every broker and tool on ZooKeeper's TLS
+    port with SASL too and zookeeper.set.acl=true. The TLS settings come from ZooKeeper's system properties in
+    KAFKA_OPTS, the fallback a broker uses for zookeeper.ssl.* keys server.properties does not set."""
+    from tests.integration import test_security_cluster as suite
+    from tests.kbus_processes import CLUSTER_OVERRIDES
+
+    tls = " ".join(
+        [
+            "-Dzookeeper.client.secure=true",
+            "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
+            f"-Dzookeeper.ssl.keyStore.location={secure_zk.client_pem}",
+            f"-Dzookeeper.ssl.trustStore.location={secure_zk.ca_pem}",
+        ]
+    )
+    monkeypatch.setenv("KAFKA_OPTS", f"{secure_zk.kafka_opts} {tls}")
+    monkeypatch.setitem(CLUSTER_OVERRIDES, "zookeeper.set.acl", "true")
+    chroot = f"/kbus-suite-{uuid.uuid4().hex[:8]}"
+    connect = f"127.0.0.1:{secure_zk.tls_port}{chroot}"
+    if case == "sasl_ssl_between_brokers":
+        suite.test_sasl_ssl_between_brokers_survives_a_leader_kill(tmp_path, connect)
+    else:
+        with warnings.catch_warnings():  # the brokers create the chroot
+            warnings.simplefilter("ignore")
+            anon = _anonymous(f"{secure_zk.server.connect}{chroot}")  # /kafka-acl is world-readable
+        try:
+            suite.test_acls_live_in_zookeeper_and_every_broker_follows_them(tmp_path, connect, anon)
+            with pytest.raises(NoAuthError):
+                anon.create("/kafka-acl/Topic/mine", b"{}")
+        finally:
+            anon.stop()
+            anon.close()
+    kafka = KazooClient(hosts=f"{secure_zk.server.connect}{chroot}", sasl_options=SASL_OPTIONS)
+    kafka.start(timeout=10)
+    try:
+        ids = _acl_ids(kafka, "/brokers/topics")
+        assert ("x509", "x509", 31) in ids and ("sasl", "kafka", 31) in ids and ("world", "anyone", 1) in ids
+    finally:
+        kafka.stop()
+        kafka.close()

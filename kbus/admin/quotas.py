@@ -115,11 +115,13 @@ class ZkEntity:
     def quota_entity(self) -> q.QuotaEntity:
         if self.root_type == "users":
             return q.QuotaEntity(self.root_name, self.child_name if self.child_type else None)
+        if self.root_type == "ips":
+            return q.QuotaEntity(ip=self.root_name)
         return q.QuotaEntity(None, self.root_name)
 
 
 def _entity_text(entity_type: str, name: str | None) -> str:
-    type_name = {"users": "user-principal", "clients": "client-id"}[entity_type]
+    type_name = {"users": "user-principal", "clients": "client-id", "ips": "ip"}[entity_type]
     if name == q.DEFAULT:
         return f"default {type_name}"
     if name is None:

@@ -21,14 +21,14 @@ from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail
 from kbus.common.quotas import QUOTA_KEYS
 from kbus.server.security.scram import MIN_ITERATIONS
 
-_ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "users": "user", "clients": "client"}
+_ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "users": "user", "clients": "client", "ips": "ip"}
 
 
 class ConfigsCommand(KafkaStyleCommand):
     """kafka-configs.sh pairs each --entity-name / --entity-default with the --entity-type before it, in order
     (`--entity-type users --entity-default --entity-type clients --entity-name app`): --entity-default becomes an
     empty --entity-name (Kafka's own representation of a default) so the pairing survives option parsing; the
-    shortcuts --user/--client/--user-defaults/--client-defaults become the long forms."""
+    shortcuts --user/--client/--ip/--user-defaults/--client-defaults/--ip-defaults become the long forms."""
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         out: list[str] = []
@@ -36,9 +36,9 @@ class ConfigsCommand(KafkaStyleCommand):
         for arg in it:
             if arg == "--entity-default":
                 out += ["--entity-name", ""]
-            elif arg in ("--user", "--client"):
+            elif arg in ("--user", "--client", "--ip"):
                 out += ["--entity-type", arg[2:] + "s", "--entity-name", next(it, "")]
-            elif arg in ("--user-defaults", "--client-defaults"):
+            elif arg in ("--user-defaults", "--client-defaults", "--ip-defaults"):
                 out += ["--entity-type", arg[2:].split("-")[0] + "s", "--entity-name", ""]
             else:
                 out.append(arg)
@@ -98,7 +98,7 @@ def configs(
     all_: Annotated[bool, typer.Option("--all", help="With --describe: every config, not only overrides")] = False,
     entity_type: Annotated[
         list[str] | None,
-        typer.Option("--entity-type", help="topics, brokers, users or clients (users and clients together: a "
+        typer.Option("--entity-type", help="topics, brokers, users, clients or ips (users and clients together: a "
                      "user's client)"),
     ] = None,
     entity_name: Annotated[
@@ -214,8 +214,8 @@ def _client_quotas(
         quota_configs.alter_over_wire(bootstrap_server, security, types, names, to_set, to_delete)
         return 0
     quota_configs.describe_over_wire(bootstrap_server, security, types, names)
-    # Kafka describes SCRAM credentials too, unless clients or a default are asked for
-    if "clients" not in types and "" not in names:
+    # Kafka describes SCRAM credentials too, unless clients, ips or a default are asked for
+    if types == ["users"] and "" not in names:
         conf = translate(load_properties(command_config)) if command_config else {}
         admin = KafkaAdmin(bootstrap_server, conf)
         try:

@@ -14,16 +14,22 @@ from kbus.cli.common import UsageError
 from kbus.common import quotas as q
 from kbus.protocol.client import ClientSecurity
 
-QUOTA_ENTITY_TYPES = ("users", "clients")
-_COMPONENT = {"users": q.USER, "clients": q.CLIENT_ID}
-_TYPE_TEXT = {q.USER: "user-principal", q.CLIENT_ID: "client-id"}
+QUOTA_ENTITY_TYPES = ("users", "clients", "ips")
+_COMPONENT = {"users": q.USER, "clients": q.CLIENT_ID, "ips": q.IP}
+_TYPE_TEXT = {q.USER: "user-principal", q.CLIENT_ID: "client-id", q.IP: "ip"}
 
 
 def normalize(types: list[str], names: list[str], alter: bool) -> tuple[list[str], list[str]]:
     """ConfigCommand's checks and order: users before clients, each --entity-name/--entity-default paired with
     its --entity-type in the order given ("" is a default)."""
-    if len(types) > 2 or len(set(types)) != len(types) or not set(types) <= set(QUOTA_ENTITY_TYPES):
+    if len(types) > 2 or len(set(types)) != len(types) or not set(types) <= set(QUOTA_ENTITY_TYPES) or (
+        "ips" in types and len(types) > 1
+    ):
         raise UsageError("Only '[users, clients]' entity types may be specified together")
+    if types == ["ips"]:
+        for name in names:
+            if name and not q.is_valid_ip(name):
+                raise UsageError(f"The entity name for ips must be a valid IP or resolvable host, but it is: {name}")
     if len(names) > len(types):
         raise UsageError("More entity names specified than entity types")
     if alter and len(names) != len(types):
@@ -75,7 +81,13 @@ def alter_over_wire(
     to_delete: list[str],
 ) -> None:  # fmt: skip
     """ConfigCommand.alterQuotaConfigs: keys to delete must be set; then one AlterClientQuotas."""
-    unknown = [k for k in [*to_set, *to_delete] if k not in q.QUOTA_KEYS and k not in q.SCRAM_MECHANISMS]
+    if types == ["ips"]:
+        unknown = [k for k in [*to_set, *to_delete] if k not in q.IP_QUOTA_KEYS]
+        if unknown:
+            raise UsageError("Only connection quota configs can be added for 'ips' using --bootstrap-server. "
+                             f"Unexpected config names: {','.join(unknown)}")  # fmt: skip
+    unknown = [k for k in [*to_set, *to_delete]
+               if k not in q.QUOTA_KEYS and k not in q.SCRAM_MECHANISMS and k not in q.IP_QUOTA_KEYS]  # fmt: skip
     if unknown:
         what = "quota" if "clients" in types else "quota and SCRAM credential"
         raise UsageError(f"Only {what} configs can be altered for '{types[-1]}' using --bootstrap-server. "
@@ -150,6 +162,9 @@ def alter_in_zookeeper(
     entity = _zk_entity(types, names)
     try:
         q.validate_entity_configs(types[-1] if len(types) == 1 else "clients", to_set)
+        if types == ["ips"] and names[0] and not q.is_valid_ip(names[0]):
+            raise q.QuotaRequestError(f"The entity name for ips must be a valid IP or resolvable host, but it is: "
+                                      f"{names[0]}")  # fmt: skip
     except q.QuotaRequestError as exc:
         raise UsageError(str(exc)) from None
     admin = ZkQuotaAdmin(connect)

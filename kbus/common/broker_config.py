@@ -16,6 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
 
+from kbus.common.connection_limits import BROKER_KEYS as CONNECTION_LIMIT_KEYS
+from kbus.common.connection_limits import ConnectionLimitError, ConnectionLimits, listener_key
 from kbus.common.properties import PropertiesError, load_properties
 from kbus.common.security import SecurityProtocol
 from kbus.common.topic_config import (
@@ -229,7 +231,12 @@ class KafkaConfig:
     num_network_threads: int = _int("num.network.threads", 3, at_least=1)
     num_io_threads: int = _int("num.io.threads", 8, at_least=1)
     fetch_max_bytes: int = _int("fetch.max.bytes", 57671680, at_least=1024)
-    connections_max_idle_ms: int = _long("connections.max.idle.ms", 600000)
+    connections_max_idle_ms: int = _long("connections.max.idle.ms", 600000)  # negative: never (Kafka's Selector)
+    # connection limits (kbus.common.connection_limits; per listener: listener.name.<l>.max.connections, ...)
+    max_connections: int = _int("max.connections", 2**31 - 1, at_least=0)
+    max_connections_per_ip: int = _int("max.connections.per.ip", 2**31 - 1, at_least=0)
+    max_connections_per_ip_overrides: str = _str("max.connections.per.ip.overrides", "")
+    max_connection_creation_rate: int = _int("max.connection.creation.rate", 2**31 - 1, at_least=0)
     request_timeout_ms: int = _int("request.timeout.ms", 30000, at_least=0)
     # client quotas (QuotaConfig): the rate windows of every quota sensor
     quota_window_num: int = _int("quota.window.num", 11, at_least=1)
@@ -440,6 +447,10 @@ class KafkaConfig:
                 f"advertised.listeners ({self.advertised_listeners_raw or self.listeners_raw})"
             )
         self.log_defaults  # noqa: B018 - the log.*.hours/minutes keys against the topic limits
+        try:
+            ConnectionLimits.from_layers([self.raw])
+        except ConnectionLimitError as exc:
+            raise ConfigError(str(exc)) from None
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
 
@@ -579,10 +590,6 @@ OTHER_BROKER_CONFIGS: dict[str, OtherBrokerConfig] = dict([
     _dyn('log.cleaner.io.max.bytes.per.second', DOUBLE, '1.7976931348623157E308'),
     _other('log.dir.failure.timeout.ms', LONG, '30000'),
     _other('log.flush.start.offset.checkpoint.interval.ms', INT, '60000'),
-    _dyn('max.connection.creation.rate', INT, '2147483647'),
-    _dyn('max.connections', INT, '2147483647'),
-    _dyn('max.connections.per.ip', INT, '2147483647'),
-    _dyn('max.connections.per.ip.overrides', STRING, ''),
     _other('max.request.partition.size.limit', INT, '2000'),
     _other('metadata.log.dir', STRING, None),
     _other('metadata.log.max.record.bytes.between.snapshots', LONG, '20971520'),
@@ -776,24 +783,6 @@ _UNSUPPORTED_SET = {
 }
 
 
-# Kafka's connection limits (ConnectionQuotas): kbus does not enforce them, so a value other than Kafka's default
-# ("no limit") is refused rather than silently ignored; broker-wide or per listener (`listener.name.<l>.<key>`)
-_INT_MAX = str(2**31 - 1)
-_UNSUPPORTED_UNLESS_DEFAULT = {
-    "max.connections": _INT_MAX,
-    "max.connections.per.ip": _INT_MAX,
-    "max.connections.per.ip.overrides": "",
-    "max.connection.creation.rate": _INT_MAX,
-}
-
-
-def _connection_limit_key(key: str) -> str | None:
-    """The connection-limit key `key` sets, plain or per listener; None for any other key."""
-    if key.startswith("listener.name."):
-        key = key[len("listener.name.") :].partition(".")[2]
-    return key if key in _UNSUPPORTED_UNLESS_DEFAULT else None
-
-
 def refuse_unsupported(cfg: KafkaConfig) -> None:
     for key, listeners in (("listeners", cfg.listeners), ("advertised.listeners", cfg.advertised_listeners)):
         for lst in listeners:
@@ -813,10 +802,6 @@ def refuse_unsupported(cfg: KafkaConfig) -> None:
                 raise ConfigError(f"{key}: kbus does not support {what}; remove the key")
         if key in _UNSUPPORTED_SET and value.strip():
             raise ConfigError(f"{key}: kbus does not support {_UNSUPPORTED_SET[key]}; remove the key")
-        limit = _connection_limit_key(key)
-        if limit is not None and value.strip() != _UNSUPPORTED_UNLESS_DEFAULT[limit]:
-            raise ConfigError(f"{key}: kbus does not enforce connection limits (Kafka's ConnectionQuotas); remove "
-                              "the key or set Kafka's default")  # fmt: skip
 
 
 def _shown(key: str, value: ConfigValue | None) -> str:
@@ -840,10 +825,16 @@ def config_banner(config: KafkaConfig) -> str:
     return "\n".join(lines)
 
 
+# KafkaConfig fields whose Kafka default is the empty string rather than null ("" means null for the others)
+_EMPTY_STRING_DEFAULTS = frozenset({"max.connections.per.ip.overrides"})
+
+
 def default_value(key: str) -> str | None:
     """Kafka's default of a broker key as DescribeConfigs shows it; None for null (or an unknown key)."""
     spec = BROKER_CONFIGS.get(key)
     if spec is not None:
+        if key in _EMPTY_STRING_DEFAULTS:
+            return ""
         return None if spec.default in (None, "") else format_value(spec.default)
     other = OTHER_BROKER_CONFIGS.get(key)
     return None if other is None else other.default
@@ -944,16 +935,15 @@ DYNAMIC_BROKER_KEYS = frozenset(
     | {"listeners", "advertised.listeners", "listener.security.protocol.map"}
     | {key for key, other in OTHER_BROKER_CONFIGS.items() if other.dynamic}
     | {"transaction.partition.verification.enable"}  # Kafka's DynamicProducerStateManagerConfig
+    | set(CONNECTION_LIMIT_KEYS)  # SocketServer.ReconfigurableConfigs (also per listener: is_dynamic_broker_key)
     | DYNAMIC_ONLY_KEYS
 )  # fmt: skip
-# Dynamic in Kafka, read once at start by kbus (its listeners, their TLS/SASL settings and the connection limits
-# it refuses unless at Kafka's default): AlterConfigs refuses them, saying so, rather than store a change that
-# would not apply. Every other dynamic key kbus acts on applies at once, and the ones it does not act on are stored
-# and shown, as Kafka's would be.
+# Dynamic in Kafka, read once at start by kbus (its listeners and their TLS/SASL settings): AlterConfigs refuses
+# them, saying so, rather than store a change that would not apply. Every other dynamic key kbus acts on applies
+# at once (the connection limits too), and the ones it does not act on are stored and shown, as Kafka's would be.
 START_ONLY_KEYS = frozenset(
     {"listeners", "advertised.listeners", "listener.security.protocol.map"}
     | (SECURITY_KEYS & DYNAMIC_BROKER_KEYS)
-    | _UNSUPPORTED_UNLESS_DEFAULT.keys()
 )
 _PARSERS: dict[ConfigType, Callable[[str], ConfigValue]] = {
     INT: parse_int(), SHORT: parse_int(), LONG: parse_long(), BOOLEAN: parse_bool, DOUBLE: float,
@@ -961,11 +951,17 @@ _PARSERS: dict[ConfigType, Callable[[str], ConfigValue]] = {
 BROKER_DEFAULT_ENTITY = "<default>"
 
 
+def is_dynamic_broker_key(key: str) -> bool:
+    """A key AlterConfigs may set on a broker: DYNAMIC_BROKER_KEYS and the per-listener connection limits
+    (`listener.name.<l>.max.connections`, `....max.connection.creation.rate`)."""
+    return key in DYNAMIC_BROKER_KEYS or listener_key(key) is not None
+
+
 def check_dynamic_broker_configs(changes: Mapping[str, str | None], current: KafkaConfig | None = None) -> None:
     """What AlterConfigs on a BROKER resource may set: dynamic keys with values their parser accepts, thread
     counts within half and double of `current`'s. Raises ConfigError naming the keys (Kafka: "Cannot update these
     configs dynamically: Set(...)")."""
-    static = sorted(k for k in changes if k not in DYNAMIC_BROKER_KEYS)
+    static = sorted(k for k in changes if not is_dynamic_broker_key(k))
     if static:
         raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(static)})")
     start_only = sorted(k for k in changes if k in START_ONLY_KEYS)
@@ -975,6 +971,8 @@ def check_dynamic_broker_configs(changes: Mapping[str, str | None], current: Kaf
     for key, value in changes.items():
         if value is None:
             continue
+        if key not in BROKER_CONFIGS and listener_key(key) is not None:
+            continue  # validated with the other connection limits below
         if key in BROKER_CONFIGS:
             parse = BROKER_CONFIGS[key].parse
         elif key in OTHER_BROKER_CONFIGS:
@@ -987,6 +985,11 @@ def check_dynamic_broker_configs(changes: Mapping[str, str | None], current: Kaf
             raise ConfigError(f"Invalid value {value} for configuration {key}: {exc}") from None
         if current is not None and key in THREAD_POOL_KEYS:
             _check_thread_count(key, value, int(parsed), getattr(current, BROKER_CONFIGS[key].attr))
+    try:
+        ConnectionLimits.from_layers([current.raw if current is not None else {},
+                                      {k: v for k, v in changes.items() if v is not None}])  # fmt: skip
+    except ConnectionLimitError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_thread_count(key: str, raw: str, new: int, old: int) -> None:
@@ -1013,6 +1016,8 @@ def with_dynamic_configs(
     for layer in (cluster_default, per_broker):
         for key, raw in layer.items():
             spec = BROKER_CONFIGS.get(key)
+            if listener_key(key) is not None:
+                continue  # per-listener connection limits are read where they are used (kbus.server.network)
             if key not in DYNAMIC_BROKER_KEYS or key in START_ONLY_KEYS:
                 skipped.append(key)
                 continue

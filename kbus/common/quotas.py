@@ -7,6 +7,7 @@ precedence that picks the quota applying to a (user, client-id). Pure rules: no 
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,6 +25,10 @@ QUOTA_KEYS: dict[str, bool] = {
     REQUEST_PERCENTAGE: False,
     CONTROLLER_MUTATION_RATE: False,
 }
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+# DynamicConfig.Ip's keys (an IP entity has only these; a user or client entity none of them): key -> LONG-like
+# (Kafka types it INT: a whole number)
+IP_QUOTA_KEYS: dict[str, bool] = {CONNECTION_CREATION_RATE: True}
 
 # ClientQuotaEntity's entity types
 USER = "user"
@@ -53,10 +58,13 @@ class QuotaEntity:
 
     user: str | None = None
     client_id: str | None = None
+    ip: str | None = None  # an IP entity (ips/<ip>, ips/<default>) has no user or client id
 
     @property
     def path(self) -> str:
         """The entity's path under /config (and the `entity_path` of its change notification)."""
+        if self.ip is not None:
+            return f"ips/{self.ip}"
         if self.user is not None and self.client_id is not None:
             return f"users/{self.user}/clients/{self.client_id}"
         if self.user is not None:
@@ -70,6 +78,8 @@ class QuotaEntity:
             return cls(parts[1], None)
         if len(parts) == 2 and parts[0] == "clients" and parts[1]:
             return cls(None, parts[1])
+        if len(parts) == 2 and parts[0] == "ips" and parts[1]:
+            return cls(ip=parts[1])
         if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients" and parts[1] and parts[3]:
             return cls(parts[1], parts[3])
         return None
@@ -77,6 +87,8 @@ class QuotaEntity:
     def components(self) -> list[tuple[str, str | None]]:
         """ClientQuotaEntity's entries: (entity type, desanitized name, None for a default)."""
         out: list[tuple[str, str | None]] = []
+        if self.ip is not None:
+            out.append((IP, None if self.ip == DEFAULT else desanitize(self.ip)))
         if self.user is not None:
             out.append((USER, None if self.user == DEFAULT else desanitize(self.user)))
         if self.client_id is not None:
@@ -85,9 +97,10 @@ class QuotaEntity:
 
 
 def entity_from_components(components: Iterable[tuple[str, str | None]]) -> QuotaEntity:
-    """ZkAdminManager.parseAndSanitizeQuotaEntity for AlterClientQuotas (ip entities are not supported here)."""
+    """ZkAdminManager.parseAndSanitizeQuotaEntity and alterEntityQuotas' checks for AlterClientQuotas."""
     user: str | None = None
     client: str | None = None
+    ip: str | None = None
     seen = False
     for entity_type, name in components:
         seen = True
@@ -97,21 +110,42 @@ def entity_from_components(components: Iterable[tuple[str, str | None]]) -> Quot
         elif entity_type == CLIENT_ID:
             client = zk_name
         elif entity_type == IP:
-            raise QuotaRequestError("kbus does not support IP quota entities (connection_creation_rate)")
+            ip = zk_name
         else:
             raise QuotaRequestError(f"Unhandled client quota entity type: {entity_type}")
         if name is not None and name == "":
             raise QuotaRequestError(f"Empty {entity_type} not supported")
     if not seen:
         raise QuotaRequestError("Invalid empty client quota entity")
-    return QuotaEntity(user, client)
+    if ip is not None:
+        if user is not None or client is not None:
+            raise QuotaRequestError("Invalid quota entity combination, IP entity should not be used with user/client "
+                                    "ID entity.")  # fmt: skip
+        if ip != DEFAULT and not is_valid_ip(desanitize(ip)):
+            raise QuotaRequestError(f"{desanitize(ip)} is not a valid IP or resolvable host.")
+    return QuotaEntity(user, client, ip)
 
 
-def quota_values(configs: Mapping[str, str]) -> dict[str, float]:
+def is_valid_ip(name: str) -> bool:
+    """DynamicConfig.Ip.isValidIpEntity, for addresses: kbus takes IP addresses only (Kafka also resolves a host
+    name, which needs I/O here)."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def entity_quota_keys(entity: QuotaEntity) -> dict[str, bool]:
+    """The quota keys an entity may hold: connection_creation_rate for an IP, the client quotas otherwise."""
+    return IP_QUOTA_KEYS if entity.ip is not None else QUOTA_KEYS
+
+
+def quota_values(configs: Mapping[str, str], keys: Mapping[str, bool] = QUOTA_KEYS) -> dict[str, float]:
     """The quota keys of an entity's config (a user's znode also holds SCRAM credentials) as doubles."""
     out = {}
     for key, value in configs.items():
-        if key in QUOTA_KEYS:
+        if key in keys:
             try:
                 out[key] = float(value)
             except ValueError:
@@ -120,7 +154,7 @@ def quota_values(configs: Mapping[str, str]) -> dict[str, float]:
 
 
 def apply_alterations(
-    configs: Mapping[str, str], ops: Iterable[tuple[str, float | None]]
+    configs: Mapping[str, str], ops: Iterable[tuple[str, float | None]], keys: Mapping[str, bool] = QUOTA_KEYS
 ) -> dict[str, str]:
     """ZkAdminManager.alterEntityQuotas: each op sets (value) or removes (None) one key of the entity's config;
     other keys (SCRAM credentials) are kept. LONG keys must hold a whole number and are written as one."""
@@ -129,11 +163,13 @@ def apply_alterations(
         if value is None:
             props.pop(key, None)
             continue
-        is_long = QUOTA_KEYS.get(key)
+        is_long = keys.get(key)
         if is_long is None:
             raise QuotaRequestError(f"Invalid configuration key {key}")
         if not math.isfinite(value):
             raise QuotaRequestError(f"Configuration {key} must be a finite value")
+        if keys is IP_QUOTA_KEYS and value < 0:
+            raise QuotaRequestError(f"Invalid value {value} for configuration {key}: Value must be at least 0")
         if is_long:
             epsilon = 1e-6
             whole = int(value + epsilon)
@@ -164,6 +200,7 @@ def describe_filter(
     that hold at least one quota."""
     user_c: FilterComponent | None = None
     client_c: FilterComponent | None = None
+    ip_c: FilterComponent | None = None
     for c in components:
         if c.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
             raise QuotaRequestError(f"Unexpected match type: {c.match_type}")
@@ -178,7 +215,9 @@ def describe_filter(
                 raise QuotaRequestError("Duplicate client filter component entity type")
             client_c = c
         elif c.entity_type == IP:
-            return {}  # kbus keeps no IP quotas
+            if ip_c is not None:
+                raise QuotaRequestError("Duplicate ip filter component entity type")
+            ip_c = c
         elif c.entity_type == "":
             raise QuotaRequestError("Unexpected empty filter component entity type")
         else:
@@ -193,8 +232,23 @@ def describe_filter(
             return part == DEFAULT
         return part is not None and part != DEFAULT and desanitize(part) == component.match
 
+    if (user_c is not None or client_c is not None) and ip_c is not None:
+        raise QuotaRequestError("Invalid entity filter component combination, IP filter component should not be "
+                                "used with user or clientId filter component.")  # fmt: skip
     out: dict[QuotaEntity, dict[str, float]] = {}
     for entity, props in configs.items():
+        if entity.ip is not None:
+            # handleDescribeIpQuotas: with an ip component, or with none at all when not strict
+            if user_c is not None or client_c is not None or (ip_c is None and strict):
+                continue
+            if ip_c is not None and not matches(ip_c, entity.ip):
+                continue
+            values = quota_values(props, IP_QUOTA_KEYS)
+            if values:
+                out[entity] = values
+            continue
+        if ip_c is not None:
+            continue
         values = quota_values(props)
         if values and matches(user_c, entity.user) and matches(client_c, entity.client_id):
             out[entity] = values
@@ -258,11 +312,12 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 def validate_entity_configs(entity_type: str, configs: Mapping[str, str]) -> None:
     """DynamicConfig.User / DynamicConfig.Client's validation of a config written straight to ZooKeeper: only
     their keys (quotas; users also SCRAM credentials), LONG quotas as whole numbers, DOUBLE ones as numbers."""
-    allowed = set(QUOTA_KEYS) | (set(SCRAM_MECHANISMS) if entity_type == "users" else set())
+    keys = IP_QUOTA_KEYS if entity_type == "ips" else QUOTA_KEYS
+    allowed = set(keys) | (set(SCRAM_MECHANISMS) if entity_type == "users" else set())
     for key, value in configs.items():
         if key not in allowed:
             raise QuotaRequestError(f"Unknown Dynamic Configuration '{key}'.")
-        is_long = QUOTA_KEYS.get(key)
+        is_long = keys.get(key)
         if is_long is None:
             continue
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -115,6 +116,9 @@ class Broker:
         self._reconcile_scheduled = False
         self._reconcile_tasks: set[asyncio.Task[None]] = set()
         self._skipped_dynamic: list[str] = []
+        # the network layer's connection limits: called with the config layers (server.properties, cluster-wide
+        # dynamic, this broker's dynamic) whenever dynamic broker configs may have changed
+        self.connection_config_listeners: list[Callable[[list[Mapping[str, str]]], None]] = []
 
     @property
     def cluster_id(self) -> str:
@@ -302,6 +306,8 @@ class Broker:
         the reconcile that follows gives every log without its own override the new defaults."""
         layers = self.metadata.broker_configs()
         cluster_default, own = layers.get(BROKER_DEFAULT_ENTITY, {}), layers.get(str(self.broker_id), {})
+        for listener in self.connection_config_listeners:
+            listener([self.admin.static_config.raw, cluster_default, own])
         self.replicas.update_replication_rates(
             replication_throttled_rate(LEADER_THROTTLED_RATE, cluster_default, own),
             replication_throttled_rate(FOLLOWER_THROTTLED_RATE, cluster_default, own),

@@ -60,6 +60,8 @@ async def serve(config: KafkaConfig) -> None:
     log.info("%s", config_banner(config))
     broker = Broker(config)
     server = KafkaServer(config, broker.managers)
+    broker.connection_config_listeners.append(server.apply_connection_configs)
+    broker.managers.quotas.add_ip_listener(server.ip_quotas_changed)
     try:
         await server.bind()
     except OSError as exc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kbus.common import quotas as q
@@ -276,6 +276,10 @@ class QuotaManagers:
     controller_mutation: ControllerMutationQuotaManager = field(init=False)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _configs: dict[q.QuotaEntity, dict[str, float]] = field(init=False, default_factory=dict)
+    # the IP entities' connection_creation_rate go to the network layer's ConnectionQuotas: called (on the
+    # thread that saw the change) with {address or "<default>": rate} after every change
+    ip_listeners: list[Callable[[dict[str, int]], None]] = field(init=False, default_factory=list)
+    _ip_rates: dict[str, int] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.produce = ClientQuotaManager("Produce", q.PRODUCER_BYTE_RATE, self.window)
@@ -291,7 +295,7 @@ class QuotaManagers:
 
     def entity_changed(self, entity: q.QuotaEntity, configs: Mapping[str, str]) -> None:
         """An entity's config was (re)read: Kafka's QuotaConfigHandler.processConfigChanges."""
-        values = q.quota_values(configs)
+        values = q.quota_values(configs, q.entity_quota_keys(entity))
         with self._lock:
             if values:
                 self._configs[entity] = values
@@ -302,12 +306,27 @@ class QuotaManagers:
     def replace_all(self, configs: Mapping[q.QuotaEntity, Mapping[str, str]]) -> None:
         """Every entity's config at once (start-up, a new ZooKeeper session)."""
         with self._lock:
-            self._configs = {e: v for e, c in configs.items() if (v := q.quota_values(c))}
+            self._configs = {e: v for e, c in configs.items() if (v := q.quota_values(c, q.entity_quota_keys(e)))}
             self._publish()
+
+    def add_ip_listener(self, listener: Callable[[dict[str, int]], None]) -> None:
+        with self._lock:
+            self.ip_listeners.append(listener)
+            if self._ip_rates is not None:
+                listener(dict(self._ip_rates))
 
     def _publish(self) -> None:
         for manager in self.managers:
             manager.update({e: v[manager.key] for e, v in self._configs.items() if manager.key in v})
+        rates = {
+            q.desanitize(e.ip) if e.ip != q.DEFAULT else q.DEFAULT: int(v[q.CONNECTION_CREATION_RATE])
+            for e, v in self._configs.items()
+            if e.ip is not None and q.CONNECTION_CREATION_RATE in v
+        }
+        if rates != self._ip_rates:
+            self._ip_rates = rates
+            for listener in self.ip_listeners:
+                listener(dict(rates))
 
 
 def register_metrics(quotas: QuotaManagers, metrics: Metrics = METRICS) -> None:

@@ -423,7 +423,7 @@ class KafkaZkClient:
             makepath=True,
         )
 
-    # ---- client quotas (/config/users/<u>, /config/clients/<c>, /config/users/<u>/clients/<c>) ----
+    # ---- client quotas (/config/users/<u>, /config/clients/<c>, /config/users/<u>/clients/<c>, /config/ips/<ip>) --
 
     def quota_entity_configs(self) -> dict[QuotaEntity, dict[str, str]]:
         """Every user, client and user+client entity's whole config (ZkAdminManager's fetchAllEntityConfigs and
@@ -435,6 +435,8 @@ class KafkaZkClient:
             out[QuotaEntity(user, None)] = self.get_entity_config("users", user)
             for client in sorted(self._children(f"{paths.entity_config('users', user)}/clients", None)):
                 out[QuotaEntity(user, client)] = self.get_entity_config("users", f"{user}/clients/{client}")
+        for ip in self.entity_names("ips"):
+            out[QuotaEntity(ip=ip)] = self.get_entity_config("ips", ip)
         return out
 
     def get_quota_entity_config(self, entity: QuotaEntity) -> dict[str, str]:

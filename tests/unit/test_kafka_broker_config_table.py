@@ -55,7 +55,12 @@ def test_kafkas_dynamic_keys_are_accepted_at_runtime() -> None:
     with pytest.raises(ConfigError, match="Invalid value soon"):
         check_dynamic_broker_configs({"sasl.kerberos.min.time.before.relogin": "soon"})
     # dynamic in Kafka, read once at start by kbus: refused, saying so, rather than stored and not applied
-    assert {"listeners", "ssl.keystore.location", "sasl.jaas.config", "max.connections"} <= START_ONLY_KEYS
+    assert {"listeners", "ssl.keystore.location", "sasl.jaas.config"} <= START_ONLY_KEYS
+    # the connection limits apply at once (kbus.server.network), broker-wide and per listener
+    assert "max.connections" not in START_ONLY_KEYS
+    check_dynamic_broker_configs({"max.connections": "100", "listener.name.external.max.connection.creation.rate": "5"})
+    with pytest.raises(ConfigError, match=r"Invalid max\.connections 0"):
+        check_dynamic_broker_configs({"listener.name.external.max.connections": "0"})
     with pytest.raises(ConfigError, match="kbus applies these configs only at start"):
         check_dynamic_broker_configs({"ssl.keystore.location": "/tmp/k.jks"})
 

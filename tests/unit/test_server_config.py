@@ -89,9 +89,6 @@ def test_unknown_keys_are_listed_for_kafkas_warning() -> None:
             "security.inter.broker.protocol",
         ),
         ({"process.roles": "broker"}, "process.roles"),
-        ({"max.connections.per.ip": "100"}, "max.connections.per.ip"),  # not enforced: refused, not ignored
-        ({"listener.name.plaintext.max.connections": "10"}, "listener.name.plaintext.max.connections"),
-        ({"max.connections.per.ip.overrides": "127.0.0.1:5"}, "max.connections.per.ip.overrides"),
     ],
 )
 def test_what_kbus_cannot_honour_is_refused_naming_the_key(props: dict[str, str], named: str) -> None:
@@ -103,6 +100,29 @@ def test_what_kbus_cannot_honour_is_refused_naming_the_key(props: dict[str, str]
 def test_connection_limits_at_kafkas_defaults_are_accepted() -> None:
     KafkaConfig.from_properties({"max.connections": "2147483647", "max.connections.per.ip": "2147483647",
                                  "max.connection.creation.rate": "2147483647"})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("props", "named"),
+    [
+        ({"max.connections.per.ip": "0"}, "max.connections.per.ip.overrides"),  # Kafka: zero only with overrides
+        ({"listener.name.plaintext.max.connections": "0"}, "Invalid max.connections 0"),  # ListenerConnectionQuota
+        ({"max.connections.per.ip.overrides": "127.0.0.1"}, "max.connections.per.ip.overrides"),  # no ':'
+        ({"max.connections.per.ip.overrides": "bad/host:5"}, "contains invalid addresses : bad/host"),
+        ({"max.connection.creation.rate": "-1"}, "max.connection.creation.rate"),
+    ],
+)
+def test_bad_connection_limits_are_refused_as_kafka_does(props: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=named.replace(".", "[.]")) as info:
+        KafkaConfig.from_properties(props)
+    assert "\n" not in str(info.value)
+
+
+def test_connection_limits_are_enforced_keys_not_refused() -> None:
+    c = KafkaConfig.from_properties({"max.connections": "100", "max.connections.per.ip": "0",
+                                     "max.connections.per.ip.overrides": "127.0.0.1:5,::1:3",
+                                     "listener.name.plaintext.max.connection.creation.rate": "10"})  # fmt: skip
+    assert c.max_connections == 100 and c.max_connections_per_ip == 0
 
 
 def test_plaintext_under_another_name_is_fine() -> None:

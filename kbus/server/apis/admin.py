@@ -13,7 +13,6 @@ from kbus.common.acl import Operation, ResourceType
 from kbus.common.broker_config import (
     BROKER_CONFIGS,
     BROKER_DEFAULT_ENTITY,
-    DYNAMIC_BROKER_KEYS,
     DYNAMIC_ONLY_KEYS,
     OTHER_BROKER_CONFIGS,
     ConfigError,
@@ -23,8 +22,10 @@ from kbus.common.broker_config import (
     check_dynamic_broker_configs,
     config_synonyms,
     config_type,
+    is_dynamic_broker_key,
     topic_broker_synonym,
 )
+from kbus.common.connection_limits import listener_key
 from kbus.common.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -361,7 +362,7 @@ def _broker_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with
             if keys is None or key in keys:
                 synonyms = [s for s in config_synonyms(key, {}, cluster_default, {})
                             if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]  # fmt: skip
-                out.append(_entry(ctx, key, value, synonyms, read_only=key not in DYNAMIC_BROKER_KEYS,
+                out.append(_entry(ctx, key, value, synonyms, read_only=not is_dynamic_broker_key(key),
                                   with_synonyms=with_synonyms, kafka_type=config_type(key)))  # fmt: skip
         return out
     own = layers.get(str(m.broker_id), {})
@@ -369,7 +370,8 @@ def _broker_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with
     # every key of Kafka's KafkaConfig (those kbus does not act on too, as Kafka lists them) and the dynamic-only
     # throttles where set
     names = sorted({*BROKER_CONFIGS, *OTHER_BROKER_CONFIGS,
-                    *(k for k in (*cluster_default, *own) if k in DYNAMIC_ONLY_KEYS)})  # fmt: skip
+                    *(k for k in (*cluster_default, *own, *static)
+                      if k in DYNAMIC_ONLY_KEYS or listener_key(k) is not None)})  # fmt: skip
     for key in names:
         if keys is not None and key not in keys:
             continue
@@ -380,7 +382,7 @@ def _broker_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with
             text = None if value in (None, "") else format_value(value)  # Kafka's null: not set and no default
         else:
             text = synonyms[0].value if synonyms else None
-        entries.append(_entry(ctx, key, text, synonyms, read_only=key not in DYNAMIC_BROKER_KEYS,
+        entries.append(_entry(ctx, key, text, synonyms, read_only=not is_dynamic_broker_key(key),
                               with_synonyms=with_synonyms, kafka_type=config_type(key)))  # fmt: skip
     return entries
 

@@ -1,8 +1,8 @@
 """DescribeClientQuotas (48) and AlterClientQuotas (49) as Kafka 3.9's ZkAdminManager answers them: users,
-clients and users+clients entities (defaults included) read from and written to their /config znodes (or the local
-metadata file); alterations are validated per entity (unknown key, a fractional LONG, an empty name:
-INVALID_REQUEST) and a user's SCRAM credentials in the same znode are kept. Authorized as Kafka does:
-DescribeConfigs / AlterConfigs on the cluster."""
+clients, users+clients and ip entities (defaults included; an ip's only key is connection_creation_rate) read
+from and written to their /config znodes (or the local metadata file); alterations are validated per entity
+(unknown key, a fractional LONG, an empty name: INVALID_REQUEST) and a user's SCRAM credentials in the same znode
+are kept. Authorized as Kafka does: DescribeConfigs / AlterConfigs on the cluster."""
 
 from __future__ import annotations
 
@@ -82,6 +82,6 @@ def _alter(store: QuotaStore, entity: q.QuotaEntity, ops: list[tuple[str, float 
     """Read the entity's whole config, change its quota keys, write it back (other keys, e.g. SCRAM credentials,
     untouched)."""
     before = store.quota_entity_config(entity)
-    after = q.apply_alterations(before, ops)
+    after = q.apply_alterations(before, ops, q.entity_quota_keys(entity))
     if not validate_only and after != before:
         store.set_quota_entity_config(entity, after)

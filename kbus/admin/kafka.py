@@ -11,6 +11,7 @@ from typing import Any
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
     KafkaError,
     KafkaException,
     TopicCollection,
@@ -492,6 +493,11 @@ class KafkaAdmin:
                         (tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])
                     ),
                     group_instance_id=m.group_instance_id,
+                    target_assignment=(
+                        sorted((tp.topic, tp.partition) for tp in m.target_assignment.topic_partitions)
+                        if m.target_assignment is not None
+                        else None
+                    ),
                 )
                 for m in g.members
             ]
@@ -503,6 +509,7 @@ class KafkaAdmin:
                     coordinator=coordinator,
                     members=members,
                     is_simple=g.is_simple_consumer_group,
+                    group_type="consumer" if g.type == ConsumerGroupType.CONSUMER else "classic",
                 )
             )
         return out

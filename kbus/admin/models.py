@@ -91,6 +91,9 @@ class GroupMember:
     host: str
     assignment: list[tuple[str, int]]
     group_instance_id: str | None = None
+    # consumer-protocol groups (KIP-848) only
+    target_assignment: list[tuple[str, int]] | None = None
+    member_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,9 @@ class GroupDescription:
     coordinator: BrokerNode | None
     members: list[GroupMember]
     is_simple: bool = False
+    group_type: str = "classic"  # or "consumer" (KIP-848)
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True)

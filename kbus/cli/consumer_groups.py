@@ -13,10 +13,12 @@ from typing import Annotated
 import typer
 
 from kbus.admin.errors import AdminError
+from kbus.admin.group_epochs import with_epochs
 from kbus.admin.kafka import EARLIEST, LATEST, KafkaAdmin
 from kbus.admin.models import GroupDescription, GroupOffset
+from kbus.admin.wire import WireAdmin
 from kbus.cli.app import app
-from kbus.cli.client_config import translate
+from kbus.cli.client_config import translate, wire_security
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
 
 MISSING = "-"
@@ -119,6 +121,71 @@ def format_state(desc: GroupDescription) -> list[str]:
     return [
         fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
         fmt.format(desc.group_id, coord, desc.partition_assignor or "", desc.state, len(desc.members)),
+    ]
+
+
+def _assignment_string(tps: list[tuple[str, int]] | None) -> str:
+    """Kafka 4's getAssignmentString: `topic:0,1;other:2`, topics sorted, "-" when empty."""
+    if not tps:
+        return MISSING
+    by_topic: dict[str, list[int]] = {}
+    for topic, p in tps:
+        by_topic.setdefault(topic, []).append(p)
+    return ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by_topic.items()))
+
+
+def format_consumer_members(desc: GroupDescription, verbose: bool) -> list[str]:
+    """Kafka 4's printMembers for a consumer-protocol group: with --verbose the member's epoch and assignment and
+    the group's target epoch and the member's target assignment."""
+    with_instance = any(m.group_instance_id for m in desc.members)
+    g = _width([desc.group_id])
+    c = _width([m.member_id for m in desc.members])
+    i = _width([m.group_instance_id or "" for m in desc.members], 17)
+    h = _width([m.host for m in desc.members])
+    cl = _width([m.client_id for m in desc.members])
+    current = {m.member_id: _assignment_string(m.assignment) for m in desc.members}
+    target = {m.member_id: _assignment_string(m.target_assignment) for m in desc.members}
+    ca = _width(list(current.values()), 20)
+    ta = _width(list(target.values()), 20)
+
+    def head(values: list[str]) -> str:
+        widths = [g, c, *([i] if with_instance else []), h, cl, 15]
+        return "".join(f"{v:<{w}} " for v, w in zip(values, widths, strict=True))
+
+    def tail(values: list[str]) -> str:
+        return f"{values[0]:<15} {values[1]:<{ca}} {values[2]:<15} {values[3]:<{ta}}" if verbose else ""
+
+    lines = [head(["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if with_instance else []), "HOST", "CLIENT-ID",
+                   "#PARTITIONS"]) + tail(["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"])]
+    for m in desc.members:
+        lines.append(
+            head([desc.group_id, m.member_id, *([m.group_instance_id or ""] if with_instance else []), m.host,
+                  m.client_id, str(len(m.assignment))])
+            + tail([_cell(m.member_epoch), current[m.member_id], _cell(desc.target_assignment_epoch),
+                    target[m.member_id]])
+        )
+    return lines
+
+
+def format_consumer_state(desc: GroupDescription, verbose: bool) -> list[str]:
+    """Kafka 4's printStates (its GROUP column is sized by the group id; --verbose adds the epochs)."""
+    coord = (
+        f"{desc.coordinator.host}:{desc.coordinator.port}  ({desc.coordinator.id})" if desc.coordinator else MISSING
+    )
+    gw, cw = _width([desc.group_id]), _width([coord], 25)
+    strategy = desc.partition_assignor or MISSING
+    if verbose:
+        fmt = f"{{:<{gw}}} {{:<{cw}}} {{:<20}} {{:<20}} {{:<15}} {{:<25}} {{}}"
+        return [
+            fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                       "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"),
+            fmt.format(desc.group_id, coord, strategy, desc.state, _cell(desc.group_epoch),
+                       _cell(desc.target_assignment_epoch), len(desc.members)),
+        ]
+    fmt = f"{{:<{gw}}} {{:<{cw}}} {{:<20}} {{:<20}} {{}}"
+    return [
+        fmt.format("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+        fmt.format(desc.group_id, coord, strategy, desc.state, len(desc.members)),
     ]
 
 
@@ -234,7 +301,8 @@ def consumer_groups(
         if list_:
             code = _list(admin, state)
         elif describe:
-            code = _describe(admin, groups, members, state is not None, verbose)
+            wire = WireAdmin(bootstrap_server, max(1.0, timeout / 1000), wire_security(command_config))
+            code = _describe(admin, wire, groups, members, state is not None, verbose)
         elif delete:
             code = _delete(admin, groups)
         else:
@@ -284,25 +352,31 @@ def _offset_rows(admin: KafkaAdmin, desc: GroupDescription) -> list[OffsetRow]:
     return rows
 
 
-def _describe(admin: KafkaAdmin, groups: list[str], members: bool, state: bool, verbose: bool) -> int:
+def _describe(
+    admin: KafkaAdmin, wire: WireAdmin, groups: list[str], members: bool, state: bool, verbose: bool
+) -> int:
     code = 0
     for desc in admin.describe_groups(groups):
+        consumer = desc.group_type == "consumer"
+        if consumer:
+            desc = with_epochs(wire, desc)
         if desc.state == "Dead" or (desc.state == "Unknown" and not desc.members):
             _error(f"Consumer group '{desc.group_id}' does not exist.")
             code = 1
             continue
         if state:
             print()
-            print("\n".join(format_state(desc)))
+            print("\n".join(format_consumer_state(desc, verbose) if consumer else format_state(desc)))
             continue
         if desc.state == "Empty":
             print(f"\nConsumer group '{desc.group_id}' has no active members.", file=sys.stderr, flush=True)
-        elif desc.state in ("PreparingRebalance", "CompletingRebalance"):
+        elif desc.state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
             print(f"\nWarning: Consumer group '{desc.group_id}' is rebalancing.", file=sys.stderr, flush=True)
         if members:
             if desc.members:
                 print()
-                print("\n".join(format_members(desc, verbose)))
+                lines = format_consumer_members(desc, verbose) if consumer else format_members(desc, verbose)
+                print("\n".join(lines))
             continue
         rows = _offset_rows(admin, desc)
         if rows:

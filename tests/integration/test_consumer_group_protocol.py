@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.group_member import MemberProcess, wait_until
-from tests.kbus_processes import BrokerProcess
+from tests.kbus_processes import BrokerProcess, kbus
 
 pytestmark = pytest.mark.integration
 
@@ -183,3 +183,46 @@ def test_commit_and_fetch_offsets_with_member_epochs(kbroker: BrokerProcess) -> 
         assert positions == {0: 5, 1: 5}
     finally:
         c2.close()
+
+
+@pytest.mark.slow  # four CLI runs of ~5 s each
+def test_consumer_groups_describe_shows_a_consumer_group(
+    kbroker: BrokerProcess, members: list[MemberProcess]
+) -> None:
+    bootstrap = kbroker.bootstrap
+    topic = create_topic(bootstrap, 4)
+    group = uid("g")
+    for name in ("a", "b"):
+        members.append(MemberProcess(bootstrap, group, topic, name=name, protocol="consumer",
+                                     remote_assignor="range"))
+    wait_until(lambda: partitioned(members, 4) and sorted(len(s) for s in owned_sets(members)) == [2, 2], 30,
+               "2 members to own 2 partitions each")
+    produce(bootstrap, topic, [f"v{i}" for i in range(8)], 4)
+    wait_until(lambda: len({v for m in members for v in m.values()}) == 8, 30, "the 8 values")
+
+    def run(*args: str) -> list[str]:
+        r = kbus("consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, *args)
+        assert r.returncode == 0, r.stderr
+        return [line for line in r.stdout.splitlines() if line.strip()]
+
+    state = run("--state", "--verbose")
+    assert state[0].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                                "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+    row = state[1].split()
+    assert row[0] == group and row[3:] == ["range", "Stable", row[5], row[5], "2"] and int(row[5]) >= 2
+    epoch = row[5]
+
+    rows = run("--members", "--verbose")
+    assert rows[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                               "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    assignments = sorted(line.split()[6] for line in rows[1:])
+    assert assignments == [f"{topic}:0,1", f"{topic}:2,3"]
+    for line in rows[1:]:
+        cols = line.split()
+        assert cols[4] == "2" and cols[5] == cols[7] == epoch and cols[6] == cols[8]
+
+    offsets = run()
+    assert offsets[0].split()[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
+    assert sorted(line.split()[2] for line in offsets[1:]) == ["0", "1", "2", "3"]
+    listed = kbus("consumer-groups", "--bootstrap-server", bootstrap, "--list")
+    assert group in listed.stdout.split()

@@ -347,3 +347,27 @@ def test_regex_re2_syntax(pattern: str, matches: list[str], misses: list[str]) -
 
     compiled = compile_regex(pattern)
     assert [t for t in matches + misses if compiled.fullmatch(t)] == matches
+
+
+def test_cli_prints_kafka_4_columns_for_a_consumer_group() -> None:
+    from kbus.admin.models import BrokerNode, GroupDescription, GroupMember
+    from kbus.cli.consumer_groups import format_consumer_members, format_consumer_state
+
+    desc = GroupDescription(
+        "grp", "Reconciling", "uniform", BrokerNode(1, "h", 9092),
+        [GroupMember("m1", "c1", "/1.2.3.4", [("t", 1), ("t", 0), ("a", 5)], None, [("t", 0)], 3)],
+        group_type="consumer", group_epoch=4, target_assignment_epoch=4,
+    )
+    assert format_consumer_state(desc, verbose=True) == [
+        "GROUP           COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE                GROUP-EPOCH     "
+        "TARGET-ASSIGNMENT-EPOCH   #MEMBERS",
+        "grp             h:9092  (1)               uniform              Reconciling          4               "
+        "4                         1",
+    ]
+    head, row = format_consumer_members(desc, verbose=True)
+    assert head.split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                            "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    assert row == (
+        "grp             m1              /1.2.3.4        c1              3               3               "
+        "a:5;t:0,1            4               t:0                 "
+    )

@@ -648,7 +648,11 @@ def _start(
         zk.close()
         raise ZooKeeperConnectionError(
             f"Timed out connecting to ZooKeeper at {hosts} after {connection_timeout_s:g} s "
-            "(is it running? `kbus zookeeper-start`)"
+            + (
+                "over TLS (is that ZooKeeper's secureClientPort, and does each side trust the other's certificate?)"
+                if security.tls is not None
+                else "(is it running? `kbus zookeeper-start`)"
+            )
         ) from None
     if security.sasl is not None:
         # kazoo reports CONNECTED before the SASL exchange; a request queued now is answered only after it

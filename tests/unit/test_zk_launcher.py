@@ -111,3 +111,17 @@ def test_running_servers_finds_only_kbus_started_zookeepers(tmp_path):
     process(12, "python", "-m", "kbus")
     (tmp_path / "self").mkdir()
     assert running_servers(tmp_path) == [RunningServer(10, Path("/srv/zk.props"), Path("/srv/zk/logs"))]
+
+
+def test_a_tls_only_server_is_probed_on_its_secure_port():
+    endpoint = launcher.client_endpoint({"secureClientPort": "2182", "secureClientPortAddress": "0.0.0.0"})
+    assert endpoint == launcher.ClientEndpoint("127.0.0.1", 2182, tls_only=True)
+    assert not launcher.client_endpoint({"clientPort": "2181", "secureClientPort": "2182"}).tls_only
+
+
+def test_debian_netty_jars_the_manifest_leaves_out_are_added(tmp_path: Path):
+    """Without netty-codec the secureClientPort fails (ClassNotFoundException: ByteToMessageDecoder)."""
+    java_dir = _debian_layout(tmp_path, "zookeeper.jar", "netty-codec.jar", "netty-resolver.jar", "slf4j-nop.jar")
+    install = launcher.find_install({"JAVA_HOME": str(_fake_java(tmp_path))}, java_dir=str(java_dir))
+    for cp in (install.classpath, install.shell_classpath):
+        assert f"{java_dir}/netty-codec.jar" in cp and f"{java_dir}/netty-resolver.jar" in cp

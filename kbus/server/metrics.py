@@ -53,6 +53,18 @@ class Metrics:
         if help_text:
             self.help[name] = help_text
 
+    def remove_series(self, label: str, value: str) -> None:
+        """Drop every counter and histogram series labelled `label=value`: a deleted topic's, as Kafka's
+        BrokerTopicStats.removeMetrics does, so topics created and deleted (by clients, or by garbage names with
+        auto.create.topics.enable) do not accumulate series for the life of the process."""
+        pair = (label, value)
+        for counters in self.counters.values():
+            for key in [k for k in counters if pair in k]:
+                del counters[key]
+        for histograms in self.histograms.values():
+            for key in [k for k in histograms if pair in k]:
+                del histograms[key]
+
     def counter_value(self, name: str, **labels: str) -> float:
         return self.counters.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
 
@@ -96,7 +108,7 @@ def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(v)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # keyed by topic names too: bounded, however many topics come and go
 def labels_key(**labels: str) -> Labels:
     """The key of a label set, built once (per API, per topic) instead of sorted on every request."""
     return tuple(sorted(labels.items()))

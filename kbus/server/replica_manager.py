@@ -30,6 +30,7 @@ from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint, wr
 from kbus.server.log.producer_state import VerificationGuard
 from kbus.server.log.txn_index import AbortedTxn
 from kbus.server.metadata.types import MetadataStore, PartitionState, TopicMetadata
+from kbus.server.metrics import METRICS
 from kbus.server.partition import Partition
 from kbus.server.quota_rate import RateConfig
 from kbus.server.replication.alter_log_dirs import ReplicaAlterLogDirsManager
@@ -486,8 +487,9 @@ class ReplicaManager:
             self.offline_partitions &= wanted
             if self._existing_at_start is not None:
                 self._existing_at_start &= wanted
-        for name in [n for n in self._log_configs if n not in topics]:
+        for name in [n for n in self._log_configs if n not in topics]:  # deleted topics
             del self._log_configs[name]
+            METRICS.remove_series("topic", name)  # Kafka's BrokerTopicStats.removeMetrics
         return not skipped
     def _reconcile_partition(self, topic: TopicMetadata, index: int, state: PartitionState, config: LogConfig) -> None:
         key = (topic.name, index)

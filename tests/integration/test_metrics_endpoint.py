@@ -138,3 +138,29 @@ def test_metrics_port_in_use_is_one_clear_error(broker_factory, tmp_path) -> Non
             b.start(timeout=20)
         assert "ERROR cannot listen on metrics.port" in b.log_text()
         assert "Traceback" not in b.log_text()
+
+
+def test_a_deleted_topics_series_go_with_it(broker_factory) -> None:
+    """Issue 28 (memory under hostile traffic): per-topic series outlived their topic, so topics created and
+    deleted over a long run (garbage names auto-created, then deleted) grew the metrics for ever. Kafka removes a
+    deleted topic's metrics (BrokerTopicStats.removeMetrics); so does kbus."""
+    from confluent_kafka.admin import AdminClient
+
+    metrics_port = free_port()
+    b = broker_factory({"metrics.port": str(metrics_port)})
+    topics = [f"gone-{uuid.uuid4().hex[:6]}-{i}" for i in range(3)]
+    for topic in topics:
+        produce(b.bootstrap, topic, 5)
+    s = samples(scrape(metrics_port)[2])
+    assert all(value(s, "kbus_messages_in_total", topic=t) == 5 for t in topics)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for fut in admin.delete_topics(topics[:2]).values():
+        fut.result(30)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        text = scrape(metrics_port)[2]
+        if not any(f'topic="{t}"' in text for t in topics[:2]):
+            break
+        time.sleep(0.2)
+    assert not any(f'topic="{t}"' in text for t in topics[:2]), "a deleted topic's series are still exported"
+    assert value(samples(text), "kbus_messages_in_total", topic=topics[2]) == 5

@@ -5,6 +5,7 @@ Describe/AlterUserScramCredentials or in ZooKeeper's /config/users/<user>."""
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -18,6 +19,7 @@ from kbus.cli import quota_configs
 from kbus.cli.app import app
 from kbus.cli.client_config import translate, wire_security
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
+from kbus.common.broker_config import ConfigError
 from kbus.common.quotas import QUOTA_KEYS
 from kbus.server.security.scram import MIN_ITERATIONS
 
@@ -90,6 +92,10 @@ def configs(
     zookeeper: Annotated[
         str | None, typer.Option("--zookeeper", help="Topics only: change configs straight in ZooKeeper")
     ] = None,
+    zk_tls_config_file: Annotated[
+        str | None,
+        typer.Option("--zk-tls-config-file", help="With --zookeeper: zookeeper.ssl.* keys for TLS to ZooKeeper"),
+    ] = None,
     command_config: Annotated[
         str | None, typer.Option("--command-config", help="Admin client .properties file")
     ] = None,
@@ -152,6 +158,10 @@ def configs(
             )
         if bool(bootstrap_server) == bool(zookeeper):
             raise UsageError("Exactly one of --bootstrap-server or --zookeeper must be specified")
+        if zk_tls_config_file:
+            if not zookeeper:
+                raise UsageError("--zk-tls-config-file is only used with --zookeeper")
+            _use_zk_tls_config_file(zk_tls_config_file)
         if topic is None and broker is None and types and set(types) <= set(quota_configs.QUOTA_ENTITY_TYPES):
             scram_only = types == ["users"] and bool(to_set or to_delete) and not any(
                 k in QUOTA_KEYS for k in [*to_set, *to_delete])  # fmt: skip
@@ -293,6 +303,15 @@ def _via_wire(
     else:
         print(f"Completed updating config for {kind} {name}.")
     return 0
+
+
+def _use_zk_tls_config_file(path: str) -> None:
+    from kbus.zk.security import use_tls_config_file  # kazoo, imported only where ZooKeeper is used
+
+    try:
+        use_tls_config_file(path, os.environ)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _via_zookeeper(

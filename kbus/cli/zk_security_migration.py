@@ -14,8 +14,6 @@ import typer
 from kbus.cli.app import app
 from kbus.common.broker_config import ConfigError
 from kbus.common.errors import KafkaError
-from kbus.common.properties import PropertiesError, load_properties
-from kbus.zk.security import JAAS_PROPERTY, ZkClientSecurity
 
 _quiet = logging.getLogger("kbus.cli.zk_security_migration.kazoo")
 _quiet.setLevel(logging.CRITICAL)
@@ -41,10 +39,14 @@ def zookeeper_security_migration(
     credentials), as the identity this tool authenticates as (JAAS Client section in KAFKA_OPTS, TLS keystore)."""
     if acl not in ("secure", "unsecure"):
         raise _fail(f"--zookeeper.acl must be secure or unsecure, got {acl}")
+    # kazoo, imported only where ZooKeeper is used
+    from kbus.zk.security import JAAS_PROPERTY, ZkClientSecurity
+    from kbus.zk.security import tls_config_file as tls_config_file_props
+
     try:
-        tls_config = load_properties(tls_config_file) if tls_config_file is not None else None
+        tls_config = tls_config_file_props(str(tls_config_file)) if tls_config_file is not None else None
         security = ZkClientSecurity.for_tool(os.environ, tls_config)
-    except (OSError, PropertiesError, ConfigError) as exc:
+    except ConfigError as exc:
         raise _fail(str(exc)) from None
     if not security.authenticated:
         # Kafka's tool refuses too: a secure ACL would belong to nobody, an unsecure one could not be set

@@ -4,6 +4,7 @@ running the real Apache ZooKeeper with the system Java."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from types import FrameType
 import typer
 
 from kbus.cli.app import app
+from kbus.common.broker_config import ConfigError
 from kbus.zk import launcher
 from kbus.zk.launcher import ZooKeeperSetupError
 
@@ -215,12 +217,27 @@ def zookeeper_shell(
     ctx: typer.Context,
     server: str = typer.Argument(..., help="host:port[/chroot], e.g. localhost:2181"),
 ) -> None:
-    """ZooKeeper's own CLI against SERVER; extra arguments run one command (`ls /brokers/ids`) and exit."""
+    """ZooKeeper's own CLI against SERVER; extra arguments run one command (`ls /brokers/ids`) and exit.
+    `-zk-tls-config-file FILE` (zookeeper-shell.sh's option) connects with TLS."""
+    args = list(ctx.args)
+    jvm_opts = os.environ.get(KAFKA_OPTS_ENV, "")
+    if "-zk-tls-config-file" in args:
+        from kbus.zk import security  # kazoo, imported only where ZooKeeper is used
+
+        at = args.index("-zk-tls-config-file")
+        if at + 1 >= len(args):
+            raise _fail("-zk-tls-config-file needs a file name")
+        try:
+            tls = security.as_system_properties(security.tls_config_file(args[at + 1]))
+        except ConfigError as e:
+            raise _fail(str(e)) from None
+        jvm_opts = " ".join([jvm_opts, *map(shlex.quote, tls)]).strip()
+        del args[at : at + 2]
     try:
         install = launcher.find_install()
     except ZooKeeperSetupError as e:
         raise _fail(str(e)) from None
-    cmd = launcher.shell_command(install, server, list(ctx.args), os.environ.get(KAFKA_OPTS_ENV, ""))
+    cmd = launcher.shell_command(install, server, args, jvm_opts)
     sys.stdout.flush()
     raise typer.Exit(subprocess.call(cmd))
 

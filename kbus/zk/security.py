@@ -15,7 +15,7 @@ import re
 import shlex
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,6 +154,39 @@ def zk_sasl(system: Mapping[str, str]) -> ZkSasl | None:
     if not username or password is None:
         raise ConfigError(f"{path}: section {section} needs username and password (SASL DIGEST-MD5 to ZooKeeper)")
     return ZkSasl(username, password)
+
+
+def tls_config_file(path: str) -> dict[str, str]:
+    """Kafka's --zk-tls-config-file: only the zookeeper.ssl.* / zookeeper.clientCnxnSocket keys are allowed."""
+    from kbus.common.properties import PropertiesError, load_properties
+
+    try:
+        props = load_properties(path)
+    except (OSError, PropertiesError) as exc:
+        raise ConfigError(f"--zk-tls-config-file: cannot read {path}: {exc}") from None
+    invalid = sorted(set(props) - set(ZK_TLS_SYSTEM_PROPERTIES))
+    if invalid:
+        raise ConfigError(f"--zk-tls-config-file: invalid config(s): {', '.join(invalid)} (allowed: "
+                          "zookeeper.ssl.* and zookeeper.clientCnxnSocket)")  # fmt: skip
+    return props
+
+
+def as_system_properties(tls_config: Mapping[str, str]) -> list[str]:
+    """The keys of a --zk-tls-config-file as ZooKeeper's -D system properties: what ZooKeeper's Java shell reads,
+    and what kbus's tools read from KAFKA_OPTS."""
+    out = []
+    for key, value in tls_config.items():
+        if key == "zookeeper.ssl.endpoint.identification.algorithm":
+            value = "true" if value.strip().upper() == "HTTPS" else "false"
+        out.append(f"-D{ZK_TLS_SYSTEM_PROPERTIES[key]}={value.strip()}")
+    return out
+
+
+def use_tls_config_file(path: str, env: MutableMapping[str, str]) -> None:
+    """A tool's --zk-tls-config-file: its keys join KAFKA_OPTS as ZooKeeper's system properties, after (so ahead
+    of) those already there, where the tool's ZooKeeper client (for_tool) reads them."""
+    flags = " ".join(shlex.quote(flag) for flag in as_system_properties(tls_config_file(path)))
+    env[OPTS_ENV] = f"{env.get(OPTS_ENV, '')} {flags}".strip()
 
 
 def tls_settings(props: Mapping[str, str], system: Mapping[str, str]) -> dict[str, str]:

@@ -343,9 +343,22 @@ def test_tools_over_tls_from_kafka_opts_and_a_tls_only_zookeeper(tmp_path: Path,
             assert _acl_ids(zk.zk, f"/config/changes/{change}") == {("x509", "x509", 31), ("world", "anyone", 1)}
         finally:
             zk.close()
-        # Kafka's --zk-tls-config-file instead of KAFKA_OPTS: `unsecure` opens what the certificate owns
+        # Kafka's --zk-tls-config-file instead of KAFKA_OPTS: kbus configs, zookeeper-shell, and the migration
         tls_file = tmp_path / "zk-tls.properties"
         tls_file.write_text("".join(f"{k}={v}\n" for k, v in secure_zk.tls_config().items()))
+        made = _kbus("configs", "--zookeeper", connect, "--zk-tls-config-file", str(tls_file), "--alter",
+                     "--add-config", "SCRAM-SHA-256=[iterations=4096,password=carol-secret]", "--entity-type", "users",
+                     "--entity-name", "carol", env={"KAFKA_OPTS": ""})  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        shell = _kbus("zookeeper-shell", f"127.0.0.1:{tls_port}", "-zk-tls-config-file", str(tls_file),
+                      "getAcl", "/tools/config/users/carol", env={"KAFKA_OPTS": ""})  # fmt: skip
+        assert shell.returncode == 0, shell.stderr
+        assert "'x509,'CN=kafka" in shell.stdout and "world" not in shell.stdout, shell.stdout
+        bad = tmp_path / "bad-tls.properties"
+        bad.write_text("zookeeper.ssl.client.enable=true\nssl.keystore.location=/x.pem\n")
+        refused = _kbus("configs", "--zookeeper", connect, "--zk-tls-config-file", str(bad), "--describe",
+                        "--entity-type", "users")  # fmt: skip
+        assert refused.returncode == 1 and "invalid config(s): ssl.keystore.location" in refused.stderr
         opened = _kbus("zookeeper-security-migration", "--zookeeper.acl", "unsecure", "--zookeeper.connect", connect,
                        "--zk-tls-config-file", str(tls_file), env={"KAFKA_OPTS": ""})  # fmt: skip
         assert opened.returncode == 0, opened.stderr

@@ -10,7 +10,14 @@ from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from kbus.common import jaas_file
 from kbus.common.broker_config import ConfigError
-from kbus.zk.security import ZkClientSecurity, jvm_system_properties, tls_settings, zk_sasl
+from kbus.zk.security import (
+    ZkClientSecurity,
+    as_system_properties,
+    jvm_system_properties,
+    tls_settings,
+    use_tls_config_file,
+    zk_sasl,
+)
 from kbus.zk.znode_acls import default_acls
 
 ACL = {"zookeeper.set.acl": "true"}
@@ -126,3 +133,18 @@ def test_refusals(tmp_path: Path) -> None:
         ZkClientSecurity.for_broker({**tls, "zookeeper.ssl.ocsp.enable": "true"}, {})
     with pytest.raises(ConfigError, match=re.escape("zookeeper.ssl.keystore.location: cannot read /missing.pem")):
         ZkClientSecurity.for_broker({**tls, "zookeeper.ssl.keystore.location": "/missing.pem"}, {})
+
+
+def test_a_zk_tls_config_file_becomes_zookeepers_system_properties(tmp_path: Path) -> None:
+    path = tmp_path / "zk-tls.properties"
+    path.write_text("zookeeper.ssl.client.enable=true\nzookeeper.ssl.keystore.location=/a b.p12\n"
+                    "zookeeper.ssl.endpoint.identification.algorithm=\n")  # fmt: skip
+    assert as_system_properties({"zookeeper.ssl.endpoint.identification.algorithm": "HTTPS"}) == [
+        "-Dzookeeper.ssl.hostnameVerification=true"
+    ]
+    env = {"KAFKA_OPTS": "-Djava.security.auth.login.config=/j.conf -Dzookeeper.ssl.keyStore.location=/old.pem"}
+    use_tls_config_file(str(path), env)
+    system = jvm_system_properties(env)
+    assert system["zookeeper.ssl.keyStore.location"] == "/a b.p12"  # the file wins
+    assert system["java.security.auth.login.config"] == "/j.conf"
+    assert tls_settings({}, system)["zookeeper.ssl.endpoint.identification.algorithm"] == ""

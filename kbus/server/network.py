@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kbus.network")
 _conn_ids = itertools.count(1)
+ACCEPT_BATCH = 64  # connections accepted in a row before the acceptor yields to the event loop
 LISTEN_BACKLOG = 512  # connections the kernel completes while the acceptor waits (Kafka: socket.listen.backlog.size)
 MAX_PIPELINED = 64  # produce requests one connection may have waiting on replicas at once
 READ_PAUSE_BYTES = 1 << 20  # stop reading a connection that has this much unread behind a waiting request
@@ -208,9 +209,24 @@ class KafkaServer:
     async def _accept_loop(self, listener: str, lsock: socket.socket, security: ListenerSecurity) -> None:
         loop = asyncio.get_running_loop()
         blocked_key = labels_key(listener=listener)
+        batch = 0
         while True:
             try:
-                sock, addr = await loop.sock_accept(lsock)
+                # what the backlog already holds is taken without a trip through the event loop (a flood of
+                # connections is drained several times faster, so the backlog does not overflow and drop others'
+                # SYNs); every ACCEPT_BATCH connections other work gets its turn
+                if batch < ACCEPT_BATCH:
+                    try:
+                        sock, addr = lsock.accept()
+                        sock.setblocking(False)  # as sock_accept's are
+                        batch += 1
+                    except BlockingIOError:
+                        batch = 0
+                        sock, addr = await loop.sock_accept(lsock)
+                else:
+                    batch = 0
+                    await asyncio.sleep(0)
+                    continue
             except asyncio.CancelledError:
                 raise
             except OSError as exc:  # EMFILE and friends: Kafka logs and carries on accepting

@@ -67,6 +67,18 @@ def closed_by_broker(sock: socket.socket, timeout: float) -> bool:
 
 
 @pytest.fixture
+def limited(broker_factory):
+    """A broker whose start-up probe connection (tests.kbus_processes.wait_for_port's) is no longer counted."""
+
+    def start(overrides: dict[str, str], **kwargs: object) -> BrokerProcess:
+        b = broker_factory(overrides, **kwargs)
+        time.sleep(0.5)
+        return b
+
+    return start
+
+
+@pytest.fixture
 def sockets() -> Iterator[list[socket.socket]]:
     opened: list[socket.socket] = []
     yield opened
@@ -90,8 +102,29 @@ def test_idle_and_half_sent_connections_are_closed(broker_factory, sockets) -> N
     assert served(busy)
 
 
-def test_max_connections_per_ip_closes_the_new_connection_and_overrides_win(broker_factory, sockets) -> None:
-    b = broker_factory({"max.connections.per.ip": "3", "max.connections.per.ip.overrides": "127.0.0.2:5"})
+def test_unauthenticated_sasl_connection_is_closed_when_idle(broker_factory, sockets) -> None:
+    """A client that starts a SASL exchange and never finishes it is closed as idle (it is served ApiVersions and
+    SaslHandshake only, so without the idle timeout it would hold the connection forever)."""
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    plain, sasl = free_port(), free_port()
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret";')  # fmt: skip
+    broker_factory({"listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+                    "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+                    "connections.max.idle.ms": "1500"}, port=plain)  # fmt: skip
+    s = connect_into(sockets, sasl)
+    assert served(s)  # ApiVersions is served before authentication
+    s.sendall(encode_request(SaslHandshakeRequest(mechanism="PLAIN"), 8, "limits"))
+    started = time.monotonic()
+    s.settimeout(5)
+    assert len(s.recv(4096)) > 0  # the handshake answer; then the client says nothing more
+    assert closed_by_broker(s, 5)
+    assert 1.0 < time.monotonic() - started < 4.5
+
+
+def test_max_connections_per_ip_closes_the_new_connection_and_overrides_win(limited, sockets) -> None:
+    b = limited({"max.connections.per.ip": "3", "max.connections.per.ip.overrides": "127.0.0.2:5"})
     first = [connect(b.port) for _ in range(5)]
     other = [connect(b.port, "127.0.0.2") for _ in range(6)]
     sockets += first + other
@@ -108,8 +141,8 @@ def connect_into(sockets: list[socket.socket], port: int, source: str = "127.0.0
     return s
 
 
-def test_max_connections_makes_the_acceptor_wait_until_a_connection_closes(broker_factory, sockets) -> None:
-    b = broker_factory({"max.connections": "3"})
+def test_max_connections_makes_the_acceptor_wait_until_a_connection_closes(limited, sockets) -> None:
+    b = limited({"max.connections": "3"})
     held = [connect_into(sockets, b.port) for _ in range(3)]
     assert all(served(s) for s in held)
     waiting = connect_into(sockets, b.port)  # the kernel completes it; the broker does not take it yet
@@ -128,9 +161,9 @@ def two_listener_overrides(external: int, replication: int) -> dict[str, str]:
     }
 
 
-def test_inter_broker_listener_is_protected_and_its_excess_closes_the_oldest_client(broker_factory, sockets) -> None:
+def test_inter_broker_listener_is_protected_and_its_excess_closes_the_oldest_client(limited, sockets) -> None:
     external, replication = free_port(), free_port()
-    b = broker_factory({**two_listener_overrides(external, replication), "max.connections": "2"}, port=external)
+    b = limited({**two_listener_overrides(external, replication), "max.connections": "2"}, port=external)
     clients = [connect_into(sockets, b.port) for _ in range(2)]
     assert all(served(s) for s in clients)
     time.sleep(0.1)
@@ -143,9 +176,9 @@ def test_inter_broker_listener_is_protected_and_its_excess_closes_the_oldest_cli
     assert all(served(s) for s in brokers)
 
 
-def test_listener_max_connections(broker_factory, sockets) -> None:
+def test_listener_max_connections(limited, sockets) -> None:
     external, replication = free_port(), free_port()
-    b = broker_factory({**two_listener_overrides(external, replication),
+    b = limited({**two_listener_overrides(external, replication),
                         "listener.name.replication.max.connections": "1"}, port=external)  # fmt: skip
     assert served(connect_into(sockets, replication))
     assert not served(connect_into(sockets, replication), timeout=1.5)  # waits for a slot on that listener

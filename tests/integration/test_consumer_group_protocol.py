@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.group_member import MemberProcess, wait_until
-from tests.kbus_processes import BrokerProcess, kbus
+from tests.kbus_processes import BrokerProcess, Cluster, kbus
 
 pytestmark = pytest.mark.integration
 
@@ -226,3 +226,36 @@ def test_consumer_groups_describe_shows_a_consumer_group(
     assert sorted(line.split()[2] for line in offsets[1:]) == ["0", "1", "2", "3"]
     listed = kbus("consumer-groups", "--bootstrap-server", bootstrap, "--list")
     assert group in listed.stdout.split()
+
+
+@pytest.mark.zookeeper
+@pytest.mark.slow
+def test_members_rejoin_after_the_coordinator_is_killed(cluster: Cluster, members: list[MemberProcess]) -> None:
+    """The group's state is in memory on its coordinator (not in __consumer_offsets yet): after kill -9 of the
+    coordinator the members are unknown to the new one, re-join with epoch 0 and resume from the committed
+    offsets; nothing is lost."""
+    bootstrap = cluster.bootstrap
+    topic = uid("fo")
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a collected client cancels its futures
+    admin.create_topics([NewTopic(topic, 4, 3)])[topic].result(20)
+    wait_until(lambda: len(cluster.partitions(topic)) == 4
+               and all(len(isr) == 3 for _, isr in cluster.partitions(topic).values()), 30, "full ISRs")
+    group = uid("g")
+    for name in ("a", "b"):
+        members.append(MemberProcess(bootstrap, group, topic, name=name, protocol="consumer"))
+    wait_until(lambda: partitioned(members, 4), 60, "2 members to share 4 partitions")
+    first = [f"v{i}" for i in range(200)]
+    produce(bootstrap, topic, first, 4)
+    seen = lambda: {v for m in members for v in m.values()}  # noqa: E731
+    wait_until(lambda: set(first) <= seen(), 30, "the first 200 values")
+    time.sleep(1)  # auto-commit (200 ms) ships the stored offsets
+
+    coordinator = admin.describe_consumer_groups([group])[group].result(15).coordinator.id
+    cluster.brokers[coordinator].kill()
+    second = [f"w{i}" for i in range(200)]
+    produce(cluster.bootstrap, topic, second, 4)
+    wait_until(lambda: set(second) <= seen(), 90, "the 200 values produced after the kill")
+    wait_until(lambda: partitioned(members, 4), 30, "both members to own partitions again")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = admin.describe_consumer_groups([group])[group].result(15)
+    assert new.coordinator.id != coordinator and len(new.members) == 2

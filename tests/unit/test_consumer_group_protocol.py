@@ -371,3 +371,22 @@ def test_cli_prints_kafka_4_columns_for_a_consumer_group() -> None:
         "grp             m1              /1.2.3.4        c1              3               3               "
         "a:5;t:0,1            4               t:0                 "
     )
+
+
+def test_offsets_of_subscribed_topics_do_not_expire_while_the_group_has_members() -> None:
+    async def body(h: CG) -> None:
+        from kbus.server.coordinator.records import OffsetAndMetadata
+
+        h.set_topics({"t": 6, "u": 1})
+        h.hb("a", 0)
+        om = OffsetAndMetadata(offset=5, leader_epoch=-1, metadata="", commit_timestamp=h.clock.now)
+        assert await h.coord.commit_offsets("g", "a", None, 1, {("t", 0): om, ("u", 0): om}) == {
+            ("t", 0): E.none, ("u", 0): E.none}
+        h.clock.now += h.coord.config.offsets_retention_ms + 1  # no timers run: the member stays
+        assert await h.coord.expire_offsets() == 1
+        _, offsets = h.coord.fetch_offsets("g", None)
+        assert list(offsets) == [("t", 0)]  # u is not subscribed: its offset expired
+        h.hb("a", -1)
+        assert await h.coord.expire_offsets() == 1  # an empty group keeps nothing past retention
+
+    run(body)

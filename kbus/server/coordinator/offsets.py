@@ -229,7 +229,13 @@ class GroupOffsets(GroupStore):
 
         def select(group: Group) -> list[TopicPartition]:
             gone = [] if live is None else [tp for tp in group.offsets if tp[0] not in live]
-            return sorted(set(group.expired_offsets(now, retention)) | set(gone))
+            expired = group.expired_offsets(now, retention)
+            cgroup = self.consumer_groups.get(group.group_id)
+            if cgroup is not None and cgroup.members:
+                # A consumer-protocol group keeps the offsets of the topics its members subscribe to (Kafka's
+                # ConsumerGroup.isSubscribedToTopic); the others expire `retention` after their commit.
+                expired = [tp for tp in expired if tp[0] not in cgroup.subscription_metadata]
+            return sorted(set(expired) | set(gone))
 
         groups = [g for g in self.groups.values() if g.partition in self.owned and not g.is_(GroupState.DEAD)]
         removed = await self._cleanup_group_metadata(groups, select)

@@ -300,3 +300,17 @@ def test_thousands_of_connections_from_one_address_leave_another_client_served(b
         for s in attack:
             s.close()
     wait_for(lambda: count() <= 2, 15, "the attacker's connections to be released")
+
+
+def test_ip_quotas_straight_in_zookeeper(zk_connect, raw_zk) -> None:
+    """kbus configs --zookeeper --entity-type ips writes Kafka's znode and change notification (no broker needed)."""
+    ok(kbus("configs", "--zookeeper", zk_connect, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.5",
+            "--add-config", "connection_creation_rate=3"))  # fmt: skip
+    assert b'"connection_creation_rate":"3"' in raw_zk.get("/config/ips/127.0.0.5")[0]
+    changes = [raw_zk.get(f"/config/changes/{c}")[0] for c in raw_zk.get_children("/config/changes")]
+    assert any(b'"entity_path":"ips/127.0.0.5"' in c for c in changes)
+    shown = ok(kbus("configs", "--zookeeper", zk_connect, "--describe", "--entity-type", "ips"))
+    assert "Configs for ip '127.0.0.5' are connection_creation_rate=3" in shown
+    bad = kbus("configs", "--zookeeper", zk_connect, "--alter", "--ip", "127.0.0.5", "--add-config",
+               "consumer_byte_rate=3")  # fmt: skip
+    assert bad.returncode != 0 and "Unknown Dynamic Configuration 'consumer_byte_rate'" in bad.stdout + bad.stderr

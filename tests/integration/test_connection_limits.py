@@ -186,13 +186,25 @@ def test_listener_max_connections(limited, sockets) -> None:
 
 
 def test_connection_creation_rate_delays_accepting(broker_factory, sockets) -> None:
-    b = broker_factory({"listener.name.plaintext.max.connection.creation.rate": "1"})
+    from tests.integration.test_metrics_endpoint import samples, scrape
+
+    metrics_port = free_port()
+    b = broker_factory({"listener.name.plaintext.max.connection.creation.rate": "1",
+                        "metrics.port": str(metrics_port)})  # fmt: skip
     started = time.monotonic()
     for _ in range(14):  # Kafka's Rate over 11 windows of 1 s: ~10 at once, then about one a second
         assert served(connect_into(sockets, b.port), timeout=10)
         sockets.pop().close()
     elapsed = time.monotonic() - started
     assert elapsed > 2.5, elapsed
+    # Kafka's per-listener socket-server-metrics, by their kbus names
+    s = samples(scrape(metrics_port)[2])
+    listener = frozenset({("listener", "PLAINTEXT")})
+    assert s[("kbus_connection_accept_throttle_time", listener)] > 0  # ms the acceptor waited, on average
+    assert s[("kbus_acceptor_blocked_seconds_total", listener)] > 1.5
+    assert s[("kbus_connection_creation_total", listener)] >= 14
+    assert s[("kbus_connection_accept_rate", listener)] > 0
+    assert ("kbus_connection_count", listener) in s and ("kbus_broker_connection_accept_rate", frozenset()) in s
 
 
 def test_limits_change_without_restart(broker_factory, sockets) -> None:

@@ -451,6 +451,16 @@ class KafkaConfig:
             ConnectionLimits.from_layers([self.raw])
         except ConnectionLimitError as exc:
             raise ConfigError(str(exc)) from None
+        # KafkaConfig: a failed login's answer waits this long, so the idle timeout must not close it first
+        delay_key = "connection.failed.authentication.delay.ms"
+        try:
+            delay = int(self.raw.get(delay_key, "100").strip())
+        except ValueError:
+            delay = 100  # the SASL settings report the bad value themselves
+        if 0 <= self.connections_max_idle_ms <= delay:
+            raise ConfigError(f"{delay_key}={delay} should always be less than connections.max.idle.ms="
+                              f"{self.connections_max_idle_ms} to prevent failed authentication responses from "
+                              "timing out")  # fmt: skip
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
 

@@ -110,6 +110,8 @@ def test_connection_limits_at_kafkas_defaults_are_accepted() -> None:
         ({"max.connections.per.ip.overrides": "127.0.0.1"}, "max.connections.per.ip.overrides"),  # no ':'
         ({"max.connections.per.ip.overrides": "bad/host:5"}, "contains invalid addresses : bad/host"),
         ({"max.connection.creation.rate": "-1"}, "max.connection.creation.rate"),
+        ({"connections.max.idle.ms": "100"}, "should always be less than connections.max.idle.ms=100"),
+        ({"connections.max.idle.ms": "500", "connection.failed.authentication.delay.ms": "600"}, "=600 should"),
     ],
 )
 def test_bad_connection_limits_are_refused_as_kafka_does(props: dict[str, str], named: str) -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for kbus: Debian packages (Apache ZooKeeper, kcat, a JDK, Maven), a virtualenv in .venv
-# with kbus and its test/spark extras. Safe to run again; it skips what is already there.
+# with kbus and its test/ui/spark extras. Safe to run again; it skips what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +20,9 @@ command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc)
   || need_pkgs+=(python3-dev)
 # systemd-analyze validates the units in systemd/ (tests/e2e/test_systemd_units.py); no running systemd is needed
 command -v systemd-analyze >/dev/null 2>&1 || need_pkgs+=(systemd)
+# headless Chromium and its WebDriver: the browser tests of kbus ui (tests/e2e/test_ui_browser.py)
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing Debian packages: ${need_pkgs[*]}"
@@ -37,7 +40,7 @@ fi
 [ -x .venv/bin/python ] && [ -x .venv/bin/pip ] || "$PY" -m venv --clear .venv
 mkdir -p logs
 if ! { .venv/bin/python -m pip install -q --upgrade pip &&
-       .venv/bin/python -m pip install -q -e ".[test${KBUS_EXTRAS-,spark}]"; } >logs/setup-pip.log 2>&1; then
+       .venv/bin/python -m pip install -q -e ".[test,ui${KBUS_EXTRAS-,spark}]"; } >logs/setup-pip.log 2>&1; then
   tail -20 logs/setup-pip.log >&2
   echo "setup: pip install failed (full log: logs/setup-pip.log)" >&2
   exit 1

@@ -248,6 +248,24 @@ class KafkaAdmin:
             )
         return out
 
+    def describe_all_partitions(self) -> list[TopicDescription]:
+        """Every topic's partitions (leader, replicas, ISR) from one Metadata request: no topic ids or configs,
+        so a console can poll it every few seconds (kbus ui's overview)."""
+        md = self._metadata()
+        out: list[TopicDescription] = []
+        for name in sorted(md.topics):
+            parts = [
+                PartitionDescription(
+                    partition=p.id,
+                    leader=p.leader if p.leader >= 0 else None,
+                    replicas=list(p.replicas),
+                    isr=list(p.isrs),
+                )
+                for p in sorted(md.topics[name].partitions.values(), key=lambda p: p.id)
+            ]
+            out.append(TopicDescription(name=name, partitions=parts, is_internal=is_internal(name)))
+        return out
+
     def _topic_ids(self, names: list[str]) -> dict[str, str]:
         """Topic ids come only from DescribeTopics (Metadata v10+); a broker without them just gets none."""
         try:

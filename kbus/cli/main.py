@@ -24,6 +24,7 @@ import kbus.cli.service
 import kbus.cli.spark
 import kbus.cli.topics
 import kbus.cli.transactions
+import kbus.cli.ui
 import kbus.cli.zk_security_migration
 import kbus.cli.zookeeper
 from kbus.cli import stdout

@@ -1,0 +1,210 @@
+"""What the console's pages show, read from the cluster through kbus.admin: plain dataclasses, no HTML."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kbus.admin.kafka import EARLIEST, LATEST, KafkaAdmin
+from kbus.admin.models import ConfigEntry, GroupDescription, PartitionDescription, TopicDescription
+
+
+@dataclass(frozen=True)
+class BrokerRow:
+    id: int
+    host: str | None  # None: a broker named in replica lists that is not registered (down)
+    port: int | None
+    controller: bool
+    up: bool
+    leaders: int
+    replicas: int
+
+
+@dataclass(frozen=True)
+class PartitionProblem:
+    topic: str
+    partition: int
+    leader: int | None
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass(frozen=True)
+class Overview:
+    cluster_id: str | None
+    controller_id: int | None
+    brokers: list[BrokerRow]
+    topic_count: int
+    partition_count: int
+    under_replicated: list[PartitionProblem]
+    offline: list[PartitionProblem]  # no leader: nothing can be produced to or fetched from them
+
+
+def overview(admin: KafkaAdmin) -> Overview:
+    cluster = admin.describe_cluster()
+    topics = admin.describe_all_partitions()
+    live = {b.id: b for b in cluster.brokers}
+    leaders: dict[int, int] = {}
+    replicas: dict[int, int] = {}
+    under: list[PartitionProblem] = []
+    offline: list[PartitionProblem] = []
+    partitions = 0
+    for t in topics:
+        for p in t.partitions:
+            partitions += 1
+            if p.leader is not None:
+                leaders[p.leader] = leaders.get(p.leader, 0) + 1
+            for r in p.replicas:
+                replicas[r] = replicas.get(r, 0) + 1
+            problem = PartitionProblem(t.name, p.partition, p.leader, p.replicas, p.isr)
+            # Kafka's UnderReplicatedPartitions: fewer in-sync replicas than assigned ones
+            if len(p.isr) < len(p.replicas):
+                under.append(problem)
+            if p.leader is None:
+                offline.append(problem)
+    # Metadata lists only registered brokers; one named in a replica list but absent is down.
+    ids = sorted(set(live) | set(replicas))
+    rows = [
+        BrokerRow(
+            id=i,
+            host=live[i].host if i in live else None,
+            port=live[i].port if i in live else None,
+            controller=i == cluster.controller_id,
+            up=i in live,
+            leaders=leaders.get(i, 0),
+            replicas=replicas.get(i, 0),
+        )
+        for i in ids
+    ]
+    return Overview(cluster.cluster_id, cluster.controller_id, rows, len(topics), partitions, under, offline)
+
+
+@dataclass(frozen=True)
+class TopicRow:
+    name: str
+    partitions: int
+    replication_factor: int
+    under_replicated: int
+    internal: bool
+
+
+def topic_rows(admin: KafkaAdmin) -> list[TopicRow]:
+    return [
+        TopicRow(
+            t.name,
+            len(t.partitions),
+            t.replication_factor,
+            sum(1 for p in t.partitions if len(p.isr) < len(p.replicas)),
+            t.is_internal,
+        )
+        for t in admin.describe_all_partitions()
+    ]
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    partition: PartitionDescription
+    log_start: int | None
+    log_end: int | None
+
+    @property
+    def messages(self) -> int | None:
+        if self.log_start is None or self.log_end is None:
+            return None
+        return self.log_end - self.log_start
+
+
+@dataclass(frozen=True)
+class TopicPage:
+    topic: TopicDescription
+    partitions: list[PartitionRow]
+    configs: list[ConfigEntry]
+
+
+def topic_page(admin: KafkaAdmin, name: str) -> TopicPage:
+    topic = admin.describe_topics([name])[0]
+    tps = [(name, p.partition) for p in topic.partitions]
+    starts = {o.partition: o.offset for o in admin.list_offsets(tps, EARLIEST)}
+    ends = {o.partition: o.offset for o in admin.list_offsets(tps, LATEST)}
+    rows = [PartitionRow(p, starts.get(p.partition), ends.get(p.partition)) for p in topic.partitions]
+    return TopicPage(topic, rows, admin.describe_topic_configs(name))
+
+
+@dataclass(frozen=True)
+class LagRow:
+    topic: str
+    partition: int
+    committed: int | None  # None: nothing committed
+    log_end: int | None
+    member: str | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.committed is None or self.log_end is None:
+            return None
+        return max(0, self.log_end - self.committed)
+
+
+def group_lag(admin: KafkaAdmin, group_id: str, description: GroupDescription | None = None) -> list[LagRow]:
+    """One row per partition the group has committed offsets for or is assigned, as kafka-consumer-groups prints."""
+    committed = {(o.topic, o.partition): o.offset for o in admin.list_group_offsets(group_id)}
+    owner: dict[tuple[str, int], str] = {}
+    if description is not None:
+        for m in description.members:
+            for tp in m.assignment:
+                owner[tp] = m.client_id or m.member_id
+    tps = sorted(set(committed) | set(owner))
+    ends = {(o.topic, o.partition): o.offset for o in admin.list_offsets(tps, LATEST)} if tps else {}
+    return [
+        LagRow(
+            t,
+            p,
+            committed[(t, p)] if committed.get((t, p), -1) >= 0 else None,
+            ends.get((t, p)),
+            owner.get((t, p)),
+        )
+        for t, p in tps
+    ]
+
+
+@dataclass(frozen=True)
+class ResetRow:
+    topic: str
+    partition: int
+    current: int | None
+    new: int
+
+
+def plan_reset(admin: KafkaAdmin, group_id: str, topic: str, strategy: str, value: str) -> list[ResetRow]:
+    """kafka-consumer-groups --reset-offsets for one topic: to-earliest, to-latest, to-offset N, shift-by N,
+    to-datetime (ms since the epoch); the result is clamped to each partition's log range, as Kafka does."""
+    partitions = admin.partitions_of(topic)
+    tps = [(topic, p) for p in partitions]
+    starts = {o.partition: o.offset for o in admin.list_offsets(tps, EARLIEST)}
+    ends = {o.partition: o.offset for o in admin.list_offsets(tps, LATEST)}
+    current = {o.partition: o.offset for o in admin.list_group_offsets(group_id) if o.topic == topic}
+    if strategy == "to-datetime":
+        at = {o.partition: o.offset for o in admin.list_offsets(tps, _int(value, "timestamp"))}
+    rows: list[ResetRow] = []
+    for p in partitions:
+        cur = current.get(p, -1)
+        if strategy == "to-earliest":
+            new = starts[p]
+        elif strategy == "to-latest":
+            new = ends[p]
+        elif strategy == "to-offset":
+            new = _int(value, "offset")
+        elif strategy == "shift-by":
+            new = (cur if cur >= 0 else ends[p]) + _int(value, "shift")
+        elif strategy == "to-datetime":
+            new = at[p] if at[p] >= 0 else ends[p]
+        else:
+            raise ValueError(f"unknown reset strategy {strategy!r}")
+        rows.append(ResetRow(topic, p, cur if cur >= 0 else None, min(max(new, starts[p]), ends[p])))
+    return rows
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number, not {text!r}") from None

@@ -1,0 +1,307 @@
+"""`kbus ui` driven in a real browser (Debian's headless chromium through Selenium and chromedriver) against a real
+3-broker cluster on a real ZooKeeper: what an operator sees and does on each page. Screenshots go to
+logs/ui-screenshots/ (git-ignored); the ones in docs/ui/ were copied from there."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.kbus_processes import KBUS, REPO, Cluster, kbus, wait_for, wait_for_port
+from tests.zk_server import ZooKeeperServer, free_port
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+SHOTS = REPO / "logs" / "ui-screenshots"
+
+if not (CHROMIUM and CHROMEDRIVER):
+    pytest.skip("needs Debian's chromium and chromium-driver (scripts/setup.sh installs them)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("ui-cluster"), f"{zookeeper.connect}/kbus-ui-{uuid.uuid4().hex[:8]}")
+    try:
+        c.start_all()
+        yield c
+    finally:
+        c.stop()
+
+
+class UiProcess:
+    def __init__(self, bootstrap: str, *args: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [KBUS, "ui", "--bootstrap-server", bootstrap, "--port", str(self.port), "--lag-interval", "1", *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        )
+        try:
+            wait_for_port(self.port, 20, self.proc)
+        except RuntimeError:
+            raise RuntimeError(f"kbus ui {' '.join(args)} did not start: {self.proc.stderr.read().decode()}") from None
+        self.startup_s = time.monotonic() - started
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def start_ui(cluster: Cluster) -> Iterator[Callable[..., UiProcess]]:
+    started: list[UiProcess] = []
+
+    def start(*args: str) -> UiProcess:
+        ui = UiProcess(cluster.bootstrap, *args)
+        started.append(ui)
+        return ui
+
+    yield start
+    for ui in started:
+        ui.stop()
+
+
+@pytest.fixture(scope="module")
+def ui(start_ui: Callable[..., UiProcess]) -> UiProcess:
+    return start_ui()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def shot(driver: webdriver.Chrome, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SHOTS / f"{name}.png"))
+
+
+def text(driver: webdriver.Chrome, css: str) -> str:
+    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def fill(driver: webdriver.Chrome, form: str, **fields: str) -> None:
+    for name, value in fields.items():
+        el = driver.find_element(By.CSS_SELECTOR, f"form#{form} [name={name}]")
+        if el.tag_name == "select":
+            el.find_element(By.CSS_SELECTOR, f"option[value='{value}'], option:not([value])").click()
+            for opt in el.find_elements(By.TAG_NAME, "option"):
+                if opt.get_attribute("value") == value or opt.text == value:
+                    opt.click()
+        else:
+            el.clear()
+            el.send_keys(value)
+
+
+def make_topic(cluster: Cluster, name: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    admin.create_topics([NewTopic(name, partitions, 3)])[name].result(30)
+    wait_for(lambda: len(cluster.partitions(name)) == partitions and all(
+        leader >= 0 for leader, _ in cluster.partitions(name).values()), timeout=30, what=f"{name} leaders")
+
+
+def test_overview_shows_brokers_and_controller(ui: UiProcess, browser: webdriver.Chrome, cluster: Cluster) -> None:
+    browser.get(ui.url + "/")
+    assert text(browser, "#brokers-up") == "3 / 3"
+    assert text(browser, "#controller") == str(cluster.controller())
+    rows = browser.find_elements(By.CSS_SELECTOR, "#brokers tr[data-broker]")
+    assert [r.get_attribute("data-broker") for r in rows] == ["1", "2", "3"]
+    shot(browser, "overview")
+    assert ui.startup_s < 10  # the bound is loose for a loaded machine; docs/ui.md gives the measured figure
+
+
+def test_create_topic_and_alter_config_show_in_kbus_topics(
+    ui: UiProcess, browser: webdriver.Chrome, cluster: Cluster
+) -> None:
+    browser.get(ui.url + "/topics")
+    fill(browser, "create-topic", name="ui-created", partitions="2", replication_factor="3")
+    browser.find_element(By.CSS_SELECTOR, "form#create-topic button").click()
+    assert text(browser, "#flash") == "Topic created"
+    fill(browser, "alter-config", key="retention.ms", value="4321000")
+    browser.find_element(By.CSS_SELECTOR, "form#alter-config button[value=set]").click()
+    assert text(browser, "#flash") == "retention.ms set"
+    assert "DYNAMIC_TOPIC_CONFIG" in text(browser, "#configs tr[data-config='retention.ms']")
+    shot(browser, "topic")
+    out = kbus("topics", "--bootstrap-server", cluster.bootstrap, "--describe", "--topic", "ui-created")
+    assert out.returncode == 0, out.stderr
+    assert "PartitionCount: 2\tReplicationFactor: 3" in out.stdout
+    assert "retention.ms=4321000" in out.stdout
+
+
+def test_message_browser_finds_by_key_and_by_timestamp(
+    ui: UiProcess, browser: webdriver.Chrome, cluster: Cluster
+) -> None:
+    make_topic(cluster, "browsed")
+    base = int(time.time() * 1000) - 60_000
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    for i in range(30):
+        p.produce("browsed", key=f"key-{i}", value=f'{{"n": {i}}}', partition=0, timestamp=base + i * 1000)
+    assert p.flush(30) == 0
+    browser.get(ui.url + "/topics/browsed/messages?" + urllib.parse.urlencode({"seek": "oldest", "key": "key-17"}))
+    rows = browser.find_elements(By.CSS_SELECTOR, "#messages tr.record")
+    assert [r.get_attribute("data-offset") for r in rows] == ["17"]
+    assert text(browser, "#messages tr.record pre.value") == '{"n": 17}'
+    # by timestamp, through the form: the first record at or after base + 22.5 s is offset 23
+    fill(browser, "seek", key="", seek="timestamp", position=str(base + 22_500), limit="3", format="json")
+    browser.find_element(By.CSS_SELECTOR, "form#seek button").click()
+    rows = browser.find_elements(By.CSS_SELECTOR, "#messages tr.record")
+    assert [r.get_attribute("data-offset") for r in rows] == ["23", "24", "25"]
+    assert '"n": 23' in text(browser, "#messages tr.record pre.value")
+    shot(browser, "messages")
+
+
+def test_script_value_is_shown_as_text(ui: UiProcess, browser: webdriver.Chrome, cluster: Cluster) -> None:
+    make_topic(cluster, "hostile")
+    evil = "<script>document.title='pwned'</script><b id=injected>bold</b>"
+    browser.get(ui.url + "/topics/hostile")
+    fill(browser, "produce", key="<i>k</i>", value=evil)
+    browser.find_element(By.CSS_SELECTOR, "form#produce button").click()
+    assert text(browser, "#flash").startswith("Produced to partition 0 at offset 0")
+    assert text(browser, "#messages tr.record pre.value") == evil
+    assert text(browser, "#messages tr.record pre.key") == "<i>k</i>"
+    assert browser.find_elements(By.ID, "injected") == []
+    assert "pwned" not in browser.title
+    shot(browser, "script-as-text")
+
+
+def test_lagging_group_shows_growing_lag_and_a_dry_run_reset(
+    ui: UiProcess, browser: webdriver.Chrome, cluster: Cluster
+) -> None:
+    make_topic(cluster, "lagging", partitions=2)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "slow", "log_level": 0,
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition("lagging", 0, 0), TopicPartition("lagging", 1, 0)])
+    c.commit(offsets=[TopicPartition("lagging", 0, 0), TopicPartition("lagging", 1, 0)], asynchronous=False)
+    c.close()
+    lags = []
+    for step in range(4):  # the producer runs ahead; the group commits nothing more
+        for i in range(10):
+            p.produce("lagging", value=f"m{step}-{i}", partition=i % 2)
+        p.flush(30)
+        time.sleep(1.5)  # the UI samples lag every second (--lag-interval 1)
+        browser.get(ui.url + "/groups/slow")
+        lags.append(int(text(browser, "#total-lag")))
+    assert lags == sorted(lags) and lags[-1] == 40 and lags[0] < lags[-1]
+    chart = browser.find_element(By.CSS_SELECTOR, "svg.chart")
+    assert int(chart.get_attribute("data-points")) >= 3
+    assert float(chart.get_attribute("data-last")) == 40
+    shot(browser, "group-lag")
+    # a dry run shows the plan and changes nothing
+    fill(browser, "reset", topic="lagging", strategy="to-latest")
+    browser.find_element(By.CSS_SELECTOR, "form#reset button[value=dry-run]").click()
+    plan = [r.text.split() for r in browser.find_elements(By.CSS_SELECTOR, "#plan tr")[1:]]
+    assert plan == [["lagging", "0", "0", "20"], ["lagging", "1", "0", "20"]]
+    assert int(text(browser, "#total-lag")) == 40
+
+
+def _post(url: str, fields: dict[str, str], cookie: str = "", auth: str = "") -> int:
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    if cookie:
+        headers["Cookie"] = cookie
+    if auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+    req = urllib.request.Request(url, urllib.parse.urlencode(fields).encode(), headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+
+
+def _page_token(url: str, auth: str = "") -> tuple[str, str, str]:
+    """(page, cookie header, token) of one GET, as a browser would keep them."""
+    headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as resp:
+        page = resp.read().decode()
+        cookie = resp.headers.get("Set-Cookie", "").split(";")[0]
+    token = cookie.split("=", 1)[1] if cookie else ""
+    return page, cookie, token
+
+
+def test_read_only_ui_and_read_only_user_cannot_change_anything(
+    start_ui: Callable[..., UiProcess], browser: webdriver.Chrome, cluster: Cluster, tmp_path: Path
+) -> None:
+    make_topic(cluster, "kept")
+    ro = start_ui("--read-only")
+    browser.get(ro.url + "/topics/kept")
+    assert browser.find_elements(By.CSS_SELECTOR, "form[method=post]") == []
+    assert "read-only" in text(browser, "header")
+    shot(browser, "read-only")
+    # even a well-formed POST with a valid CSRF token is refused
+    _, cookie, token = _page_token(ro.url + "/topics")
+    assert _post(ro.url + "/topics", {"csrf_token": token, "name": "ro-made"}, cookie) == 403
+    assert _post(ro.url + "/topics/kept/delete", {"csrf_token": token, "confirm": "kept"}, cookie) == 403
+    # a login whose user is read-only: same; a writer without the CSRF token: refused too
+    users = tmp_path / "users"
+    users.write_text("admin:s3cret\nviewer:look:read-only\n")
+    logged = start_ui("--users-file", str(users))
+    with pytest.raises(urllib.error.HTTPError) as unauth:
+        urllib.request.urlopen(logged.url + "/", timeout=30)
+    assert unauth.value.code == 401
+    page, cookie, token = _page_token(logged.url + "/topics", "viewer:look")
+    assert 'id="create-topic"' not in page
+    assert _post(logged.url + "/topics", {"csrf_token": token, "name": "ro-made"}, cookie, "viewer:look") == 403
+    page, cookie, token = _page_token(logged.url + "/topics", "admin:s3cret")
+    assert 'id="create-topic"' in page
+    assert _post(logged.url + "/topics", {"name": "ro-made"}, cookie, "admin:s3cret") == 403  # no token
+    assert _post(logged.url + "/topics", {"csrf_token": "forged", "name": "ro-made"}, cookie, "admin:s3cret") == 403
+    out = kbus("topics", "--bootstrap-server", cluster.bootstrap, "--list")
+    assert "ro-made" not in out.stdout.split()
+    assert "kept" in out.stdout.split()
+
+
+def test_killed_broker_turns_its_partitions_under_replicated(
+    ui: UiProcess, browser: webdriver.Chrome, cluster: Cluster
+) -> None:
+    make_topic(cluster, "replicated", partitions=3)
+    wait_for(lambda: all(len(isr) == 3 for _, isr in cluster.partitions("replicated").values()), timeout=30,
+             what="full ISRs")
+    browser.get(ui.url + "/")
+    assert text(browser, "#under-replicated") == "0"
+    cluster.brokers[3].kill()
+
+    def shows_under_replicated() -> bool:
+        browser.get(ui.url + "/")
+        return text(browser, "#under-replicated") != "0" and "down" in text(browser, "#brokers tr[data-broker='3']")
+
+    took = wait_for(shows_under_replicated, timeout=45, what="under-replicated partitions on the overview")
+    urp = text(browser, "#urp")
+    assert re.search(r"replicated\s+\d\s+\d+\s+[123],[123],[123]", urp), urp
+    shot(browser, "broker-down")
+    print(f"under-replicated on the overview {took:.1f}s after kill -9")

@@ -233,6 +233,7 @@ def ok(out) -> str:
     return out.stdout
 
 
+@pytest.mark.slow  # ~15-30 s: throttled connections are held up to a second each before they are closed
 def test_ip_connection_creation_rate_quota_without_restart(broker_factory, zk_connect, raw_zk, sockets) -> None:
     """127.0.0.3 gets a quota (kbus configs comes from 127.0.0.1, which keeps none until the default is set)."""
     b = broker_factory({"zookeeper.connect": zk_connect})

@@ -251,3 +251,35 @@ def test_a_controller_that_missed_a_broker_death_elects_a_new_leader(stores, raw
                     timeout=5, what="the controller electing broker 1")  # fmt: skip
     assert json.loads(raw_zk.get("/brokers/topics/orphan/partitions/0/state")[0])["leader"] == 1
     print(f"leader replaced {took:.2f} s after a death the controller was not told of")
+
+
+def test_an_isr_write_whose_answer_was_lost_is_read_back(stores, raw_zk, monkeypatch):
+    """Found by the chaos test: ZooKeeper paused just after a leader sent "ISR [1, 2, 3]"; the write was applied
+    but its answer lost with the connection, the leader took it as failed and acknowledged records without
+    replica 3, which the controller then elected from ZooKeeper's ISR (566 acknowledged records truncated). The
+    store now reads the znode back: applied means written, whatever the connection said."""
+    from kazoo.exceptions import ConnectionLoss
+
+    leader = stores(1)
+    stores(2)
+    leader.create_topic("ambiguous", 1, 2, {}, assignment={0: [1, 2]})
+    wait_for(lambda: (s := leader.partition_state("ambiguous", 0)) is not None and list(s.isr) == [1, 2],
+             timeout=5, what="ISR [1, 2]")  # fmt: skip
+    client = leader._client()
+    real_write = client.update_partition_state
+
+    def applied_then_lost(*args, **kwargs):  # type: ignore[no-untyped-def]
+        real_write(*args, **kwargs)
+        raise ConnectionLoss()
+
+    monkeypatch.setattr(client, "update_partition_state", applied_then_lost)
+    shrunk = leader.alter_isr("ambiguous", 0, [1])
+    assert shrunk is not None and shrunk.isr == [1]
+    wait_for(lambda: list(leader.partition_state("ambiguous", 0).isr) == [1], timeout=5, what="the view")
+
+    def lost_unapplied(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise ConnectionLoss()
+
+    monkeypatch.setattr(client, "update_partition_state", lost_unapplied)
+    assert leader.alter_isr("ambiguous", 0, [1, 2]) is None
+    assert json.loads(raw_zk.get("/brokers/topics/ambiguous/partitions/0/state")[0])["isr"] == [1]

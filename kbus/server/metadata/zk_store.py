@@ -390,7 +390,10 @@ class ZkMetadataStore:
         proposed = LeaderAndIsr(
             current.leader, current.leader_epoch, tuple(isr), current.controller_epoch, current.zk_version
         )
-        written = zk.update_partition_state(topic, partition, proposed)
+        try:
+            written = zk.update_partition_state(topic, partition, proposed)
+        except KazooException:
+            written = self._isr_write_outcome(topic, partition, proposed)
         if written is None:
             self._events.put(("state", topic, partition))
             return None
@@ -400,6 +403,31 @@ class ZkMetadataStore:
                 self._topics_view = None
         self._notify()
         return PartitionState(written.leader, written.leader_epoch, list(replicas), list(written.isr))
+
+    def _isr_write_outcome(self, topic: str, partition: int, proposed: LeaderAndIsr) -> LeaderAndIsr | None:
+        """An ISR write whose answer was lost with the connection (or the session) may have been applied. Taking
+        it as failed is unsafe for an expansion: ZooKeeper's ISR would name a replica the leader's acks=all no
+        longer wait for, and a controller may elect it without the records acknowledged meanwhile. So, as Kafka's
+        updateLeaderAndIsr checks a BadVersion against its own data, read the znode back once ZooKeeper answers
+        (the caller, waiting, keeps counting the joining replica): ours if it holds exactly what was proposed."""
+        while True:
+            try:
+                state = self._client().get_partition_state(topic, partition)
+                break
+            except KazooException:
+                if self._stopping:
+                    raise
+                time.sleep(0.2)
+        if (
+            state is not None
+            and state.zk_version == proposed.zk_version + 1
+            and (state.leader, state.leader_epoch, tuple(state.isr))
+            == (proposed.leader, proposed.leader_epoch, tuple(proposed.isr))
+        ):
+            log.info("ISR change of %s-%d to %s was applied although its answer was lost", topic, partition,
+                     list(proposed.isr))  # fmt: skip
+            return state
+        return None  # not applied, or superseded since: the store reads the znode and the listener brings it
 
     def controlled_shutdown(self) -> list[tuple[str, int]]:
         """Hand leadership to other in-sync replicas before a clean stop (see Controller.controlled_shutdown).

@@ -41,6 +41,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+STARTED_LINE = "] started (kbus, cluster.id="  # main.serve's "[KafkaServer id=N] started (kbus, cluster.id=...)"
+
+
 def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -102,6 +105,26 @@ class BrokerProcess:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def start(self, timeout: float = 30) -> BrokerProcess:
+        """Launch and wait until the broker serves: its port takes connections from before it registers in
+        ZooKeeper (Kafka's order), so the 'started' log line says when it answers requests."""
+        started_before = self.log_text().count(STARTED_LINE)
+        self.start_process()
+        try:
+            deadline = time.monotonic() + timeout
+            wait_for_port(self.port, timeout, self.proc)
+            while self.log_text().count(STARTED_LINE) <= started_before:
+                if self.proc is not None and self.proc.poll() is not None:
+                    raise RuntimeError(f"exited with {self.proc.returncode} while starting")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"not started after {timeout}s")
+                time.sleep(0.05)
+        except Exception:
+            self.kill()
+            raise RuntimeError(f"broker failed to start; log:\n{self.log_text()[-4000:]}") from None
+        return self
+
+    def start_process(self) -> None:
+        """Launch the broker without waiting for it to listen (tests that act during its start-up)."""
         self.write_config()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "ab") as out:
@@ -113,12 +136,13 @@ class BrokerProcess:
                 env=env,
                 start_new_session=True,
             )
+
+    def port_open(self) -> bool:
         try:
-            wait_for_port(self.port, timeout, self.proc)
-        except Exception:
-            self.kill()
-            raise RuntimeError(f"broker failed to start; log:\n{self.log_text()[-4000:]}") from None
-        return self
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -183,12 +183,17 @@ class Broker:
         self.metadata.watch_quotas(quotas.entity_changed)
 
     # ---------------------------------------------------------------- lifecycle
-    async def start(self) -> None:
+    async def start(self, listen: Callable[[], None] | None = None) -> None:
+        """Load the logs, then `listen()` on the broker's ports, then register and read the cluster's metadata
+        (Kafka's KafkaServer.startup order: a registered broker may be made leader at once, so it must already
+        take connections), then start the coordinators. Requests are served once the caller starts the server."""
         self._loop = asyncio.get_running_loop()
         await asyncio.to_thread(self.log_manager.startup)
         self.replicas.load_high_watermarks()
         self.metadata.add_listener(self._schedule_reconcile)
         try:
+            if listen is not None:
+                listen()
             await asyncio.to_thread(self.metadata.start)
             try:
                 # in a cluster the id comes from ZooKeeper; data written for one cluster is never served in another

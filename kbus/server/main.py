@@ -69,12 +69,12 @@ async def serve(config: KafkaConfig) -> None:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise SystemExit(f"ERROR cannot listen on {config.listeners_raw}: {reason}") from None
     try:
-        await broker.start()
+        await broker.start(listen=server.listen)
     except BaseException:
         await server.stop()
         raise
-    # The metrics/health endpoint comes up before the Kafka listener accepts, so whoever waits for the Kafka
-    # port (daemon mode, tests, orchestration) can scrape as soon as it answers.
+    # The metrics/health endpoint comes up before the Kafka listener serves requests, so whoever waits for the
+    # broker's answers or its READY=1 (daemon mode, tests, orchestration) can scrape as soon as it has them.
     ops_endpoint = None
     if config.metrics_port >= 0:
         from kbus.ops.http_endpoint import start_for_broker
@@ -161,10 +161,19 @@ def run(config_path: str | None, overrides: list[str]) -> int:
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # a startup failure (log dir locked, broker.id taken, ZooKeeper unreachable, ...)
-        log.error("Fatal error during KafkaServer startup. Prepare to shutdown: %s", exc)
-        print(f"ERROR {exc}", file=sys.stderr)
+        what = startup_failure(exc)
+        log.error("Fatal error during KafkaServer startup. Prepare to shutdown: %s", what)
+        print(f"ERROR {what}", file=sys.stderr)
         return 1
     return 0
+
+
+def startup_failure(exc: BaseException) -> str:
+    """What failed, in one line: the exception's type and message (as the first line of Kafka's stack trace),
+    never empty: kazoo's ConnectionLoss has no message, and 'Prepare to shutdown: ' followed by nothing said
+    nothing."""
+    message = str(exc).strip()
+    return f"{type(exc).__name__}: {message}" if message else f"{type(exc).__name__} (no message)"
 
 
 def run_broker_set(config_path: str, overrides: list[str], config: KafkaConfig) -> int:

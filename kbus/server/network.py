@@ -142,13 +142,21 @@ class KafkaServer:
             for sock in await _listening_sockets(listener.host or None, listener.port):
                 self._sockets.append((listener.name, sock))
 
+    def listen(self) -> None:
+        """Take connections on every bound listener (listen(2)) while requests still wait: the kernel completes
+        connections into the backlog and start() reads them once the broker serves. Kafka's SocketServer is
+        listening before the broker registers in ZooKeeper, so a broker made leader the moment it registers is
+        never one its followers and clients are refused by (they wait for its answers instead)."""
+        for _, sock in self._sockets:
+            sock.listen(LISTEN_BACKLOG)
+
     async def start(self) -> None:
         if not self._sockets:
             await self.bind()
         self._loop = asyncio.get_running_loop()
         seen: set[str] = set()
         for name, sock in self._sockets:
-            sock.listen(LISTEN_BACKLOG)  # only now does the port answer (start-up waits for it)
+            sock.listen(LISTEN_BACKLOG)  # listening already when the broker called listen() during start-up
             security = self.security.listener(name)
             self._acceptors.append(asyncio.create_task(self._accept_loop(name, sock, security)))
             if name in seen:

@@ -232,7 +232,8 @@ def test_controlled_shutdown_moves_leadership_before_the_session_closes(stores, 
         assert znode_json(raw_zk, f"/brokers/topics/moving/partitions/{p}/state")["isr"] == [2]
     one.stop()
     wait_for(lambda: two.is_controller())
-    assert two.topics()["stuck"].partitions[0].leader == -1
+    # is_controller() turns true when 2 takes /controller, a moment before it acts on broker 1 being gone
+    wait_for(lambda: two.topics()["stuck"].partitions[0].leader == -1, what="the stranded partition offline")
 
 
 def test_preferred_leaders_return_once_back_in_sync(stores):

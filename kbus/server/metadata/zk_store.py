@@ -27,7 +27,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 
-from kazoo.exceptions import KazooException, NoAuthError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from kbus.common.acl import AclBinding
@@ -176,14 +182,18 @@ class ZkMetadataStore:
     # ---- lifecycle -----------------------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Connect, register /brokers/ids/<id> and read the cluster: the first full read and election happen
+        before start() returns, so the broker starts with a view. The caller listens on its ports first (Kafka's
+        order): the controller may make this broker a leader the moment it registers."""
         zk = KafkaZkClient.connect(
             self.connect, self._session_timeout_s, self._connection_timeout_s, security=self._security
         )
+        self._zk = zk
+        zk.zk.add_listener(self._on_session_state)
         try:
-            zk.ensure_persistent_paths()
-            self.cluster_id = zk.get_or_create_cluster_id()
-            zk.register_broker(self.broker_id, self._endpoints, self._rack, self._registration_wait_s)
+            self._while_zookeeper_away(self._register_and_read)
         except NoAuthError:
+            self._zk = None
             zk.close()
             # kazoo's NoAuthError has no message: say what it means
             raise ZooKeeperConnectionError(
@@ -191,14 +201,6 @@ class ZkMetadataStore:
                 "zookeeper.set.acl=true by another ZooKeeper identity; authenticate as that one (the JAAS Client "
                 "section in KAFKA_OPTS, or zookeeper.ssl.keystore.*)"
             ) from None
-        except BaseException:
-            zk.close()
-            raise
-        self._zk = zk
-        zk.zk.add_listener(self._on_session_state)
-        # the first full read and election happen before start() returns, so the broker starts with a view
-        try:
-            self._process([_RESYNC])
         except BaseException:
             self._zk = None
             zk.close()
@@ -212,6 +214,38 @@ class ZkMetadataStore:
             self.cluster_id,
             self._controller_id,
         )
+
+    def _register_and_read(self) -> None:
+        zk = self._client()
+        zk.ensure_persistent_paths()
+        self.cluster_id = zk.get_or_create_cluster_id()
+        self._process([_RESYNC])  # registers, then reads everything (and takes /controller if free)
+
+    def _while_zookeeper_away(self, step: Callable[[], None]) -> None:
+        """Run an idempotent start-up step again each time ZooKeeper goes away under it (a paused or restarted
+        server, a session that expired meanwhile: kazoo reconnects, with a new session if need be), as Kafka's
+        KafkaZkClient retries its requests until connected. Each wait for the connection is bounded by
+        zookeeper.connection.timeout.ms; then the start fails saying so."""
+        zk = self._client()
+        while True:
+            try:
+                step()
+                return
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError) as exc:
+                if self._stopping:
+                    raise
+                lost = f"{type(exc).__name__}{': ' + str(exc) if str(exc) else ''}"
+                log.warning("ZooKeeper %s went away while broker %d was starting (%s); waiting up to %g s for it",
+                            self.connect, self.broker_id, lost, self._connection_timeout_s)  # fmt: skip
+                deadline = time.monotonic() + self._connection_timeout_s
+                while not zk.zk.connected:
+                    if time.monotonic() > deadline or self._stopping:
+                        raise ZooKeeperConnectionError(
+                            f"Lost the connection to ZooKeeper at {self.connect} while starting ({lost}) and it did "
+                            f"not come back within zookeeper.connection.timeout.ms="
+                            f"{round(self._connection_timeout_s * 1000)}"
+                        ) from exc
+                    time.sleep(0.05)
 
     def stop(self) -> None:
         if self._zk is None:

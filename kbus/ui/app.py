@@ -61,8 +61,11 @@ class _BasicAuth:
 
 
 def _error_text(exc: Exception) -> str:
+    """One line with Kafka's error name first (TOPIC_AUTHORIZATION_FAILED: ...), as the other commands print it."""
     if isinstance(exc, KafkaException) and isinstance(exc.args[0], KafkaError):
         return f"{exc.args[0].name()}: {exc.args[0].str()}"
+    if isinstance(exc, AdminError):
+        return f"{exc.name}: {exc.message}"
     return str(exc)
 
 

@@ -22,11 +22,13 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.kbus_processes import KBUS, REPO, Cluster, kbus, wait_for, wait_for_port
+from tests.kbus_processes import KBUS, REPO, BrokerProcess, Cluster, kbus, wait_for, wait_for_port
 from tests.zk_server import ZooKeeperServer, free_port
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -128,6 +130,13 @@ def fill(driver: webdriver.Chrome, form: str, **fields: str) -> None:
             el.send_keys(value)
 
 
+def submit(driver: webdriver.Chrome, css: str) -> None:
+    """Click a form's button and wait for the page it leads to (a click does not always wait for the navigation)."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(By.CSS_SELECTOR, css).click()
+    WebDriverWait(driver, 60).until(expected_conditions.staleness_of(old))
+
+
 def make_topic(cluster: Cluster, name: str, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
     admin.create_topics([NewTopic(name, partitions, 3)])[name].result(30)
@@ -150,10 +159,10 @@ def test_create_topic_and_alter_config_show_in_kbus_topics(
 ) -> None:
     browser.get(ui.url + "/topics")
     fill(browser, "create-topic", name="ui-created", partitions="2", replication_factor="3")
-    browser.find_element(By.CSS_SELECTOR, "form#create-topic button").click()
+    submit(browser, "form#create-topic button")
     assert text(browser, "#flash") == "Topic created"
     fill(browser, "alter-config", key="retention.ms", value="4321000")
-    browser.find_element(By.CSS_SELECTOR, "form#alter-config button[value=set]").click()
+    submit(browser, "form#alter-config button[value=set]")
     assert text(browser, "#flash") == "retention.ms set"
     assert "DYNAMIC_TOPIC_CONFIG" in text(browser, "#configs tr[data-config='retention.ms']")
     shot(browser, "topic")
@@ -178,7 +187,7 @@ def test_message_browser_finds_by_key_and_by_timestamp(
     assert text(browser, "#messages tr.record pre.value") == '{"n": 17}'
     # by timestamp, through the form: the first record at or after base + 22.5 s is offset 23
     fill(browser, "seek", key="", seek="timestamp", position=str(base + 22_500), limit="3", format="json")
-    browser.find_element(By.CSS_SELECTOR, "form#seek button").click()
+    submit(browser, "form#seek button")
     rows = browser.find_elements(By.CSS_SELECTOR, "#messages tr.record")
     assert [r.get_attribute("data-offset") for r in rows] == ["23", "24", "25"]
     assert '"n": 23' in text(browser, "#messages tr.record pre.value")
@@ -190,7 +199,7 @@ def test_script_value_is_shown_as_text(ui: UiProcess, browser: webdriver.Chrome,
     evil = "<script>document.title='pwned'</script><b id=injected>bold</b>"
     browser.get(ui.url + "/topics/hostile")
     fill(browser, "produce", key="<i>k</i>", value=evil)
-    browser.find_element(By.CSS_SELECTOR, "form#produce button").click()
+    submit(browser, "form#produce button")
     assert text(browser, "#flash").startswith("Produced to partition 0 at offset 0")
     assert text(browser, "#messages tr.record pre.value") == evil
     assert text(browser, "#messages tr.record pre.key") == "<i>k</i>"
@@ -224,7 +233,7 @@ def test_lagging_group_shows_growing_lag_and_a_dry_run_reset(
     shot(browser, "group-lag")
     # a dry run shows the plan and changes nothing
     fill(browser, "reset", topic="lagging", strategy="to-latest")
-    browser.find_element(By.CSS_SELECTOR, "form#reset button[value=dry-run]").click()
+    submit(browser, "form#reset button[value=dry-run]")
     plan = [r.text.split() for r in browser.find_elements(By.CSS_SELECTOR, "#plan tr")[1:]]
     assert plan == [["lagging", "0", "0", "20"], ["lagging", "1", "0", "20"]]
     assert int(text(browser, "#total-lag")) == 40
@@ -305,3 +314,114 @@ def test_killed_broker_turns_its_partitions_under_replicated(
     assert re.search(r"replicated\s+\d\s+\d+\s+[123],[123],[123]", urp), urp
     shot(browser, "broker-down")
     print(f"under-replicated on the overview {took:.1f}s after kill -9")
+
+
+PLAIN_USERS = {"admin": "admin-secret", "kbusui": "ui-secret"}
+PLAIN_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" '
+    + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items())
+    + ";"
+)
+
+
+def _client_properties(path: Path, user: str) -> Path:
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{user}" password="{PLAIN_USERS[user]}";\n'
+    )
+    return path
+
+
+def test_with_acls_the_documented_read_only_acls_show_every_page_and_change_nothing(
+    tmp_path_factory: pytest.TempPathFactory, browser: webdriver.Chrome
+) -> None:
+    """A broker with ACLs on; the UI's principal has only the ACLs docs/ui.md lists for a read-only console, and the
+    UI is not started --read-only: every page shows, every change is refused by the broker, nothing changes."""
+
+    d = tmp_path_factory.mktemp("ui-acl")
+    port = free_port()
+    broker = BrokerProcess(d, {
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "security.inter.broker.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.jaas.config": PLAIN_JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+    }, port=port).start()
+    ui = None
+    try:
+        bootstrap = f"127.0.0.1:{port}"
+        admin_props = _client_properties(d / "admin.properties", "admin")
+        ui_props = _client_properties(d / "ui.properties", "kbusui")
+        acl = ["acls", "--bootstrap-server", bootstrap, "--command-config", str(admin_props), "--add",
+               "--allow-principal", "User:kbusui"]
+        # exactly the commands docs/ui.md gives for a read-only console
+        for extra in (["--operation", "Describe", "--operation", "DescribeConfigs", "--operation", "Read",
+                       "--topic", "*"],
+                      ["--operation", "Describe", "--group", "*"],
+                      ["--operation", "Describe", "--cluster"],
+                      ["--operation", "Describe", "--transactional-id", "*"]):
+            done = kbus(*acl, *extra)
+            assert done.returncode == 0, done.stderr
+        admin_conf = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+                      "sasl.username": "admin", "sasl.password": "admin-secret", "log_level": 0}
+        admin = AdminClient(admin_conf)  # kept: a dropped client destroys its pending requests
+        admin.create_topics([NewTopic("guarded", 1, 1)])["guarded"].result(30)
+        p = Producer(admin_conf)
+        p.produce("guarded", key=b"the-key", value=b"the-value")
+        assert p.flush(30) == 0
+        c = Consumer({**admin_conf, "group.id": "watchers"})
+        c.commit(offsets=[TopicPartition("guarded", 0, 0)], asynchronous=False)
+        c.close()
+
+        ui = UiProcess(bootstrap, "--command-config", str(ui_props))
+        for page, expect in [("/", "#brokers-up"), ("/topics", "#topics"), ("/topics/guarded", "#configs"),
+                             ("/topics/guarded/messages?seek=oldest", "#messages tr.record"),
+                             ("/groups/watchers", "#lag"), ("/acls", "#acls"), ("/users", "#users"),
+                             ("/transactions", "#transactions")]:
+            browser.get(ui.url + page)
+            assert browser.find_elements(By.ID, "error") == [], (page, text(browser, "#error"))
+            assert browser.find_elements(By.CSS_SELECTOR, expect), page
+        browser.get(ui.url + "/topics/guarded/messages?seek=oldest")
+        assert text(browser, "#messages tr.record pre.value") == "the-value"
+        browser.get(ui.url + "/groups/watchers")
+        assert text(browser, "#total-lag") == "1"
+        browser.get(ui.url + "/acls")
+        assert "User:kbusui" in text(browser, "#acls")
+        shot(browser, "acls")
+
+        browser.get(ui.url + "/topics")
+        fill(browser, "create-topic", name="not-allowed")
+        submit(browser, "form#create-topic button")
+        assert "AUTHORIZATION_FAILED" in text(browser, "#error")
+        browser.get(ui.url + "/topics/guarded")
+        fill(browser, "alter-config", key="retention.ms", value="1000")
+        submit(browser, "form#alter-config button[value=set]")
+        assert "AUTHORIZATION_FAILED" in text(browser, "#error")
+        browser.get(ui.url + "/topics/guarded")
+        fill(browser, "produce", value="intruder")
+        submit(browser, "form#produce button")
+        assert "AUTHORIZATION_FAILED" in text(browser, "#error")
+        browser.get(ui.url + "/topics/guarded")
+        fill(browser, "delete-topic", confirm="guarded")
+        submit(browser, "form#delete-topic button")
+        assert "AUTHORIZATION_FAILED" in text(browser, "#error")
+        browser.get(ui.url + "/groups/watchers")
+        fill(browser, "reset", strategy="to-latest")
+        submit(browser, "form#reset button[value=execute]")
+        assert "AUTHORIZATION_FAILED" in text(browser, "#error")
+
+        out = kbus("topics", "--bootstrap-server", bootstrap, "--command-config", str(admin_props), "--describe")
+        assert "not-allowed" not in out.stdout and "guarded" in out.stdout and "retention.ms" not in out.stdout
+        reader = Consumer({**admin_conf, "group.id": "x"})
+        assert reader.get_watermark_offsets(TopicPartition("guarded", 0), 10) == (0, 1)
+        reader.close()
+        groups = kbus("consumer-groups", "--bootstrap-server", bootstrap, "--command-config", str(admin_props),
+                      "--describe", "--group", "watchers")
+        assert re.search(r"guarded\s+0\s+0\s+1\s+1", groups.stdout), groups.stdout
+    finally:
+        if ui is not None:
+            ui.stop()
+        broker.stop()

@@ -140,12 +140,12 @@ class CG(Harness):
         self.coord.topic_image = TopicImage(self.coord.topic_image.version + 1, counts, ids,
                                             {v: k for k, v in ids.items()})
 
-    def hb(self, member_id: str, epoch: int, **kw: Any) -> HeartbeatResponse:
+    async def hb(self, member_id: str, epoch: int, **kw: Any) -> HeartbeatResponse:
         fields: dict[str, Any] = {"group_id": "g", "member_id": member_id, "member_epoch": epoch}
         if epoch == 0:
             fields.update(rebalance_timeout_ms=30_000, subscribed_topic_names=("t",), owned={})
         fields.update(kw)
-        return self.coord.consumer_group_heartbeat(HeartbeatRequest(**fields))
+        return await self.coord.consumer_group_heartbeat(HeartbeatRequest(**fields))
 
 
 def run(body: Any) -> None:
@@ -163,19 +163,19 @@ def total(resp: HeartbeatResponse) -> set[int]:
 
 def test_join_revoke_then_assign() -> None:
     async def body(h: CG) -> None:
-        r1 = h.hb("a", 0)
+        r1 = await h.hb("a", 0)
         assert r1.error == E.none and r1.member_epoch == 1 and total(r1) == set(range(6))
         assert r1.heartbeat_interval_ms == 500
-        r2 = h.hb("b", 0)
+        r2 = await h.hb("b", 0)
         # b is in epoch 2 but gets nothing until a revokes
         assert r2.member_epoch == 2 and total(r2) == set()
-        ra = h.hb("a", 1, owned=A(t=set(range(6))))
+        ra = await h.hb("a", 1, owned=A(t=set(range(6))))
         assert ra.member_epoch == 1 and len(total(ra)) == 3  # a keeps 3 and is asked to revoke 3
         revoked = set(range(6)) - total(ra)
-        assert h.hb("b", 2, owned={}).assignment is None  # still unreleased
-        ra2 = h.hb("a", 1, owned=A(t=total(ra)))
+        assert (await h.hb("b", 2, owned={})).assignment is None  # still unreleased
+        ra2 = await h.hb("a", 1, owned=A(t=total(ra)))
         assert ra2.member_epoch == 2
-        rb = h.hb("b", 2, owned={})
+        rb = await h.hb("b", 2, owned={})
         assert total(rb) == revoked
         summary = h.coord.describe_consumer_groups(["g"])[0][3]
         assert summary is not None and summary.state == "Stable" and summary.group_epoch == 2
@@ -185,66 +185,66 @@ def test_join_revoke_then_assign() -> None:
 
 def test_session_timeout_and_leave() -> None:
     async def body(h: CG) -> None:
-        h.hb("a", 0)
-        h.hb("b", 0)
+        await h.hb("a", 0)
+        await h.hb("b", 0)
         await h.tick(3000)
-        h.hb("a", 1, owned=A(t=set(range(6))))
+        await h.hb("a", 1, owned=A(t=set(range(6))))
         await h.tick(3500)  # b's session (6 s) ran out, a's did not
         group = h.coord.consumer_groups["g"]
         assert set(group.members) == {"a"}
         # leaving: epoch -1, the group is Empty
-        r = h.hb("a", -1)
+        r = await h.hb("a", -1)
         assert r.error == E.none and r.member_epoch == -1
         assert group.state.value == "Empty"
-        assert h.hb("a", 3).error == E.unknown_member_id
+        assert (await h.hb("a", 3)).error == E.unknown_member_id
 
     run(body)
 
 
 def test_fenced_epochs() -> None:
     async def body(h: CG) -> None:
-        h.hb("a", 0)
-        assert h.hb("a", 5).error == E.fenced_member_epoch
-        h.hb("b", 0)  # epoch 2 for the group
-        h.hb("a", 1, owned=A(t=set(range(6))))
-        h.hb("a", 1, owned={"t": frozenset(range(3))})
+        await h.hb("a", 0)
+        assert (await h.hb("a", 5)).error == E.fenced_member_epoch
+        await h.hb("b", 0)  # epoch 2 for the group
+        await h.hb("a", 1, owned=A(t=set(range(6))))
+        await h.hb("a", 1, owned={"t": frozenset(range(3))})
         # a is now at epoch 2; its previous epoch with a subset of its partitions is still accepted
-        assert h.hb("a", 1, owned={"t": frozenset()}).error == E.none
-        assert h.hb("a", 0, owned={}).error == E.fenced_member_epoch
+        assert (await h.hb("a", 1, owned={"t": frozenset()})).error == E.none
+        assert (await h.hb("a", 0, owned={})).error == E.fenced_member_epoch
 
     run(body)
 
 
 def test_static_member_leaves_temporarily_and_returns() -> None:
     async def body(h: CG) -> None:
-        h.hb("a", 0, instance_id="i1")
-        h.hb("b", 0)
-        h.hb("a", 1, instance_id="i1", owned=A(t=set(range(6))))
-        r = h.hb("a", 1, instance_id="i1", owned=A(t=set(range(3))))
+        await h.hb("a", 0, instance_id="i1")
+        await h.hb("b", 0)
+        await h.hb("a", 1, instance_id="i1", owned=A(t=set(range(6))))
+        r = await h.hb("a", 1, instance_id="i1", owned=A(t=set(range(3))))
         kept = total(r) if r.assignment else None
-        r = h.hb("a", -2, instance_id="i1")
+        r = await h.hb("a", -2, instance_id="i1")
         assert r.member_epoch == -2
         group = h.coord.consumer_groups["g"]
         epoch = group.group_epoch
         # another process with the same instance id while the first has not left: refused
-        assert h.hb("a2", -2, instance_id="i1").error == E.fenced_instance_id
+        assert (await h.hb("a2", -2, instance_id="i1")).error == E.fenced_instance_id
         # the instance returns with a new member id: same partitions, no new group epoch
-        r = h.hb("a3", 0, instance_id="i1")
+        r = await h.hb("a3", 0, instance_id="i1")
         assert r.error == E.none and group.group_epoch == epoch
         assert kept is None or total(r) == kept
-        assert h.hb("a4", 0, instance_id="i1").error == E.unreleased_instance_id
+        assert (await h.hb("a4", 0, instance_id="i1")).error == E.unreleased_instance_id
 
     run(body)
 
 
 def test_regex_and_new_topic_bump_the_group_epoch() -> None:
     async def body(h: CG) -> None:
-        r = h.hb("a", 0, subscribed_topic_names=None, subscribed_topic_regex="t.*")
+        r = await h.hb("a", 0, subscribed_topic_names=None, subscribed_topic_regex="t.*")
         assert r.error == E.none and r.member_epoch == 1
         h.set_topics({"t": 6, "t2": 2, "other": 1})
-        r = h.hb("a", 1, owned=A(t=set(range(6))))
+        r = await h.hb("a", 1, owned=A(t=set(range(6))))
         assert r.member_epoch == 2 and r.assignment == {"t": frozenset(range(6)), "t2": frozenset({0, 1})}
-        bad = h.hb("b", 0, subscribed_topic_names=None, subscribed_topic_regex="(")
+        bad = await h.hb("b", 0, subscribed_topic_names=None, subscribed_topic_regex="(")
         assert bad.error == E.invalid_regular_expression
 
     run(body)
@@ -266,7 +266,7 @@ def test_invalid_heartbeats(kw: dict[str, Any], code: int) -> None:
         fields: dict[str, Any] = {"group_id": "g", "member_id": "m", "member_epoch": 0,
                                   "rebalance_timeout_ms": 1000, "subscribed_topic_names": ("t",), "owned": {}}
         fields.update(kw)
-        assert h.coord.consumer_group_heartbeat(HeartbeatRequest(**fields)).error == code
+        assert (await h.coord.consumer_group_heartbeat(HeartbeatRequest(**fields))).error == code
 
     run(body)
 
@@ -275,7 +275,7 @@ def test_offset_commit_checks_member_epoch() -> None:
     async def body(h: CG) -> None:
         from kbus.server.coordinator.records import OffsetAndMetadata
 
-        h.hb("a", 0)
+        await h.hb("a", 0)
         om = {("t", 0): OffsetAndMetadata(offset=5, leader_epoch=-1, metadata="", commit_timestamp=0)}
         assert await h.coord.commit_offsets("g", "a", None, 1, om) == {("t", 0): E.none}
         assert await h.coord.commit_offsets("g", "a", None, 0, om) == {("t", 0): E.stale_member_epoch}
@@ -378,7 +378,7 @@ def test_offsets_of_subscribed_topics_do_not_expire_while_the_group_has_members(
         from kbus.server.coordinator.records import OffsetAndMetadata
 
         h.set_topics({"t": 6, "u": 1})
-        h.hb("a", 0)
+        await h.hb("a", 0)
         om = OffsetAndMetadata(offset=5, leader_epoch=-1, metadata="", commit_timestamp=h.clock.now)
         assert await h.coord.commit_offsets("g", "a", None, 1, {("t", 0): om, ("u", 0): om}) == {
             ("t", 0): E.none, ("u", 0): E.none}
@@ -386,7 +386,51 @@ def test_offsets_of_subscribed_topics_do_not_expire_while_the_group_has_members(
         assert await h.coord.expire_offsets() == 1
         _, offsets = h.coord.fetch_offsets("g", None)
         assert list(offsets) == [("t", 0)]  # u is not subscribed: its offset expired
-        h.hb("a", -1)
+        await h.hb("a", -1)
         assert await h.coord.expire_offsets() == 1  # an empty group keeps nothing past retention
 
     run(body)
+
+
+def test_a_new_coordinator_loads_the_group_from_its_records() -> None:
+    """Kafka 4's records in __consumer_offsets: another coordinator reading the same log has the same group."""
+
+    async def body(h: CG) -> None:
+        await h.hb("a", 0, instance_id="i1", server_assignor="range")
+        await h.hb("b", 0)
+        ra = await h.hb("a", 1, instance_id="i1", owned=A(t=set(range(6))))
+        await h.hb("a", 1, instance_id="i1", owned=A(t=set(total(ra))))  # revoked: a at epoch 2
+        await h.hb("b", 2, owned={})
+        await h.hb("c", 0)
+        await h.hb("c", -1)  # tombstones
+        before = h.coord.consumer_groups["g"]
+        other = CG(log=h.log)
+        other.coord.topic_image = h.coord.topic_image
+        await other.elect_all()
+        after = other.coord.consumer_groups["g"]
+        assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+        assert after.members == before.members and set(after.members) == {"a", "b"}
+        assert after.target == {m: t for m, t in before.target.items() if t} | {
+            m: {} for m, t in before.target.items() if not t}
+        assert after.owners == before.owners and after.static_members == {"i1": "a"}
+        # the members carry on without re-joining, with the same epochs
+        rb = await other.hb("b", 2, owned=before.members["b"].assigned)
+        assert rb.error == E.none and rb.member_epoch == after.assignment_epoch
+        # and a session still times out on the new coordinator
+        await other.tick(7000)
+        assert not other.coord.consumer_groups["g"].members
+
+    run(body)
+
+
+def test_records_are_kafkas_bytes() -> None:
+    from kbus.server.coordinator import records
+
+    tid = uuid.UUID(int=1)
+    assert records.consumer_group_key(records.CG_MEMBER_METADATA, "g", "m") == b"\x00\x05\x00\x01g\x00\x01m"
+    assert records.consumer_group_epoch_value(7) == b"\x00\x00\x00\x00\x00\x07\x00"
+    value = records.consumer_current_assignment_value(records.ConsumerCurrentAssignmentValue(
+        3, 2, 1, ((tid, (0, 1)),), ()))
+    assert value == (b"\x00\x00" + b"\x00\x00\x00\x03" + b"\x00\x00\x00\x02" + b"\x01" + b"\x02" + tid.bytes
+                     + b"\x03" + b"\x00\x00\x00\x00\x00\x00\x00\x01" + b"\x00" + b"\x01" + b"\x00")
+    assert records.decode_consumer_current_assignment_value(value).assigned == ((tid, (0, 1)),)

@@ -68,7 +68,7 @@ async def consumer_group_heartbeat(m: Managers, ctx: RequestContext, req: Any) -
     if coordinator is None:
         return error(E.coordinator_not_available)
     image = coordinator.topic_image
-    result = coordinator.consumer_group_heartbeat(HeartbeatRequest(
+    result = await coordinator.consumer_group_heartbeat(HeartbeatRequest(
         group_id=req.group_id,
         member_id=req.member_id,
         member_epoch=req.member_epoch,

@@ -11,11 +11,12 @@ from __future__ import annotations
 import enum
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
+from kbus.server.coordinator import records
 from kbus.server.coordinator.assignors import Assignment
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
@@ -318,3 +319,135 @@ class TopicImage:
     ids: Mapping[str, uuid.UUID] = field(default_factory=dict)
     names_by_id: Mapping[uuid.UUID, str] = field(default_factory=dict)
     internal: frozenset[str] = frozenset()
+
+
+# ---------------------------------------------------------------- Kafka 4's records in __consumer_offsets
+
+_STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
+_STATES_BY_CODE = {v: k for k, v in _STATE_CODES.items()}
+
+
+def to_topic_ids(image: TopicImage, assignment: Mapping[str, frozenset[int]]) -> list[tuple[uuid.UUID, list[int]]]:
+    """An assignment by topic id, as the records carry it (a topic no longer in the image is left out)."""
+    return [(image.ids[t], sorted(ps)) for t, ps in sorted(assignment.items()) if t in image.ids and ps]
+
+
+def from_topic_ids(image: TopicImage, tps: Iterable[tuple[uuid.UUID, Iterable[int]]]) -> Assignment:
+    out: dict[str, frozenset[int]] = {}
+    for topic_id, partitions in tps:
+        name = image.names_by_id.get(topic_id)
+        if name is not None:  # a deleted topic's partitions are gone
+            out[name] = out.get(name, frozenset()) | frozenset(partitions)
+    return out
+
+
+def member_records(image: TopicImage, group_id: str, member: ConsumerGroupMember, *, metadata: bool = True,
+                   current: bool = True) -> list[tuple[bytes, bytes | None]]:
+    out: list[tuple[bytes, bytes | None]] = []
+    if metadata:
+        value = records.ConsumerMemberMetadataValue(
+            member.instance_id, member.rack_id, member.client_id, member.client_host,
+            member.subscribed_topic_names, member.subscribed_topic_regex, member.rebalance_timeout_ms,
+            member.server_assignor,
+        )
+        out.append((records.consumer_group_key(records.CG_MEMBER_METADATA, group_id, member.member_id),
+                    records.consumer_member_metadata_value(value)))
+    if current:
+        value2 = records.ConsumerCurrentAssignmentValue(
+            member.member_epoch, member.previous_member_epoch, _STATE_CODES[member.state],
+            tuple((i, tuple(ps)) for i, ps in to_topic_ids(image, member.assigned)),
+            tuple((i, tuple(ps)) for i, ps in to_topic_ids(image, member.pending_revocation)),
+        )
+        out.append((records.consumer_group_key(records.CG_CURRENT_MEMBER_ASSIGNMENT, group_id, member.member_id),
+                    records.consumer_current_assignment_value(value2)))
+    return out
+
+
+def target_record(image: TopicImage, group_id: str, member_id: str,
+                  target: Mapping[str, frozenset[int]]) -> tuple[bytes, bytes | None]:
+    return (records.consumer_group_key(records.CG_TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
+            records.consumer_target_assignment_value(to_topic_ids(image, target)))
+
+
+def epoch_record(kind: int, group_id: str, epoch: int) -> tuple[bytes, bytes | None]:
+    """The group epoch (CG_METADATA) or the target assignment's (CG_TARGET_ASSIGNMENT_METADATA)."""
+    return records.consumer_group_key(kind, group_id), records.consumer_group_epoch_value(epoch)
+
+
+def member_tombstones(group_id: str, member_id: str) -> list[tuple[bytes, bytes | None]]:
+    """Kafka's order: the current assignment, the target assignment, then the member."""
+    return [(records.consumer_group_key(kind, group_id, member_id), None) for kind in (
+        records.CG_CURRENT_MEMBER_ASSIGNMENT, records.CG_TARGET_ASSIGNMENT_MEMBER, records.CG_MEMBER_METADATA)]
+
+
+def group_tombstones(group_id: str) -> list[tuple[bytes, bytes | None]]:
+    return [(records.consumer_group_key(kind, group_id), None) for kind in (
+        records.CG_TARGET_ASSIGNMENT_METADATA, records.CG_PARTITION_METADATA, records.CG_METADATA)]
+
+
+class ConsumerGroupReplay:
+    """Consumer groups rebuilt from their records as a partition of __consumer_offsets is loaded (off the event
+    loop): the last value of each key wins, a tombstone removes it."""
+
+    def __init__(self, image: TopicImage) -> None:
+        self.image = image
+        self.epochs: dict[str, int] = {}
+        self.assignment_epochs: dict[str, int] = {}
+        self.metadata: dict[str, dict[str, records.ConsumerMemberMetadataValue]] = {}
+        self.targets: dict[str, dict[str, Assignment]] = {}
+        self.current: dict[str, dict[str, records.ConsumerCurrentAssignmentValue]] = {}
+
+    def replay(self, key: records.ConsumerGroupKey, value: bytes | None) -> None:
+        g, mid = key.group, key.member_id or ""
+        if key.kind == records.CG_METADATA:
+            if value is None:
+                self.epochs.pop(g, None)
+            else:
+                self.epochs[g] = records.decode_consumer_epoch_value(value)
+        elif key.kind == records.CG_TARGET_ASSIGNMENT_METADATA:
+            if value is None:
+                self.assignment_epochs.pop(g, None)
+            else:
+                self.assignment_epochs[g] = records.decode_consumer_epoch_value(value)
+        elif key.kind == records.CG_MEMBER_METADATA:
+            if value is None:
+                self.metadata.get(g, {}).pop(mid, None)
+            else:
+                self.metadata.setdefault(g, {})[mid] = records.decode_consumer_member_metadata_value(value)
+        elif key.kind == records.CG_TARGET_ASSIGNMENT_MEMBER:
+            if value is None:
+                self.targets.get(g, {}).pop(mid, None)
+            else:
+                tps = records.decode_consumer_target_assignment_value(value)
+                self.targets.setdefault(g, {})[mid] = from_topic_ids(self.image, tps)
+        elif key.kind == records.CG_CURRENT_MEMBER_ASSIGNMENT:
+            if value is None:
+                self.current.get(g, {}).pop(mid, None)
+            else:
+                self.current.setdefault(g, {})[mid] = records.decode_consumer_current_assignment_value(value)
+        # CG_PARTITION_METADATA: recomputed from the cluster's topics on load
+
+    def groups(self, partition: int) -> list[ConsumerGroup]:
+        out = []
+        for group_id, epoch in self.epochs.items():
+            group = ConsumerGroup(group_id, partition, group_epoch=epoch,
+                                  assignment_epoch=self.assignment_epochs.get(group_id, 0))
+            current = self.current.get(group_id, {})
+            for member_id, meta in self.metadata.get(group_id, {}).items():
+                cur = current.get(member_id)
+                member = ConsumerGroupMember(
+                    member_id, meta.instance_id, meta.rack_id, meta.client_id, meta.client_host,
+                    meta.rebalance_timeout_ms, meta.subscribed_topic_names, meta.subscribed_topic_regex,
+                    meta.server_assignor,
+                )
+                if cur is not None:
+                    member = replace(
+                        member, member_epoch=cur.member_epoch, previous_member_epoch=cur.previous_member_epoch,
+                        state=_STATES_BY_CODE.get(cur.state, MemberState.STABLE),
+                        assigned=from_topic_ids(self.image, cur.assigned),
+                        pending_revocation=from_topic_ids(self.image, cur.pending_revocation),
+                    )
+                group.update_member(member)
+            group.target = {m: a for m, a in self.targets.get(group_id, {}).items() if m in group.members}
+            out.append(group)
+        return out

@@ -3,9 +3,10 @@ leave with epoch -1, a static member's temporary leave with -2), session and reb
 checks of OffsetCommit/OffsetFetch, and the admin views (ConsumerGroupDescribe, ListGroups' consumer groups).
 Kafka's GroupMetadataManager.consumerGroupHeartbeat and friends, step for step.
 
-The groups live in memory on the coordinator only: Kafka 4 writes ConsumerGroupMetadata/Member/TargetAssignment
-records to `__consumer_offsets`; kbus does not yet, so after a coordinator moves the members find themselves
-unknown (UNKNOWN_MEMBER_ID) and re-join with epoch 0. Committed offsets are written as for every group.
+Every change is written to `__consumer_offsets` as Kafka 4's records (group epoch, member metadata, target
+assignment, current assignment; `records.py`) before the heartbeat is answered, and a new coordinator loads the
+groups from them (`consumer_group.ConsumerGroupReplay`): members keep their epochs and partitions across a
+coordinator move.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.protocol.record_batch import build_batch
+from kbus.server import eager
 from kbus.server.coordinator.assignors import ASSIGNORS, Assignment, MemberSpec
 from kbus.server.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -26,13 +29,30 @@ from kbus.server.coordinator.consumer_group import (
     GroupError,
     MemberState,
     compile_regex,
+    epoch_record,
+    member_records,
+    member_tombstones,
     reconcile,
+    target_record,
     validate_member_epoch,
 )
 from kbus.server.coordinator.group import GroupState
 from kbus.server.coordinator.group_store import GroupStore
+from kbus.server.coordinator.records import CG_METADATA, CG_TARGET_ASSIGNMENT_METADATA
+
+Record = tuple[bytes, bytes | None]
 
 log = logging.getLogger("kbus.coordinator")
+
+
+def _metadata(m: ConsumerGroupMember) -> tuple[object, ...]:
+    """What ConsumerGroupMemberMetadataValue holds: a change of any of it is written."""
+    return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
+            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
+
+
+def _nonempty(a: Assignment) -> dict[str, frozenset[int]]:
+    return {t: ps for t, ps in a.items() if ps}
 
 
 def _timer_key(kind: str, group_id: str, member_id: str) -> tuple[str, tuple[str, str], str]:
@@ -87,17 +107,57 @@ class ConsumerGroupSummary:
 class ConsumerGroupMembership(GroupStore):
     # ================================================================ ConsumerGroupHeartbeat
 
-    def consumer_group_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
+    async def consumer_group_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
+        """The state changes at once (a concurrent heartbeat sees them); the answer waits for their records."""
+        out: list[Record] = []
         try:
             self._validate_heartbeat(req)
             error = self.validate_group_status(req.group_id, "heartbeat")
             if error is not None:
                 raise GroupError(error)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._consumer_group_leave(req)
-            return self._consumer_group_heartbeat(req)
+                response = self._consumer_group_leave(req, out)
+            else:
+                response = self._consumer_group_heartbeat(req, out)
         except GroupError as exc:
             return HeartbeatResponse(exc.code, exc.message)
+        if out:
+            error = await self._write_consumer_records(self.partition_for(req.group_id), out)
+            if error != E.none:
+                return HeartbeatResponse(error)
+        return response
+
+    async def _write_consumer_records(self, partition: int, out: list[Record]) -> int:
+        try:
+            await self.log.append(partition, build_batch(out, timestamp_ms=self.clock()))
+            return E.none
+        except Exception as exc:
+            return self._append_error(partition, exc, for_offsets=False)
+
+    def _write_in_background(self, partition: int, out: list[Record]) -> None:
+        """For changes no request waits on (timeouts): the append starts now, so it keeps its place in the log
+        before any later heartbeat's records."""
+        task = eager.start(self._write_discarding(partition, out))
+        if task is not None:
+            self.run_in_background(task)
+
+    async def _write_discarding(self, partition: int, out: list[Record]) -> None:
+        error = await self._write_consumer_records(partition, out)
+        if error != E.none:
+            log.warning("Could not write %d consumer group record(s) to __consumer_offsets-%d (error %d)",
+                        len(out), partition, error)
+
+    def _install_consumer_groups(self, groups: list[ConsumerGroup]) -> None:
+        image = self.topic_image
+        for group in groups:
+            self.consumer_groups[group.group_id] = group
+            # the subscriptions resolved against today's topics: no new epoch unless they changed since
+            group.subscription_metadata = self._subscription_metadata(group)
+            group.metadata_version = image.version
+            for member_id, member in group.members.items():
+                self._schedule_consumer_session_timeout(group, member_id)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(group, member)
 
     def _validate_heartbeat(self, req: HeartbeatRequest) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (4.0: regex subscriptions, member ids generated by
@@ -158,7 +218,7 @@ class ConsumerGroupMembership(GroupStore):
         self.consumer_groups[group_id] = group
         return group
 
-    def _consumer_group_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
+    def _consumer_group_heartbeat(self, req: HeartbeatRequest, out: list[Record]) -> HeartbeatResponse:
         create = req.member_epoch == 0
         group = self._get_or_maybe_create_consumer_group(req.group_id, create)
         member_id = req.member_id or str(uuid.uuid4())
@@ -167,7 +227,8 @@ class ConsumerGroupMembership(GroupStore):
                 E.group_max_size_reached,
                 f"The consumer group has reached its maximum capacity of {self.config.consumer_max_size} members.",
             )
-        member = self._get_or_subscribe_member(group, member_id, req, create)
+        known = member_id in group.members
+        member = self._get_or_subscribe_member(group, member_id, req, create, out)
         updated = replace(
             member,
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
@@ -192,6 +253,8 @@ class ConsumerGroupMembership(GroupStore):
             or (updated.subscribed_topic_regex or None) != (member.subscribed_topic_regex or None)
         )
         group.update_member(updated)
+        if not known or _metadata(updated) != _metadata(member):
+            out.extend(member_records(self.topic_image, group.group_id, updated, current=False))
         image = self.topic_image
         if bump or group.metadata_version != image.version:
             metadata = self._subscription_metadata(group)
@@ -201,10 +264,11 @@ class ConsumerGroupMembership(GroupStore):
             group.metadata_version = image.version
         if bump:
             group.group_epoch += 1
+            out.append(epoch_record(CG_METADATA, group.group_id, group.group_epoch))
             log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
         if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group)
-        reconciled = self._maybe_reconcile(group, updated, req.owned)
+            self._update_target_assignment(group, out)
+        reconciled = self._maybe_reconcile(group, updated, req.owned, out)
         self._schedule_consumer_session_timeout(group, member_id)
         full = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1
@@ -221,7 +285,7 @@ class ConsumerGroupMembership(GroupStore):
         )
 
     def _get_or_subscribe_member(
-        self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest, create: bool
+        self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest, create: bool, out: list[Record]
     ) -> ConsumerGroupMember:
         if req.instance_id is None:
             member = group.members.get(member_id)
@@ -249,7 +313,13 @@ class ConsumerGroupMembership(GroupStore):
             group.target[member_id] = target
             log.info("[GroupId %s] Static member with instance id %s re-joins as %s, replacing %s.",
                      group.group_id, req.instance_id, member_id, existing.member_id)
-            return replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            replacement = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            # Kafka's replaceMember: the old member's records go, the new one's come with its target and epoch 0
+            out.extend(member_tombstones(group.group_id, existing.member_id))
+            out.extend(member_records(self.topic_image, group.group_id, replacement))
+            out.append(target_record(self.topic_image, group.group_id, member_id, target))
+            group.update_member(replacement)
+            return replacement
         if existing is None:
             raise GroupError(E.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
         if existing.member_id != member_id:
@@ -272,7 +342,7 @@ class ConsumerGroupMembership(GroupStore):
             topics |= self._resolved_subscription(group, m)
         return {t: counts[t] for t in sorted(topics)}
 
-    def _update_target_assignment(self, group: ConsumerGroup) -> None:
+    def _update_target_assignment(self, group: ConsumerGroup, out: list[Record]) -> None:
         assignor = group.preferred_assignor(self.config.consumer_assignors[0])
         specs = {
             mid: MemberSpec(
@@ -283,13 +353,18 @@ class ConsumerGroupMembership(GroupStore):
             )
             for mid, m in group.members.items()
         }
+        previous = group.target
         group.target = ASSIGNORS[assignor](specs, group.subscription_metadata)
         group.assignment_epoch = group.group_epoch
+        for member_id, target in sorted(group.target.items()):
+            if _nonempty(previous.get(member_id, {})) != _nonempty(target) or member_id not in previous:
+                out.append(target_record(self.topic_image, group.group_id, member_id, target))
+        out.append(epoch_record(CG_TARGET_ASSIGNMENT_METADATA, group.group_id, group.assignment_epoch))
         log.info("[GroupId %s] Computed a new target assignment for epoch %d with the %s assignor.",
                  group.group_id, group.group_epoch, assignor)
 
     def _maybe_reconcile(
-        self, group: ConsumerGroup, member: ConsumerGroupMember, owned: Assignment | None
+        self, group: ConsumerGroup, member: ConsumerGroupMember, owned: Assignment | None, out: list[Record]
     ) -> ConsumerGroupMember:
         if member.is_reconciled_to(group.assignment_epoch):
             return member
@@ -303,21 +378,24 @@ class ConsumerGroupMembership(GroupStore):
         )
         if updated != member:
             group.update_member(updated)
-            key = _timer_key("rebalance", group.group_id, member.member_id)
+            out.extend(member_records(self.topic_image, group.group_id, updated, metadata=False))
             if updated.state is MemberState.UNREVOKED_PARTITIONS:
-                epoch = updated.member_epoch
-                self.timers.schedule(
-                    key,
-                    self.clock() + max(updated.rebalance_timeout_ms, 0),
-                    lambda: self._on_consumer_rebalance_timeout(group, member.member_id, epoch),
-                )
+                self._schedule_rebalance_timeout(group, updated)
             else:
-                self.timers.cancel(key)
+                self.timers.cancel(_timer_key("rebalance", group.group_id, member.member_id))
         return updated
+
+    def _schedule_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        member_id, epoch = member.member_id, member.member_epoch
+        self.timers.schedule(
+            _timer_key("rebalance", group.group_id, member_id),
+            self.clock() + max(member.rebalance_timeout_ms, 0),
+            lambda: self._on_consumer_rebalance_timeout(group, member_id, epoch),
+        )
 
     # ================================================================ leaving, fencing, timeouts
 
-    def _consumer_group_leave(self, req: HeartbeatRequest) -> HeartbeatResponse:
+    def _consumer_group_leave(self, req: HeartbeatRequest, out: list[Record]) -> HeartbeatResponse:
         group = self.consumer_groups.get(req.group_id)
         if group is None:
             raise GroupError(E.group_id_not_found, f"Consumer group {req.group_id} not found.")
@@ -326,7 +404,7 @@ class ConsumerGroupMembership(GroupStore):
                 raise GroupError(E.unknown_member_id, f"Member {req.member_id} is not a member of group "
                                                       f"{group.group_id}.")
             log.info("[GroupId %s] Member %s left the consumer group.", group.group_id, req.member_id)
-            self._fence_consumer_member(group, req.member_id)
+            out.extend(self._fence_consumer_member(group, req.member_id))
             return HeartbeatResponse(E.none, member_id=req.member_id, member_epoch=req.member_epoch)
         member = group.static_member(req.instance_id)
         if member is None:
@@ -339,9 +417,11 @@ class ConsumerGroupMembership(GroupStore):
             )
         if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # Not removed: it keeps its partitions until it returns or its session times out.
-            group.update_member(replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={}))
+            leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
+            group.update_member(leaving)
+            out.extend(member_records(self.topic_image, group.group_id, leaving, metadata=False))
             return HeartbeatResponse(E.none, member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
-        self._fence_consumer_member(group, member.member_id)
+        out.extend(self._fence_consumer_member(group, member.member_id))
         return HeartbeatResponse(E.none, member_id=req.member_id, member_epoch=req.member_epoch)
 
     def _remove_consumer_member(self, group: ConsumerGroup, member_id: str) -> None:
@@ -349,13 +429,15 @@ class ConsumerGroupMembership(GroupStore):
         self.timers.cancel(_timer_key("session", group.group_id, member_id))
         self.timers.cancel(_timer_key("rebalance", group.group_id, member_id))
 
-    def _fence_consumer_member(self, group: ConsumerGroup, member_id: str) -> None:
+    def _fence_consumer_member(self, group: ConsumerGroup, member_id: str) -> list[Record]:
         """Kafka's consumerGroupFenceMember: the member and its target assignment go, its partitions are free, and
-        the group epoch is bumped so the others' target assignment is computed again."""
+        the group epoch is bumped so the others' target assignment is computed again. Returns the records."""
         self._remove_consumer_member(group, member_id)
         group.subscription_metadata = self._subscription_metadata(group)
         group.metadata_version = self.topic_image.version
         group.group_epoch += 1
+        return [*member_tombstones(group.group_id, member_id),
+                epoch_record(CG_METADATA, group.group_id, group.group_epoch)]
 
     def _schedule_consumer_session_timeout(self, group: ConsumerGroup, member_id: str) -> None:
         self.timers.schedule(
@@ -368,14 +450,14 @@ class ConsumerGroupMembership(GroupStore):
         if self.consumer_groups.get(group.group_id) is group and member_id in group.members:
             log.info("[GroupId %s] Member %s fenced from the group because the member session expired.",
                      group.group_id, member_id)
-            self._fence_consumer_member(group, member_id)
+            self._write_in_background(group.partition, self._fence_consumer_member(group, member_id))
 
     def _on_consumer_rebalance_timeout(self, group: ConsumerGroup, member_id: str, epoch: int) -> None:
         member = group.members.get(member_id) if self.consumer_groups.get(group.group_id) is group else None
         if member is not None and member.member_epoch == epoch:
             log.info("[GroupId %s] Member %s fenced from the group because it failed to transition from epoch %d "
                      "within %dms.", group.group_id, member_id, epoch, member.rebalance_timeout_ms)
-            self._fence_consumer_member(group, member_id)
+            self._write_in_background(group.partition, self._fence_consumer_member(group, member_id))
 
     # ================================================================ admin views
 

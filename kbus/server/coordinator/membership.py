@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.protocol.record_batch import build_batch
+from kbus.server.coordinator.consumer_group import group_tombstones
 from kbus.server.coordinator.group import Group, GroupState, JoinResult, Member, SyncResult
 from kbus.server.coordinator.group_store import GroupStore
 
@@ -714,6 +716,11 @@ class GroupMembership(GroupStore):
                     continue
                 cgroup.dead = True  # its offsets (in the classic group of the same id) go below
                 del self.consumer_groups[group_id]
+                try:
+                    await self.log.append(cgroup.partition, build_batch(group_tombstones(group_id),
+                                                                        timestamp_ms=self.clock()))
+                except Exception as exc:
+                    log.warning("Could not write the tombstones of consumer group %s: %s", group_id, exc)
             group = self.groups.get(group_id)
             if group is None and deleted_consumer:
                 errors[group_id] = E.none

@@ -4,11 +4,19 @@ Keys start with an int16 version: 0/1 = OffsetCommitKey(group, topic, partition)
 Values start with their own int16 version. kbus writes OffsetCommitValue v3 (v1 when the commit carries an explicit
 retention time, as Kafka does) and GroupMetadataValue v3; it reads every version Kafka has written (v0-v4, v4 being
 the flexible encoding), so a log produced by either broker loads. A null value is a tombstone.
+
+The consumer group protocol (KIP-848) adds Kafka 4's records: keys 3 ConsumerGroupMetadata(group), 5
+ConsumerGroupMemberMetadata(group, member), 6 ConsumerGroupTargetAssignmentMetadata(group), 7
+ConsumerGroupTargetAssignmentMember(group, member), 8 ConsumerGroupCurrentMemberAssignment(group, member), each
+value version 0 in the flexible encoding (compact strings and arrays, tagged fields). Key 4
+(ConsumerGroupPartitionMetadata) is read past, not written: the subscription metadata is recomputed on load.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -86,6 +94,42 @@ class GroupKey:
     group: str
 
 
+# consumer group (KIP-848) record kinds: their key versions
+CG_METADATA, CG_PARTITION_METADATA, CG_MEMBER_METADATA = 3, 4, 5
+CG_TARGET_ASSIGNMENT_METADATA, CG_TARGET_ASSIGNMENT_MEMBER, CG_CURRENT_MEMBER_ASSIGNMENT = 6, 7, 8
+_CG_MEMBER_KEYS = frozenset({CG_MEMBER_METADATA, CG_TARGET_ASSIGNMENT_MEMBER, CG_CURRENT_MEMBER_ASSIGNMENT})
+# topic id -> partitions, as the consumer group records carry assignments
+TopicIdPartitions = Sequence[tuple[uuid.UUID, Sequence[int]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    kind: int  # the key version: CG_*
+    group: str
+    member_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerCurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+    pending_revocation: tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
 # ---------------------------------------------------------------- writing
 
 
@@ -119,6 +163,81 @@ class _Writer:
         self.i32(len(v))
         self.buf += v
         return self
+
+
+class _CompactWriter:
+    """The flexible encoding of Kafka 4's consumer group values."""
+
+    def __init__(self, version: int = 0) -> None:
+        self.buf = bytearray(_I16.pack(version))
+
+    def uvarint(self, v: int) -> _CompactWriter:
+        while v >= 0x80:
+            self.buf.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.buf.append(v)
+        return self
+
+    def i8(self, v: int) -> _CompactWriter:
+        self.buf += struct.pack(">b", v)
+        return self
+
+    def i32(self, v: int) -> _CompactWriter:
+        self.buf += _I32.pack(v)
+        return self
+
+    def string(self, v: str | None) -> _CompactWriter:
+        if v is None:
+            return self.uvarint(0)
+        raw = v.encode("utf-8")
+        self.uvarint(len(raw) + 1)
+        self.buf += raw
+        return self
+
+    def topic_partitions(self, tps: TopicIdPartitions) -> _CompactWriter:
+        self.uvarint(len(tps) + 1)
+        for topic_id, partitions in tps:
+            self.buf += topic_id.bytes
+            self.uvarint(len(partitions) + 1)
+            for p in partitions:
+                self.i32(p)
+            self.uvarint(0)  # the struct's tagged fields
+        return self
+
+    def done(self) -> bytes:
+        self.uvarint(0)  # the value's tagged fields
+        return bytes(self.buf)
+
+
+def consumer_group_key(kind: int, group: str, member_id: str | None = None) -> bytes:
+    w = _Writer().i16(kind).string(group)
+    if kind in _CG_MEMBER_KEYS:
+        w.string(member_id or "")
+    return bytes(w.buf)
+
+
+def consumer_group_epoch_value(epoch: int) -> bytes:
+    """ConsumerGroupMetadataValue (the group epoch) and ConsumerGroupTargetAssignmentMetadataValue (the
+    assignment epoch) have the same layout: one int32."""
+    return _CompactWriter().i32(epoch).done()
+
+
+def consumer_member_metadata_value(m: ConsumerMemberMetadataValue) -> bytes:
+    w = _CompactWriter().string(m.instance_id).string(m.rack_id).string(m.client_id).string(m.client_host)
+    w.uvarint(len(m.subscribed_topic_names) + 1)
+    for name in m.subscribed_topic_names:
+        w.string(name)
+    w.string(m.subscribed_topic_regex).i32(m.rebalance_timeout_ms).string(m.server_assignor)
+    return w.done()  # ClassicMemberMetadata (tag 0) is absent: a consumer-protocol member
+
+
+def consumer_target_assignment_value(tps: TopicIdPartitions) -> bytes:
+    return _CompactWriter().topic_partitions(tps).done()
+
+
+def consumer_current_assignment_value(v: ConsumerCurrentAssignmentValue) -> bytes:
+    w = _CompactWriter().i32(v.member_epoch).i32(v.previous_member_epoch).i8(v.state)
+    return w.topic_partitions(v.assigned).topic_partitions(v.pending_revocation).done()
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
@@ -215,7 +334,7 @@ class _Reader:
             self._take(self.uvarint())
 
 
-def decode_key(key: bytes) -> OffsetKey | GroupKey:
+def decode_key(key: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey:
     r = _Reader(key)
     version = r.i16()
     if version in (0, 1):
@@ -223,7 +342,63 @@ def decode_key(key: bytes) -> OffsetKey | GroupKey:
         return OffsetKey(group or "", topic or "", partition)
     if version == 2:
         return GroupKey(r.string() or "")
+    if CG_METADATA <= version <= CG_CURRENT_MEMBER_ASSIGNMENT:
+        group = r.string() or ""
+        return ConsumerGroupKey(version, group, r.string() or "" if version in _CG_MEMBER_KEYS else None)
     raise RecordFormatError(f"unknown __consumer_offsets key version {version}")
+
+
+def _flexible_v0(value: bytes, what: str) -> _Reader:
+    version = _I16.unpack_from(value, 0)[0]
+    if version != 0:
+        raise RecordFormatError(f"unknown {what} value version {version}")
+    r = _Reader(value, flexible=True)
+    r.pos = 2
+    return r
+
+
+def _read_topic_partitions(r: _Reader) -> tuple[tuple[uuid.UUID, tuple[int, ...]], ...]:
+    out = []
+    for _ in range(max(r.array_len(), 0)):
+        topic_id = uuid.UUID(bytes=r._take(16))
+        partitions = tuple(r.i32() for _ in range(max(r.array_len(), 0)))
+        r.tagged_fields()
+        out.append((topic_id, partitions))
+    return tuple(out)
+
+
+def decode_consumer_epoch_value(value: bytes) -> int:
+    r = _flexible_v0(value, "consumer group epoch")
+    epoch = r.i32()
+    r.tagged_fields()
+    return epoch
+
+
+def decode_consumer_member_metadata_value(value: bytes) -> ConsumerMemberMetadataValue:
+    r = _flexible_v0(value, "consumer group member metadata")
+    instance_id, rack_id, client_id, client_host = r.string(), r.string(), r.string() or "", r.string() or ""
+    names = tuple(r.string() or "" for _ in range(max(r.array_len(), 0)))
+    regex, rebalance_timeout, assignor = r.string(), r.i32(), r.string()
+    r.tagged_fields()
+    return ConsumerMemberMetadataValue(
+        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout, assignor
+    )
+
+
+def decode_consumer_target_assignment_value(value: bytes) -> tuple[tuple[uuid.UUID, tuple[int, ...]], ...]:
+    r = _flexible_v0(value, "consumer group target assignment")
+    tps = _read_topic_partitions(r)
+    r.tagged_fields()
+    return tps
+
+
+def decode_consumer_current_assignment_value(value: bytes) -> ConsumerCurrentAssignmentValue:
+    r = _flexible_v0(value, "consumer group current assignment")
+    epoch, previous = r.i32(), r.i32()
+    state = struct.unpack(">b", r._take(1))[0]
+    assigned, pending = _read_topic_partitions(r), _read_topic_partitions(r)
+    r.tagged_fields()
+    return ConsumerCurrentAssignmentValue(epoch, previous, state, assigned, pending)
 
 
 def decode_offset_value(value: bytes) -> OffsetAndMetadata:

@@ -12,7 +12,7 @@ import enum
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -92,6 +92,27 @@ def parse_assignors(value: str) -> tuple[str, ...]:
     if not names:
         raise ValueError("at least one assignor is required")
     return tuple(names)
+
+
+@lru_cache(maxsize=8)  # ApiVersions asks on every connection
+def parse_rebalance_protocols(value: str) -> frozenset[str]:
+    """group.coordinator.rebalance.protocols: Kafka requires `classic`; kbus has `consumer` (KIP-848) and not
+    Kafka 4's `share` and `streams` groups, refused rather than accepted and ignored."""
+    protocols = frozenset(p.strip().lower() for p in value.split(",") if p.strip())
+    if "classic" not in protocols:
+        raise ValueError("the classic protocol is required")
+    unknown = protocols - {"classic", "consumer", "share", "streams"}
+    if unknown:
+        raise ValueError(f"unknown protocol(s) {', '.join(sorted(unknown))}")
+    missing = protocols & {"share", "streams"}
+    if missing:
+        raise ValueError(f"kbus does not implement {' and '.join(sorted(missing))} groups")
+    return protocols
+
+
+def _checked_protocols(value: str) -> str:
+    parse_rebalance_protocols(value)
+    return value
 
 
 def _checked_assignors(value: str) -> str:
@@ -281,6 +302,10 @@ class KafkaConfig:
     group_consumer_session_timeout_ms: int = _int("group.consumer.session.timeout.ms", 45000, at_least=1)
     group_consumer_heartbeat_interval_ms: int = _int("group.consumer.heartbeat.interval.ms", 5000, at_least=1)
     group_consumer_max_size: int = _int("group.consumer.max.size", 2**31 - 1, at_least=1)
+    # Kafka 4's default (3.9's is "classic": the consumer protocol was early access there)
+    group_coordinator_rebalance_protocols: str = _key(
+        "group.coordinator.rebalance.protocols", "classic,consumer", _checked_protocols, _LIST
+    )
     group_consumer_assignors: str = _key(
         "group.consumer.assignors",
         "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
@@ -575,7 +600,6 @@ OTHER_BROKER_CONFIGS: dict[str, OtherBrokerConfig] = dict([
     _other('group.consumer.min.heartbeat.interval.ms', INT, '5000'),
     _other('group.consumer.min.session.timeout.ms', INT, '45000'),
     _other('group.coordinator.append.linger.ms', INT, '10'),
-    _other('group.coordinator.rebalance.protocols', LIST, 'classic'),
     _other('group.coordinator.threads', INT, '1'),
     _other('group.share.delivery.count.limit', INT, '5'),
     _other('group.share.heartbeat.interval.ms', INT, '5000'),

@@ -434,3 +434,29 @@ def test_records_are_kafkas_bytes() -> None:
     assert value == (b"\x00\x00" + b"\x00\x00\x00\x03" + b"\x00\x00\x00\x02" + b"\x01" + b"\x02" + tid.bytes
                      + b"\x03" + b"\x00\x00\x00\x00\x00\x00\x00\x01" + b"\x00" + b"\x01" + b"\x00")
     assert records.decode_consumer_current_assignment_value(value).assigned == ((tid, (0, 1)),)
+
+
+def test_rebalance_protocols_config_turns_the_consumer_protocol_off() -> None:
+    import dataclasses
+
+    from kbus.common.broker_config import ConfigError, KafkaConfig
+    from tests.unit.test_group_apis import FakeBroker, call, elected
+
+    assert "consumer" in KafkaConfig().group_coordinator_rebalance_protocols.split(",")
+    for bad in ("consumer", "classic,share", "classic,streams", "classic,nope"):
+        with pytest.raises(ConfigError):
+            KafkaConfig.from_properties({"group.coordinator.rebalance.protocols": bad})
+
+    async def main() -> None:
+        b = FakeBroker()
+        await elected(b)
+        on = {int(k.api_key) for k in (await call(b, 18, 3)).api_keys}
+        assert {68, 69} <= on
+        b.config = dataclasses.replace(b.config, group_coordinator_rebalance_protocols="classic")
+        off = {int(k.api_key) for k in (await call(b, 18, 3)).api_keys}
+        assert on - off == {68, 69}
+        r = await call(b, 68, 1, group_id="g", member_id="m", member_epoch=0, rebalance_timeout=1000,
+                       subscribed_topic_names=("t",), topic_partitions=())
+        assert r.error_code == E.unsupported_version
+
+    asyncio.run(main())

@@ -6,16 +6,23 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kbus.common.broker_config import parse_rebalance_protocols
 from kbus.server.apis.registry import API_TABLE, RequestContext, api
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
 
 
-def api_version_entries(ctx: RequestContext) -> list[Any]:
+# the consumer group protocol's APIs (KIP-848): not advertised when group.coordinator.rebalance.protocols leaves
+# it out, as Kafka's ApiVersionManager does
+CONSUMER_PROTOCOL_APIS = frozenset({68, 69})
+
+
+def api_version_entries(ctx: RequestContext, hidden: frozenset[int] = frozenset()) -> list[Any]:
     return [
         ctx.nested("ApiVersion", api_key=s.key, min_version=s.min_version, max_version=s.max_version)
         for s in sorted(API_TABLE.values(), key=lambda s: s.key)
+        if s.key not in hidden
     ]
 
 
@@ -23,4 +30,6 @@ def api_version_entries(ctx: RequestContext) -> list[Any]:
 # each of their connections a second round trip (and the bootstrap one a visible pause) before anything else.
 @api(18, 0, 4, before_auth=True)
 async def api_versions(m: Managers, ctx: RequestContext, request: Any) -> Any:
-    return ctx.build(error_code=ErrorCode.none, api_keys=api_version_entries(ctx), throttle_time=0)
+    consumer = "consumer" in parse_rebalance_protocols(m.config.group_coordinator_rebalance_protocols)
+    hidden = frozenset() if consumer else CONSUMER_PROTOCOL_APIS
+    return ctx.build(error_code=ErrorCode.none, api_keys=api_version_entries(ctx, hidden), throttle_time=0)

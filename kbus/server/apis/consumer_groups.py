@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import Operation, ResourceType
+from kbus.common.broker_config import parse_rebalance_protocols
 from kbus.protocol.codec import ms
 from kbus.server.apis.groups import NOT_REQUESTED_OPERATIONS, client_host, group_operations
 from kbus.server.apis.registry import RequestContext, api
@@ -57,6 +58,9 @@ async def consumer_group_heartbeat(m: Managers, ctx: RequestContext, req: Any) -
         return ctx.build(throttle_time=0, error_code=code, error_message=message, member_id=None, member_epoch=0,
                          heartbeat_interval=0, assignment=None)
 
+    if "consumer" not in parse_rebalance_protocols(m.config.group_coordinator_rebalance_protocols):
+        return error(E.unsupported_version, "The consumer group protocol is disabled "
+                                            "(group.coordinator.rebalance.protocols).")
     if not ctx.authorized(Operation.READ, ResourceType.GROUP, req.group_id):
         return error(E.group_authorization_failed)
     names = req.subscribed_topic_names

@@ -6,6 +6,8 @@
 #   scripts/kafka-jars.sh [VERSION]            kafka_2.13 + kafka-tools + their dependencies + slf4j-reload4j:
 #                                              the broker and every bin/kafka-*.sh main class (default 3.9)
 #   scripts/kafka-jars.sh --clients VERSION    kafka-clients alone (+ its dependencies and an slf4j binding)
+#   scripts/kafka-jars.sh --connect [VERSION]  Kafka Connect: connect-runtime, connect-file, connect-json,
+#                                              connect-mirror (+ dependencies, slf4j-reload4j); `kbus connect-*`
 #   scripts/kafka-jars.sh --default-version 3.9|4|2.8   print the pinned version of that line and exit
 #
 # Everything Maven downloads (plugins too) goes to .cache/m2, so nothing outside the repo is touched and a clean
@@ -29,16 +31,17 @@ die() { echo "kafka-jars: $*" >&2; exit 2; }
 kind=dist
 case "${1:-}" in
   --clients) kind=clients; shift ;;
+  --connect) kind=connect; shift ;;
   --default-version)
     case "${2:-}" in 3.9) echo "$KAFKA_39" ;; 4) echo "$KAFKA_4" ;; 2.8) echo "$KAFKA_28" ;;
       *) die "--default-version takes 3.9, 4 or 2.8" ;; esac
     exit 0 ;;
-  -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) die "unknown option: $1" ;;
 esac
 version=${1:-}
 if [ -z "$version" ]; then
-  [ "$kind" = dist ] || die "--$kind needs a VERSION"
+  [ "$kind" != clients ] || die "--$kind needs a VERSION"
   version=$KAFKA_39
 fi
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "not a version: $version"
@@ -47,6 +50,7 @@ command -v mvn >/dev/null 2>&1 || die "Maven (mvn) is not installed (Debian: apt
 case "$kind" in
   dist) dir=.cache/kafka/$version ;;
   clients) dir=.cache/kafka-clients/$version ;;
+  connect) dir=.cache/kafka-connect/$version ;;
 esac
 libs=$root/$dir/libs
 if [ -f "$root/$dir/.complete" ]; then
@@ -66,6 +70,17 @@ case "$kind" in
       # 3.x: what the distribution's libs/ holds so log4j.properties works (2.x's kafka_2.13 brings log4j itself)
       3.*) deps+=$(dep org.slf4j slf4j-reload4j "$SLF4J_1")
            deps+=$(dep ch.qos.reload4j reload4j "$RELOAD4J") ;;
+    esac
+    ;;
+  connect)
+    # what bin/connect-standalone.sh, connect-distributed.sh and connect-mirror-maker.sh put on the classpath
+    for a in connect-runtime connect-file connect-json connect-mirror connect-mirror-client connect-transforms; do
+      deps+=$(dep org.apache.kafka "$a" "$version")
+    done
+    case "$version" in
+      4.*) deps+=$(dep org.apache.logging.log4j log4j-slf4j2-impl 2.24.3) ;;
+      *) deps+=$(dep org.slf4j slf4j-reload4j "$SLF4J_1")
+         deps+=$(dep ch.qos.reload4j reload4j "$RELOAD4J") ;;
     esac
     ;;
   clients)

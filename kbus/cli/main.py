@@ -11,6 +11,7 @@ import typer
 
 import kbus.cli.acls
 import kbus.cli.configs
+import kbus.cli.connect
 import kbus.cli.console_consumer
 import kbus.cli.console_producer
 import kbus.cli.consumer_groups

@@ -171,3 +171,102 @@ def test_the_same_transactional_id_asked_twice_keeps_one_question() -> None:
         assert older == {("t", 3): E.invalid_producer_epoch}
         assert v.sent == [["x"]]
     run(go())
+
+
+# ---------------------------------------------------------------- the Produce handler
+
+
+class GuardLog:
+    """A partition log that knows no ongoing transaction: every transactional write needs a verification."""
+
+    def maybe_start_transaction_verification(self, pid: int, seq: int, epoch: int) -> object:
+        return object()
+
+
+class SlowVerifier:
+    """Answers once `release` is set, with `errors`."""
+
+    def __init__(self, errors: dict[tuple[str, int], int]) -> None:
+        self.release = asyncio.Event()
+        self.errors = errors
+        self.asked: list[tuple[str, int, int, list[tuple[str, int]]]] = []
+
+    async def verify(self, tid: str, pid: int, epoch: int, tps: list[tuple[str, int]], version: int) -> Any:
+        self.asked.append((tid, pid, epoch, tps))
+        await self.release.wait()
+        return {tp: code for tp, code in self.errors.items() if tp in tps}
+
+
+class FakeService:
+    def __init__(self, verifier: SlowVerifier) -> None:
+        self.verifier = verifier
+
+
+def produce_call(m: Any, order: Any, records: bytes, index: int, tid: str | None) -> Any:
+    from kbus.protocol.codec import RequestHeader, build, encode_response, nested, request_type, response_type
+    from kbus.server.apis.registry import API_TABLE, RequestContext
+
+    cls = request_type(0, 9)
+    topic = build(nested(cls, "TopicProduceData"), name="t", partition_data=(
+        build(nested(cls, "PartitionProduceData"), index=index, records=records),))
+    req = build(cls, transactional_id=tid, acks=-1, timeout=5000, topic_data=(topic,))
+    header = RequestHeader(0, 9, 7, "client", True)
+    ctx = RequestContext(header, "127.0.0.1", 50000, "c1", append_order=order)
+
+    async def go() -> Any:
+        from kio.serial import entity_reader
+
+        response = await API_TABLE[0].handler(m, ctx, req)
+        decoded, _ = entity_reader(response_type(0, 9))(encode_response(header, response), 4 + 4 + 1)
+        p = decoded.responses[0].partition_responses[0]
+        return p.error_code, p.error_message
+
+    return go()
+
+
+def test_a_produce_waiting_for_verification_keeps_the_connections_order() -> None:
+    """Pipelined Produce requests: the one behind a verification appends after it, not before."""
+    from kbus.server.apis.registry import AppendOrder
+    from tests.unit.test_api_handlers import managers
+
+    async def go() -> None:
+        m, replicas, _, _ = managers()
+        replicas.partitions[("t", 0)].log = GuardLog()  # type: ignore[attr-defined]
+        verifier = SlowVerifier({})
+        m.transactions = FakeService(verifier)  # type: ignore[assignment]
+        order = AppendOrder()
+        first = asyncio.ensure_future(produce_call(m, order, txn_batch(0), 0, "tx"))
+        await asyncio.sleep(0.01)
+        assert verifier.asked == [("tx", 7, 0, [("t", 0)])] and order.must_wait()
+        second = asyncio.ensure_future(produce_call(m, order, rb.build_batch([(None, b"plain")]), 1, None))
+        await asyncio.sleep(0.01)
+        assert replicas.appended == []  # the plain one waits behind the verification
+        verifier.release.set()
+        assert await first == (E.none, None) and await second == (E.none, None)
+        assert [(t, p) for t, p, _, _ in replicas.appended] == [("t", 0), ("t", 1)]
+        assert not order.must_wait()
+    run(go())
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    (E.invalid_txn_state, (E.invalid_txn_state, "Partition was not added to the transaction")),
+    (E.invalid_producer_id_mapping, (E.invalid_producer_id_mapping, None)),
+    (E.not_coordinator, (E.not_enough_replicas, "Unable to verify the partition has been added to the transaction. "
+                                                "Underlying error: NOT_COORDINATOR")),
+])
+def test_a_failed_verification_appends_nothing(answer: E, expected: tuple[E, str | None]) -> None:
+    from kbus.server.apis.registry import AppendOrder
+    from tests.unit.test_api_handlers import managers
+
+    async def go() -> None:
+        m, replicas, _, _ = managers()
+        replicas.partitions[("t", 0)].log = GuardLog()  # type: ignore[attr-defined]
+        verifier = SlowVerifier({("t", 0): answer})
+        verifier.release.set()
+        m.transactions = FakeService(verifier)  # type: ignore[assignment]
+        assert await produce_call(m, AppendOrder(), txn_batch(0), 0, "tx") == expected
+        assert replicas.appended == []
+        # transactional records without a transactional id: refused before anything else
+        refused = await produce_call(m, AppendOrder(), txn_batch(0), 0, None)
+        assert refused[0] == E.transactional_id_authorization_failed
+    run(go())

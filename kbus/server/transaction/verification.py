@@ -29,12 +29,16 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topics import TRANSACTION_STATE_TOPIC
 from kbus.protocol.client import ClientSecurity, KafkaConnection
+from kbus.server.metrics import METRICS, labels_key
 from kbus.server.transaction.coordinator import TopicPartition, TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
 # Produce v11 is the first version whose clients know TRANSACTION_ABORTABLE (Kafka's genericError support)
 _FIRST_PRODUCE_VERSION_WITH_ABORTABLE = 11
+# partitions verified (Kafka has VerificationTimeMs / VerificationFailureRate): local answers, remote ones, failures
+_LOCAL, _REMOTE = labels_key(coordinator="local"), labels_key(coordinator="remote")
+_FAILED = labels_key(coordinator="failed")
 
 
 class VerificationHost(Protocol):
@@ -81,8 +85,10 @@ class TransactionVerifier:
         if leader is None:
             raw = dict.fromkeys(partitions, int(E.coordinator_not_available))
         elif leader.broker_id == self._host.broker_id:
+            METRICS.inc_key("kbus_transaction_verifications_total", _LOCAL, len(partitions))
             raw = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
         else:
+            METRICS.inc_key("kbus_transaction_verifications_total", _REMOTE, len(partitions))
             raw = await self._ask(leader.broker_id, transactional_id, _Question(producer_id, producer_epoch,
                                                                                 partitions))
         errors: dict[TopicPartition, int] = {}
@@ -94,6 +100,8 @@ class TransactionVerifier:
             elif code == E.transaction_abortable and produce_version < _FIRST_PRODUCE_VERSION_WITH_ABORTABLE:
                 code = E.invalid_txn_state
             errors[tp] = int(code)
+        if errors:
+            METRICS.inc_key("kbus_transaction_verifications_total", _FAILED, len(errors))
         return errors
 
     async def _ask(self, broker_id: int, transactional_id: str, question: _Question) -> dict[TopicPartition, int]:

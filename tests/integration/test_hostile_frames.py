@@ -128,3 +128,42 @@ def test_overflowing_record_timestamps_are_answered_as_kafka_answers(broker):
     assert bounded.record_errors[1].batch_index_error_message.startswith(
         "Timestamp -9223372036854775719 of message with offset 1 is out of range")
     assert "Unexpected error" not in broker.log_text() and "int too large" not in broker.log_text()
+
+
+def test_a_negative_current_leader_epoch_other_than_minus_one(broker):
+    """Found with integer bounds (issue 28): Kafka 3.9.2 answers ListOffsets and OffsetForLeaderEpoch with
+    current_leader_epoch -2^31 FENCED_LEADER_EPOCH (only -1 means "not given" there; for Fetch any negative value
+    does); kbus took every negative value as "not given"."""
+    import asyncio
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kio.schema.list_offsets.v7 import request as lo
+    from kio.schema.list_offsets.v7 import response as lor
+    from kio.schema.offset_for_leader_epoch.v4 import request as oe
+    from kio.schema.offset_for_leader_epoch.v4 import response as oer
+
+    from kbus.protocol.client import KafkaConnection
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("epoch-min", 1, 1)])["epoch-min"].result(30)
+
+    async def ask() -> tuple[int, int, int]:
+        host, port = broker.bootstrap.split(":")
+        c = KafkaConnection(host, int(port), "t")
+        try:
+            codes = []
+            for epoch in (-(2**31), -1):
+                r = await c.request(lo.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(lo.ListOffsetsTopic(
+                    name="epoch-min", partitions=(lo.ListOffsetsPartition(partition_index=0, current_leader_epoch=epoch,
+                                                                          timestamp=-1),)),)), lor.ListOffsetsResponse)
+                codes.append(int(r.topics[0].partitions[0].error_code))
+            r = await c.request(oe.OffsetForLeaderEpochRequest(replica_id=-1, topics=(oe.OffsetForLeaderTopic(
+                topic="epoch-min", partitions=(oe.OffsetForLeaderPartition(partition=0, current_leader_epoch=-(2**31),
+                                                                           leader_epoch=0),)),)),
+                oer.OffsetForLeaderEpochResponse)
+            codes.append(int(r.topics[0].partitions[0].error_code))
+            return codes[0], codes[1], codes[2]
+        finally:
+            await c.close()
+
+    assert asyncio.run(ask()) == (74, 0, 74)  # FENCED_LEADER_EPOCH, NONE, FENCED_LEADER_EPOCH

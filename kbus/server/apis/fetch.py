@@ -82,7 +82,8 @@ def _collect(
                 entry = PartitionEntry(fp.partition, ErrorCode.topic_authorization_failed)
             elif part is None:
                 entry = PartitionEntry(fp.partition, error)
-            elif (err := leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1))) is not None:
+            elif (err := leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1),
+                                            any_negative_unset=True)) is not None:
                 entry = PartitionEntry(fp.partition, err)
             elif (
                 fctx.incremental

@@ -167,3 +167,36 @@ def test_a_negative_current_leader_epoch_other_than_minus_one(broker):
             await c.close()
 
     assert asyncio.run(ask()) == (74, 0, 74)  # FENCED_LEADER_EPOCH, NONE, FENCED_LEADER_EPOCH
+
+
+def test_list_offsets_refuses_unknown_negative_timestamps(broker):
+    """Found with integer bounds (issue 28): a ListOffsets timestamp below 0 that is not one of the special values
+    the request's version knows (-1, -2; -3 from v7) is UNSUPPORTED_VERSION in Kafka 3.9.2
+    (KafkaApis.timestampMinSupportedVersion); kbus answered offset 0."""
+    import asyncio
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kio.schema.list_offsets.v6 import request as lo6
+    from kio.schema.list_offsets.v6 import response as lor6
+    from kio.schema.list_offsets.v7 import request as lo7
+    from kio.schema.list_offsets.v7 import response as lor7
+
+    from kbus.protocol.client import KafkaConnection
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("ts-special", 1, 1)])["ts-special"].result(30)
+
+    async def code(mod, resp, ts: int) -> int:
+        host, port = broker.bootstrap.split(":")
+        c = KafkaConnection(host, int(port), "t")
+        try:
+            r = await c.request(mod.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(mod.ListOffsetsTopic(
+                name="ts-special", partitions=(mod.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                                        timestamp=ts),)),)), resp.ListOffsetsResponse)
+            return int(r.topics[0].partitions[0].error_code)
+        finally:
+            await c.close()
+
+    v7 = [asyncio.run(code(lo7, lor7, ts)) for ts in (-(2**63), -5, -4, -3, -2, -1, 0)]
+    assert v7 == [35, 35, 35, 0, 0, 0, 0]
+    assert asyncio.run(code(lo6, lor6, -3)) == 35  # max-timestamp needs v7

@@ -13,6 +13,11 @@ from kbus.server.apis.registry import RequestContext, api
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
 
+# Kafka's KafkaApis.timestampMinSupportedVersion: the negative (special) timestamps ListOffsets knows, each from
+# its version on (latest, earliest; max-timestamp v7; earliest-local v8; latest-tiered v9); any other negative
+# timestamp, or one the request's version predates, is UNSUPPORTED_VERSION
+_SPECIAL_TIMESTAMP_VERSION = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9}
+
 @api(2, 1, 7)
 async def list_offsets(m: Managers, ctx: RequestContext, request: Any) -> Any:
     topics = []
@@ -29,6 +34,8 @@ async def list_offsets(m: Managers, ctx: RequestContext, request: Any) -> Any:
             part, error = m.replicas.leader_partition(t.name, p.partition_index)
             if not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name):
                 fields["error_code"] = ErrorCode.topic_authorization_failed
+            elif p.timestamp < 0 and _SPECIAL_TIMESTAMP_VERSION.get(p.timestamp, 2**15) > ctx.api_version:
+                fields["error_code"] = ErrorCode.unsupported_version
             elif part is None:
                 fields["error_code"] = error
             elif (err := leader_epoch_error(part, getattr(p, "current_leader_epoch", -1))) is not None:

@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -35,27 +36,39 @@ def table(out: str) -> list[list[str]]:
 
 
 def hanging_batch(bootstrap: str, topic: str, producer_id: int) -> None:
-    """A transactional batch no coordinator knows of (as a crashed, half-upgraded or buggy client leaves one)."""
+    """A transactional batch no coordinator knows of (as a crashed, half-upgraded or buggy client leaves one). Kafka
+    3.9 refuses one unless transaction verification is off (KIP-890), so it is switched off for this write, as an
+    operator would have to on Kafka to make one."""
     batch = rb.build_batch(
         [(b"k", b"hanging")], producer_id=producer_id, producer_epoch=0, base_sequence=0, is_transactional=True
     )
     host, port = bootstrap.split(":")
     request = ProduceRequest(
-        transactional_id=None,
+        transactional_id="no-such-transaction",  # Kafka wants one (and Write on it) with transactional records
         acks=-1,
         timeout=datetime.timedelta(seconds=10),
         topic_data=(TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=batch),)),),
     )
 
-    async def send() -> None:
+    async def send() -> int:
         conn = KafkaConnection(host, int(port), "hanging")
         try:
             resp = await conn.request(request, ProduceResponse)
         finally:
             await conn.close()
-        assert resp.responses[0].partition_responses[0].error_code == 0
+        return int(resp.responses[0].partition_responses[0].error_code)
 
-    asyncio.run(send())
+    verification = ("configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "brokers",
+                    "--entity-default")
+    done = kbus(*verification, "--add-config", "transaction.partition.verification.enable=false")
+    assert done.returncode == 0, done.stderr
+    try:
+        deadline = time.monotonic() + 20
+        while (error := asyncio.run(send())) != 0 and time.monotonic() < deadline:
+            time.sleep(0.2)  # until the broker applied the dynamic config
+        assert error == 0
+    finally:
+        kbus(*verification, "--delete-config", "transaction.partition.verification.enable")
 
 
 def test_same_tables_as_kafka_transactions(kafka39: KafkaDistribution, broker: BrokerProcess) -> None:

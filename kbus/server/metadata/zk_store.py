@@ -14,6 +14,8 @@ reach this view anyway:
 - every RECONCILE_INTERVAL_S the thread asks ZooKeeper for its last zxid and, if anything was written since its
   last full look, re-reads the brokers, the controller, the assignments and every partition state. So a decision
   whose notification was lost still arrives within that interval; a quiet cluster costs one read per interval.
+  A re-read that takes long (many thousands of partitions) stretches the interval to RECONCILE_BUDGET times its
+  duration, so it never takes more than 1/RECONCILE_BUDGET of the event thread's time.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ _RECONCILE: Event = ("reconcile",)
 _SESSION_LOST: Event = ("session_lost",)
 # how often the view is checked against ZooKeeper for changes whose watch never fired (see the module docstring)
 RECONCILE_INTERVAL_S = 5.0
+RECONCILE_BUDGET = 20
 # how long admin calls wait for the controller to act on what they wrote (Kafka's CreateTopics timeout role)
 ADMIN_WAIT_S = 5.0
 
@@ -142,6 +145,7 @@ class ZkMetadataStore:
         self._next_rebalance = time.monotonic() + self._rebalance_interval_s
         self._reconcile_interval_s = reconcile_interval_s
         self._next_reconcile = time.monotonic() + reconcile_interval_s
+        self._reconcile_took_s = 0.0  # how long the last full re-read took (it stretches the interval)
         self._reconciled_zxid = -1  # ZooKeeper's last zxid when the view was last read in full
 
         self._zk: KafkaZkClient | None = None
@@ -563,7 +567,7 @@ class ZkMetadataStore:
                 self._next_rebalance = now + self._rebalance_interval_s
                 batch.append(_REBALANCE)
             if now >= self._next_reconcile:
-                self._next_reconcile = now + self._reconcile_interval_s
+                self._next_reconcile = now + max(self._reconcile_interval_s, RECONCILE_BUDGET * self._reconcile_took_s)
                 batch.append(_RECONCILE)
             with contextlib.suppress(queue.Empty):
                 while len(batch) < 10000:
@@ -669,6 +673,7 @@ class ZkMetadataStore:
         zxid = zk.last_zxid()
         if zxid == self._reconciled_zxid:
             return False
+        started = time.monotonic()
         changed = self._refresh_brokers()
         changed |= self._refresh_controller()
         changed |= self._refresh_topic_list()
@@ -686,6 +691,7 @@ class ZkMetadataStore:
             log.info("Broker %d: re-read partition states that had changed in ZooKeeper unannounced", self.broker_id)
             changed = True
         self._reconciled_zxid = zxid
+        self._reconcile_took_s = time.monotonic() - started
         return changed
 
     def _broker_entities(self) -> tuple[str, str]:

@@ -460,3 +460,22 @@ def test_rebalance_protocols_config_turns_the_consumer_protocol_off() -> None:
         assert r.error_code == E.unsupported_version
 
     asyncio.run(main())
+
+
+def test_a_loaded_regex_re_cannot_compile_matches_nothing() -> None:
+    """A log written by Kafka may hold an RE2-only regex (\\p{L}): loading the group must not fail."""
+    from kbus.protocol.record_batch import build_batch
+    from kbus.server.coordinator import records
+    from kbus.server.coordinator.consumer_group import epoch_record, member_records
+
+    async def body(h: CG) -> None:
+        member = ConsumerGroupMember("m", client_id="c", rebalance_timeout_ms=1000, subscribed_topic_regex="\\p{L}+",
+                                     subscribed_topic_names=("t",), member_epoch=1)
+        recs = [epoch_record(records.CG_METADATA, "g", 1), *member_records(h.coord.topic_image, "g", member)]
+        other = CG(log=h.log)
+        await h.log.append(other.coord.partition_for("g"), build_batch(recs, timestamp_ms=0))
+        await other.elect_all()
+        group = other.coord.consumer_groups["g"]
+        assert set(group.members) == {"m"} and group.subscription_metadata == {"t": 6}
+
+    run(body)

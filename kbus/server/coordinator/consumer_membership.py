@@ -333,7 +333,12 @@ class ConsumerGroupMembership(GroupStore):
 
     def _resolved_subscription(self, group: ConsumerGroup, member: ConsumerGroupMember) -> set[str]:
         image = self.topic_image
-        return group.subscribed_topics(member, image.counts, set(image.internal))
+        try:
+            return group.subscribed_topics(member, image.counts, set(image.internal))
+        except GroupError:
+            # a regex loaded from the log that Python's re cannot compile (RE2-only syntax written by Kafka):
+            # it matches nothing, as Kafka treats an unresolved regex
+            return {t for t in member.subscribed_topic_names if t in image.counts}
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, int]:
         counts = self.topic_image.counts

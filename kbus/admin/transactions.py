@@ -277,3 +277,44 @@ class TransactionsAdmin:
         code = resp.markers[0].topics[0].partitions[0].error_code
         if code != ErrorCode.none:
             raise _error(code, f"Aborting the transaction of producer {producer_id} on {topic}-{partition}")
+
+
+@dataclass(frozen=True, slots=True)
+class HangingTransaction:
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    start_offset: int
+    last_timestamp: int
+
+
+def hanging_transactions(
+    admin: TransactionsAdmin, partitions: list[tuple[str, int]], max_timeout_ms: int, now_ms: int,
+    broker_id: int | None = None,
+) -> list[HangingTransaction]:
+    """Kafka's FindHangingTransactionsCommand: an open transaction on a partition, silent for longer than the
+    maximum transaction timeout, that its coordinator no longer has Ongoing with this partition."""
+    out: list[HangingTransaction] = []
+    for t, p in partitions:
+        for prod in admin.describe_producers(t, p, broker_id):
+            if prod.current_txn_start_offset < 0 or now_ms - prod.last_timestamp <= max_timeout_ms:
+                continue
+            if _still_open_on_coordinator(admin, prod.producer_id, prod.producer_epoch, (t, p)):
+                continue
+            out.append(HangingTransaction(t, p, prod.producer_id, prod.producer_epoch, prod.coordinator_epoch,
+                                          prod.current_txn_start_offset, prod.last_timestamp))
+    return out
+
+
+def _still_open_on_coordinator(admin: TransactionsAdmin, producer_id: int, epoch: int, tp: tuple[str, int]) -> bool:
+    """A candidate is not hanging if its coordinator still has it Ongoing with this partition in it."""
+    for listing in admin.list_transactions(producer_ids=(producer_id,)):
+        try:
+            d = admin.describe(listing.transactional_id)
+        except AdminError:
+            continue
+        if d.producer_id == producer_id and d.producer_epoch == epoch and d.state == "Ongoing" and tp in d.partitions:
+            return True
+    return False

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from kbus.admin.errors import AdminError
-from kbus.admin.transactions import TransactionsAdmin
+from kbus.admin.transactions import TransactionsAdmin, hanging_transactions
 from kbus.cli.app import app
 from kbus.cli.client_config import translate, wire_security
 from kbus.cli.common import UsageError, check_reachable, fail, load_properties
@@ -176,27 +176,11 @@ def find_hanging(
             partitions = [(topic, partition)] if partition is not None else admin.partitions_of(topic)
         else:
             partitions = admin.partitions_of(broker_id=broker_id)
-        for t, p in partitions:
-            for prod in admin.describe_producers(t, p, broker_id):
-                if prod.current_txn_start_offset < 0 or now - prod.last_timestamp <= max_ms:
-                    continue
-                if _still_open_on_coordinator(admin, prod.producer_id, prod.producer_epoch, (t, p)):
-                    continue
-                rows.append((t, p, prod.producer_id, prod.producer_epoch, prod.coordinator_epoch,
-                             prod.current_txn_start_offset, prod.last_timestamp, (now - prod.last_timestamp) // 60_000))
+        for h in hanging_transactions(admin, partitions, max_ms, now, broker_id):
+            rows.append((h.topic, h.partition, h.producer_id, h.producer_epoch, h.coordinator_epoch, h.start_offset,
+                         h.last_timestamp, (now - h.last_timestamp) // 60_000))
     except AdminError as exc:
         fail(f"Failed to find hanging transactions: {exc}")
     print(format_table(["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
                         "LastTimestamp", "Duration(min)"], rows), end="")
 
-
-def _still_open_on_coordinator(admin: TransactionsAdmin, producer_id: int, epoch: int, tp: tuple[str, int]) -> bool:
-    """A candidate is not hanging if its coordinator still has it Ongoing with this partition in it."""
-    for listing in admin.list_transactions(producer_ids=(producer_id,)):
-        try:
-            d = admin.describe(listing.transactional_id)
-        except AdminError:
-            continue
-        if d.producer_id == producer_id and d.producer_epoch == epoch and d.state == "Ongoing" and tp in d.partitions:
-            return True
-    return False

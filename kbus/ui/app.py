@@ -22,9 +22,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kbus.admin.errors import AdminError
 from kbus.admin.kafka import KafkaAdmin
 from kbus.admin.transactions import TransactionsAdmin
+from kbus.admin.wire import WireAdmin
 from kbus.common.acl import AclFilter
 from kbus.protocol.client import PLAINTEXT, ClientSecurity
-from kbus.ui import browse, charts, cluster
+from kbus.ui import browse, charts, cluster, transactions
 from kbus.ui.lag import LagHistory
 from kbus.ui.security import CSRF_COOKIE, CSRF_FIELD, UiUser, check_basic, csrf_ok, new_csrf_token
 
@@ -73,10 +74,12 @@ class Console:
     def __init__(self, settings: UiSettings) -> None:
         self.settings = settings
         self.admin = KafkaAdmin(settings.bootstrap, settings.client_conf, timeout_s=settings.timeout_s)
+        self.wire = WireAdmin(settings.bootstrap, settings.timeout_s, settings.security)  # kbus's own wire client
         self.lag = LagHistory(self.admin, settings.lag_interval_s)
         self._producer: Producer | None = None
         self.env = Environment(loader=PackageLoader("kbus.ui", "templates"), autoescape=True)
         self.env.filters["q"] = lambda s: quote(str(s), safe="")
+        self.env.filters["bytes"] = _human_bytes
 
     # --- plumbing ---------------------------------------------------------------------------------
 
@@ -98,6 +101,7 @@ class Console:
             bootstrap=self.settings.bootstrap,
             msg=request.query_params.get("msg"),
             path=request.url.path,
+            refresh=_refresh(request),
             **ctx,
         )
         resp = HTMLResponse(html, status)
@@ -127,7 +131,7 @@ class Console:
     async def act(self, request: Request, fn: Callable[[], T]) -> T | HTMLResponse:
         try:
             return await run_in_threadpool(fn)
-        except (AdminError, KafkaException, ValueError) as exc:
+        except (AdminError, KafkaException, ValueError, ConnectionError, OSError) as exc:
             return self.fail(request, exc, 400 if isinstance(exc, ValueError) else 502)
 
     @property
@@ -151,7 +155,7 @@ class Console:
 
     def topics(self, request: Request) -> Response:
         try:
-            rows = cluster.topic_rows(self.admin)
+            rows = cluster.topic_rows(self.admin, self.wire)
         except AdminError as exc:
             return self.fail(request, exc)
         return self.render(request, "topics.html", topics=rows)
@@ -159,7 +163,7 @@ class Console:
     def topic(self, request: Request) -> Response:
         name = request.path_params["name"]
         try:
-            page = cluster.topic_page(self.admin, name)
+            page = cluster.topic_page(self.admin, self.wire, name)
         except AdminError as exc:
             return self.fail(request, exc, 404 if exc.name == "UNKNOWN_TOPIC_OR_PARTITION" else 502)
         return self.render(request, "topic.html", page=page, t=page.topic)
@@ -226,14 +230,42 @@ class Console:
             return self.fail(request, exc)
         return self.render(request, "users.html", users=users)
 
+    def _txn_admin(self) -> TransactionsAdmin:
+        return TransactionsAdmin(
+            self.settings.bootstrap, self.settings.client_conf, self.settings.timeout_s, self.settings.security
+        )
+
     def transactions(self, request: Request) -> Response:
+        q = request.query_params
         try:
-            txns = TransactionsAdmin(
-                self.settings.bootstrap, self.settings.client_conf, self.settings.timeout_s, self.settings.security
-            ).list_transactions()
-        except (AdminError, ConnectionError, OSError) as exc:
-            return self.fail(request, exc)
-        return self.render(request, "transactions.html", txns=txns)
+            txa = self._txn_admin()
+            rows = transactions.describe_all(txa)
+            hanging = None
+            if "find-hanging" in q:
+                max_min = float(q.get("max_timeout_min") or transactions.DEFAULT_MAX_TIMEOUT_MIN)
+                topic = q.get("topic", "").strip()
+                hanging = transactions.find_hanging(txa, self.admin, topic or None, int(max_min * 60_000))
+        except (AdminError, ConnectionError, OSError, ValueError) as exc:
+            return self.fail(request, exc, 400 if isinstance(exc, ValueError) else 502)
+        return self.render(request, "transactions.html", rows=rows, hanging=hanging, q=q,
+                           default_max=transactions.DEFAULT_MAX_TIMEOUT_MIN)
+
+    async def abort_transaction(self, request: Request) -> Response:
+        form = await self.form(request)
+        if isinstance(form, Response):
+            return form
+
+        def abort() -> str:
+            topic, pid = form.get("topic", ""), form.get("producer_id", "")
+            if form.get("confirm", "").strip() != pid:
+                raise ValueError("Type the producer id to confirm the abort: nothing was aborted.")
+            partition = int(form.get("partition", ""))
+            self._txn_admin().abort(topic, partition, int(pid), int(form.get("producer_epoch", "")),
+                                    int(form.get("coordinator_epoch", "")))
+            return f"Aborted the transaction of producer {pid} on {topic}-{partition}"
+
+        done = await self.act(request, abort)
+        return done if isinstance(done, Response) else self.redirect("/transactions", done)
 
     # --- changes ------------------------------------------------------------------------------------
 
@@ -351,6 +383,7 @@ class Console:
             Route("/acls", self.acls),
             Route("/users", self.users),
             Route("/transactions", self.transactions),
+            Route("/transactions/abort", self.abort_transaction, methods=["POST"]),
         ]
 
         @asynccontextmanager
@@ -365,6 +398,25 @@ class Console:
         if self.settings.users is not None:
             app = _BasicAuth(app, self.settings.users)
         return app
+
+
+def _refresh(request: Request, default: int = 5) -> int:
+    """Seconds between a live page's reloads (overview, a group's lag); ?refresh=0 stops them."""
+    try:
+        return max(0, int(request.query_params.get("refresh", default)))
+    except ValueError:
+        return default
+
+
+def _human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
 
 
 def _key_values(text: str) -> dict[str, str]:

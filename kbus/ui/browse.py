@@ -163,6 +163,8 @@ def _scan(
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
+                    if p in todo and expected[p] < ends[p]:  # the partition ends with offsets never handed out
+                        matched.append(Gap(p, expected[p], ends[p] - 1))
                     todo.discard(p)
                     continue
                 raise KafkaException(err)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kbus.admin.errors import AdminError
 from kbus.admin.kafka import EARLIEST, LATEST, KafkaAdmin
+from kbus.admin.log_dirs import describe_log_dirs
 from kbus.admin.models import ConfigEntry, GroupDescription, PartitionDescription, TopicDescription
+from kbus.admin.wire import WireAdmin
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,17 @@ def overview(admin: KafkaAdmin) -> Overview:
     return Overview(cluster.cluster_id, cluster.controller_id, rows, len(topics), partitions, under, offline)
 
 
+def replica_sizes(wire: WireAdmin) -> dict[tuple[str, int, int], int] | None:
+    """Bytes on disk of every replica, (topic, partition, broker id) -> size, from DescribeLogDirs (needs Describe
+    on the cluster); None when the brokers would not say."""
+    try:
+        _, dirs = describe_log_dirs(wire, None)
+    except (AdminError, OSError):
+        return None
+    return {(r.topic, r.partition, broker): r.size
+            for broker, ds in dirs.items() for d in ds for r in d.replicas if not r.is_future}
+
+
 @dataclass(frozen=True)
 class TopicRow:
     name: str
@@ -85,9 +99,14 @@ class TopicRow:
     replication_factor: int
     under_replicated: int
     internal: bool
+    size: int | None  # bytes on disk, every replica counted
 
 
-def topic_rows(admin: KafkaAdmin) -> list[TopicRow]:
+def topic_rows(admin: KafkaAdmin, wire: WireAdmin) -> list[TopicRow]:
+    sizes = replica_sizes(wire)
+    totals: dict[str, int] = {}
+    for (topic, _, _), size in (sizes or {}).items():
+        totals[topic] = totals.get(topic, 0) + size
     return [
         TopicRow(
             t.name,
@@ -95,6 +114,7 @@ def topic_rows(admin: KafkaAdmin) -> list[TopicRow]:
             t.replication_factor,
             sum(1 for p in t.partitions if len(p.isr) < len(p.replicas)),
             t.is_internal,
+            totals.get(t.name, 0) if sizes is not None else None,
         )
         for t in admin.describe_all_partitions()
     ]
@@ -105,6 +125,7 @@ class PartitionRow:
     partition: PartitionDescription
     log_start: int | None
     log_end: int | None
+    size: int | None  # bytes of the leader's replica
 
     @property
     def messages(self) -> int | None:
@@ -120,12 +141,17 @@ class TopicPage:
     configs: list[ConfigEntry]
 
 
-def topic_page(admin: KafkaAdmin, name: str) -> TopicPage:
+def topic_page(admin: KafkaAdmin, wire: WireAdmin, name: str) -> TopicPage:
     topic = admin.describe_topics([name])[0]
     tps = [(name, p.partition) for p in topic.partitions]
     starts = {o.partition: o.offset for o in admin.list_offsets(tps, EARLIEST)}
     ends = {o.partition: o.offset for o in admin.list_offsets(tps, LATEST)}
-    rows = [PartitionRow(p, starts.get(p.partition), ends.get(p.partition)) for p in topic.partitions]
+    sizes = replica_sizes(wire) or {}
+    rows = [
+        PartitionRow(p, starts.get(p.partition), ends.get(p.partition),
+                     sizes.get((name, p.partition, p.leader)) if p.leader is not None else None)
+        for p in topic.partitions
+    ]
     return TopicPage(topic, rows, admin.describe_topic_configs(name))
 
 

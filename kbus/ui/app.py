@@ -28,6 +28,7 @@ from kbus.protocol.client import PLAINTEXT, ClientSecurity
 from kbus.ui import browse, charts, cluster, transactions
 from kbus.ui.lag import LagHistory
 from kbus.ui.security import CSRF_COOKIE, CSRF_FIELD, UiUser, check_basic, csrf_ok, new_csrf_token
+from kbus.ui.throughput import Throughput
 
 T = TypeVar("T")
 
@@ -75,7 +76,8 @@ class Console:
         self.settings = settings
         self.admin = KafkaAdmin(settings.bootstrap, settings.client_conf, timeout_s=settings.timeout_s)
         self.wire = WireAdmin(settings.bootstrap, settings.timeout_s, settings.security)  # kbus's own wire client
-        self.lag = LagHistory(self.admin, settings.lag_interval_s)
+        self.throughput = Throughput(self.admin)
+        self.lag = LagHistory(self.admin, settings.lag_interval_s, also=[self.throughput.sample_once])
         self._producer: Producer | None = None
         self.env = Environment(loader=PackageLoader("kbus.ui", "templates"), autoescape=True)
         self.env.filters["q"] = lambda s: quote(str(s), safe="")
@@ -151,14 +153,19 @@ class Console:
             ov = cluster.overview(self.admin)
         except AdminError as exc:
             return self.fail(request, exc)
-        return self.render(request, "overview.html", ov=ov)
+        rates = self.throughput.broker_rates()
+        produce = charts.chart([(f"broker {b}", p) for b, (p, _) in rates.items()], "produce bytes/s per broker")
+        consume = charts.chart([(f"broker {b}", c) for b, (_, c) in rates.items()], "consume bytes/s per broker")
+        now = {b: (p[-1][1] if p else None, c[-1][1] if c else None) for b, (p, c) in rates.items()}
+        return self.render(request, "overview.html", ov=ov, produce=produce, consume=consume, rates_now=now,
+                           has_metrics=bool(rates))
 
     def topics(self, request: Request) -> Response:
         try:
             rows = cluster.topic_rows(self.admin, self.wire)
         except AdminError as exc:
             return self.fail(request, exc)
-        return self.render(request, "topics.html", topics=rows)
+        return self.render(request, "topics.html", topics=rows, rates=self.throughput.topic_rates())
 
     def topic(self, request: Request) -> Response:
         name = request.path_params["name"]

@@ -10,19 +10,39 @@ from markupsafe import Markup, escape
 WIDTH, HEIGHT, PAD_L, PAD_B, PAD_T, PAD_R = 640, 200, 56, 24, 12, 12
 
 
+COLOURS = ("#1a73e8", "#e8710a", "#188038", "#d93025", "#9334e6", "#12b5cb")
+
+
 def line_chart(points: list[tuple[float, float]], label: str) -> Markup:
     """points: (unix time, value), oldest first."""
-    if not points:
-        return Markup('<p class="muted">No samples yet: the lag is sampled every few seconds while the UI runs.</p>')
-    t0, t1 = points[0][0], points[-1][0]
-    vmax = max(v for _, v in points) or 1.0
+    return chart([("", points)], label)
+
+
+def chart(series: list[tuple[str, list[tuple[float, float]]]], label: str) -> Markup:
+    """One line per (name, points); a legend when there is more than one."""
+    everything = [pt for _, pts in series for pt in pts]
+    if not everything:
+        return Markup('<p class="muted">No samples yet: sampled every few seconds while the UI runs.</p>')
+    points = series[0][1] if len(series) == 1 else sorted(everything)
+    t0, t1 = min(t for t, _ in everything), max(t for t, _ in everything)
+    vmax = max(v for _, v in everything) or 1.0
     span = (t1 - t0) or 1.0
     w, h = WIDTH - PAD_L - PAD_R, HEIGHT - PAD_T - PAD_B
 
     def xy(t: float, v: float) -> str:
         return f"{PAD_L + (t - t0) / span * w:.1f},{PAD_T + h - v / vmax * h:.1f}"
 
-    path = " ".join(xy(t, v) for t, v in points)
+    lines = "".join(
+        f'<polyline fill="none" class="series" style="stroke:{COLOURS[i % len(COLOURS)]}" '
+        f'points="{" ".join(xy(t, v) for t, v in pts)}"/>'
+        for i, (_, pts) in enumerate(series)
+    )
+    legend = "".join(
+        f'<text x="{PAD_L + 8 + 110 * i}" y="{PAD_T + 10}" style="fill:{COLOURS[i % len(COLOURS)]}">'
+        f"{escape(name)}</text>"
+        for i, (name, _) in enumerate(series)
+        if len(series) > 1
+    )
     start = datetime.fromtimestamp(t0, UTC).strftime("%H:%M:%S")
     end = datetime.fromtimestamp(t1, UTC).strftime("%H:%M:%S")
     last = points[-1][1]
@@ -32,10 +52,16 @@ def line_chart(points: list[tuple[float, float]], label: str) -> Markup:
         f"<title>{escape(label)}</title>"
         f'<line x1="{PAD_L}" y1="{PAD_T + h}" x2="{PAD_L + w}" y2="{PAD_T + h}" class="axis"/>'
         f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{PAD_T + h}" class="axis"/>'
-        f'<text x="{PAD_L - 6}" y="{PAD_T + 10}" text-anchor="end">{vmax:g}</text>'
+        f'<text x="{PAD_L - 6}" y="{PAD_T + 10}" text-anchor="end">{_short(vmax)}</text>'
         f'<text x="{PAD_L - 6}" y="{PAD_T + h}" text-anchor="end">0</text>'
         f'<text x="{PAD_L}" y="{HEIGHT - 6}">{start} UTC</text>'
         f'<text x="{PAD_L + w}" y="{HEIGHT - 6}" text-anchor="end">{end} UTC</text>'
-        f'<polyline fill="none" class="series" points="{path}"/>'
-        "</svg>"
+        f"{lines}{legend}</svg>"
     )
+
+
+def _short(v: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v >= size:
+            return f"{v / size:.1f}{unit}"
+    return f"{v:g}"

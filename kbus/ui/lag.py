@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kbus.admin.errors import AdminError
@@ -24,8 +25,11 @@ class LagSample:
 
 
 class LagHistory:
-    def __init__(self, admin: KafkaAdmin, interval_s: float = 5.0, keep: int = 720) -> None:
+    def __init__(
+        self, admin: KafkaAdmin, interval_s: float = 5.0, keep: int = 720, also: list[Callable[[], None]] | None = None
+    ) -> None:
         self.admin = admin
+        self.also = also or []  # other samplers run on the same beat (the brokers' throughput)
         self.interval_s = interval_s
         self.keep = keep
         self._samples: dict[str, deque[LagSample]] = {}
@@ -62,8 +66,9 @@ class LagHistory:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                self.sample_once()
-            except AdminError as exc:
-                log.warning("sampling consumer lag: %s", exc)
+            for sample in (self.sample_once, *self.also):
+                try:
+                    sample()
+                except AdminError as exc:
+                    log.warning("sampling: %s", exc)
             self._stop.wait(self.interval_s)

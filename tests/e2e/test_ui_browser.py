@@ -47,6 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer
         # the hanging-transaction test writes a transactional batch its coordinator never heard of, as clients
         # did before KIP-890; with verification on (Kafka 3.9's default) the broker refuses it
         b.overrides["transaction.partition.verification.enable"] = "false"
+    c.expose_metrics()  # the overview's throughput comes from the brokers' /metrics
     try:
         c.start_all()
         yield c
@@ -156,6 +157,48 @@ def test_overview_shows_brokers_and_controller(ui: UiProcess, browser: webdriver
     assert [r.get_attribute("data-broker") for r in rows] == ["1", "2", "3"]
     shot(browser, "overview")
     assert ui.startup_s < 10  # the bound is loose for a loaded machine; docs/ui.md gives the measured figure
+
+
+def test_throughput_per_broker_and_messages_per_second_from_the_brokers_metrics(
+    ui: UiProcess, browser: webdriver.Chrome, cluster: Cluster
+) -> None:
+    import threading
+
+    make_topic(cluster, "busy")
+    leader = cluster.partitions("busy")[0][0]
+    stop = threading.Event()
+
+    def produce() -> None:
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "log_level": 0, "linger.ms": 5})
+        while not stop.is_set():
+            for _ in range(50):
+                p.produce("busy", b"x" * 100)
+            p.poll(0)
+            time.sleep(0.05)
+        p.flush(10)
+
+    t = threading.Thread(target=produce)
+    t.start()
+    try:
+        def busy_shown() -> bool:
+            browser.get(ui.url + "/topics")
+            row = "//table[@id='topics']//tr[td/a[text()='busy']]"
+            rate = browser.find_element(By.XPATH, row + "/td[@class='num rate']")
+            return rate.text not in ("-", "0.0")
+
+        wait_for(busy_shown, timeout=30, what="messages/s of busy on the topics page")
+
+        def leader_produces() -> bool:
+            browser.get(ui.url + "/?refresh=0")
+            cell = text(browser, f"#brokers tr[data-broker='{leader}'] td.produce-rate")
+            return cell not in ("-", "0")
+
+        wait_for(leader_produces, timeout=30, what="produce bytes/s of the leader on the overview")
+        assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart")) == 2
+        shot(browser, "overview")
+    finally:
+        stop.set()
+        t.join(30)
 
 
 def test_create_topic_and_alter_config_show_in_kbus_topics(
@@ -448,7 +491,7 @@ def test_with_acls_the_documented_read_only_acls_show_every_page_and_change_noth
         for extra in (["--operation", "Describe", "--operation", "DescribeConfigs", "--operation", "Read",
                        "--topic", "*"],
                       ["--operation", "Describe", "--group", "*"],
-                      ["--operation", "Describe", "--cluster"],
+                      ["--operation", "Describe", "--operation", "DescribeConfigs", "--cluster"],
                       ["--operation", "Describe", "--transactional-id", "*"]):
             done = kbus(*acl, *extra)
             assert done.returncode == 0, done.stderr

@@ -18,6 +18,7 @@ from kbus.ui.app import _key_values
 from kbus.ui.browse import decode, parse_time
 from kbus.ui.charts import line_chart
 from kbus.ui.security import UsersFileError, check_basic, csrf_ok, load_users
+from kbus.ui.throughput import parse_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -94,3 +95,16 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
     done = subprocess.run([analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60,
                           cwd=tmp_path)
     assert done.returncode == 0 and done.stderr.strip() == "", done.stderr
+
+
+def test_metrics_parsed_into_broker_totals_and_topic_counters() -> None:
+    text = (
+        "# TYPE kbus_bytes_in_total counter\n"
+        'kbus_bytes_in_total{topic="a"} 100\n'
+        'kbus_bytes_in_total{topic="b\\"q"} 50\n'
+        'kbus_bytes_out_total{topic="a"} 7\n'
+        'kbus_messages_in_total{topic="a"} 3\n'
+        'kbus_requests_total{api="Produce"} 9\n'
+    )
+    s = parse_metrics(text, 1.0)
+    assert (s.bytes_in, s.bytes_out, s.messages_in) == (150.0, 7.0, {"a": 3.0})

@@ -65,3 +65,35 @@ def describe_transaction(bootstrap: str, transactional_id: str) -> tuple[int, in
             await conn.close()
 
     return asyncio.run(ask())
+
+
+def forge_txn_offset_commit(bootstrap: str, transactional_id: str, group: str, producer_id: int, epoch: int,
+                            topic: str) -> str:
+    """TxnOffsetCommit v3 of offset 1 for `topic`-0 under any producer id/epoch; the error name answered."""
+    from kio.schema.txn_offset_commit.v3.request import (
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+    )
+    from kio.schema.txn_offset_commit.v3.response import TxnOffsetCommitResponse
+    from kio.schema.types import GroupId, ProducerId
+    from kio.static.primitive import i64
+
+    host, port = bootstrap.split(":")
+
+    async def send() -> str:
+        conn = KafkaConnection(host, int(port), "forger")
+        try:
+            request = TxnOffsetCommitRequest(
+                transactional_id=TransactionalId(transactional_id), group_id=GroupId(group),
+                producer_id=ProducerId(producer_id), producer_epoch=i16(epoch),
+                topics=(TxnOffsetCommitRequestTopic(name=TopicName(topic), partitions=(
+                    TxnOffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(1),
+                                                    committed_metadata=""),)),),
+            )
+            response = await conn.request(request, TxnOffsetCommitResponse, timeout=30)
+            return str(response.topics[0].partitions[0].error_code.name)
+        finally:
+            await conn.close()
+
+    return asyncio.run(send())

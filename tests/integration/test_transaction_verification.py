@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.kbus_processes import BrokerProcess, kbus, wait_for
-from tests.txn_forgery import describe_transaction, forge_produce, transactional_batch
+from tests.txn_forgery import describe_transaction, forge_produce, forge_txn_offset_commit, transactional_batch
 
 pytestmark = pytest.mark.integration
 
@@ -132,3 +132,22 @@ def test_verification_is_a_dynamic_broker_config(broker: BrokerProcess) -> None:
         set_verification("true")
     wait_for(lambda: forge_produce(broker.bootstrap, topic, 0, transactional_batch(556, 0), "on")[0]
              == "invalid_producer_id_mapping", timeout=20, what="verification on again")
+
+
+def test_transactional_offsets_are_verified_too(broker: BrokerProcess) -> None:
+    """TxnOffsetCommit: the __consumer_offsets partition must be in the producer's transaction (AddOffsetsToTxn),
+    as Kafka 3.9 verifies it; a forged commit would leave a transaction open on __consumer_offsets."""
+    topic, tid, group = new_topic(broker), f"offs-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)  # the group's coordinator is up
+    c.close()
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"x")
+    assert p.flush(15) == 0
+    pid, epoch, _ = describe_transaction(broker.bootstrap, tid)
+    bs = broker.bootstrap
+    assert forge_txn_offset_commit(bs, tid, group, pid + 77, epoch, topic) == "invalid_producer_id_mapping"
+    assert forge_txn_offset_commit(bs, tid, group, pid, epoch, topic) == "invalid_txn_state"
+    p.abort_transaction(30)

@@ -145,15 +145,15 @@ def test_questions_to_one_coordinator_are_batched_and_mapped() -> None:
     async def go() -> None:
         v = RecordingVerifier({"b": E.producer_fenced, "c": E.transaction_abortable})
         results = await asyncio.gather(
-            v.verify("a", 1, 0, [("t", 0)], 9), v.verify("b", 2, 0, [("t", 0)], 9),
-            v.verify("c", 3, 0, [("t", 0)], 9), v.verify("c2", 3, 0, [("t", 0)], 11),
+            v.verify("a", 1, 0, [("t", 0)], False), v.verify("b", 2, 0, [("t", 0)], False),
+            v.verify("c", 3, 0, [("t", 0)], False), v.verify("c2", 3, 0, [("t", 0)], True),
         )
         assert v.sent == [["a", "b", "c", "c2"]]  # one request for all four
         assert results == [{}, {("t", 0): E.invalid_producer_epoch}, {("t", 0): E.invalid_txn_state}, {}]
         v.answers["c2"] = E.transaction_abortable  # a Produce v11 client knows TRANSACTION_ABORTABLE
-        assert await v.verify("c2", 3, 0, [("t", 0)], 11) == {("t", 0): E.transaction_abortable}
+        assert await v.verify("c2", 3, 0, [("t", 0)], True) == {("t", 0): E.transaction_abortable}
         # the local coordinator answers without a request
-        assert await v.verify("local", 4, 0, [("t", 9)], 9) == {("t", 9): E.invalid_txn_state}
+        assert await v.verify("local", 4, 0, [("t", 9)], False) == {("t", 9): E.invalid_txn_state}
         assert len(v.sent) == 2
     run(go())
 
@@ -162,8 +162,8 @@ def test_the_same_transactional_id_asked_twice_keeps_one_question() -> None:
     async def go() -> None:
         v = RecordingVerifier({})
         same, retry, newer, older = await asyncio.gather(
-            v.verify("x", 1, 3, [("t", 0)], 9), v.verify("x", 1, 3, [("t", 1)], 9),
-            v.verify("x", 1, 4, [("t", 2)], 9), v.verify("x", 1, 2, [("t", 3)], 9),
+            v.verify("x", 1, 3, [("t", 0)], False), v.verify("x", 1, 3, [("t", 1)], False),
+            v.verify("x", 1, 4, [("t", 2)], False), v.verify("x", 1, 2, [("t", 3)], False),
         )
         assert same == {("t", 0): E.network_exception}  # superseded by the retry (Kafka's same-epoch case)
         assert retry == {("t", 1): E.invalid_producer_epoch}  # fenced by the newer epoch
@@ -191,7 +191,7 @@ class SlowVerifier:
         self.errors = errors
         self.asked: list[tuple[str, int, int, list[tuple[str, int]]]] = []
 
-    async def verify(self, tid: str, pid: int, epoch: int, tps: list[tuple[str, int]], version: int) -> Any:
+    async def verify(self, tid: str, pid: int, epoch: int, tps: list[tuple[str, int]], abortable_known: bool) -> Any:
         self.asked.append((tid, pid, epoch, tps))
         await self.release.wait()
         return {tp: code for tp, code in self.errors.items() if tp in tps}

@@ -204,7 +204,8 @@ async def _append_in_order(
             assert transactional_id is not None and m.transactions is not None
             producer_id, epoch = to_verify[0].producer or (-1, -1)
             errors = await m.transactions.verifier.verify(
-                transactional_id, producer_id, epoch, [(r.name, r.out.index) for r in to_verify], ctx.api_version
+                transactional_id, producer_id, epoch, [(r.name, r.out.index) for r in to_verify],
+                abortable_known=ctx.api_version >= _FIRST_PRODUCE_VERSION_WITH_ABORTABLE,
             )
             for r in to_verify:
                 code = errors.get((r.name, r.out.index))
@@ -220,6 +221,8 @@ async def _append_in_order(
             order.tail = None
 
 
+# Produce v11 is the first version whose clients know TRANSACTION_ABORTABLE (Kafka's genericError support)
+_FIRST_PRODUCE_VERSION_WITH_ABORTABLE = 11
 # what a producer is told when the coordinator could not answer: NOT_ENOUGH_REPLICAS makes every client retry
 # the Produce without refreshing its metadata (Kafka's postVerificationCallback)
 _RETRIABLE_VERIFICATION_ERRORS = frozenset({

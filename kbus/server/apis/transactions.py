@@ -237,6 +237,8 @@ async def txn_offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
         errors = dict.fromkeys(offsets, int(E.group_authorization_failed))
     elif groups is None:
         errors = dict.fromkeys(offsets, int(E.coordinator_not_available))
+    elif (refused := await _verify_txn_offsets(m, ctx, req, groups.partition_for(req.group_id))) is not None:
+        errors = dict.fromkeys(offsets, refused)
     else:
         errors = await groups.commit_txn_offsets(
             req.group_id, req.producer_id, req.producer_epoch, getattr(req, "member_id", ""),
@@ -249,6 +251,43 @@ async def txn_offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return ctx.build(throttle_time=0, topics=[
         ctx.nested("TxnOffsetCommitResponseTopic", name=name, partitions=parts) for name, parts in by_topic.items()
     ])
+
+
+async def _verify_txn_offsets(m: Managers, ctx: RequestContext, req: Any, offsets_partition: int) -> int | None:
+    """Transaction verification of TxnOffsetCommit (Kafka 3.9's GroupCoordinator.handleTxnCommitOffsets): the
+    producer's first transactional offsets on this __consumer_offsets partition need the coordinator's word that
+    the partition (AddOffsetsToTxn) is in its ongoing transaction. None: go ahead; else the error for every
+    partition of the request (Kafka's maybeConvertOffsetCommitError)."""
+    service = m.transactions
+    if service is None or not m.config.transaction_partition_verification_enable:
+        return None
+    tp = (OFFSETS_TOPIC, offsets_partition)
+    part, _ = m.replicas.leader_partition(*tp)
+    if part is None:
+        return None  # not the group's coordinator here: the group coordinator answers that itself
+    try:
+        guard = part.log.maybe_start_transaction_verification(req.producer_id, -1, req.producer_epoch)
+    except Exception as exc:
+        return _offset_commit_error(error_code_for(exc))
+    if guard is None:
+        return None  # its transaction is already ongoing on the partition
+    errors = await service.verifier.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp],
+                                           abortable_known=ctx.api_version >= 4)
+    code = errors.get(tp)
+    return None if code is None else _offset_commit_error(code)
+
+
+def _offset_commit_error(code: int) -> int:
+    """Kafka's GroupMetadataManager.maybeConvertOffsetCommitError."""
+    if code == E.network_exception:
+        return int(E.coordinator_load_in_progress)
+    if code in (E.unknown_topic_or_partition, E.not_enough_replicas, E.not_enough_replicas_after_append):
+        return int(E.coordinator_not_available)
+    if code in (E.not_leader_or_follower, E.kafka_storage_error):
+        return int(E.not_coordinator)
+    if code in (E.message_too_large, E.record_list_too_large, E.invalid_fetch_size):
+        return int(E.invalid_commit_offset_size)
+    return code
 
 
 @api(61, 0, 0)

@@ -34,8 +34,6 @@ from kbus.server.transaction.coordinator import TopicPartition, TransactionCoord
 
 log = logging.getLogger(__name__)
 
-# Produce v11 is the first version whose clients know TRANSACTION_ABORTABLE (Kafka's genericError support)
-_FIRST_PRODUCE_VERSION_WITH_ABORTABLE = 11
 # partitions verified (Kafka has VerificationTimeMs / VerificationFailureRate): local answers, remote ones, failures
 _LOCAL, _REMOTE = labels_key(coordinator="local"), labels_key(coordinator="remote")
 _FAILED = labels_key(coordinator="failed")
@@ -77,9 +75,11 @@ class TransactionVerifier:
 
     async def verify(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition],
-        produce_version: int,
+        abortable_known: bool,
     ) -> dict[TopicPartition, int]:
-        """The partitions that failed verification, with the error for the producer (none: all verified)."""
+        """The partitions that failed verification, with the error for the producer (none: all verified).
+        `abortable_known`: the client's request version knows TRANSACTION_ABORTABLE (Kafka's genericError:
+        Produce v11+, TxnOffsetCommit v4+); older ones get INVALID_TXN_STATE instead."""
         coordinator = self._coordinator
         leader = self._host.partition_leader(TRANSACTION_STATE_TOPIC, coordinator.partition_for(transactional_id))
         if leader is None:
@@ -97,7 +97,7 @@ class TransactionVerifier:
                 continue
             if code == E.producer_fenced:
                 code = E.invalid_producer_epoch  # what producers expect here (Kafka does the same)
-            elif code == E.transaction_abortable and produce_version < _FIRST_PRODUCE_VERSION_WITH_ABORTABLE:
+            elif code == E.transaction_abortable and not abortable_known:
                 code = E.invalid_txn_state
             errors[tp] = int(code)
         if errors:

@@ -4,7 +4,8 @@ tests.netns_client ...`): the test process itself stays out of the partitioned n
   produce BOOTSTRAP TOPIC SECONDS OUT   acks=all, idempotent, values <OUT's stem>-<n>; one line per acknowledged
                                         value in OUT
   consume BOOTSTRAP TOPIC OUT           every value of partition 0 from the start, one per line in OUT
-  describe BOOTSTRAP TOPIC              JSON {"leader": N, "isr": [...]} of partition 0, as that broker sees it
+  describe BOOTSTRAP TOPIC              JSON {"leader": N, "isr": [...], "controller": C} of partition 0, as that
+                                        broker sees it
   create BOOTSTRAP TOPIC 1,2,3          one partition on those replicas, min.insync.replicas=2
   produce-to BROKER TOPIC VALUE         one acks=all Produce (kio frames) to that broker alone, no redirect;
                                         prints its error code (0: acknowledged)
@@ -66,7 +67,7 @@ def describe(bootstrap: str, topic: str) -> None:
     try:
         md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(topic, timeout=5)
         p = md.topics[topic].partitions[0]
-        print(json.dumps({"leader": p.leader, "isr": sorted(p.isrs)}))
+        print(json.dumps({"leader": p.leader, "isr": sorted(p.isrs), "controller": md.controller_id}))
     except Exception as exc:
         print(json.dumps({"error": str(exc)}))
 

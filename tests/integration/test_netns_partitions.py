@@ -7,7 +7,10 @@ their own namespace (tests/netns_client.py).
 - a leader cut off from ZooKeeper but not from clients or the other brokers: its session expires, the controller
   elects another in-sync replica, and no acks=all write acknowledged by anyone is lost;
 - a follower cut off from its leader leaves the ISR (replica.lag.time.max.ms) and comes back once healed, with
-  acks=all writes going on and none lost.
+  acks=all writes going on and none lost;
+- the controller cut off from every other broker (not from ZooKeeper): it leaves the ISR it follows, and when the
+  leader is then killed it still elects the in-sync replica left (kbus's controller acts through ZooKeeper only),
+  none lost.
 
 Needs root (ip netns); skipped cleanly when network namespaces cannot be made."""
 
@@ -262,3 +265,38 @@ def test_a_follower_cut_off_from_its_leader_leaves_the_isr_and_nothing_acknowled
     assert not lost, f"{len(lost)} acknowledged value(s) lost, first {lost[:5]}"
     print(f"ISR shrank {shrunk:.1f} s after the cut (replica.lag.time.max.ms {LAG_MS}); back {back:.1f} s after "
           f"healing; {len(acked_values(acked))} acknowledged, 0 lost")  # fmt: skip
+
+
+def test_a_controller_cut_off_from_the_brokers_still_fails_over_and_nothing_acknowledged_is_lost(cluster) -> None:
+    c = cluster
+    controller = int(c.describe("cut-leader", 1)["controller"])  # type: ignore[call-overload]
+    leader, other = [i for i in (1, 2, 3) if i != controller]
+    topic = "cut-controller"
+    c.client("create", c.bootstrap, topic, f"{leader},{other},{controller}")
+    c.wait_state(topic, other, lambda s: s["leader"] == leader and s["isr"] == [1, 2, 3], 30, f"leader {leader}")
+    acked = c.base / "acked-controller.txt"
+    producer = c.producer(topic, 35, acked)
+    cut = [f"b{leader}", f"b{other}"]
+    try:
+        time.sleep(3)
+        for peer in cut:
+            c.net.cut(f"b{controller}", peer)  # it still reaches ZooKeeper and the clients
+        shrunk = c.wait_state(topic, other, lambda s: s["isr"] == sorted([leader, other]), LAG_MS / 1000 + 15,
+                              f"controller {controller} out of the ISR")  # fmt: skip
+        c.brokers[leader].kill()  # kill -9: its session expires; the cut-off controller must still elect `other`
+        killed = time.monotonic()
+        c.wait_state(topic, other, lambda s: s["leader"] == other, SESSION_MS / 1000 + 15,
+                     f"broker {other} leading after broker {leader} died")  # fmt: skip
+        failover = time.monotonic() - killed
+    finally:
+        for peer in cut:
+            c.net.heal(f"b{controller}", peer)
+    producer.wait(120)
+    assert producer.returncode == 0, producer.stderr.read() if producer.stderr else ""
+    c.brokers[leader].start(timeout=60)
+    log = c.read_all(topic, c.base / "log-controller.txt")
+    present = set(log)
+    lost = [v for v in acked_values(acked) if v not in present]
+    assert not lost, f"{len(lost)} acknowledged value(s) lost, first {lost[:5]}"
+    print(f"controller {controller} cut off: out of the ISR {shrunk:.1f} s after the cut; leader {leader} killed, "
+          f"broker {other} led {failover:.1f} s later; {len(acked_values(acked))} acknowledged, 0 lost")  # fmt: skip

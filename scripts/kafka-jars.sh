@@ -78,7 +78,9 @@ case "$kind" in
       deps+=$(dep org.apache.kafka "$a" "$version")
     done
     case "$version" in
-      4.*) deps+=$(dep org.apache.logging.log4j log4j-slf4j2-impl 2.24.3) ;;
+      # log4j2 through slf4j 2 (connect-runtime alone would resolve slf4j-api 1.7, which ignores that binding)
+      4.*) deps+=$(dep org.apache.logging.log4j log4j-slf4j2-impl 2.24.3)
+           deps+=$(dep org.slf4j slf4j-api "$SLF4J_2") ;;
       *) deps+=$(dep org.slf4j slf4j-reload4j "$SLF4J_1")
          deps+=$(dep ch.qos.reload4j reload4j "$RELOAD4J") ;;
     esac

@@ -38,10 +38,11 @@ def _run(name: str, args: list[str]) -> None:
     env = dict(os.environ)
     try:
         java = find_java(env)
-        libs = connect_libs(version(env), cache_root(env))
+        ver = version(env)
+        libs = connect_libs(ver, cache_root(env))
     except (SubmitError, ConnectError) as e:
         fail(f"kbus {name}: {e}", code=2)
-    cmd = java_command(java, script, libs, args, env)
+    cmd = java_command(java, script, libs, args, env, ver)
     if not daemon:
         # exec: signals (Ctrl-C, SIGTERM from a supervisor) reach the JVM, which stops its connectors cleanly
         os.execve(cmd[0], cmd, env)

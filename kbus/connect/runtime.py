@@ -30,6 +30,8 @@ _ARTIFACTS = (
 _SLF4J_1 = ("org.slf4j", "slf4j-reload4j", "1.7.36")
 _RELOAD4J = ("ch.qos.reload4j", "reload4j", "1.2.25")
 _LOG4J2_SLF4J2 = ("org.apache.logging.log4j", "log4j-slf4j2-impl", "2.24.3")
+# connect-runtime 4.x alone resolves slf4j-api 1.7, which ignores the slf4j 2 binding above
+_SLF4J_2 = ("org.slf4j", "slf4j-api", "2.0.17")
 
 
 class ConnectError(Exception):
@@ -71,7 +73,7 @@ def _fetch(ver: str, root: Path, home: Path) -> None:
             "apt-get install -y maven"
         )
     deps = [("org.apache.kafka", a, ver) for a in _ARTIFACTS]
-    deps += [_LOG4J2_SLF4J2] if ver.startswith("4.") else [_SLF4J_1, _RELOAD4J]
+    deps += [_LOG4J2_SLF4J2, _SLF4J_2] if ver.startswith("4.") else [_SLF4J_1, _RELOAD4J]
     home.mkdir(parents=True, exist_ok=True)
     (home / "pom.xml").write_text(
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -98,12 +100,16 @@ def _fetch(ver: str, root: Path, home: Path) -> None:
     (home / ".complete").touch()
 
 
-def log4j_config() -> Path:
-    """config/connect-log4j.properties of this checkout, else the copy installed under share/kbus."""
-    return default_source() / "config" / "connect-log4j.properties"
+def log4j_config(ver: str = DEFAULT_VERSION) -> Path:
+    """config/connect-log4j.properties (Kafka 3, log4j 1) or connect-log4j2.properties (Kafka 4, log4j2) of this
+    checkout, else the copy installed under share/kbus."""
+    name = "connect-log4j2.properties" if ver.startswith("4.") else "connect-log4j.properties"
+    return default_source() / "config" / name
 
 
-def java_command(java: str, script: Script, libs: Path, args: Sequence[str], env: Mapping[str, str]) -> list[str]:
+def java_command(
+    java: str, script: Script, libs: Path, args: Sequence[str], env: Mapping[str, str], ver: str = DEFAULT_VERSION
+) -> list[str]:
     """What kafka-run-class.sh runs for bin/connect-*.sh: KAFKA_HEAP_OPTS (default -Xms256M -Xmx2G, as the
     connect scripts set), KAFKA_JVM_PERFORMANCE_OPTS, KAFKA_LOG4J_OPTS (default connect-log4j.properties, logs
     under LOG_DIR), KAFKA_OPTS, then the classpath (Connect's jars, then CLASSPATH) and the main class."""
@@ -112,7 +118,10 @@ def java_command(java: str, script: Script, libs: Path, args: Sequence[str], env
         "-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 "
         "-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true"
     )
-    log4j = env.get("KAFKA_LOG4J_OPTS") or f"-Dlog4j.configuration=file:{log4j_config()}"
+    config = log4j_config(ver)
+    log4j = env.get("KAFKA_LOG4J_OPTS") or (
+        f"-Dlog4j2.configurationFile={config}" if ver.startswith("4.") else f"-Dlog4j.configuration=file:{config}"
+    )
     log_dir = env.get("LOG_DIR") or str(Path.cwd() / "logs")
     classpath = f"{libs}/*" + (f":{env['CLASSPATH']}" if env.get("CLASSPATH") else "")
     return [

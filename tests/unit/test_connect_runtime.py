@@ -60,3 +60,11 @@ def test_missing_java_is_one_line(tmp_path: Path) -> None:
                          timeout=60)  # fmt: skip
     assert out.returncode == 2
     assert out.stderr.startswith("kbus connect-standalone: JAVA_HOME=") and len(out.stderr.splitlines()) == 1
+
+
+def test_kafka4_logs_through_log4j2(tmp_path: Path) -> None:
+    cmd = java_command("java", SCRIPTS["connect-standalone"], tmp_path, ["w.properties"], {}, "4.1.1")
+    config = log4j_config("4.1.1")
+    assert config.name == "connect-log4j2.properties" and config.is_file()
+    assert f"-Dlog4j2.configurationFile={config}" in cmd
+    assert not any(a.startswith("-Dlog4j.configuration=") for a in cmd)

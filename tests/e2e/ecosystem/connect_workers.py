@@ -19,14 +19,20 @@ from tests.kbus_processes import wait_for
 KBUS = str(Path(sys.executable).parent / "kbus")
 
 
-def fetch_connect() -> Path:
+# Kafka 3.9's newest and the newest 4.x whose connect-file / connect-mirror Maven Central serves here
+# (4.4.0's are not there, as Kafka Streams 4.x is not)
+CONNECT_VERSIONS = ("3.9.2", "4.1.1")
+
+
+def fetch_connect(version: str = CONNECT_VERSIONS[0]) -> Path:
     """Connect's jars in <repo>/.cache/kafka-connect/VERSION/libs (a no-op once fetched)."""
-    return fetch("--connect")
+    return fetch("--connect", version)
 
 
-def worker_env(log_dir: Path) -> dict[str, str]:
+def worker_env(log_dir: Path, version: str = CONNECT_VERSIONS[0]) -> dict[str, str]:
     return {
         **os.environ,
+        "KBUS_CONNECT_VERSION": version,
         # the cache scripts/kafka-jars.sh --connect filled, so `kbus connect-*` fetches nothing
         "KBUS_CACHE_DIR": str(REPO / ".cache"),
         "LOG_DIR": str(log_dir),
@@ -61,11 +67,13 @@ class Worker:
     log: Path
 
     @classmethod
-    def start(cls, command: str, args: list[str], rest_port: int, workdir: Path) -> Worker:
+    def start(
+        cls, command: str, args: list[str], rest_port: int, workdir: Path, version: str = CONNECT_VERSIONS[0]
+    ) -> Worker:
         log = workdir / f"worker-{rest_port}.log"
         with open(log, "ab") as out:
             proc = subprocess.Popen(
-                [KBUS, command, *args], stdout=out, stderr=subprocess.STDOUT, env=worker_env(workdir / "logs"),
+                [KBUS, command, *args], stdout=out, stderr=subprocess.STDOUT, env=worker_env(workdir / "logs", version),
                 cwd=workdir, start_new_session=True,
             )  # fmt: skip
         return cls(proc, rest_port, log)

@@ -12,15 +12,16 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.e2e.ecosystem.connect_workers import Worker, fetch_connect, props, shipped
+from tests.e2e.ecosystem.connect_workers import CONNECT_VERSIONS, Worker, fetch_connect, props, shipped
 from tests.kbus_processes import BrokerProcess, free_port, kbus, wait_for
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", autouse=True)
-def connect_jars() -> None:
-    fetch_connect()
+@pytest.fixture(scope="module", params=CONNECT_VERSIONS)
+def version(request: pytest.FixtureRequest) -> str:
+    fetch_connect(request.param)
+    return str(request.param)
 
 
 @pytest.fixture
@@ -56,7 +57,9 @@ def read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 3
     return out
 
 
-def test_standalone_file_source_to_topic_to_file_sink(broker: BrokerProcess, tmp_path: Path, workers: list[Worker]):
+def test_standalone_file_source_to_topic_to_file_sink(
+    broker: BrokerProcess, tmp_path: Path, workers: list[Worker], version: str
+):
     source, sink = tmp_path / "test.txt", tmp_path / "test.sink.txt"
     source.write_text("".join(f"line {i}\n" for i in range(100)))
     rest = free_port()
@@ -65,11 +68,11 @@ def test_standalone_file_source_to_topic_to_file_sink(broker: BrokerProcess, tmp
         "offset.storage.file.filename": str(tmp_path / "connect.offsets"), "offset.flush.interval.ms": "1000",
         "listeners": f"HTTP://127.0.0.1:{rest}"}))  # fmt: skip
     src = props(tmp_path / "src.properties", shipped(
-        "connect-file-source.properties", file=str(source), topic="connect-standalone-test"))  # fmt: skip
+        "connect-file-source.properties", file=str(source), topic=f"connect-standalone-{version}"))  # fmt: skip
     snk = props(tmp_path / "sink.properties", shipped(
-        "connect-file-sink.properties", file=str(sink), topics="connect-standalone-test"))  # fmt: skip
+        "connect-file-sink.properties", file=str(sink), topics=f"connect-standalone-{version}"))  # fmt: skip
     # Kafka's script name, as pasted from Kafka's quickstart
-    w = Worker.start("connect-standalone.sh", [str(worker_props), str(src), str(snk)], rest, tmp_path)
+    w = Worker.start("connect-standalone.sh", [str(worker_props), str(src), str(snk)], rest, tmp_path, version)
     workers.append(w)
     wait_for(lambda: len(lines(sink)) >= 100, 90, "the sink file to hold the source's 100 lines")
     with source.open("a") as f:
@@ -95,12 +98,12 @@ def distributed_props(tmp_path: Path, bootstrap: str, rest: int, group: str, **e
 
 
 def start_cluster(
-    tmp_path: Path, bootstrap: str, group: str, workers: list[Worker], **extra: str
+    tmp_path: Path, bootstrap: str, group: str, workers: list[Worker], version: str, **extra: str
 ) -> tuple[Worker, Worker]:
     for _ in range(2):
         rest = free_port()
         cfg = distributed_props(tmp_path, bootstrap, rest, group, **extra)
-        workers.append(Worker.start("connect-distributed.sh", [str(cfg)], rest, tmp_path))
+        workers.append(Worker.start("connect-distributed.sh", [str(cfg)], rest, tmp_path, version))
     for w in workers:
         w.wait_ready()
     return workers[0], workers[1]
@@ -115,10 +118,10 @@ def task_worker(w: Worker, connector: str) -> str | None:
 
 
 def test_distributed_two_workers_failover(
-    broker_factory: Callable[..., BrokerProcess], tmp_path: Path, workers: list[Worker]
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path, workers: list[Worker], version: str
 ):
     b = broker_factory()
-    w1, w2 = start_cluster(tmp_path, b.bootstrap, "connect-ha", workers)
+    w1, w2 = start_cluster(tmp_path, b.bootstrap, "connect-ha", workers, version)
     source, sink = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("".join(f"{i}\n" for i in range(200)))
     assert w1.rest("PUT", "/connectors/src/config", {"connector.class": "FileStreamSource", "tasks.max": "1",
@@ -155,12 +158,16 @@ def test_distributed_two_workers_failover(
     assert set(got) == set(range(300))
 
 
-def test_exactly_once_source(broker_factory: Callable[..., BrokerProcess], tmp_path: Path, workers: list[Worker]):
+def test_exactly_once_source(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path, workers: list[Worker], version: str
+):
     """KIP-618: with exactly.once.source.support=enabled the source task writes its records and its offsets in
     one kbus transaction (transactional.id <group>-<connector>-<task>); a worker killed -9 mid-stream is fenced
     and its successor resumes from the committed offsets, so a read_committed consumer sees each line once."""
     b = broker_factory()
-    w1, w2 = start_cluster(tmp_path, b.bootstrap, "connect-eos", workers, **{"exactly.once.source.support": "enabled"})
+    w1, w2 = start_cluster(
+        tmp_path, b.bootstrap, "connect-eos", workers, version, **{"exactly.once.source.support": "enabled"}
+    )
     source = tmp_path / "in.txt"
     source.write_text("".join(f"{i}\n" for i in range(300)))
     code, body = w1.rest("PUT", "/connectors/src/config", {"connector.class": "FileStreamSource", "tasks.max": "1",

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kbus.admin.errors import AdminError
 from kbus.admin.kafka import KafkaAdmin
+from kbus.admin.quotas import describe_client_quotas
 from kbus.admin.transactions import TransactionsAdmin
 from kbus.admin.wire import WireAdmin
 from kbus.common.acl import AclFilter
@@ -150,7 +151,7 @@ class Console:
 
     def overview(self, request: Request) -> Response:
         try:
-            ov = cluster.overview(self.admin)
+            ov = cluster.overview(self.admin, self.wire)
         except AdminError as exc:
             return self.fail(request, exc)
         rates = self.throughput.broker_rates()
@@ -241,6 +242,15 @@ class Console:
         return TransactionsAdmin(
             self.settings.bootstrap, self.settings.client_conf, self.settings.timeout_s, self.settings.security
         )
+
+    def quotas(self, request: Request) -> Response:
+        try:
+            entries = describe_client_quotas(self.wire, [], strict=False)
+        except (AdminError, OSError) as exc:
+            return self.fail(request, exc)
+        rows = [(", ".join(f"{t}={n if n is not None else '<default>'}" for t, n in entity), values)
+                for entity, values in entries]
+        return self.render(request, "quotas.html", rows=rows)
 
     def transactions(self, request: Request) -> Response:
         q = request.query_params
@@ -389,6 +399,7 @@ class Console:
             Route("/groups/{group:path}", self.group),
             Route("/acls", self.acls),
             Route("/users", self.users),
+            Route("/quotas", self.quotas),
             Route("/transactions", self.transactions),
             Route("/transactions/abort", self.abort_transaction, methods=["POST"]),
         ]

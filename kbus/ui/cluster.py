@@ -8,6 +8,7 @@ from kbus.admin.errors import AdminError
 from kbus.admin.kafka import EARLIEST, LATEST, KafkaAdmin
 from kbus.admin.log_dirs import describe_log_dirs
 from kbus.admin.models import ConfigEntry, GroupDescription, PartitionDescription, TopicDescription
+from kbus.admin.reassign import broker_racks, list_reassignments
 from kbus.admin.wire import WireAdmin
 
 
@@ -20,6 +21,7 @@ class BrokerRow:
     up: bool
     leaders: int
     replicas: int
+    rack: str | None = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,21 @@ class PartitionProblem:
 
 
 @dataclass(frozen=True)
+class Reassignment:
+    topic: str
+    partition: int
+    replicas: list[int]  # the full set while moving: the target plus the ones being removed
+    adding: list[int]
+    removing: list[int]
+    isr: list[int]
+
+    @property
+    def caught_up(self) -> int:
+        """Replicas being added that are already in sync: the move completes when all are."""
+        return sum(1 for b in self.adding if b in self.isr)
+
+
+@dataclass(frozen=True)
 class Overview:
     cluster_id: str | None
     controller_id: int | None
@@ -40,11 +57,24 @@ class Overview:
     partition_count: int
     under_replicated: list[PartitionProblem]
     offline: list[PartitionProblem]  # no leader: nothing can be produced to or fetched from them
+    reassignments: list[Reassignment] | None  # None: the controller would not say
 
 
-def overview(admin: KafkaAdmin) -> Overview:
+def overview(admin: KafkaAdmin, wire: WireAdmin) -> Overview:
     cluster = admin.describe_cluster()
     topics = admin.describe_all_partitions()
+    try:
+        racks = broker_racks(wire)
+    except (AdminError, OSError):
+        racks = {}
+    isr = {(t.name, p.partition): p.isr for t in topics for p in t.partitions}
+    try:
+        moving: list[Reassignment] | None = [
+            Reassignment(t, p, o.replicas, o.adding, o.removing, isr.get((t, p), []))
+            for (t, p), o in sorted(list_reassignments(wire).items())
+        ]
+    except (AdminError, OSError):
+        moving = None
     live = {b.id: b for b in cluster.brokers}
     leaders: dict[int, int] = {}
     replicas: dict[int, int] = {}
@@ -75,10 +105,11 @@ def overview(admin: KafkaAdmin) -> Overview:
             up=i in live,
             leaders=leaders.get(i, 0),
             replicas=replicas.get(i, 0),
+            rack=racks.get(i),
         )
         for i in ids
     ]
-    return Overview(cluster.cluster_id, cluster.controller_id, rows, len(topics), partitions, under, offline)
+    return Overview(cluster.cluster_id, cluster.controller_id, rows, len(topics), partitions, under, offline, moving)
 
 
 def replica_sizes(wire: WireAdmin) -> dict[tuple[str, int, int], int] | None:

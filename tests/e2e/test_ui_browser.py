@@ -425,6 +425,19 @@ def test_transactions_listed_and_a_hanging_one_found_and_aborted_with_confirmati
     shot(browser, "control-records")
 
 
+def test_quotas_page_lists_client_quotas_and_overview_lists_no_reassignment(
+    ui: UiProcess, browser: webdriver.Chrome, cluster: Cluster
+) -> None:
+    done = kbus("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--add-config",
+                "producer_byte_rate=1024", "--entity-type", "users", "--entity-name", "<b>quota-user</b>")
+    assert done.returncode == 0, done.stderr
+    browser.get(ui.url + "/quotas")
+    quotas = text(browser, "#quotas")
+    assert "user=<b>quota-user</b>" in quotas and "producer_byte_rate=1024" in quotas, quotas
+    browser.get(ui.url + "/?refresh=0")
+    assert text(browser, "#no-reassignments") == "None."
+
+
 def test_killed_broker_turns_its_partitions_under_replicated(
     ui: UiProcess, browser: webdriver.Chrome, cluster: Cluster
 ) -> None:
@@ -510,10 +523,12 @@ def test_with_acls_the_documented_read_only_acls_show_every_page_and_change_noth
         for page, expect in [("/?refresh=0", "#brokers-up"), ("/topics", "#topics"), ("/topics/guarded", "#configs"),
                              ("/topics/guarded/messages?seek=oldest", "#messages tr.record"),
                              ("/groups/watchers?refresh=0", "#lag"), ("/acls", "#acls"), ("/users", "#users"),
-                             ("/transactions", "#transactions")]:
+                             ("/quotas", "#quotas"), ("/transactions", "#transactions")]:
             browser.get(ui.url + page)
             assert browser.find_elements(By.ID, "error") == [], (page, text(browser, "#error"))
             assert browser.find_elements(By.CSS_SELECTOR, expect), page
+        browser.get(ui.url + "/?refresh=0")
+        assert text(browser, "#no-reassignments") == "None."  # ListPartitionReassignments allowed too
         browser.get(ui.url + "/topics/guarded/messages?seek=oldest")
         assert text(browser, "#messages tr.record pre.value") == "the-value"
         browser.get(ui.url + "/groups/watchers?refresh=0")

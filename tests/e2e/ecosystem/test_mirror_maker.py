@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from tests.e2e.ecosystem.connect_workers import Worker, fetch_connect, props, shipped
+from tests.e2e.ecosystem.connect_workers import CONNECT_VERSIONS, Worker, fetch_connect, props, shipped
 from tests.kbus_processes import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.slow
@@ -60,10 +60,11 @@ def committed(bootstrap: str, group: str, topic: str) -> int:
         c.close()
 
 
+@pytest.mark.parametrize("version", CONNECT_VERSIONS)
 def test_mirror_maker_replicates_topic_configs_and_translated_group_offsets(
-    broker_factory: Callable[..., BrokerProcess], tmp_path: Path, mirror_maker: list[Worker]
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path, mirror_maker: list[Worker], version: str
 ):
-    fetch_connect()
+    fetch_connect(version)
     a, b = broker_factory(), broker_factory()
     admin_a = AdminClient({"bootstrap.servers": a.bootstrap})
     admin_a.create_topics([NewTopic("orders", 1, 1, config={"retention.ms": "7200000"})])["orders"].result(20)
@@ -76,7 +77,7 @@ def test_mirror_maker_replicates_topic_configs_and_translated_group_offsets(
         "emit.checkpoints.interval.seconds": "1", "sync.group.offsets.enabled": "true",
         "sync.group.offsets.interval.seconds": "1", "refresh.topics.interval.seconds": "2",
         "refresh.groups.interval.seconds": "2"}))  # fmt: skip
-    mirror_maker.append(Worker.start("connect-mirror-maker.sh", [str(mm2)], 0, tmp_path))
+    mirror_maker.append(Worker.start("connect-mirror-maker.sh", [str(mm2)], 0, tmp_path, version))
 
     # the topic, its records and its configs arrive on B under the replication policy's name "A.orders"
     admin_b = AdminClient({"bootstrap.servers": b.bootstrap})

@@ -58,6 +58,19 @@ def shipped(name: str, **overrides: str) -> dict[str, str]:
     return {**out, **overrides}
 
 
+def rest(url: str, method: str, path: str, body: object | None = None) -> tuple[int, object]:
+    """One call to a worker's REST API: (HTTP status, JSON body or error text); OSError when nothing listens."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url + path, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            text = resp.read().decode()
+            return resp.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 @dataclass
 class Worker:
     """One Connect worker process: `kbus connect-*` execs the JVM, so the pid is the JVM's."""
@@ -83,15 +96,7 @@ class Worker:
         return f"http://127.0.0.1:{self.rest_port}"
 
     def rest(self, method: str, path: str, body: object | None = None) -> tuple[int, object]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                text = resp.read().decode()
-                return resp.status, json.loads(text) if text else None
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+        return rest(self.url, method, path, body)
 
     def ready(self) -> bool:
         """The REST API answers /connectors (it answers 404 there until the herder has joined its group)."""

@@ -5,6 +5,9 @@ API) surviving a worker's kill -9, and exactly-once source tasks (KIP-618) on kb
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -12,7 +15,16 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.e2e.ecosystem.connect_workers import CONNECT_VERSIONS, Worker, fetch_connect, props, shipped
+from tests.e2e.ecosystem.connect_workers import (
+    CONNECT_VERSIONS,
+    KBUS,
+    Worker,
+    fetch_connect,
+    props,
+    rest,
+    shipped,
+    worker_env,
+)
 from tests.kbus_processes import BrokerProcess, free_port, kbus, wait_for
 
 pytestmark = pytest.mark.slow
@@ -195,3 +207,48 @@ def test_exactly_once_source(
     wait_for(lambda: task_worker(survivor, "src") == survivor_id, 60, "the source task to move to the survivor")
     got = read_committed(b.bootstrap, "eos", 400)
     assert sorted(got, key=int) == [str(i) for i in range(400)]  # each line exactly once
+
+
+def jvm_running(config: Path) -> int | None:
+    """The pid of the JVM whose command line names `config` (a path only this test created)."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"java") and str(config).encode() in argv:
+                return int(proc.name)
+    return None
+
+
+def test_daemon_detaches_and_logs_to_log_dir(broker: BrokerProcess, tmp_path: Path) -> None:
+    """`-daemon` as kafka-run-class.sh: the command returns at once, the worker runs on with its console output
+    in $LOG_DIR/connectDistributed.out and connect-log4j.properties' file in $LOG_DIR/connect.log."""
+    fetch_connect()
+    port = free_port()
+    cfg = distributed_props(tmp_path, broker.bootstrap, port, "connect-daemon")
+    logs = tmp_path / "logs"
+    out = subprocess.run([KBUS, "connect-distributed.sh", "-daemon", str(cfg)], env=worker_env(logs), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out
+    pid = jvm_running(cfg)
+    assert pid is not None
+    try:
+
+        def answers() -> bool:
+            try:
+                return rest(f"http://127.0.0.1:{port}", "GET", "/connectors")[0] == 200
+            except OSError:
+                return False
+
+        wait_for(answers, 90, "the daemon's REST API")
+        assert "Kafka Connect started" in (logs / "connectDistributed.out").read_text()
+        assert (logs / "connect.log").stat().st_size > 0
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        try:
+            wait_for(lambda: jvm_running(cfg) is None, 30, "the daemon to stop")
+        except AssertionError:
+            os.kill(pid, signal.SIGKILL)
+            raise

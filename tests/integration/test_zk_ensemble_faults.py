@@ -34,7 +34,7 @@ from tests.zk_server import ZooKeeperServer, free_port, write_config
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration, pytest.mark.slow]
 
 # From restarting the two members: their start-up and the ensemble's election (a few seconds on a loaded machine),
-# then the brokers' reconnection and re-read; measured 10.9 s and 16.0 s (docs/zookeeper.md).
+# then the brokers' reconnection and re-read; measured 4.2-16.0 s (docs/zookeeper.md).
 RECOVERY_BOUND_S = 30.0
 
 

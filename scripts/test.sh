@@ -10,5 +10,8 @@ cd "$(dirname "$0")/.."
 # the first test that needs it: on a cold cache that would eat the test's own timeout.
 scripts/kafka-jars.sh >/dev/null
 scripts/kafka-jars.sh 2.8.2 >/dev/null
+# Kafka Connect and MirrorMaker 2's runtimes, for every version tests/e2e/ecosystem/connect_workers.py runs
+scripts/kafka-jars.sh --connect 3.9.2 >/dev/null
+scripts/kafka-jars.sh --connect 4.1.1 >/dev/null
 .venv/bin/python -c 'from tests.e2e.ecosystem.java_checks import VERSIONS, build; [build(v) for v in VERSIONS]'
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"

@@ -23,6 +23,7 @@ from tests.e2e.systemd_units import environment, exec_start, parse_unit
 from tests.kbus_processes import free_port
 
 KBUS = Path(sys.executable).with_name("kbus")
+REPO = Path(__file__).resolve().parents[2]
 UNITS = ("kbus-zookeeper.service", "kbus.service")
 
 pytestmark = pytest.mark.integration
@@ -268,3 +269,15 @@ def test_exec_start_lines_run_a_working_broker_with_clean_restart(tmp_path: Path
     assert not zk.group_alive(), "the ZooKeeper JVM outlived its launcher"
     assert not broker.group_alive()
     assert not (root / "var/log/kbus/zookeeper.pid").exists()
+
+
+def test_ui_unit_verifies(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze not installed (scripts/setup.sh installs it)")
+    kbus = Path(sys.executable).with_name("kbus")
+    unit = tmp_path / "kbus-ui.service"
+    unit.write_text((REPO / "systemd/kbus-ui.service").read_text().replace("/opt/kbus/venv/bin/kbus", str(kbus)))
+    done = subprocess.run([analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr.strip() == "", done.stderr

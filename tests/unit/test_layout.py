@@ -19,7 +19,9 @@ ALLOWED = {
     "admin": {"common", "protocol", "zk"},
     "server": {"common", "protocol", "zk", "ops"},
     "ops": {"common", "server"},
-    "cli": {"common", "protocol", "zk", "admin", "server", "ops", "spark"},
+    "connect": {"common", "ops"},
+    "ui": {"common", "protocol", "admin"},
+    "cli": {"common", "protocol", "zk", "admin", "server", "ops", "spark", "connect", "ui"},
 }
 # what a unit test may not use: it starts no process
 PROCESS_MARKERS = ("subprocess", "BrokerProcess", "ZooKeeperServer", "multiprocessing", "os.fork")

@@ -15,6 +15,7 @@ from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.metadata.types import PartitionState
 from kbus.server.metrics import METRICS
 from kbus.server.replication.epochs import LeaderEpochCache
+from kbus.server.replication.errors import NotLeaderError
 
 if TYPE_CHECKING:
     from kbus.common.topic_config import LogConfig
@@ -137,6 +138,12 @@ class Partition:
         self, records: bytes | bytearray, *, from_coordinator: bool = False, verify_transactions: bool = False,
         verification_guard: VerificationGuard | None = None,
     ) -> AppendResult:
+        # Kafka's appendRecordsToLeader (leaderLogIfLocal): a caller that awaited something since it looked the
+        # partition up (a Produce waiting on the transaction coordinator) may find this replica a follower now;
+        # appending then would write into a follower's log, stamped with the new leader's epoch
+        if not self.is_leader:
+            raise NotLeaderError(f"Leader not local for partition {self.topic}-{self.index} on broker "
+                                 f"{self.local_broker_id}")
         result = self.log.append_as_leader(records, leader_epoch=self.state.leader_epoch,
                                            from_coordinator=from_coordinator, verify_transactions=verify_transactions,
                                            verification_guard=verification_guard)

@@ -270,3 +270,46 @@ def test_a_failed_verification_appends_nothing(answer: E, expected: tuple[E, str
         refused = await produce_call(m, AppendOrder(), txn_batch(0), 0, None)
         assert refused[0] == E.transactional_id_authorization_failed
     run(go())
+
+
+def test_leadership_moving_during_the_verification_answers_not_leader() -> None:
+    """The coordinator's answer can take request.timeout.ms; a partition this broker no longer leads when it
+    comes is answered NOT_LEADER_OR_FOLLOWER, and nothing is appended (Kafka's appendRecordsToLeader)."""
+    from kbus.server.apis.registry import AppendOrder
+    from tests.unit.test_api_handlers import managers
+
+    async def go() -> None:
+        m, replicas, _, _ = managers()
+        replicas.partitions[("t", 0)].log = GuardLog()  # type: ignore[attr-defined]
+        verifier = SlowVerifier({})
+        m.transactions = FakeService(verifier)  # type: ignore[assignment]
+        produce = asyncio.ensure_future(produce_call(m, AppendOrder(), txn_batch(0), 0, "tx"))
+        await asyncio.sleep(0.01)
+        assert verifier.asked  # waiting for the coordinator
+        # the metadata moved the leadership to another broker meanwhile
+        replicas.leader_partition = lambda topic, index: (None, E.not_leader_or_follower)  # type: ignore[method-assign]
+        verifier.release.set()
+        assert (await produce)[0] == E.not_leader_or_follower
+        assert replicas.appended == []
+    run(go())
+
+
+def test_a_partition_that_became_a_follower_refuses_leader_appends(tmp_path: Path) -> None:
+    """A caller holding the Partition across an await (update_state reuses it) must not write into what is now a
+    follower's log, stamped with the new leader's epoch: NOT_LEADER_OR_FOLLOWER, nothing written."""
+    from kbus.server.metadata.types import PartitionState
+    from kbus.server.partition import Partition
+    from kbus.server.replication.errors import NotLeaderError
+
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    try:
+        part = Partition("t", 0, log, PartitionState(1, 4, [1, 2], [1, 2]), 1)
+        part.append_as_leader(rb.build_batch([(None, b"x")]))
+        guard = log.maybe_start_transaction_verification(7, 0, 0)
+        part.update_state(PartitionState(2, 5, [1, 2], [1, 2]))  # broker 2 leads now
+        with pytest.raises(NotLeaderError) as raised:
+            part.append_as_leader(txn_batch(0), verify_transactions=True, verification_guard=guard)
+        assert raised.value.error_code == E.not_leader_or_follower
+        assert log.log_end_offset == 1 and part.epochs.entries[-1][0] == 4
+    finally:
+        log.close()

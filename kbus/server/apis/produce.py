@@ -173,6 +173,22 @@ def _start_verification(ready: list[_Ready]) -> list[_Ready]:
     return to_verify
 
 
+def _still_leader(m: Managers, ready: list[_Ready]) -> list[_Ready]:
+    """After an await: the partitions this broker still leads, each with its current Partition (a re-created
+    one after a log dir move); the others answer NOT_LEADER_OR_FOLLOWER (or what the lookup says)."""
+    current = []
+    for r in ready:
+        if r.out.error_code != ErrorCode.none:
+            continue
+        part, error = m.replicas.leader_partition(r.name, r.out.index)
+        if part is None:
+            r.out.error_code = error
+        else:
+            r.part = part
+            current.append(r)
+    return current
+
+
 async def _append_in_order(
     m: Managers, ctx: RequestContext, order: AppendOrder | None, ready: list[_Ready], acks: int, verify: bool,
     transactional_id: str | None, waits: bool,
@@ -187,15 +203,7 @@ async def _append_in_order(
         if waits and previous is not None:
             await asyncio.wait((previous,))  # never cancels it (our own cancellation stays ours)
             # leadership may have moved meanwhile, and the earlier request may have opened the transaction
-            current = []
-            for r in ready:
-                part, error = m.replicas.leader_partition(r.name, r.out.index)
-                if part is None:
-                    r.out.error_code = error
-                else:
-                    r.part = part
-                    current.append(r)
-            ready = current
+            ready = _still_leader(m, ready)
             to_verify = _start_verification(ready) if verify else []
         else:
             to_verify = [r for r in ready if r.guard is not None]
@@ -212,6 +220,8 @@ async def _append_in_order(
                 if code is not None:
                     _verification_failed(r.out, code)
                     failed.add(id(r))
+            # the coordinator's answer took up to request.timeout.ms: leadership may have moved meanwhile
+            ready = _still_leader(m, ready)
         for r in ready:
             if id(r) not in failed and r.out.error_code == ErrorCode.none:
                 _append(m, r, acks, verify)

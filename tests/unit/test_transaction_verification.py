@@ -173,6 +173,32 @@ def test_the_same_transactional_id_asked_twice_keeps_one_question() -> None:
     run(go())
 
 
+class BrokenConnection:
+    """A coordinator connection whose answer does not match its request (a correlation id mismatch)."""
+
+    closed = False
+
+    async def request(self, body: Any, response_type: type, timeout: float) -> Any:
+        from kbus.protocol.errors import ProtocolError
+
+        raise ProtocolError("correlation id 3 != 4")
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_a_connection_that_broke_the_protocol_is_dropped() -> None:
+    """Its state is unknown: the question gets a retriable error and the next one a new connection."""
+    async def go() -> None:
+        v = TransactionVerifier(FakeHost(), FakeCoordinator(), 1000)  # type: ignore[arg-type]
+        broken = BrokenConnection()
+        v._connections[2] = broken  # type: ignore[assignment]
+        assert await v.verify("x", 1, 0, [("t", 0)], False) == {("t", 0): E.network_exception}
+        assert broken.closed and 2 not in v._connections
+        await v.close()
+    run(go())
+
+
 # ---------------------------------------------------------------- the Produce handler
 
 

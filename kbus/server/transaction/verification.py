@@ -29,6 +29,7 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topics import TRANSACTION_STATE_TOPIC
 from kbus.protocol.client import ClientSecurity, KafkaConnection
+from kbus.protocol.errors import ProtocolError
 from kbus.server.metrics import METRICS, labels_key
 from kbus.server.transaction.coordinator import TopicPartition, TransactionCoordinator
 
@@ -150,7 +151,8 @@ class TransactionVerifier:
             if conn is None:
                 return {tid: dict.fromkeys(q.partitions, int(E.coordinator_not_available)) for tid, q in batch.items()}
             response = await conn.request(request, AddPartitionsToTxnResponse, timeout=self._timeout_s)
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, ProtocolError) as exc:
+            # the connection's state is unknown (a timed out or mismatched answer may still come): a new one next
             log.info("AddPartitionsToTxn (verify) to broker %d failed: %s", broker_id, exc)
             conn = self._connections.pop(broker_id, None)
             if conn is not None:

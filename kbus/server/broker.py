@@ -206,6 +206,21 @@ class Broker:
         except BaseException:
             self.log_manager.shutdown()  # leave the logs clean: the next start needs no recovery
             raise
+        try:
+            await self._start_registered()
+        except BaseException:
+            # Registered, and maybe controller: close the ZooKeeper session now, as Kafka's failed startup closes
+            # its zkClient, so the cluster forgets this broker at once instead of making it leader (or waiting for
+            # a controller) for a whole session timeout while it refuses connections.
+            if self.acl_cache is not None:
+                self.acl_cache.stop()
+            self.metadata.stop()
+            self.log_manager.shutdown()
+            raise
+
+    async def _start_registered(self) -> None:
+        """What start-up does once the broker is registered: configs, ACLs and quotas followed, replicas hosted,
+        the coordinators started."""
         self._apply_dynamic_configs()
         if self.acl_cache is not None:
             await asyncio.to_thread(self.acl_cache.start)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import errno
 import functools
 import ipaddress
 import itertools
@@ -25,7 +26,12 @@ from typing import TYPE_CHECKING, cast
 from kio.schema.errors import ErrorCode
 
 from kbus.common.clock import now_ms
-from kbus.common.connection_limits import ConnectionLimitError, ConnectionLimits, normalize_ip
+from kbus.common.connection_limits import (
+    ConnectionLimitError,
+    ConnectionLimits,
+    is_connection_limit_key,
+    normalize_ip,
+)
 from kbus.common.quotas import DEFAULT as DEFAULT_ENTITY
 from kbus.protocol.codec import (
     API_VERSIONS_KEY,
@@ -67,6 +73,8 @@ log = logging.getLogger("kbus.network")
 _conn_ids = itertools.count(1)
 ACCEPT_BATCH = 64  # connections accepted in a row before the acceptor yields to the event loop
 LISTEN_BACKLOG = 512  # connections the kernel completes while the acceptor waits (Kafka: socket.listen.backlog.size)
+# accept(2) errors that say the broker itself is out of something: back off before the next accept
+_ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 MAX_PIPELINED = 64  # produce requests one connection may have waiting on replicas at once
 READ_PAUSE_BYTES = 1 << 20  # stop reading a connection that has this much unread behind a waiting request
 # Plaintext fetches send record bytes with sendfile(2) (kbus.server.sendfile). KBUS_SENDFILE=0 copies them through
@@ -133,6 +141,7 @@ class KafkaServer:
         self._rejections = {name: RepeatedWarning(log) for name in names}
         self._stopping = False
         self._refused_limits = ""
+        self._applied_limit_entries: tuple[tuple[str, str], ...] | None = None
         register_connection_metrics(self)
 
     async def bind(self) -> None:
@@ -198,6 +207,12 @@ class KafkaServer:
     def apply_connection_configs(self, layers: list[Mapping[str, str]]) -> None:
         """The connection limits from config layers (server.properties, then the dynamic ones); a stored value
         Kafka would refuse (written by another tool) is logged and the limits in effect stay."""
+        # Called on every metadata change (ISR, leaders): only a change of the connection keys themselves is
+        # parsed again, so a host name among the overrides is not looked up (blocking the loop) each time.
+        entries = tuple((k, v) for layer in layers for k, v in layer.items() if is_connection_limit_key(k))
+        if entries == self._applied_limit_entries:
+            return
+        self._applied_limit_entries = entries
         try:
             limits = ConnectionLimits.from_layers(layers, resolve_host)
         except ConnectionLimitError as exc:
@@ -237,9 +252,12 @@ class KafkaServer:
                     continue
             except asyncio.CancelledError:
                 raise
-            except OSError as exc:  # EMFILE and friends: Kafka logs and carries on accepting
-                log.warning("Error while accepting a connection on %s: %s", listener, exc)
-                await asyncio.sleep(0.1)
+            except OSError as exc:
+                if exc.errno in _ACCEPT_EXHAUSTED:  # out of descriptors or memory: Kafka logs, backs off, goes on
+                    log.warning("Error while accepting a connection on %s: %s", listener, exc)
+                    await asyncio.sleep(0.1)
+                else:  # a client that hung up or failed before accept returned (ECONNABORTED, EPROTO): its own loss
+                    log.debug("Error while accepting a connection on %s: %s", listener, exc)
                 continue
             try:
                 started = time.monotonic()
@@ -406,7 +424,11 @@ async def _listening_sockets(host: str | None, port: int) -> list[socket.socket]
             if (family, address) in seen:
                 continue
             seen.add((family, address))
-            sock = socket.socket(family, kind, proto)
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError:  # a family this host lacks (IPv6 disabled at boot): asyncio's create_server skips it too
+                log.debug("Skipping %s for %s:%s: the host cannot make such a socket", family.name, host, port)
+                continue
             out.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
@@ -417,6 +439,8 @@ async def _listening_sockets(host: str | None, port: int) -> list[socket.socket]
         for sock in out:
             sock.close()
         raise
+    if not out:
+        raise OSError(errno.EAFNOSUPPORT, f"no address family of {host or '*'}:{port} is supported on this host")
     return out
 
 

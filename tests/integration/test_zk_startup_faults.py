@@ -135,3 +135,32 @@ def test_a_start_up_that_fails_says_what_failed(tmp_path, zk) -> None:
     message = fatal[0].split("Prepare to shutdown:", 1)[1].strip()
     assert "ZooKeeper" in message and "zookeeper.connection.timeout.ms" in message, fatal[0]
     assert proc.stderr.strip().startswith("ERROR ") and len(proc.stderr.strip()) > len("ERROR ") + 20, proc.stderr
+
+
+def test_a_start_up_that_fails_after_registering_leaves_the_cluster_at_once(tmp_path, zk) -> None:
+    """A failure after the broker registered (here: an ACL znode that is not JSON, read when the authorizer loads)
+    closes its ZooKeeper session on the way out, as Kafka's failed startup closes its zkClient: /brokers/ids/<id>
+    is gone when the process has exited, not a session timeout later (meanwhile the controller could make a broker
+    that refuses connections leader)."""
+    client = KazooClient(hosts=zk.connect, timeout=SESSION_MS / 1000)
+    client.start(timeout=10)
+    try:
+        client.create("/kbus/kafka-acl/Topic/t", b"{not json", makepath=True)
+        port = free_port()
+        config = tmp_path / "server.properties"
+        config.write_text(
+            f"broker.id=3\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\n"
+            f"zookeeper.connect={zk.connect}/kbus\nzookeeper.session.timeout.ms=30000\n"
+            "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
+        )
+        proc = subprocess.run([sys.executable, "-m", "kbus.server", str(config)], cwd=REPO, capture_output=True,
+                              text=True, timeout=90)  # fmt: skip
+        exited = time.monotonic()
+        assert proc.returncode == 1, proc.stdout[-3000:]
+        assert any("Fatal error during KafkaServer startup" in line for line in proc.stdout.splitlines())
+        assert client.exists("/kbus/brokers/ids") is not None, "the broker never registered: the test proves nothing"
+        # the session (30 s) would keep the ephemeral znode long after this check
+        assert client.exists("/kbus/brokers/ids/3") is None and time.monotonic() - exited < 10
+    finally:
+        client.stop()
+        client.close()

@@ -296,7 +296,7 @@ class KafkaZkClient:
             data, stat = self.zk.get(path, watch=watch)
         except NoNodeError:
             return None
-        return codec.decode_partition_state(data, stat.version)
+        return codec.decode_partition_state(data, stat.version, stat.mzxid)
 
     def get_partition_states(self, items: Sequence[tuple[str, int]], watch: Watch = None) -> list[LeaderAndIsr | None]:
         """Many state reads pipelined (a leader change touches every partition a broker led)."""
@@ -305,7 +305,7 @@ class KafkaZkClient:
         for (topic, partition), result in zip(items, pending, strict=True):
             try:
                 data, stat = result.get()
-                out.append(codec.decode_partition_state(data, stat.version))
+                out.append(codec.decode_partition_state(data, stat.version, stat.mzxid))
             except NoNodeError:
                 # not created yet: wait for its creation instead
                 out.append(self.get_partition_state(topic, partition, watch=watch))
@@ -371,7 +371,7 @@ class KafkaZkClient:
                 out.append(None)
             else:
                 stat: ZnodeStat = results[-1]
-                out.append(_written(state, stat.version))
+                out.append(_written(state, stat.version, stat.mzxid))
         return out
 
     def _entity_config(self, path: str, watch: Watch) -> dict[str, str]:
@@ -610,8 +610,8 @@ def _failed(results: list[Any], epoch_version: int | None) -> bool:
     return any(isinstance(r, Exception) for r in results)
 
 
-def _written(state: LeaderAndIsr, zk_version: int) -> LeaderAndIsr:
-    return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, zk_version)
+def _written(state: LeaderAndIsr, zk_version: int, zk_mzxid: int = -1) -> LeaderAndIsr:
+    return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, zk_version, zk_mzxid)
 
 
 def _delete_recursive(zk: KazooClient, path: str) -> None:

@@ -150,9 +150,17 @@ class LeaderAndIsr:
     controller_epoch: int
     # the znode version the state was read at: every update is a compare-and-set against it
     zk_version: int = -1
+    # the zxid of the znode's last write (-1: not known, e.g. a state just created): ZooKeeper's zxids grow across
+    # znodes, so it orders two reads even of a topic deleted and created again, whose new znode restarts at
+    # version 0. Not part of equality: two reads of the same write are the same state.
+    zk_mzxid: int = field(default=-1, compare=False)
 
     def with_leader(self, leader: int, isr: Sequence[int], controller_epoch: int) -> LeaderAndIsr:
         return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), controller_epoch, self.zk_version)
+
+    def is_older_than(self, other: LeaderAndIsr) -> bool:
+        """Whether this state was written before `other` (False when either write's zxid is unknown)."""
+        return 0 <= self.zk_mzxid < other.zk_mzxid
 
 
 def encode_partition_state(state: LeaderAndIsr) -> bytes:
@@ -167,7 +175,7 @@ def encode_partition_state(state: LeaderAndIsr) -> bytes:
     )
 
 
-def decode_partition_state(data: bytes, zk_version: int = -1) -> LeaderAndIsr:
+def decode_partition_state(data: bytes, zk_version: int = -1, zk_mzxid: int = -1) -> LeaderAndIsr:
     body = _load(data) or {}
     return LeaderAndIsr(
         int(body.get("leader", NO_LEADER)),
@@ -175,6 +183,7 @@ def decode_partition_state(data: bytes, zk_version: int = -1) -> LeaderAndIsr:
         tuple(int(b) for b in body.get("isr", [])),
         int(body.get("controller_epoch", 0)),
         zk_version,
+        zk_mzxid,
     )
 
 

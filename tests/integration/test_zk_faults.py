@@ -283,3 +283,71 @@ def test_an_isr_write_whose_answer_was_lost_is_read_back(stores, raw_zk, monkeyp
     monkeypatch.setattr(client, "update_partition_state", lost_unapplied)
     assert leader.alter_isr("ambiguous", 0, [1, 2]) is None
     assert json.loads(raw_zk.get("/brokers/topics/ambiguous/partitions/0/state")[0])["isr"] == [1]
+
+
+def test_a_reread_older_than_the_stored_state_never_replaces_it(stores):
+    """A reconciliation's pipelined read takes ~1 s at 10k partitions. A leader's own ISR write landing after the
+    read of its partition was queued is stored first (alter_isr, version v+1), then the read's answer (version v)
+    arrives: taking it would tell the broker its ISR expansion was undone while ZooKeeper lists the follower in
+    sync, and the high watermark would move on without it. The older state must never reach the view."""
+    leader = stores(1)
+    stores(2)
+    leader.create_topic("race", 1, 2, {}, assignment={0: [1, 2]})
+    wait_for(lambda: (s := leader.partition_state("race", 0)) is not None and list(s.isr) == [1, 2],
+             timeout=5, what="ISR [1, 2]")  # fmt: skip
+    assert leader.alter_isr("race", 0, [1]) is not None
+    wait_for(lambda: list(leader.partition_state("race", 0).isr) == [1], timeout=5, what="the shrink in the view")
+    lose_every_watch(leader)  # idle event thread, so the read below is the only one
+    seen: list[list[int]] = []
+    leader.add_listener(lambda: seen.append(list(leader.partition_state("race", 0).isr)))
+    client = leader._client()
+    real_read = client.get_partition_states
+    expanded: list[object] = []
+
+    def read_then_expand(items, watch=None):  # type: ignore[no-untyped-def]
+        out = real_read(items, watch=watch)
+        if ("race", 0) in items and not expanded:
+            # the leader's worker thread wins the race: the expansion is written and stored after the read
+            expanded.append(leader.alter_isr("race", 0, [1, 2]))
+        return out
+
+    client.get_partition_states = read_then_expand  # type: ignore[method-assign]
+    try:
+        leader.request_state_read("race", 0)  # what a watch event or a reconciliation makes the thread read
+        wait_for(lambda: bool(expanded), timeout=5, what="the racing expansion")
+        assert expanded[0] is not None
+        wait_for(leader._events.empty, timeout=5, what="the store's events handled")
+        time.sleep(0.5)
+    finally:
+        del client.get_partition_states
+    state = leader.partition_state("race", 0)
+    assert list(state.isr) == [1, 2] and state.zk_version == 2
+    assert seen and all(isr == [1, 2] for isr in seen), f"listeners saw the expansion undone: {seen}"
+
+
+def test_a_topic_recreated_unannounced_takes_its_new_states(stores, raw_zk):
+    """Version order holds within one znode only: a topic deleted and created again while the broker heard
+    nothing has state znodes starting again at version 0, and the reconciliation must take them."""
+    store = stores(1, reconcile_interval_s=0.5)
+    store.create_topic("reborn", 1, 1, {})
+    path = "/brokers/topics/reborn/partitions/0/state"
+    for epoch in (3, 4):  # the old znode's version moves past the new one's
+        raw_zk.set(path, json.dumps({"version": 1, "leader": 1, "leader_epoch": epoch, "isr": [1],
+                                     "controller_epoch": 1}).encode())  # fmt: skip
+    wait_for(lambda: store.partition_state("reborn", 0).leader_epoch == 4, timeout=5, what="the old state")
+    lose_every_watch(store)
+    assignment, _ = raw_zk.get("/brokers/topics/reborn")
+    # in one transaction, so no read in between finds the topic gone
+    tx = raw_zk.transaction()
+    znodes = ["/brokers/topics/reborn", "/brokers/topics/reborn/partitions", "/brokers/topics/reborn/partitions/0"]
+    for znode in [path, *reversed(znodes)]:
+        tx.delete(znode)
+    tx.create(znodes[0], assignment)
+    for znode in znodes[1:]:
+        tx.create(znode, b"")
+    tx.create(path, json.dumps({"version": 1, "leader": 1, "leader_epoch": 0, "isr": [1],
+                               "controller_epoch": 1}).encode())  # fmt: skip
+    assert not any(isinstance(r, Exception) for r in tx.commit())
+    wait_for(lambda: (s := store.partition_state("reborn", 0)) is not None and s.leader_epoch == 0, timeout=5,
+             what="the new topic's state")  # fmt: skip
+    assert store.partition_state("reborn", 0).zk_version == 0

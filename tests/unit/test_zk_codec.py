@@ -72,6 +72,16 @@ def test_partition_state_json():
     assert state == LeaderAndIsr(1, 4, (1, 2), 7, 3)
 
 
+def test_partition_states_are_ordered_by_the_zxid_of_their_write():
+    older = LeaderAndIsr(1, 4, (1,), 7, zk_version=5, zk_mzxid=100)
+    newer = LeaderAndIsr(1, 4, (1, 2), 7, zk_version=0, zk_mzxid=200)  # a recreated topic's znode restarts at 0
+    assert older.is_older_than(newer) and not newer.is_older_than(older)
+    unknown = LeaderAndIsr(1, 4, (1,), 7, zk_version=0)  # just created: its write's zxid is not known
+    assert not unknown.is_older_than(newer) and not older.is_older_than(unknown)
+    # the zxid is not part of the state: two reads of one write are equal
+    assert LeaderAndIsr(1, 4, (1,), 7, 5, 100) == LeaderAndIsr(1, 4, (1,), 7, 5, 101)
+
+
 def test_config_controller_cluster_and_producer_block_json():
     assert json.loads(codec.encode_entity_config({"retention.ms": "1"})) == {
         "version": 1,

@@ -755,27 +755,33 @@ class ZkMetadataStore:
         changed = False
         with self._cond:
             for (name, partition), state in zip(items, fresh, strict=True):
-                states = self._states.setdefault(name, {})
-                if states.get(partition) == state:
-                    continue
-                if state is None:
-                    states.pop(partition, None)
-                else:
-                    states[partition] = state
-                changed = True
+                changed |= self._take_state(name, partition, state)
         return changed
 
     def refresh_state(self, name: str, partition: int) -> bool:
         state = self._client().get_partition_state(name, partition, watch=self._on_watch)
         with self._cond:
-            states = self._states.setdefault(name, {})
-            if states.get(partition) == state:
-                return False
-            if state is None:
-                states.pop(partition, None)
-            else:
-                states[partition] = state
-            return True
+            return self._take_state(name, partition, state)
+
+    def _take_state(self, name: str, partition: int, state: LeaderAndIsr | None) -> bool:
+        """Store a state read from (or written to) ZooKeeper unless the stored one was written later, and say
+        whether the view changed. A read can be overtaken: at 10k partitions a pipelined re-read takes about a
+        second, and this broker's own ISR write (alter_isr, on a worker thread) may be stored meanwhile; taking the
+        older read would undo an ISR expansion ZooKeeper still lists. Writes are ordered by their zxid, so a topic
+        deleted and created again (its state znodes restart at version 0) is still taken. Caller holds _cond."""
+        states = self._states.setdefault(name, {})
+        current = states.get(partition)
+        if current == state:
+            if current is not None and state is not None and not state.is_older_than(current):
+                states[partition] = state  # the same write: keep the one whose zxid is known
+            return False
+        if state is None:
+            states.pop(partition, None)  # the znode is gone
+        elif current is not None and state.is_older_than(current):
+            return False
+        else:
+            states[partition] = state
+        return True
 
     def _refresh_broker_config(self, entity: str) -> bool:
         configs = self._client().get_broker_config(entity, watch=self._on_watch)
@@ -839,8 +845,7 @@ class ZkMetadataStore:
 
     def record_state(self, topic: str, partition: int, state: LeaderAndIsr) -> None:
         with self._cond:
-            if topic in self._assignments:
-                self._states.setdefault(topic, {})[partition] = state
+            if topic in self._assignments and self._take_state(topic, partition, state):
                 self._topics_view = None
 
     def request_state_read(self, topic: str, partition: int) -> None:

@@ -173,6 +173,8 @@ def startup_failure(exc: BaseException) -> str:
     never empty: kazoo's ConnectionLoss has no message, and 'Prepare to shutdown: ' followed by nothing said
     nothing."""
     message = str(exc).strip()
+    if isinstance(exc, ConfigError) and message:
+        return message  # a config kbus cannot honour already names its key, as when refused before start-up
     return f"{type(exc).__name__}: {message}" if message else f"{type(exc).__name__} (no message)"
 
 

@@ -43,6 +43,19 @@ def broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callabl
             b.kill()
 
 
+@pytest.fixture
+def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper of one test's own, to kill or pause: the shared session one (`zookeeper`) must not be, under the
+    other tests."""
+    base = tmp_path / "zookeeper"
+    base.mkdir()
+    server = ZooKeeperServer(base, free_port()).start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), free_port()).start()

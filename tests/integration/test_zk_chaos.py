@@ -19,7 +19,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ from kazoo.exceptions import KazooException
 
 from tests.integration.test_zk_faults import FAILOVER_BOUND_S, SESSION_S, Truth, view_of, wait_reconnected
 from tests.kbus_processes import Cluster, wait_for
-from tests.zk_server import ZooKeeperServer, free_port
+from tests.zk_server import ZooKeeperServer
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration, pytest.mark.slow]
 
@@ -141,22 +140,27 @@ def apply_fault(fault: str, zk: ZooKeeperServer, cluster: Cluster, truth: Truth)
     wait_reconnected(zk, 4)  # three brokers and the test's own client
 
 
-@pytest.fixture
-def chaos_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    base = tmp_path / "zookeeper"
-    base.mkdir()
-    server = ZooKeeperServer(base, free_port()).start()
-    try:
-        yield server
-    finally:
-        server.kill()
+def assert_all_read_back(bootstrap: str, acked: dict[int, set[int]]) -> None:
+    """Every acknowledged value (per partition of TOPIC) is in the log: read from the start for up to 60 s."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
+                         "log_level": 0})  # fmt: skip
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    need = {p: set(v) for p, v in acked.items()}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(need.values()):
+        for m in consumer.consume(5000, 1.0):
+            if m.error() is None:
+                need[m.partition()].discard(int(m.value()))
+    consumer.close()
+    missing = {p: len(v) for p, v in need.items() if v}
+    assert not missing, f"acknowledged messages not read back, per partition: {missing}"
 
 
-def test_failover_after_zookeeper_faults_loses_nothing(tmp_path: Path, chaos_zookeeper: ZooKeeperServer):
+def test_failover_after_zookeeper_faults_loses_nothing(tmp_path: Path, own_zookeeper: ZooKeeperServer):
     rounds = int(os.environ.get("KBUS_CHAOS_ROUNDS", "3"))
     faults = os.environ.get("KBUS_CHAOS_FAULTS", ",".join(FAULTS)).split(",")
     assert set(faults) <= set(FAULTS), f"KBUS_CHAOS_FAULTS: pick from {FAULTS}"
-    connect = f"{chaos_zookeeper.connect}/kbus"
+    connect = f"{own_zookeeper.connect}/kbus"
     cluster = Cluster(tmp_path, connect)
     truth: Truth | None = None
     producer: IdempotentProducer | None = None
@@ -172,7 +176,7 @@ def test_failover_after_zookeeper_faults_loses_nothing(tmp_path: Path, chaos_zoo
 
         for i in range(rounds):
             fault = faults[i % len(faults)]
-            apply_fault(fault, chaos_zookeeper, cluster, truth)
+            apply_fault(fault, own_zookeeper, cluster, truth)
             wait_for(lambda: settled(cluster, truth), timeout=60, what=f"round {i} ({fault}): settled")
             victim = truth(TOPIC, i % PARTITIONS)[1]
             cluster.brokers[victim].kill()
@@ -191,18 +195,7 @@ def test_failover_after_zookeeper_faults_loses_nothing(tmp_path: Path, chaos_zoo
         acked = producer.stop()
         producer = None
         assert sum(len(v) for v in acked.values()) > 500
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "verify",
-                             "enable.auto.commit": False, "log_level": 0})  # fmt: skip
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        need = {p: set(v) for p, v in acked.items()}
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(need.values()):
-            for m in consumer.consume(5000, 1.0):
-                if m.error() is None:
-                    need[m.partition()].discard(int(m.value()))
-        consumer.close()
-        missing = {p: len(v) for p, v in need.items() if v}
-        assert not missing, f"acknowledged messages not read back, per partition: {missing}"
+        assert_all_read_back(cluster.bootstrap, acked)
     finally:
         if producer is not None:
             producer.stop()

@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.test_zk_chaos import (
     PARTITIONS,
     TOPIC,
     IdempotentProducer,
+    assert_all_read_back,
     nobody_ignores_leaderships,
     serving,
     states,
@@ -133,18 +133,7 @@ def test_cluster_rides_out_a_member_loss_and_a_quorum_loss(tmp_path: Path, tmp_p
         total = sum(len(v) for v in acked.values())
         figures.append(f"acknowledged in all: {total}")
         assert total > 300
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "verify",
-                             "enable.auto.commit": False, "log_level": 0})  # fmt: skip
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        need = {p: set(v) for p, v in acked.items()}
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(need.values()):
-            for m in consumer.consume(5000, 1.0):
-                if m.error() is None:
-                    need[m.partition()].discard(int(m.value()))
-        consumer.close()
-        missing = {p: len(v) for p, v in need.items() if v}
-        assert not missing, f"acknowledged messages not read back, per partition: {missing}"
+        assert_all_read_back(cluster.bootstrap, acked)
     finally:
         if producer is not None:
             producer.stop()

@@ -12,7 +12,6 @@ import json
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,24 +23,12 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from kbus.server.metadata.zk_store import ZkMetadataStore
 from tests.kbus_processes import BrokerProcess, Cluster, wait_for
-from tests.zk_server import ZooKeeperServer, free_port
+from tests.zk_server import ZooKeeperServer
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration]
 
 SESSION_S = 6.0  # CLUSTER_OVERRIDES' zookeeper.session.timeout.ms
 FAILOVER_BOUND_S = SESSION_S + 10  # the issue's bound: a session timeout to notice the death, 10 s to act on it
-
-
-@pytest.fixture
-def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    """A ZooKeeper of this test's own: the shared one must not be killed or paused under the other tests."""
-    base = tmp_path / "zookeeper"
-    base.mkdir()
-    server = ZooKeeperServer(base, free_port()).start()
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    TopicMetadata,
 )
 from confluent_kafka.admin import ConfigEntry as CfgEntry
 
@@ -228,15 +229,7 @@ class KafkaAdmin:
             # A topic whose leaders are still being elected is described with "Leader: none", as Kafka does.
             if tmd.error is not None and tmd.error.code() != KafkaError.NO_ERROR and not tmd.partitions:
                 raise self._error(tmd.error, f"describing topic {name}")
-            parts = [
-                PartitionDescription(
-                    partition=p.id,
-                    leader=p.leader if p.leader >= 0 else None,
-                    replicas=list(p.replicas),
-                    isr=list(p.isrs),
-                )
-                for p in sorted(tmd.partitions.values(), key=lambda p: p.id)
-            ]
+            parts = _partition_descriptions(tmd)
             out.append(
                 TopicDescription(
                     name=name,
@@ -254,15 +247,7 @@ class KafkaAdmin:
         md = self._metadata()
         out: list[TopicDescription] = []
         for name in sorted(md.topics):
-            parts = [
-                PartitionDescription(
-                    partition=p.id,
-                    leader=p.leader if p.leader >= 0 else None,
-                    replicas=list(p.replicas),
-                    isr=list(p.isrs),
-                )
-                for p in sorted(md.topics[name].partitions.values(), key=lambda p: p.id)
-            ]
+            parts = _partition_descriptions(md.topics[name])
             out.append(TopicDescription(name=name, partitions=parts, is_internal=is_internal(name)))
         return out
 
@@ -599,3 +584,13 @@ def _from_ck(b: Any) -> AclBinding:
         ResourceType(b.restype.value), b.name, PatternType(b.resource_pattern_type.value), b.principal, b.host,
         Operation(b.operation.value), Permission(b.permission_type.value),
     )
+
+
+def _partition_descriptions(tmd: TopicMetadata) -> list[PartitionDescription]:
+    """A librdkafka TopicMetadata's partitions in id order; a leader being elected (-1) is None ("Leader: none")."""
+    return [
+        PartitionDescription(
+            partition=p.id, leader=p.leader if p.leader >= 0 else None, replicas=list(p.replicas), isr=list(p.isrs)
+        )
+        for p in sorted(tmd.partitions.values(), key=lambda p: p.id)
+    ]

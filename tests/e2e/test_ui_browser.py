@@ -21,14 +21,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
 
 from tests.kbus_processes import KBUS, REPO, BrokerProcess, Cluster, kbus, wait_for, wait_for_port
 from tests.zk_server import ZooKeeperServer, free_port
-
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
-from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -36,8 +35,6 @@ CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 SHOTS = REPO / "logs" / "ui-screenshots"
 
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("needs Debian's chromium and chromium-driver (scripts/setup.sh installs them)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +98,8 @@ def ui(start_ui: Callable[..., UiProcess]) -> UiProcess:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
+    if not (CHROMIUM and CHROMEDRIVER):  # a missing browser fails, as a missing systemd-analyze does
+        pytest.fail("needs Debian's chromium and chromium-driver: scripts/setup.sh installs them")
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900"):

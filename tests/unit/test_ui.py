@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette")
-
 from kbus.ui.app import _key_values
 from kbus.ui.browse import decode, parse_time
 from kbus.ui.charts import line_chart

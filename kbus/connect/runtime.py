@@ -9,12 +9,11 @@ uses, so KBUS_CACHE_DIR=<checkout>/.cache shares the tests' copy. Later runs sta
 from __future__ import annotations
 
 import shlex
-import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbus.common.maven import MavenFailed, MavenMissing, copy_dependencies
 from kbus.ops.install import default_source
 
 # The newest Kafka 3.9 on Maven Central (scripts/kafka-jars.sh pins the same); KBUS_CONNECT_VERSION picks another.
@@ -66,37 +65,17 @@ def connect_libs(ver: str, root: Path) -> Path:
 
 
 def _fetch(ver: str, root: Path, home: Path) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
+    deps = [("org.apache.kafka", a, ver) for a in _ARTIFACTS]
+    deps += [_LOG4J2_SLF4J2, _SLF4J_2] if ver.startswith("4.") else [_SLF4J_1, _RELOAD4J]
+    try:
+        copy_dependencies(home, root / "m2", "kafka-jars-connect", ver, deps)
+    except MavenMissing:
         raise ConnectError(
             f"Kafka Connect {ver}'s jars are not in {home} and Maven (mvn) is not installed to fetch them: "
             "apt-get install -y maven"
-        )
-    deps = [("org.apache.kafka", a, ver) for a in _ARTIFACTS]
-    deps += [_LOG4J2_SLF4J2, _SLF4J_2] if ver.startswith("4.") else [_SLF4J_1, _RELOAD4J]
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "pom.xml").write_text(
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>\n'
-        f"<groupId>kbus.cache</groupId><artifactId>kafka-jars-connect</artifactId><version>{ver}</version>"
-        "<packaging>pom</packaging>\n<dependencies>\n"
-        + "".join(
-            f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>\n"
-            for g, a, v in deps
-        )
-        + "</dependencies></project>\n"
-    )
-    libs = home / "libs"
-    shutil.rmtree(libs, ignore_errors=True)
-    cmd = [
-        mvn, "-B", "-q", "-f", str(home / "pom.xml"), f"-Dmaven.repo.local={root / 'm2'}",
-        "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
-        f"-DoutputDirectory={libs}", "-DincludeScope=runtime",
-    ]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
-        tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-5:])
-        raise ConnectError(f"Maven could not fetch Kafka Connect {ver}:\n{tail}")
+        ) from None
+    except MavenFailed as exc:
+        raise ConnectError(f"Maven could not fetch Kafka Connect {ver}:\n{exc}") from None
     (home / ".complete").touch()
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kbus.common.maven import MavenFailed, MavenMissing, copy_dependencies
 from kbus.spark.submit import SubmitError, submit_options_length
 
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
@@ -74,33 +74,17 @@ def connector_jars(version: str, root: Path) -> list[Path]:
 
 
 def _fetch(version: str, root: Path, home: Path) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
+    repo = root / "m2"
+    try:
+        libs = copy_dependencies(home, repo, "spark-kafka", version,
+                                 [("org.apache.spark", "spark-sql-kafka-0-10_2.13", version)], _PROVIDED_GROUPS)
+    except MavenMissing:
         raise SubmitError(
             f"the Kafka connector {CONNECTOR}:{version} is not in {home} and Maven (mvn) is not installed to "
             "fetch it: apt-get install -y maven"
-        )
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "pom.xml").write_text(
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>\n'
-        f"<groupId>kbus.cache</groupId><artifactId>spark-kafka</artifactId><version>{version}</version>"
-        "<packaging>pom</packaging>\n<dependencies><dependency><groupId>org.apache.spark</groupId>"
-        f"<artifactId>spark-sql-kafka-0-10_2.13</artifactId><version>{version}</version></dependency>"
-        "</dependencies></project>\n"
-    )
-    libs = home / "libs"
-    shutil.rmtree(libs, ignore_errors=True)
-    repo = root / "m2"
-    cmd = [
-        mvn, "-B", "-q", "-f", str(home / "pom.xml"), f"-Dmaven.repo.local={repo}",
-        "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
-        f"-DoutputDirectory={libs}", "-DincludeScope=runtime", f"-DexcludeGroupIds={_PROVIDED_GROUPS}",
-    ]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
-        tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-5:])
-        raise SubmitError(f"Maven could not fetch {CONNECTOR}:{version}:\n{tail}")
+        ) from None
+    except MavenFailed as exc:
+        raise SubmitError(f"Maven could not fetch {CONNECTOR}:{version}:\n{exc}") from None
     # the connector and its token provider were excluded with Spark's group above; they are what we came for
     for artifact in ("spark-sql-kafka-0-10_2.13", TOKEN_PROVIDER):
         jar = repo / "org" / "apache" / "spark" / artifact / version / f"{artifact}-{version}.jar"

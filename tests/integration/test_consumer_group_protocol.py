@@ -5,14 +5,14 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.group_member import MemberProcess, wait_until
+from tests.integration.test_consumer_groups import create_topic, produce, uid
 from tests.kbus_processes import BrokerProcess, Cluster, kbus
 
 pytestmark = pytest.mark.integration
@@ -23,24 +23,6 @@ BROKER = {
     "group.consumer.heartbeat.interval.ms": "500",
     "offsets.topic.num.partitions": "3",
 }
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:
-    name = name or uid("t")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
-    return name
-
-
-def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i, v in enumerate(values):
-        p.produce(topic, value=v, partition=i % partitions)
-    assert p.flush(30) == 0
 
 
 @pytest.fixture

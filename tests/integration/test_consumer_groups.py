@@ -27,8 +27,8 @@ def uid(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topic(bootstrap: str, partitions: int) -> str:
-    name = uid("t")
+def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:
+    name = name or uid("t")
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
     return name

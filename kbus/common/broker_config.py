@@ -96,15 +96,16 @@ def parse_assignors(value: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=8)  # ApiVersions asks on every connection
 def parse_rebalance_protocols(value: str) -> frozenset[str]:
-    """group.coordinator.rebalance.protocols: Kafka requires `classic`; kbus has `consumer` (KIP-848) and not
-    Kafka 4's `share` and `streams` groups, refused rather than accepted and ignored."""
+    """group.coordinator.rebalance.protocols: Kafka requires `classic`; kbus has `consumer` (KIP-848) and `share`
+    (KIP-932; Kafka 4.1+ turns share groups on with the share.version feature, kbus always has them), and not Kafka
+    4's `streams` groups, refused rather than accepted and ignored."""
     protocols = frozenset(p.strip().lower() for p in value.split(",") if p.strip())
     if "classic" not in protocols:
         raise ValueError("the classic protocol is required")
     unknown = protocols - {"classic", "consumer", "share", "streams"}
     if unknown:
         raise ValueError(f"unknown protocol(s) {', '.join(sorted(unknown))}")
-    missing = protocols & {"share", "streams"}
+    missing = protocols & {"streams"}
     if missing:
         raise ValueError(f"kbus does not implement {' and '.join(sorted(missing))} groups")
     return protocols
@@ -313,6 +314,14 @@ class KafkaConfig:
         _checked_assignors,
         _LIST,
     )
+    # share groups (KIP-932); Kafka 4.4's defaults
+    group_share_session_timeout_ms: int = _int("group.share.session.timeout.ms", 45000, at_least=1)
+    group_share_heartbeat_interval_ms: int = _int("group.share.heartbeat.interval.ms", 5000, at_least=1)
+    group_share_max_size: int = _int("group.share.max.size", 200, at_least=1, kind=4)
+    group_share_max_groups: int = _int("group.share.max.groups", 10, at_least=1, kind=4)
+    group_share_record_lock_duration_ms: int = _int("group.share.record.lock.duration.ms", 30000, at_least=1000)
+    group_share_delivery_count_limit: int = _int("group.share.delivery.count.limit", 5, at_least=2)
+    group_share_partition_max_record_locks: int = _int("group.share.partition.max.record.locks", 2000, at_least=100)
     # the transaction coordinator
     transaction_state_log_replication_factor: int = _int(
         "transaction.state.log.replication.factor", 3, at_least=1, kind=4
@@ -601,19 +610,12 @@ OTHER_BROKER_CONFIGS: dict[str, OtherBrokerConfig] = dict([
     _other('group.consumer.min.session.timeout.ms', INT, '45000'),
     _other('group.coordinator.append.linger.ms', INT, '10'),
     _other('group.coordinator.threads', INT, '1'),
-    _other('group.share.delivery.count.limit', INT, '5'),
-    _other('group.share.heartbeat.interval.ms', INT, '5000'),
-    _other('group.share.max.groups', SHORT, '10'),
     _other('group.share.max.heartbeat.interval.ms', INT, '15000'),
     _other('group.share.max.record.lock.duration.ms', INT, '60000'),
     _other('group.share.max.session.timeout.ms', INT, '60000'),
-    _other('group.share.max.size', SHORT, '200'),
     _other('group.share.min.heartbeat.interval.ms', INT, '5000'),
     _other('group.share.min.record.lock.duration.ms', INT, '15000'),
     _other('group.share.min.session.timeout.ms', INT, '45000'),
-    _other('group.share.partition.max.record.locks', INT, '200'),
-    _other('group.share.record.lock.duration.ms', INT, '30000'),
-    _other('group.share.session.timeout.ms', INT, '45000'),
     _other('initial.broker.registration.timeout.ms', INT, '60000'),
     _other('inter.broker.protocol.version', STRING, '3.9-IV0'),
     _other('kafka.metrics.polling.interval.secs', INT, '10'),

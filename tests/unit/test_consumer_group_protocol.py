@@ -443,7 +443,7 @@ def test_rebalance_protocols_config_turns_the_consumer_protocol_off() -> None:
     from tests.unit.test_group_apis import FakeBroker, call, elected
 
     assert "consumer" in KafkaConfig().group_coordinator_rebalance_protocols.split(",")
-    for bad in ("consumer", "classic,share", "classic,streams", "classic,nope"):
+    for bad in ("consumer", "classic,streams", "classic,nope"):
         with pytest.raises(ConfigError):
             KafkaConfig.from_properties({"group.coordinator.rebalance.protocols": bad})
 

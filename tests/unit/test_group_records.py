@@ -97,7 +97,7 @@ def test_empty_group_value_has_null_protocol_and_leader() -> None:
 
 def test_unknown_versions_are_rejected() -> None:
     with pytest.raises(RecordFormatError):
-        decode_key(struct.pack(">h", 9) + b"\x00\x01g")
+        decode_key(struct.pack(">h", 99) + b"\x00\x01g")
     with pytest.raises(RecordFormatError):
         decode_offset_value(struct.pack(">h", 17) + b"\x00" * 30)
 
@@ -106,3 +106,47 @@ def test_subscribed_topics_from_consumer_subscription() -> None:
     sub = struct.pack(">hi", 1, 2) + b"\x00\x01a" + b"\x00\x03bcd" + struct.pack(">i", -1) + struct.pack(">i", 0)
     assert subscribed_topics(sub) == {"a", "bcd"}
     assert subscribed_topics(b"\x00") is None
+
+
+def test_share_group_records_round_trip_as_kafka_4_writes_them() -> None:
+    """Kafka 4's share group records (keys 10-14 of __consumer_offsets), replayed into the group they describe."""
+    import uuid
+
+    from kbus.server.coordinator import records as r
+    from kbus.server.coordinator.consumer_group import TopicImage
+    from kbus.server.coordinator.share_group import (
+        ShareGroup,
+        ShareGroupMember,
+        ShareGroupReplay,
+        assignment_epoch_record,
+        current_assignment_record,
+        group_epoch_record,
+        member_metadata_record,
+        member_tombstones,
+        target_member_record,
+    )
+
+    tid = uuid.uuid4()
+    image = TopicImage(version=1, counts={"t": 2}, ids={"t": tid}, names_by_id={tid: "t"})
+    group = ShareGroup("g", 0, group_epoch=3, assignment_epoch=3)
+    a = ShareGroupMember("a", None, "cid", "/1.2.3.4", ("t",), 3, 2, {"t": frozenset({0, 1})})
+    b = ShareGroupMember("b", "rack", "cid", "/1.2.3.4", ("t",), 3, 0, {"t": frozenset({0, 1})})
+    recs = [group_epoch_record(group), assignment_epoch_record(group)]
+    for m in (a, b):
+        recs += [member_metadata_record("g", m), target_member_record(image, "g", m.member_id, m.assigned),
+                 current_assignment_record(image, "g", m)]
+    recs += member_tombstones("g", "b")
+    # the keys are Kafka's: version 11 ShareGroupMetadataKey(group), 10 ShareGroupMemberMetadataKey(group, member)
+    assert recs[0][0] == struct.pack(">hh", 11, 1) + b"g"
+    assert recs[2][0] == struct.pack(">hh", 10, 1) + b"g" + struct.pack(">h", 1) + b"a"
+    # ShareGroupCurrentMemberAssignmentValue v0: epochs, state 0, [(topic id, [0, 1])], no tagged fields
+    assert recs[4][1] == (struct.pack(">hiib", 0, 3, 2, 0) + b"\x02" + tid.bytes + b"\x03"
+                          + struct.pack(">ii", 0, 1) + b"\x00\x00")
+    replay = ShareGroupReplay(image)
+    for key, value in recs:
+        k = decode_key(key)
+        assert isinstance(k, r.ShareGroupKey)
+        replay.replay(k, value)
+    [loaded] = replay.groups(0)
+    assert (loaded.group_epoch, loaded.assignment_epoch) == (3, 3)
+    assert loaded.members == {"a": a} and loaded.target == {"a": {"t": frozenset({0, 1})}}

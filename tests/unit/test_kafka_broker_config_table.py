@@ -26,9 +26,11 @@ from kbus.common.broker_config import (
 KAFKA = json.loads((Path(__file__).parent / "kafka_3_9_2_broker_configs.json").read_text())
 # where kbus's default is knowingly not Kafka's text: the same map in another order, "" where kbus says null, and
 # zookeeper.connection.timeout.ms, null in Kafka (then zookeeper.session.timeout.ms's 18000 applies), 18000 in kbus;
-# group.coordinator.rebalance.protocols, Kafka 4's classic,consumer (KIP-848 is implemented)
+# group.coordinator.rebalance.protocols, Kafka 4's classic,consumer (KIP-848 is implemented);
+# group.share.partition.max.record.locks, Kafka 4.4's 2000 (3.9's share groups were early access with 200)
 DEFAULT_DIFFERENCES = {"listener.security.protocol.map", "authorizer.class.name", "process.roles",
-                       "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols"}
+                       "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols",
+                       "group.share.partition.max.record.locks"}
 
 
 def test_every_kafka_broker_key_is_defined_once() -> None:

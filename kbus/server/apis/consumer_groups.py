@@ -36,7 +36,7 @@ def _owned(image: TopicImage, topic_partitions: Any) -> Assignment | None:
     return out
 
 
-def _topic_partitions(ctx: RequestContext, image: TopicImage, assignment: Assignment, cls: str,
+def topic_partitions(ctx: RequestContext, image: TopicImage, assignment: Assignment, cls: str,
                       *, with_names: bool) -> list[Any]:
     out = []
     for topic in sorted(assignment):
@@ -91,7 +91,7 @@ async def consumer_group_heartbeat(m: Managers, ctx: RequestContext, req: Any) -
         return error(result.error, result.error_message)
     assignment = None
     if result.assignment is not None:
-        assignment = ctx.nested("Assignment", topic_partitions=_topic_partitions(
+        assignment = ctx.nested("Assignment", topic_partitions=topic_partitions(
             ctx, coordinator.topic_image, result.assignment, "TopicPartitions", with_names=False))
     return ctx.build(
         throttle_time=0,
@@ -114,7 +114,7 @@ async def consumer_group_describe(m: Managers, ctx: RequestContext, req: Any) ->
     image = coordinator.topic_image if coordinator is not None else TopicImage()
 
     def assignment(a: Assignment) -> Any:
-        return ctx.nested("Assignment", topic_partitions=_topic_partitions(
+        return ctx.nested("Assignment", topic_partitions=topic_partitions(
             ctx, image, a, "TopicPartitions", with_names=True))
 
     for group_id in req.group_ids:

@@ -42,6 +42,10 @@ def group_config(cfg: KafkaConfig) -> GroupConfig:
         consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
         consumer_max_size=cfg.group_consumer_max_size,
         consumer_assignors=parse_assignors(cfg.group_consumer_assignors),
+        share_session_timeout_ms=cfg.group_share_session_timeout_ms,
+        share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
+        share_max_size=cfg.group_share_max_size,
+        share_max_groups=cfg.group_share_max_groups,
     )
 
 

@@ -205,6 +205,8 @@ class ConsumerGroupMembership(GroupStore):
         group = self.consumer_groups.get(group_id)
         if group is not None:
             return group
+        if group_id in self.share_groups:
+            raise GroupError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
         classic = self.groups.get(group_id)
         if classic is not None and not classic.is_(GroupState.EMPTY) and not classic.is_(GroupState.DEAD):
             # Kafka's online upgrade (group.consumer.migration.policy) is not implemented: a classic group with

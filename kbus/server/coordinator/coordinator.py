@@ -1,14 +1,14 @@
 """The group coordinator (Kafka's GroupCoordinator + GroupMetadataManager), in four parts:
 `group_store.py` (the groups kept in `__consumer_offsets`, loaded on leadership), `membership.py` (the classic
 protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, the group admin views), `consumer_membership.py` (the
-consumer protocol of KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe) and `offsets.py`
+consumer protocol of KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe), `share_membership.py` (the share
+groups of KIP-932: ShareGroupHeartbeat, ShareGroupDescribe) and `offsets.py`
 (OffsetCommit/Fetch/Delete, transactional commits, retention). Persistence goes through an `OffsetsLog` (one
 append per state change, Kafka's record formats).
 """
 
 from __future__ import annotations
 
-from kbus.server.coordinator.consumer_membership import ConsumerGroupMembership
 from kbus.server.coordinator.group_store import GroupConfig, GroupStore, OffsetsLog, TopicPartition
 from kbus.server.coordinator.membership import (
     DEAD_GROUP,
@@ -19,6 +19,7 @@ from kbus.server.coordinator.membership import (
     MemberSummary,
 )
 from kbus.server.coordinator.offsets import GroupOffsets
+from kbus.server.coordinator.share_membership import ShareGroupMembership
 
 __all__ = [
     "DEAD_GROUP",
@@ -34,5 +35,5 @@ __all__ = [
 ]
 
 
-class GroupCoordinator(GroupMembership, ConsumerGroupMembership, GroupOffsets):
-    """Membership (classic and consumer protocols) and offsets over one store of groups."""
+class GroupCoordinator(GroupMembership, ShareGroupMembership, GroupOffsets):
+    """Membership (classic, consumer and share protocols) and offsets over one store of groups."""

@@ -32,6 +32,7 @@ from kbus.server.coordinator.records import (
     OffsetAndMetadata,
     OffsetKey,
     RecordFormatError,
+    ShareGroupKey,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -40,6 +41,7 @@ from kbus.server.coordinator.records import (
     offset_commit_key,
     partition_for,
 )
+from kbus.server.coordinator.share_group import ShareGroup, ShareGroupReplay
 from kbus.server.coordinator.state_topic import BackgroundTasks, StateLog, StatePartitions, StateTopic
 from kbus.server.coordinator.timers import TimerDriver, Timers
 
@@ -68,6 +70,11 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # share groups (KIP-932)
+    share_session_timeout_ms: int = 45000
+    share_heartbeat_interval_ms: int = 5000
+    share_max_size: int = 200
+    share_max_groups: int = 10
 
 
 class GroupStore:
@@ -91,6 +98,8 @@ class GroupStore:
         # consumer-protocol groups (KIP-848), in memory only; their committed offsets live in `groups` (an Empty
         # classic group of the same id holds them, as a simple group's)
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # share groups (KIP-932): their records are in __consumer_offsets, their partitions' state elsewhere
+        self.share_groups: dict[str, ShareGroup] = {}
         self.topic_image = TopicImage()
         # which __consumer_offsets partitions are loaded here (or loading): decoding runs off the event loop
         self.partitions = StatePartitions(
@@ -143,17 +152,27 @@ class GroupStore:
     def on_resignation(self, partition: int) -> None:
         self.partitions.resign(partition)
 
-    def _install(self, partition: int, loaded: tuple[list[Group], list[ConsumerGroup]]) -> None:
-        groups, consumer_groups = loaded
+    def _install(self, partition: int, loaded: tuple[list[Group], list[ConsumerGroup], list[ShareGroup]]) -> None:
+        groups, consumer_groups, share_groups = loaded
         for group in groups:
             self.groups[group.group_id] = group
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
         self._install_consumer_groups(consumer_groups)
-        log.info("Loaded %d group(s) from __consumer_offsets-%d", len(groups) + len(consumer_groups), partition)
+        self._install_share_groups(share_groups)
+        log.info("Loaded %d group(s) from __consumer_offsets-%d",
+                 len(groups) + len(consumer_groups) + len(share_groups), partition)
 
     def _install_consumer_groups(self, groups: list[ConsumerGroup]) -> None:
         """Consumer-protocol groups loaded from the log (their members' sessions start now)."""
+        raise NotImplementedError
+
+    async def delete_share_group(self, group_id: str) -> int:
+        """DeleteGroups of a share group (share_membership.py)."""
+        raise NotImplementedError
+
+    def _install_share_groups(self, groups: list[ShareGroup]) -> None:
+        """Share groups loaded from the log (their members' sessions start now)."""
         raise NotImplementedError
 
     def _uninstall(self, partition: int) -> None:
@@ -163,9 +182,16 @@ class GroupStore:
             cgroup.dead = True
             self.timers.cancel_where(_keyed_by(("consumer", cgroup.group_id)))
             del self.consumer_groups[cgroup.group_id]
+        for sgroup in [g for g in self.share_groups.values() if g.partition == partition]:
+            sgroup.dead = True
+            self.timers.cancel_where(_keyed_by(("share", sgroup.group_id)))
+            del self.share_groups[sgroup.group_id]
 
-    def _replay(self, partition: int, chunks: list[bytes]) -> tuple[list[Group], list[ConsumerGroup]]:
+    def _replay(
+        self, partition: int, chunks: list[bytes]
+    ) -> tuple[list[Group], list[ConsumerGroup], list[ShareGroup]]:
         consumer = ConsumerGroupReplay(self.topic_image)
+        share = ShareGroupReplay(self.topic_image)
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         metadata: dict[str, GroupMetadataRecord | None] = {}
         # TxnOffsetCommit records wait for their transaction's marker: producer id -> group -> offsets
@@ -208,6 +234,8 @@ class GroupStore:
                             metadata[key.group] = None if rec.value is None else decode_group_value(rec.value)
                         elif isinstance(key, ConsumerGroupKey):
                             consumer.replay(key, rec.value)
+                        elif isinstance(key, ShareGroupKey):
+                            share.replay(key, rec.value)
                     except (RecordFormatError, UnicodeDecodeError, struct.error, ValueError) as exc:
                         log.warning("Skipping undecodable record at offset %d: %s", rec.offset, exc)
         open_txn_groups = {gid for by_group in pending_txn.values() for gid in by_group}
@@ -224,7 +252,7 @@ class GroupStore:
                     group.pending_txn_offsets[pid] = {tp: om for tp, om in by_group[group_id].items()
                                                       if om is not None}
             out.append(group)
-        return out, consumer.groups(partition)
+        return out, consumer.groups(partition), share.groups(partition)
 
     def _unload(self, group: Group) -> None:
         group.state = GroupState.DEAD
@@ -352,6 +380,7 @@ class GroupStore:
         for group in list(self.groups.values()):
             self._unload(group)
         self.consumer_groups.clear()
+        self.share_groups.clear()
         self.partitions.clear()
 
 

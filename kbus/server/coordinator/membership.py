@@ -94,6 +94,8 @@ class GroupMembership(GroupStore):
         if rebalance_timeout_ms < 0:  # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout
             rebalance_timeout_ms = session_timeout_ms
         is_unknown = member_id == ""
+        if group_id in self.share_groups:
+            return JoinResult(E.inconsistent_group_protocol, member_id)  # a share group is never classic
         cgroup = self.consumer_groups.get(group_id)
         if cgroup is not None:
             if cgroup.members:
@@ -674,6 +676,13 @@ class GroupMembership(GroupStore):
                 if g.partition in self.owned and not g.dead
                 and (not wanted_states or g.state.value.lower() in wanted_states)
             )
+        if not wanted_types or "share" in wanted_types:
+            out.extend(
+                GroupOverview(g.group_id, "share", g.state.value, "share")
+                for g in self.share_groups.values()
+                if g.partition in self.owned and not g.dead
+                and (not wanted_states or g.state.value.lower() in wanted_states)
+            )
         return (E.coordinator_load_in_progress if self.loading else E.none), out
 
     def describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
@@ -681,7 +690,7 @@ class GroupMembership(GroupStore):
         if error is not None:
             return error, EMPTY_SUMMARY
         group = self.groups.get(group_id)
-        if group is None or group_id in self.consumer_groups:
+        if group is None or group_id in self.consumer_groups or group_id in self.share_groups:
             # a consumer-protocol group is not a classic group: Kafka describes it as Dead here
             return E.none, DEAD_GROUP
         stable = group.is_(GroupState.STABLE)
@@ -707,6 +716,9 @@ class GroupMembership(GroupStore):
             error = self.validate_group_status(group_id, "delete")
             if error is not None:
                 errors[group_id] = error
+                continue
+            if group_id in self.share_groups:
+                errors[group_id] = await self.delete_share_group(group_id)
                 continue
             cgroup = self.consumer_groups.get(group_id)
             deleted_consumer = cgroup is not None

@@ -10,6 +10,11 @@ ConsumerGroupMemberMetadata(group, member), 6 ConsumerGroupTargetAssignmentMetad
 ConsumerGroupTargetAssignmentMember(group, member), 8 ConsumerGroupCurrentMemberAssignment(group, member), each
 value version 0 in the flexible encoding (compact strings and arrays, tagged fields). Key 4
 (ConsumerGroupPartitionMetadata) is read past, not written: the subscription metadata is recomputed on load.
+
+Share groups (KIP-932) have Kafka 4's keys 10 ShareGroupMemberMetadata(group, member), 11 ShareGroupMetadata(group),
+12 ShareGroupTargetAssignmentMetadata(group), 13 ShareGroupTargetAssignmentMember(group, member), 14
+ShareGroupCurrentMemberAssignment(group, member) and 15 ShareGroupStatePartitionMetadata(group), values version 0
+flexible. Key 9 (ShareGroupPartitionMetadata, Kafka 4.0 only) and 15 are read past.
 """
 
 from __future__ import annotations
@@ -98,6 +103,11 @@ class GroupKey:
 CG_METADATA, CG_PARTITION_METADATA, CG_MEMBER_METADATA = 3, 4, 5
 CG_TARGET_ASSIGNMENT_METADATA, CG_TARGET_ASSIGNMENT_MEMBER, CG_CURRENT_MEMBER_ASSIGNMENT = 6, 7, 8
 _CG_MEMBER_KEYS = frozenset({CG_MEMBER_METADATA, CG_TARGET_ASSIGNMENT_MEMBER, CG_CURRENT_MEMBER_ASSIGNMENT})
+# share group (KIP-932) record kinds: their key versions
+SG_PARTITION_METADATA, SG_MEMBER_METADATA, SG_METADATA = 9, 10, 11
+SG_TARGET_ASSIGNMENT_METADATA, SG_TARGET_ASSIGNMENT_MEMBER, SG_CURRENT_MEMBER_ASSIGNMENT = 12, 13, 14
+SG_STATE_PARTITION_METADATA = 15
+_SG_MEMBER_KEYS = frozenset({SG_MEMBER_METADATA, SG_TARGET_ASSIGNMENT_MEMBER, SG_CURRENT_MEMBER_ASSIGNMENT})
 # topic id -> partitions, as the consumer group records carry assignments
 TopicIdPartitions = Sequence[tuple[uuid.UUID, Sequence[int]]]
 
@@ -107,6 +117,29 @@ class ConsumerGroupKey:
     kind: int  # the key version: CG_*
     group: str
     member_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupKey:
+    kind: int  # the key version: SG_*
+    group: str
+    member_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberMetadataValue:
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareCurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +219,10 @@ class _CompactWriter:
         self.buf += _I32.pack(v)
         return self
 
+    def i64(self, v: int) -> _CompactWriter:
+        self.buf += _I64.pack(v)
+        return self
+
     def string(self, v: str | None) -> _CompactWriter:
         if v is None:
             return self.uvarint(0)
@@ -238,6 +275,34 @@ def consumer_target_assignment_value(tps: TopicIdPartitions) -> bytes:
 def consumer_current_assignment_value(v: ConsumerCurrentAssignmentValue) -> bytes:
     w = _CompactWriter().i32(v.member_epoch).i32(v.previous_member_epoch).i8(v.state)
     return w.topic_partitions(v.assigned).topic_partitions(v.pending_revocation).done()
+
+
+def share_group_key(kind: int, group: str, member_id: str | None = None) -> bytes:
+    w = _Writer().i16(kind).string(group)
+    if kind in _SG_MEMBER_KEYS:
+        w.string(member_id or "")
+    return bytes(w.buf)
+
+
+def share_group_metadata_value(epoch: int, metadata_hash: int = 0) -> bytes:
+    return _CompactWriter().i32(epoch).i64(metadata_hash).done()
+
+
+def share_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
+    return _CompactWriter().i32(assignment_epoch).done()
+
+
+def share_member_metadata_value(m: ShareMemberMetadataValue) -> bytes:
+    w = _CompactWriter().string(m.rack_id).string(m.client_id).string(m.client_host)
+    w.uvarint(len(m.subscribed_topic_names) + 1)
+    for name in m.subscribed_topic_names:
+        w.string(name)
+    return w.done()
+
+
+def share_current_assignment_value(v: ShareCurrentAssignmentValue) -> bytes:
+    w = _CompactWriter().i32(v.member_epoch).i32(v.previous_member_epoch).i8(v.state)
+    return w.topic_partitions(v.assigned).done()
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
@@ -334,7 +399,7 @@ class _Reader:
             self._take(self.uvarint())
 
 
-def decode_key(key: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey:
+def decode_key(key: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey | ShareGroupKey:
     r = _Reader(key)
     version = r.i16()
     if version in (0, 1):
@@ -345,6 +410,9 @@ def decode_key(key: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey:
     if CG_METADATA <= version <= CG_CURRENT_MEMBER_ASSIGNMENT:
         group = r.string() or ""
         return ConsumerGroupKey(version, group, r.string() or "" if version in _CG_MEMBER_KEYS else None)
+    if SG_PARTITION_METADATA <= version <= SG_STATE_PARTITION_METADATA:
+        group = r.string() or ""
+        return ShareGroupKey(version, group, r.string() or "" if version in _SG_MEMBER_KEYS else None)
     raise RecordFormatError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -399,6 +467,29 @@ def decode_consumer_current_assignment_value(value: bytes) -> ConsumerCurrentAss
     assigned, pending = _read_topic_partitions(r), _read_topic_partitions(r)
     r.tagged_fields()
     return ConsumerCurrentAssignmentValue(epoch, previous, state, assigned, pending)
+
+
+def decode_share_epoch_value(value: bytes) -> int:
+    """ShareGroupMetadataValue's Epoch or ShareGroupTargetAssignmentMetadataValue's AssignmentEpoch (what follows
+    the first int32 is not needed: the metadata hash is recomputed on load)."""
+    return _flexible_v0(value, "share group epoch").i32()
+
+
+def decode_share_member_metadata_value(value: bytes) -> ShareMemberMetadataValue:
+    r = _flexible_v0(value, "share group member metadata")
+    rack_id, client_id, client_host = r.string(), r.string() or "", r.string() or ""
+    names = tuple(r.string() or "" for _ in range(max(r.array_len(), 0)))
+    r.tagged_fields()
+    return ShareMemberMetadataValue(rack_id, client_id, client_host, names)
+
+
+def decode_share_current_assignment_value(value: bytes) -> ShareCurrentAssignmentValue:
+    r = _flexible_v0(value, "share group current assignment")
+    epoch, previous = r.i32(), r.i32()
+    state = struct.unpack(">b", r._take(1))[0]
+    assigned = _read_topic_partitions(r)
+    r.tagged_fields()
+    return ShareCurrentAssignmentValue(epoch, previous, state, assigned)
 
 
 def decode_offset_value(value: bytes) -> OffsetAndMetadata:

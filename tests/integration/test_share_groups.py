@@ -19,13 +19,19 @@ from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.list_groups.v5.response import ListGroupsResponse
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.share_acknowledge.v1.request import AcknowledgementBatch as AckBatch
+from kio.schema.share_acknowledge.v1.request import AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest
+from kio.schema.share_acknowledge.v1.response import ShareAcknowledgeResponse
+from kio.schema.share_fetch.v1.request import AcknowledgementBatch, FetchPartition, FetchTopic, ShareFetchRequest
+from kio.schema.share_fetch.v1.response import ShareFetchResponse
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_describe.v1.response import ShareGroupDescribeResponse
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from kio.schema.share_group_heartbeat.v1.response import ShareGroupHeartbeatResponse
 
 from kbus.protocol.client import KafkaConnection
-from tests.integration.test_consumer_groups import create_topic, uid
+from kbus.protocol.record_batch import decode_records, iter_complete_batches
+from tests.integration.test_consumer_groups import create_topic, produce, uid
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = pytest.mark.integration
@@ -142,3 +148,96 @@ def test_share_group_heartbeat_describe_list_and_reload(broker_factory: Callable
         assert (await describe(conn, uid("none"))).error_code == E.group_id_not_found
 
     run(b.port, step2)
+
+
+async def share_fetch(conn: KafkaConnection, group: str, member: str, epoch: int, tid: uuid.UUID,
+                      acks: tuple[tuple[int, int, tuple[int, ...]], ...] = (), max_wait_ms: int = 0,
+                      max_records: int = 100) -> tuple[Any, list[tuple[int, int, int]], list[int]]:
+    """One ShareFetch of partition 0: (the response, the acquired ranges (first, last, delivery count), the
+    offsets of the records sent)."""
+    batches = tuple(AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=t) for f, la, t in acks)
+    resp = await conn.request(ShareFetchRequest(
+        group_id=group, member_id=member, share_session_epoch=epoch,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=1 << 20,
+        max_records=max_records, batch_size=max_records,
+        topics=(FetchTopic(topic_id=tid, partitions=(FetchPartition(partition_index=0,
+                                                                     acknowledgement_batches=batches),)),),
+        forgotten_topics_data=()), ShareFetchResponse)
+    ranges: list[tuple[int, int, int]] = []
+    offsets: list[int] = []
+    for t in resp.responses:
+        for p in t.partitions:
+            ranges += [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
+            if p.records:
+                offsets += [rec.offset for batch in decode_batches(p.records) for rec in batch]
+    return resp, ranges, offsets
+
+
+def decode_batches(data: bytes) -> list[list[Any]]:
+    return [decode_records(data, h) for h in iter_complete_batches(data)]
+
+
+def test_share_fetch_locks_delivery_counts_and_acknowledgements(broker_factory: Callable[..., BrokerProcess]) -> None:
+    b = broker_factory({"offsets.topic.num.partitions": "1", "group.share.record.lock.duration.ms": "1500",
+                        "group.share.delivery.count.limit": "2"})
+    topic = create_topic(b.bootstrap, 1)
+    group = uid("sg")
+    a, c = str(uuid.uuid4()), str(uuid.uuid4())
+    ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+    async def body(conn: KafkaConnection) -> None:
+        tid = await topic_id(conn, topic)
+        for m in (a, c):
+            assert (await heartbeat(conn, group, m, 0, (topic,))).error_code == E.none
+        # the first fetch creates the share-partition at the high watermark (share.auto.offset.reset=latest)
+        resp, ranges, _ = await share_fetch(conn, group, a, 0, tid)
+        assert resp.error_code == E.none and ranges == []
+        produce(b.bootstrap, topic, [f"v{i}" for i in range(10)], 1)
+        resp, ranges, offsets = await share_fetch(conn, group, a, 1, tid, max_wait_ms=2000)
+        assert resp.acquisition_lock_timeout == datetime.timedelta(milliseconds=1500)
+        assert ranges == [(0, 9, 1)] and offsets == list(range(10))
+        # the other member gets nothing: all 10 are locked by a
+        _, ranges, _ = await share_fetch(conn, group, c, 0, tid)
+        assert ranges == []
+        # acknowledgements piggy-backed on the next fetch: accept 0-2, release 3-4, reject 5
+        resp, ranges, _ = await share_fetch(conn, group, a, 2, tid,
+                                            acks=((0, 2, (ACCEPT,)), (3, 5, (RELEASE, RELEASE, REJECT))))
+        [part] = resp.responses[0].partitions
+        assert part.acknowledge_error_code == 0
+        # a's next fetch takes the released records again, their delivery count now 2
+        assert ranges == [(3, 4, 2)]
+        # acknowledging what it does not hold (accepted already, or never delivered) is INVALID_RECORD_STATE
+        resp, _, _ = await share_fetch(conn, group, a, 3, tid, acks=((0, 0, (ACCEPT,)),))
+        assert resp.responses[0].partitions[0].acknowledge_error_code == E.invalid_record_state
+        # a wrong share session epoch, an unknown session
+        resp, _, _ = await share_fetch(conn, group, a, 9, tid)
+        assert resp.error_code == E.invalid_share_session_epoch
+        resp, _, _ = await share_fetch(conn, group, str(uuid.uuid4()), 1, tid)
+        assert resp.error_code == E.share_session_not_found
+        # a's locks run out: 6-9 go to c (delivery count 2); 3-4 were delivered twice, the limit: archived
+        await asyncio.sleep(1.7)
+        _, ranges, offsets = await share_fetch(conn, group, c, 1, tid, max_wait_ms=2000)
+        # (the records go back as the log's whole batches, as Kafka's do: the client keeps the acquired ones)
+        assert ranges == [(6, 9, 2)] and {6, 7, 8, 9} <= set(offsets)
+        # c releases them: delivered twice, they are archived too, and nothing is left to deliver
+        resp = await conn.request(ShareAcknowledgeRequest(group_id=group, member_id=c, share_session_epoch=2, topics=(
+            AcknowledgeTopic(topic_id=tid, partitions=(AcknowledgePartition(partition_index=0, acknowledgement_batches=(
+                AckBatch(first_offset=6, last_offset=9, acknowledge_types=(RELEASE,)),)),)),)),
+            ShareAcknowledgeResponse)
+        assert resp.error_code == E.none and resp.responses[0].partitions[0].error_code == E.none
+        _, ranges, _ = await share_fetch(conn, group, c, 3, tid, max_wait_ms=300)
+        assert ranges == []
+        # new records go on from offset 10
+        produce(b.bootstrap, topic, ["w"], 1)
+        _, ranges, offsets = await share_fetch(conn, group, c, 4, tid, max_wait_ms=2000)
+        assert ranges == [(10, 10, 1)] and offsets == [10]
+        # closing the session (epoch -1) releases what c holds: a gets it again
+        resp, _, _ = await share_fetch(conn, group, c, -1, tid)
+        resp = await conn.request(ShareFetchRequest(
+            group_id=group, member_id=c, share_session_epoch=-1, max_wait=datetime.timedelta(0), min_bytes=1,
+            max_bytes=1 << 20, max_records=10, batch_size=10, topics=(), forgotten_topics_data=()),
+            ShareFetchResponse)
+        _, ranges, _ = await share_fetch(conn, group, a, 0, tid, max_wait_ms=2000)
+        assert ranges == [(10, 10, 2)]
+
+    run(b.port, body)

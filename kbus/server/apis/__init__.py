@@ -16,6 +16,7 @@ from kbus.server.apis import (  # noqa: F401
     reassignments,
     replication,
     sasl,
+    share_fetch,
     share_groups,
     transactions,
     users,

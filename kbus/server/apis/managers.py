@@ -21,6 +21,7 @@ from kbus.server.log.producer_state import VerificationGuard
 from kbus.server.metadata.types import TopicMetadata
 from kbus.server.partition import Partition
 from kbus.server.quota_manager import QuotaManagers
+from kbus.server.share.manager import ShareConfig, SharePartitionManager
 from kbus.zk.reassignment import PartitionAssignment
 
 if TYPE_CHECKING:
@@ -155,8 +156,15 @@ class Managers:
     quotas: QuotaManagers = field(default_factory=QuotaManagers)
     # Kafka's FetchManager: incremental fetch sessions (KIP-227), sized by the broker config
     fetch_sessions: FetchSessionCache = field(init=False)
+    # Kafka's SharePartitionManager: the share-partitions this broker leads and the share sessions (KIP-932)
+    share: SharePartitionManager = field(init=False)
 
     def __post_init__(self) -> None:
         self.fetch_sessions = FetchSessionCache(
             self.config.max_incremental_fetch_session_cache_slots, self.config.min_incremental_fetch_session_eviction_ms
         )
+        self.share = SharePartitionManager(ShareConfig(
+            lock_duration_ms=self.config.group_share_record_lock_duration_ms,
+            delivery_count_limit=self.config.group_share_delivery_count_limit,
+            max_in_flight=self.config.group_share_partition_max_record_locks,
+        ))

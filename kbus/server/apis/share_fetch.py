@@ -1,0 +1,275 @@
+"""ShareFetch (78) and ShareAcknowledge (79) of KIP-932, answered by the partitions' leader: the share session
+(`share.manager`), acknowledgements piggy-backed on ShareFetch or sent alone, then records acquired for the member
+under acquisition locks (`share.partition`). One log read per partition per request; the acquired offsets go back
+as ranges (AcquiredRecords), the records as the log's own batches.
+
+ACLs as Kafka's KafkaApis: READ on the group, READ on each topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode as E
+
+from kbus.common.acl import Operation, ResourceType
+from kbus.protocol.codec import ms
+from kbus.protocol.record_batch import iter_complete_batches
+from kbus.server.apis.registry import RequestContext, api
+from kbus.server.share.manager import SessionError, SharePartitionManager
+from kbus.server.share.partition import Acquired, InvalidRecordState, SharePartition
+
+if TYPE_CHECKING:
+    from kbus.server.apis.managers import Managers
+    from kbus.server.partition import Partition
+
+TopicPartition = tuple[str, int]
+# what one partition's answer carries: error, acknowledge error, records, acquired ranges
+_Answer = tuple[int, int, bytes, list[Acquired]]
+
+
+def _names_by_id(m: Managers) -> Mapping[uuid.UUID, str]:
+    if m.groups is not None:
+        return m.groups.topic_image.names_by_id
+    return {t.topic_id: name for name, t in m.cluster.topics().items()}
+
+
+def _ids_by_name(m: Managers) -> Mapping[str, uuid.UUID]:
+    if m.groups is not None:
+        return m.groups.topic_image.ids
+    return {name: t.topic_id for name, t in m.cluster.topics().items()}
+
+
+def _acknowledge(m: Managers, share: SharePartitionManager, group_id: str, member_id: str, topic: str,
+                 partition: int, batches: Iterable[Any]) -> int:
+    part, error = m.replicas.leader_partition(topic, partition)
+    if part is None:
+        return int(error)
+    sp = share.get(group_id, topic, partition)
+    if sp is None or sp.leader_epoch != part.leader_epoch:
+        return int(E.invalid_record_state)
+    now = share.now()
+    sp.expire_locks(now)
+    try:
+        for b in batches:
+            sp.acknowledge(member_id, b.first_offset, b.last_offset, tuple(int(t) for t in b.acknowledge_types), now)
+    except InvalidRecordState:
+        return int(E.invalid_record_state)
+    return int(E.none)
+
+
+def _acquire(m: Managers, share: SharePartitionManager, group_id: str, member_id: str, part: Partition,
+             topic: str, partition: int, max_records: int, max_bytes: int) -> tuple[bytes, list[Acquired]]:
+    sp: SharePartition = share.get_or_create(group_id, topic, partition, part.leader_epoch,
+                                             part.log_start_offset, part.high_watermark)
+    now = share.now()
+    sp.expire_locks(now)
+    if sp.start_offset < part.log_start_offset:
+        sp.skip_to(part.log_start_offset)
+    first = sp.first_available()
+    start = sp.next_offset if first is None else first
+    if sp.in_flight() >= sp.max_in_flight and first is None:
+        return b"", []  # group.share.partition.max.record.locks reached: nothing more until some are done
+    if start >= part.high_watermark:
+        return b"", []
+    read = m.replicas.read(part, start, max_bytes, min_one_batch=True)
+    data = read.records.to_bytes()
+    headers = list(iter_complete_batches(data))
+    if not headers:
+        return b"", []
+    data_first = max(headers[0].base_offset, start)
+    data_last = min(headers[-1].last_offset, part.high_watermark - 1)
+    acquired = sp.acquire(member_id, data_first, data_last, max_records, now)
+    if not acquired:
+        return b"", []
+    # only the batches holding acquired records go back
+    lo, hi = acquired[0].first, acquired[-1].last
+    keep = [h for h in headers if h.last_offset >= lo and h.base_offset <= hi]
+    return data[keep[0].position: keep[-1].position + keep[-1].size], acquired
+
+
+@api(78, 1, 1)
+async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    share = m.share
+    lock_timeout = datetime.timedelta(milliseconds=share.config.lock_duration_ms)
+
+    def top_error(code: int, message: str | None = None) -> Any:
+        return ctx.build(throttle_time=0, error_code=code, error_message=message,
+                         acquisition_lock_timeout=lock_timeout, responses=[], node_endpoints=[])
+
+    group_id, member_id = req.group_id or "", req.member_id or ""
+    if not group_id or not member_id:
+        return top_error(E.invalid_request, "GroupId and MemberId are required.")
+    if not ctx.authorized(Operation.READ, ResourceType.GROUP, group_id):
+        return top_error(E.group_authorization_failed)
+    names = _names_by_id(m)
+    requested: list[TopicPartition] = []
+    acks: dict[TopicPartition, Any] = {}
+    unknown: list[tuple[uuid.UUID, int]] = []
+    for t in req.topics:
+        name = names.get(t.topic_id)
+        for p in t.partitions:
+            if name is None:
+                unknown.append((t.topic_id, p.partition_index))
+                continue
+            requested.append((name, p.partition_index))
+            if p.acknowledgement_batches:
+                acks[(name, p.partition_index)] = p.acknowledgement_batches
+    forget = {(names[f.topic_id], int(p)) for f in req.forgotten_topics_data if f.topic_id in names
+              for p in f.partitions}
+    try:
+        session = share.session(group_id, member_id, req.share_session_epoch, set(requested), forget,
+                                acknowledging=bool(acks))
+    except SessionError as exc:
+        return top_error(exc.code, exc.message)
+
+    answers: dict[TopicPartition, _Answer] = {}
+    for (topic, partition), batches in acks.items():
+        allowed = ctx.authorized(Operation.READ, ResourceType.TOPIC, topic)
+        code = _acknowledge(m, share, group_id, member_id, topic, partition, batches) if allowed else int(
+            E.topic_authorization_failed)
+        answers[(topic, partition)] = (0, code, b"", [])
+    if session is None:  # the final request: acknowledgements only, then the session and its locks go
+        share.close_session(group_id, member_id)
+        return _fetch_response(ctx, m, answers, unknown, lock_timeout)
+
+    fetching = sorted(session.partitions)
+    deadline = time.monotonic() + ms(req.max_wait) / 1000
+    max_records = req.max_records if req.max_records > 0 else 500
+    while True:
+        got_records = False
+        remaining = max(req.max_bytes, 1)
+        waits: list[Partition] = []
+        for topic, partition in fetching:
+            prior = answers.get((topic, partition), (0, 0, b"", []))
+            if not ctx.authorized(Operation.READ, ResourceType.TOPIC, topic):
+                answers[(topic, partition)] = (int(E.topic_authorization_failed), prior[1], b"", [])
+                continue
+            part, error = m.replicas.leader_partition(topic, partition)
+            if part is None:
+                answers[(topic, partition)] = (int(error), prior[1], b"", [])
+                continue
+            waits.append(part)
+            if got_records and remaining <= 0:
+                continue
+            try:
+                data, acquired = _acquire(m, share, group_id, member_id, part, topic, partition, max_records,
+                                          remaining)
+            except Exception:
+                answers[(topic, partition)] = (int(E.unknown_server_error), prior[1], b"", [])
+                continue
+            if acquired:
+                got_records = True
+                remaining -= len(data)
+                max_records = max(max_records - sum(a.last - a.first + 1 for a in acquired), 1)
+            answers[(topic, partition)] = (0, prior[1], data, acquired)
+        timeout = deadline - time.monotonic()
+        if got_records or acks or timeout <= 0 or not waits or m.replicas.stopping:
+            break
+        # nothing to give: wait for new records (the high watermark) or the earliest lock to expire
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for part in waits:
+            part.add_waiter(fut, log_end=False)
+        lock_deadlines = [d for (g, _, _), sp in share.partitions.items() if g == group_id
+                          if (d := sp.earliest_deadline()) is not None]
+        if lock_deadlines:
+            timeout = min(timeout, max(min(lock_deadlines) - share.now(), 0.01))
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for part in waits:
+                part.remove_waiter(fut)
+    if req.share_session_epoch != 0:
+        # an incremental answer names only the partitions with something to say
+        answers = {tp: a for tp, a in answers.items() if a[0] or a[1] or a[3] or tp in acks}
+    else:
+        for tp in fetching:
+            answers.setdefault(tp, (0, 0, b"", []))
+    return _fetch_response(ctx, m, answers, unknown, lock_timeout)
+
+
+def _fetch_response(ctx: RequestContext, m: Managers, answers: dict[TopicPartition, _Answer],
+                    unknown: list[tuple[uuid.UUID, int]], lock_timeout: datetime.timedelta) -> Any:
+    ids = _ids_by_name(m)
+    by_topic: dict[uuid.UUID, list[Any]] = {}
+    for (topic, partition), (error, ack_error, data, acquired) in sorted(answers.items()):
+        by_topic.setdefault(ids.get(topic, uuid.UUID(int=0)), []).append(_partition_data(
+            ctx, m, topic, partition, error, ack_error, data, acquired))
+    for topic_id, partition in unknown:
+        by_topic.setdefault(topic_id, []).append(_partition_data(
+            ctx, m, "", partition, int(E.unknown_topic_id), 0, b"", []))
+    return ctx.build(
+        throttle_time=0, error_code=E.none, error_message=None, acquisition_lock_timeout=lock_timeout,
+        responses=[ctx.nested("ShareFetchableTopicResponse", topic_id=tid, partitions=parts)
+                   for tid, parts in by_topic.items()],
+        node_endpoints=[],
+    )
+
+
+def _leader(ctx: RequestContext, m: Managers, topic: str, partition: int) -> Any:
+    part = m.replicas.leader_partition(topic, partition)[0] if topic else None
+    if part is not None:
+        return ctx.nested("LeaderIdAndEpoch", leader_id=m.broker_id, leader_epoch=part.leader_epoch)
+    return ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)
+
+
+def _partition_data(ctx: RequestContext, m: Managers, topic: str, partition: int, error: int, ack_error: int,
+                    data: bytes, acquired: list[Acquired]) -> Any:
+    return ctx.nested(
+        "PartitionData",
+        partition_index=partition,
+        error_code=error,
+        error_message=None,
+        acknowledge_error_code=ack_error,
+        acknowledge_error_message=None,
+        current_leader=_leader(ctx, m, topic, partition),
+        records=data,
+        acquired_records=[ctx.nested("AcquiredRecords", first_offset=a.first, last_offset=a.last,
+                                     delivery_count=a.delivery_count) for a in acquired],
+    )
+
+
+@api(79, 1, 1)
+async def share_acknowledge(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    share = m.share
+
+    def top_error(code: int, message: str | None = None) -> Any:
+        return ctx.build(throttle_time=0, error_code=code, error_message=message, responses=[], node_endpoints=[])
+
+    group_id, member_id = req.group_id or "", req.member_id or ""
+    if not group_id or not member_id:
+        return top_error(E.invalid_request, "GroupId and MemberId are required.")
+    if not ctx.authorized(Operation.READ, ResourceType.GROUP, group_id):
+        return top_error(E.group_authorization_failed)
+    if req.share_session_epoch == 0:
+        return top_error(E.invalid_share_session_epoch, "ShareAcknowledge cannot open a share session.")
+    try:
+        session = share.session(group_id, member_id, req.share_session_epoch, set(), set(), acknowledging=True)
+    except SessionError as exc:
+        return top_error(exc.code, exc.message)
+    names = _names_by_id(m)
+    by_topic: list[Any] = []
+    for t in req.topics:
+        name = names.get(t.topic_id)
+        parts = []
+        for p in t.partitions:
+            if name is None:
+                code = int(E.unknown_topic_id)
+            elif not ctx.authorized(Operation.READ, ResourceType.TOPIC, name):
+                code = int(E.topic_authorization_failed)
+            else:
+                code = _acknowledge(m, share, group_id, member_id, name, p.partition_index,
+                                    p.acknowledgement_batches)
+            parts.append(ctx.nested("PartitionData", partition_index=p.partition_index, error_code=code,
+                                    error_message=None, current_leader=_leader(ctx, m, name or "", p.partition_index)))
+        by_topic.append(ctx.nested("ShareAcknowledgeTopicResponse", topic_id=t.topic_id, partitions=parts))
+    if session is None:
+        share.close_session(group_id, member_id)
+    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, responses=by_topic, node_endpoints=[])

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from tests.e2e.ecosystem.connect_workers import Worker
 from tests.e2e.ecosystem.java_checks import VERSIONS, JavaChecks, build
 from tests.e2e.ecosystem.kafka_jars import KafkaDistribution, distribution
 
@@ -24,3 +27,12 @@ def kafka28() -> KafkaDistribution:
 def java_checks() -> dict[str, JavaChecks]:
     """tests/e2e/ecosystem/java built once per session for each kafka-clients version (incremental Maven builds)."""
     return {v: build(v) for v in VERSIONS}
+
+
+@pytest.fixture
+def mirror_maker() -> Iterator[list[Worker]]:
+    """MirrorMaker 2 processes a test started (`Worker.start("connect-mirror-maker.sh", ...)`), stopped after it."""
+    started: list[Worker] = []
+    yield started
+    for w in started:
+        w.stop()

@@ -4,7 +4,7 @@ group switches clusters without losing a record."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,14 +15,6 @@ from tests.e2e.ecosystem.connect_workers import CONNECT_VERSIONS, Worker, fetch_
 from tests.kbus_processes import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def mirror_maker() -> Iterator[list[Worker]]:
-    started: list[Worker] = []
-    yield started
-    for w in started:
-        w.stop()
 
 
 def produce(bootstrap: str, topic: str, values: range) -> None:

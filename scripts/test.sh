@@ -14,4 +14,5 @@ scripts/kafka-jars.sh 2.8.2 >/dev/null
 scripts/kafka-jars.sh --connect 3.9.2 >/dev/null
 scripts/kafka-jars.sh --connect 4.1.1 >/dev/null
 .venv/bin/python -c 'from tests.e2e.ecosystem.java_checks import VERSIONS, build; [build(v) for v in VERSIONS]'
+.venv/bin/python -c 'from tests.e2e.ecosystem.streams_app import STREAMS_VERSIONS, build; [build(v) for v in STREAMS_VERSIONS]'
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"

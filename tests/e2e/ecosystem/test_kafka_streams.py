@@ -4,33 +4,33 @@ counts from the changelog and goes on counting, each line counted once."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.e2e.ecosystem.kafka_jars import REPO, kbus
-from tests.kbus_processes import BrokerProcess
+from tests.e2e.ecosystem.kafka_jars import kbus
+from tests.e2e.ecosystem.streams_app import STREAMS_VERSIONS, build
+from tests.kbus_processes import BrokerProcess, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
-POM = Path(__file__).resolve().parent / "streams" / "pom.xml"
-VERSION = "3.9.2"  # kafka-streams 4.4.0 is not served by Maven Central here
+VERSION = STREAMS_VERSIONS[0]
 LINE = "the quick brown fox jumps over the lazy dog"
 
 
 @pytest.fixture(scope="module")
 def streams_classpath() -> str:
-    cmd = ["mvn", "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={REPO / '.cache' / 'm2'}",
-           f"-Dkafka.version={VERSION}", "compile", "dependency:copy-dependencies"]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stdout + out.stderr
-    home = REPO / ".cache" / "streams" / VERSION
-    return f"{home / 'classes'}:{home / 'libs'}/*"
+    return build(VERSION)
 
 
 def produce_lines(bootstrap: str, n: int) -> None:
@@ -100,3 +100,120 @@ def test_word_count_exactly_once_restores_from_changelog(broker: BrokerProcess, 
     app = run_app(broker.bootstrap)
     assert final_counts(broker.bootstrap, want) == want
     stop(app)
+
+
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima")
+
+
+class Instance:
+    """One QueryableCounts process (its own state dir and interactive-query port), killed -9 or stopped by pid."""
+
+    def __init__(self, classpath: str, bootstrap: str, names: tuple[str, str, str], workdir: Path) -> None:
+        self.port = free_port()
+        workdir.mkdir()
+        self.log = workdir / "streams.log"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath, "kbus.streams.QueryableCounts",
+                 bootstrap, *names, str(self.port), str(workdir / "state")],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
+    def counts(self) -> dict[str, tuple[int, str]] | None:
+        """GET /counts: word -> (count, "active" | "standby") over this instance's store partitions; None while
+        its store is not queryable (rebalancing, starting)."""
+        assert self.proc.poll() is None, self.log.read_text()[-3000:]
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/counts", timeout=5) as resp:
+                text = resp.read().decode()
+        except (OSError, urllib.error.HTTPError):
+            return None
+        rows = (line.split() for line in text.splitlines())
+        return {word: (int(count), role) for word, count, role in rows}
+
+    def kill9(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def instances() -> Iterator[list[Instance]]:
+    started: list[Instance] = []
+    yield started
+    for i in started:
+        i.kill9()
+
+
+def produce_words(bootstrap: str, topic: str, ids: range) -> None:
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in ids:
+        p.produce(topic, key=str(i), value=WORDS[i % len(WORDS)])
+    assert p.flush(30) == 0
+
+
+def latest_committed(bootstrap: str, topic: str, want: dict[str, int], timeout: float = 60) -> dict[str, int]:
+    """The latest count per word in `topic` as a read_committed consumer sees it (until it equals `want`)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"})  # fmt: skip
+    c.subscribe([topic])
+    latest: dict[str, int] = {}
+    deadline = time.monotonic() + timeout
+    while latest != want and time.monotonic() < deadline:
+        for m in c.consume(1000, 0.5):
+            if m.error() is None:
+                latest[m.key().decode()] = int(m.value())
+    c.close()
+    return latest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", STREAMS_VERSIONS)
+def test_standby_replica_serves_interactive_queries_after_kill9(
+    broker: BrokerProcess, instances: list[Instance], tmp_path: Path, version: str
+) -> None:
+    classpath = build(version)
+    uid = uuid.uuid4().hex[:8]
+    names = (f"iq-{uid}", f"iq-in-{uid}", f"iq-out-{uid}")  # application.id, input, output
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic(names[1], 3, 1), NewTopic(names[2], 1, 1)]).values():
+        f.result(20)
+    produce_words(broker.bootstrap, names[1], range(240))
+    want = dict.fromkeys(WORDS, 20)
+    a, b = (Instance(classpath, broker.bootstrap, names, tmp_path / n) for n in "ab")
+    instances.extend((a, b))
+
+    # with num.standby.replicas=1 and two instances, each holds every store partition, active or standby: both
+    # answer every word with its count, each word active on exactly one of them
+    def both_hold_all() -> bool:
+        qa, qb = a.counts(), b.counts()
+        if not qa or not qb or {w: c for w, (c, _) in qa.items()} != want or qb.keys() != qa.keys():
+            return False
+        return all({qa[w][1], qb[w][1]} == {"active", "standby"} and qa[w][0] == qb[w][0] for w in WORDS)
+
+    wait_for(both_hold_all, 120, "both instances to hold every word, active or standby")
+    victim, survivor = (a, b) if sum(r == "active" for _, r in a.counts().values()) >= 6 else (b, a)  # type: ignore[union-attr]
+    victims_words = {w for w, (_, r) in (victim.counts() or {}).items() if r == "active"}
+    victim.kill9()
+
+    # until the group notices (session.timeout.ms=6000), the survivor answers for the victim's words from its
+    # standby replicas, with the right counts
+    killed = time.monotonic()
+    after = survivor.counts()
+    assert time.monotonic() - killed < 5
+    assert after is not None and {w: c for w, (c, _) in after.items()} == want
+    assert {w for w, (_, r) in after.items() if r == "standby"} == victims_words
+
+    # the survivor takes the victim's tasks over (its standbys become active) and counts on: queries and the
+    # read_committed output complete, each record counted once (exactly_once_v2)
+    produce_words(broker.bootstrap, names[1], range(240, 360))
+    want = dict.fromkeys(WORDS, 30)
+
+    def survivor_counts_all() -> bool:
+        q = survivor.counts()
+        return q is not None and {w: (c, r) for w, (c, r) in q.items()} == dict.fromkeys(WORDS, (30, "active"))
+
+    took = wait_for(survivor_counts_all, 90, "the survivor to count every word, active")
+    print(f"Kafka Streams {version}: the survivor active for all words {took:.1f} s after the kill")
+    assert latest_committed(broker.bootstrap, names[2], want) == want

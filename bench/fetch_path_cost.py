@@ -25,9 +25,9 @@ def main() -> None:
     from kbus.protocol.record_batch import build_batch
     from kbus.server.log.log import Log
     from kbus.server.metadata.types import PartitionState
-    from kbus.server.partition import Partition
-    from kbus.server.replica_manager import ReplicaManager
+    from kbus.server.partition.partition import Partition
     from kbus.server.replication.fetcher import ReplicaFetcher
+    from kbus.server.replication.replica_manager import ReplicaManager
 
     assert Path(sys.modules["kbus"].__file__ or "").is_relative_to(Path(tree).resolve())
     batches = [build_batch([(None, b"x" * 100)] * 50, base_offset=i * 50) for i in range(n)]

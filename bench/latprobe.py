@@ -25,10 +25,10 @@ from typing import Any
 
 sys.path.insert(0, os.getcwd())  # the kbus of the checkout this runs from (the bench scripts cd into it)
 
-from kbus.server import partition as partition_mod
-from kbus.server import replica_manager as rm_mod
 from kbus.server.broker import Broker
 from kbus.server.main import run
+from kbus.server.partition import partition as partition_mod
+from kbus.server.replication import replica_manager as rm_mod
 
 ns = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux: comparable across processes
 EVENTS: list[tuple[Any, ...]] = []
@@ -149,7 +149,7 @@ def _patch() -> None:
     import types
 
     from kbus.server.apis import fetch as fetch_mod
-    from kbus.server.network import KafkaProtocol
+    from kbus.server.network.socket_server import KafkaProtocol
 
     orig_wait_for = asyncio.wait_for
 

@@ -1,8 +1,9 @@
 """Kafka's connection-limit keys (SocketServerConfigs, QuotaConfigs' IP quota) and their validation, as KafkaConfig
 and ListenerConnectionQuota validate them: broker-wide `max.connections`, `max.connections.per.ip`,
 `max.connections.per.ip.overrides`, `max.connection.creation.rate`, per listener `listener.name.<l>.max.connections`
-and `listener.name.<l>.max.connection.creation.rate`, and an IP entity's `connection_creation_rate`. Pure: used at
-start (server.properties), by AlterConfigs (dynamic) and by kbus.server.connection_quotas, which enforces them."""
+and `listener.name.<l>.max.connection.creation.rate`, and an IP entity's `connection_creation_rate`. Pure: used
+at start (server.properties), by AlterConfigs (dynamic) and by kbus.server.network.connection_quotas, which enforces
+them."""
 
 from __future__ import annotations
 

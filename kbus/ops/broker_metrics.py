@@ -11,8 +11,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Protocol
 
 from kbus.server.coordinator import GroupCoordinator
-from kbus.server.metrics import METRICS, Metrics
-from kbus.server.partition import Partition
+from kbus.server.partition.partition import Partition
+from kbus.server.util.metrics import METRICS, Metrics
 
 Sample = tuple[dict[str, str], float]
 

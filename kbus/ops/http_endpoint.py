@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from kbus.server.metrics import METRICS, Metrics
+from kbus.server.util.metrics import METRICS, Metrics
 
 if TYPE_CHECKING:
     from kbus.ops.broker_metrics import BrokerView

@@ -26,27 +26,32 @@ from kbus.common.broker_config import (
 )
 from kbus.common.cluster import BrokerEndpoint, BrokerInfo
 from kbus.common.topics import OFFSETS_TOPIC
-from kbus.server.admin_manager import AdminManager
 from kbus.server.apis.managers import Managers
 from kbus.server.apis.transactions import append_markers
-from kbus.server.controlled_shutdown import controlled_shutdown
 from kbus.server.coordinator import GroupCoordinator, start_group_coordinator
-from kbus.server.identity import read_meta_properties, settle_broker_id, settle_cluster_id, write_meta_properties
 from kbus.server.log.dir_failure import LogDirFailureChannel
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogManager
+from kbus.server.metadata.admin_manager import AdminManager
 from kbus.server.metadata.cache import MetadataCache
+from kbus.server.metadata.identity import (
+    read_meta_properties,
+    settle_broker_id,
+    settle_cluster_id,
+    write_meta_properties,
+)
 from kbus.server.metadata.local import LocalMetadataStore
 from kbus.server.metadata.offline_replicas import describe_log_dirs_probe
 from kbus.server.metadata.types import MetadataStore, TopicMetadata
-from kbus.server.partition import Partition
-from kbus.server.quota_manager import QuotaManagers, register_metrics
-from kbus.server.quota_rate import RateConfig
-from kbus.server.replica_manager import LeadershipListener, ReplicaManager
-from kbus.server.scheduler import Scheduler
+from kbus.server.partition.partition import Partition
+from kbus.server.quotas.manager import QuotaManagers, register_metrics
+from kbus.server.quotas.rate import RateConfig
+from kbus.server.replication.controlled_shutdown import controlled_shutdown
+from kbus.server.replication.replica_manager import LeadershipListener, ReplicaManager
 from kbus.server.security.acl_cache import AclCache
 from kbus.server.security.manager import SecurityManager
 from kbus.server.transaction.service import TransactionService
+from kbus.server.util.scheduler import Scheduler
 
 log = logging.getLogger("kbus.server")
 

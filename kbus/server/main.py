@@ -48,7 +48,7 @@ def sd_notify(message: str) -> None:
 async def serve(config: KafkaConfig) -> None:
     import kbus.server.apis  # noqa: F401 - fills the dispatch table
     from kbus.server.broker import Broker
-    from kbus.server.network import KafkaServer
+    from kbus.server.network.socket_server import KafkaServer
 
     # SIGTERM/SIGINT are ours from the first moment: the listener is bound (and the kernel completes connections)
     # before start-up ends, so a stop sent as soon as the port answers must still be a clean shutdown (exit 0 once

@@ -15,7 +15,7 @@ import pytest
 import uvloop
 
 from kbus.protocol.splice import FileRegion, SplicedFrame
-from kbus.server.sendfile import SendfileWriter
+from kbus.server.network.sendfile import SendfileWriter
 from tests.integration.test_metrics_endpoint import samples, scrape, value
 from tests.kbus_processes import free_port
 

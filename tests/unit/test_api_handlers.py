@@ -27,8 +27,8 @@ from kbus.server.apis.managers import Managers
 from kbus.server.apis.registry import API_TABLE, RequestContext
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData
 from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
-from kbus.server.replica_manager import PartitionRead
-from kbus.server.replication.errors import NotEnoughReplicasError, RequestTimedOutError
+from kbus.server.partition.errors import NotEnoughReplicasError, RequestTimedOutError
+from kbus.server.replication.replica_manager import PartitionRead
 
 ME, OTHER = 0, 1
 

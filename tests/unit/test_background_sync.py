@@ -16,7 +16,7 @@ from kbus.server.log.background_sync import (
     sync_filesystems,
     wait_for_background_syncs,
 )
-from kbus.server.replication.epochs import LeaderEpochCache
+from kbus.server.log.epochs import LeaderEpochCache
 
 
 @pytest.fixture

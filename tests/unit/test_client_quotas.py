@@ -12,8 +12,8 @@ from kio.schema.errors import ErrorCode as E
 
 from kbus.common import quotas as q
 from kbus.common.quotas import DEFAULT, QuotaEntity
-from kbus.server.quota_manager import ClientQuotaManager, QuotaManagers
-from kbus.server.quota_rate import RateConfig
+from kbus.server.quotas.manager import ClientQuotaManager, QuotaManagers
+from kbus.server.quotas.rate import RateConfig
 from tests.unit.test_api_handlers import call, fetch, managers, part, produce
 
 U, C = "alice", "app"

@@ -1,4 +1,4 @@
-"""Kafka's connection limits as pure rules (kbus.server.connection_quotas, kbus.common.connection_limits): what
+"""Kafka's connection limits as pure rules (kbus.server.network.connection_quotas, kbus.common.connection_limits): what
 the acceptor waits for, which connection is closed, the IP rate quota, idle expiry. Behaviour checked against
 Kafka 3.9's ConnectionQuotas / ConnectionQuotasTest."""
 
@@ -14,8 +14,8 @@ from kbus.common.connection_limits import (
     normalize_ip,
     parse_csv_map,
 )
-from kbus.server.connection_quotas import Admission, ConnectionQuotas, IdleExpiry
-from kbus.server.quota_rate import RateConfig
+from kbus.server.network.connection_quotas import Admission, ConnectionQuotas, IdleExpiry
+from kbus.server.quotas.rate import RateConfig
 
 WINDOW = RateConfig(samples=11, window_ms=1000)
 
@@ -198,7 +198,7 @@ def test_describe_filter_keeps_ip_and_user_client_entities_apart() -> None:
 
 def test_quota_managers_hand_ip_rates_to_the_network_layer() -> None:
     from kbus.common import quotas as q
-    from kbus.server.quota_manager import QuotaManagers
+    from kbus.server.quotas.manager import QuotaManagers
 
     managers = QuotaManagers()
     seen: list[dict[str, int]] = []

@@ -1,4 +1,4 @@
-"""kbus.server.eager: a handler that does not wait runs to its end on the caller's stack; one that waits goes on as
+"""kbus.server.util.eager: a handler that does not wait runs to its end on the caller's stack; one that waits goes on as
 a Task that behaves as if it had been one from the start (results, exceptions, cancellation, sleep(0))."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kbus.server import eager
+from kbus.server.util import eager
 
 
 def test_a_coroutine_that_never_waits_finishes_on_the_spot() -> None:

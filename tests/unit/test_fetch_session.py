@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from kbus.server.fetch_session import FetchContext, FetchSessionCache, FetchSessionError
+from kbus.server.replication.fetch_session import FetchContext, FetchSessionCache, FetchSessionError
 
 
 @dataclass(frozen=True)

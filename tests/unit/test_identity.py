@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kbus.server.identity import (
+from kbus.server.metadata.identity import (
     InconsistentIdentityError,
     read_meta_properties,
     read_partition_topic_id,

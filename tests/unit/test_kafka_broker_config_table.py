@@ -59,7 +59,7 @@ def test_kafkas_dynamic_keys_are_accepted_at_runtime() -> None:
         check_dynamic_broker_configs({"sasl.kerberos.min.time.before.relogin": "soon"})
     # dynamic in Kafka, read once at start by kbus: refused, saying so, rather than stored and not applied
     assert {"listeners", "ssl.keystore.location", "sasl.jaas.config"} <= START_ONLY_KEYS
-    # the connection limits apply at once (kbus.server.network), broker-wide and per listener
+    # the connection limits apply at once (kbus.server.network.socket_server), broker-wide and per listener
     assert "max.connections" not in START_ONLY_KEYS
     check_dynamic_broker_configs({"max.connections": "100", "listener.name.external.max.connection.creation.rate": "5"})
     with pytest.raises(ConfigError, match=r"Invalid max\.connections 0"):

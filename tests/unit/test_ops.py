@@ -21,7 +21,7 @@ from kbus.ops.health import HealthReport, PartitionView, answering_broker, evalu
 from kbus.ops.http_endpoint import OpsEndpoint, Response, parse_request_line
 from kbus.ops.logging_config import LoggingConfigError, apply, expand, load
 from kbus.server.metadata.types import PartitionState
-from kbus.server.metrics import Metrics
+from kbus.server.util.metrics import Metrics
 
 REPO = Path(__file__).resolve().parents[2]
 

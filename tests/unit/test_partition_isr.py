@@ -11,7 +11,7 @@ from kbus.common.topic_config import LogConfig
 from kbus.protocol.record_batch import build_batch
 from kbus.server.log.log import Log
 from kbus.server.metadata.types import PartitionState
-from kbus.server.partition import Partition
+from kbus.server.partition.partition import Partition
 
 LEADER, FOLLOWER = 1, 2
 

@@ -8,8 +8,7 @@ import math
 import pytest
 
 from kbus.common.broker_config import replication_throttled_rate
-from kbus.server.metrics import Metrics
-from kbus.server.quota_rate import RateConfig, WindowedRate
+from kbus.server.quotas.rate import RateConfig, WindowedRate
 from kbus.server.replication.quota import (
     ALL_REPLICAS,
     FOLLOWER,
@@ -18,6 +17,7 @@ from kbus.server.replication.quota import (
     parse_throttled_replicas,
     register_metrics,
 )
+from kbus.server.util.metrics import Metrics
 
 WINDOWS = RateConfig(samples=11, window_ms=1000)
 

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from kbus.server.repeated_warning import RepeatedWarning
+from kbus.server.util.repeated_warning import RepeatedWarning
 
 
 def test_retries_every_half_second_log_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,12 +1,12 @@
 """The follower's side of a KIP-227 fetch session (kbus.server.replication.session), against the leader's session
-cache (kbus.server.fetch_session) where the two meet: what a request lists, and how errors start over."""
+cache (kbus.server.replication.fetch_session) where the two meet: what a request lists, and how errors start over."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
 from kbus.protocol.fetch_request import FetchPartition
-from kbus.server.fetch_session import FetchContext, FetchSessionCache
+from kbus.server.replication.fetch_session import FetchContext, FetchSessionCache
 from kbus.server.replication.session import INITIAL_EPOCH, FetchSessionHandler
 
 

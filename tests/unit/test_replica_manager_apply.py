@@ -12,11 +12,11 @@ from pathlib import Path
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
-from kbus.server.identity import read_partition_topic_id
 from kbus.server.log.log import Log
 from kbus.server.log.manager import LogManager
+from kbus.server.metadata.identity import read_partition_topic_id
 from kbus.server.metadata.local import LocalMetadataStore
-from kbus.server.replica_manager import ReplicaManager
+from kbus.server.replication.replica_manager import ReplicaManager
 
 
 class RecordingLogManager(LogManager):

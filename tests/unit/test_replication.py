@@ -6,11 +6,11 @@ import uuid
 
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.record_batch import build_batch
-from kbus.server.identity import read_partition_topic_id, write_partition_topic_id
+from kbus.server.log.epochs import UNDEFINED_EPOCH, LeaderEpochCache
 from kbus.server.log.log import Log
+from kbus.server.metadata.identity import read_partition_topic_id, write_partition_topic_id
 from kbus.server.metadata.types import PartitionState
-from kbus.server.partition import Partition
-from kbus.server.replication.epochs import UNDEFINED_EPOCH, LeaderEpochCache
+from kbus.server.partition.partition import Partition
 from kbus.server.replication.fetcher import ReplicaFetcher, fetcher_id
 
 

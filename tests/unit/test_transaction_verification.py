@@ -324,8 +324,8 @@ def test_a_partition_that_became_a_follower_refuses_leader_appends(tmp_path: Pat
     """A caller holding the Partition across an await (update_state reuses it) must not write into what is now a
     follower's log, stamped with the new leader's epoch: NOT_LEADER_OR_FOLLOWER, nothing written."""
     from kbus.server.metadata.types import PartitionState
-    from kbus.server.partition import Partition
-    from kbus.server.replication.errors import NotLeaderError
+    from kbus.server.partition.errors import NotLeaderError
+    from kbus.server.partition.partition import Partition
 
     log = Log.open(tmp_path / "t-0", LogConfig())
     try:

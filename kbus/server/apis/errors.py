@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from kbus.common.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from kbus.server.partition import Partition
+    from kbus.server.partition.partition import Partition
 
 log = logging.getLogger("kbus.server.apis")
 

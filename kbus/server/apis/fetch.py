@@ -20,14 +20,14 @@ from kbus.protocol.splice import FileRegion
 from kbus.server.apis.errors import error_code_for, leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
-from kbus.server.fetch_session import FINAL_EPOCH, FetchContext, FetchSessionError
-from kbus.server.metrics import METRICS
-from kbus.server.quota_manager import ClientQuotaManager, now_ms, sanitized
+from kbus.server.quotas.manager import ClientQuotaManager, now_ms, sanitized
+from kbus.server.replication.fetch_session import FINAL_EPOCH, FetchContext, FetchSessionError
+from kbus.server.util.metrics import METRICS
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
     from kbus.server.log.log import FetchData
-    from kbus.server.partition import Partition
+    from kbus.server.partition.partition import Partition
 
 
 # Record sets smaller than this are copied: one pread costs what one sendfile does, and small fetches (the

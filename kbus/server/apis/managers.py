@@ -14,19 +14,19 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.quotas import QuotaEntity
 from kbus.common.topic_config import LogConfig
-from kbus.server.fetch_session import FetchSessionCache
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogDirUsage
 from kbus.server.log.producer_state import VerificationGuard
 from kbus.server.metadata.types import TopicMetadata
-from kbus.server.partition import Partition
-from kbus.server.quota_manager import QuotaManagers
+from kbus.server.partition.partition import Partition
+from kbus.server.quotas.manager import QuotaManagers
+from kbus.server.replication.fetch_session import FetchSessionCache
 from kbus.server.share.manager import ShareConfig, SharePartitionManager
 from kbus.zk.reassignment import PartitionAssignment
 
 if TYPE_CHECKING:
     from kbus.server.coordinator.coordinator import GroupCoordinator
-    from kbus.server.replica_manager import PartitionRead
+    from kbus.server.replication.replica_manager import PartitionRead
     from kbus.server.security.manager import SecurityManager
     from kbus.server.transaction.service import TransactionService
 

@@ -20,13 +20,13 @@ from kbus.protocol.validation import RecordValidationError, ValidationPolicy, va
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import AppendOrder, RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
-from kbus.server.metrics import METRICS, labels_key
+from kbus.server.util.metrics import METRICS, labels_key
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
     from kbus.server.log.log import AppendResult
     from kbus.server.log.producer_state import VerificationGuard
-    from kbus.server.partition import Partition
+    from kbus.server.partition.partition import Partition
 
 
 @api(0, 3, 9, pipelined=True)

@@ -26,7 +26,7 @@ from kbus.server.share.partition import Acquired, InvalidRecordState, ShareParti
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
-    from kbus.server.partition import Partition
+    from kbus.server.partition.partition import Partition
 
 TopicPartition = tuple[str, int]
 # what one partition's answer carries: error, acknowledge error, records, acquired ranges

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from kbus.server.quota_manager import NANOS_TO_PERCENTAGE_PER_SECOND, ControllerMutationQuota
+from kbus.server.quotas.manager import NANOS_TO_PERCENTAGE_PER_SECOND, ControllerMutationQuota
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers

@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from kio.schema.errors import ErrorCode as E
 
 from kbus.protocol.record_batch import build_batch
-from kbus.server import eager
 from kbus.server.coordinator.assignors import ASSIGNORS, Assignment, MemberSpec
 from kbus.server.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -39,6 +38,7 @@ from kbus.server.coordinator.consumer_group import (
 from kbus.server.coordinator.group import GroupState
 from kbus.server.coordinator.group_store import GroupStore
 from kbus.server.coordinator.records import CG_METADATA, CG_TARGET_ASSIGNMENT_METADATA
+from kbus.server.util import eager
 
 Record = tuple[bytes, bytes | None]
 

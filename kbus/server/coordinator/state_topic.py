@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.log.log import AppendResult
-from kbus.server.partition import Partition
+from kbus.server.partition.partition import Partition
 
 log = logging.getLogger("kbus.coordinator")
 State = TypeVar("State")

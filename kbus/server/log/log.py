@@ -78,7 +78,7 @@ class AppendResult:
 class FetchData:
     """Whole batches at [position, position + size) of an open segment file.
 
-    Plaintext fetches of 16 KB or more send the range with ``sendfile`` (kbus.server.sendfile); TLS connections
+    Plaintext fetches of 16 KB or more send the range with ``sendfile`` (kbus.server.network.sendfile); TLS connections
     and small reads take ``to_bytes()``, one ``pread``. The fd stays valid for file.delete.delay.ms after the
     segment is deleted, so a reader holding it is safe.
     """

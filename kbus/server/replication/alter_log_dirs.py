@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Protocol
 
 from kbus.protocol.record_batch import CorruptRecordError
-from kbus.server.identity import write_partition_topic_id
+from kbus.server.log.epochs import LeaderEpochCache
 from kbus.server.log.log import Log
 from kbus.server.log.manager import LogManager
-from kbus.server.partition import Partition
-from kbus.server.replication.epochs import LeaderEpochCache
+from kbus.server.metadata.identity import write_partition_topic_id
+from kbus.server.partition.partition import Partition
 
 log = logging.getLogger("kbus.replication")
 

@@ -24,11 +24,11 @@ from kbus.protocol.client import ClientSecurity, KafkaConnection
 from kbus.protocol.codec import build, nested
 from kbus.protocol.fetch_request import FETCH_REQUEST_VERSION, FetchPartition, FetchRequestV12
 from kbus.protocol.record_batch import iter_complete_batches
-from kbus.server.partition import Partition
-from kbus.server.repeated_warning import RepeatedWarning
-from kbus.server.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from kbus.server.log.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from kbus.server.partition.partition import Partition
 from kbus.server.replication.quota import ReplicationQuotaManager
 from kbus.server.replication.session import FetchSessionHandler
+from kbus.server.util.repeated_warning import RepeatedWarning
 
 log = logging.getLogger("kbus.replication")
 

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from kbus.server.metrics import METRICS, Metrics
-from kbus.server.quota_rate import RateConfig, WindowedRate
+from kbus.server.quotas.rate import RateConfig, WindowedRate
+from kbus.server.util.metrics import METRICS, Metrics
 
 ALL_REPLICAS: Final = "*"
 ThrottledPartitions = frozenset[int] | str  # a set of partition ids, or ALL_REPLICAS

@@ -27,7 +27,7 @@ from kbus.protocol.client import ClientSecurity, KafkaConnection
 from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas, follow_leadership
 from kbus.server.log.log import AppendResult
 from kbus.server.metadata.types import TopicMetadata
-from kbus.server.partition import Partition
+from kbus.server.partition.partition import Partition
 from kbus.server.transaction.coordinator import TopicPartition, TransactionConfig, TransactionCoordinator
 from kbus.server.transaction.records import TRANSACTION_STATE_TOPIC
 from kbus.server.transaction.verification import TransactionVerifier

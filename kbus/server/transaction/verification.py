@@ -30,8 +30,8 @@ from kbus.common.cluster import BrokerInfo
 from kbus.common.topics import TRANSACTION_STATE_TOPIC
 from kbus.protocol.client import ClientSecurity, KafkaConnection
 from kbus.protocol.errors import ProtocolError
-from kbus.server.metrics import METRICS, labels_key
 from kbus.server.transaction.coordinator import TopicPartition, TransactionCoordinator
+from kbus.server.util.metrics import METRICS, labels_key
 
 log = logging.getLogger(__name__)
 

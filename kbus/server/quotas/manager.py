@@ -1,11 +1,11 @@
 """Kafka's ClientQuotaManager and ClientRequestQuotaManager (QuotaFactory's produce, fetch and request managers).
 
 Each request's (user, client-id) records into a sensor: a rate over `quota.window.num` samples of
-`quota.window.size.seconds` (Kafka's SampledStat/Rate, kbus.server.quota_rate). When the rate goes over the quota
+`quota.window.size.seconds` (Kafka's SampledStat/Rate, kbus.server.quotas.rate). When the rate goes over the quota
 that applies to the sensor (the precedence in kbus.common.quotas), the throttle time is what brings the rate back
 to the quota: (rate - quota) / quota * window, as Kafka's QuotaUtils.throttleTime computes it. The network layer
-mutes the connection for that time after sending the response (kbus.server.network), and Produce/Fetch put it in their
-`throttle_time_ms` (KIP-219 clients back off on their own as well).
+mutes the connection for that time after sending the response (kbus.server.network), and Produce/Fetch put it in
+their `throttle_time_ms` (KIP-219 clients back off on their own as well).
 
 Hot path: a manager with no quota configured for its type is `enabled = False`, and callers check that attribute
 first; nothing is recorded, no sensor exists. Quota changes arrive on another thread (ZooKeeper's change
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from kbus.common import quotas as q
 from kbus.common.clock import now_ms
 from kbus.common.errors import ThrottlingQuotaExceededError
-from kbus.server.metrics import METRICS, Metrics
-from kbus.server.quota_rate import RateConfig, WindowedRate
+from kbus.server.quotas.rate import RateConfig, WindowedRate
+from kbus.server.util.metrics import METRICS, Metrics
 
 NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9  # ClientRequestQuotaManager: request time as percent of a second
 INACTIVE_SENSOR_EXPIRATION_MS = 3600 * 1000  # ClientQuotaManager.InactiveSensorExpirationTimeSeconds

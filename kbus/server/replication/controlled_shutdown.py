@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 from kbus.server.metadata.types import MetadataStore
-from kbus.server.replica_manager import ReplicaManager
+from kbus.server.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("kbus.server")
 TIMEOUT_S = 30

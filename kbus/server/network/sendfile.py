@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 
 from kbus.protocol.splice import FileRegion, OutFrame, SplicedFrame
-from kbus.server.metrics import METRICS
+from kbus.server.util.metrics import METRICS
 
 _IOV_MAX = 64
 

@@ -23,23 +23,22 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.client import PLAINTEXT
-from kbus.server.identity import read_partition_topic_id, write_partition_topic_id
 from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData, Log
 from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint, write_checkpoint
 from kbus.server.log.producer_state import VerificationGuard
 from kbus.server.log.txn_index import AbortedTxn
+from kbus.server.metadata.identity import read_partition_topic_id, write_partition_topic_id
 from kbus.server.metadata.types import MetadataStore, PartitionState, TopicMetadata
-from kbus.server.metrics import METRICS
-from kbus.server.partition import Partition
-from kbus.server.quota_rate import RateConfig
-from kbus.server.replication.alter_log_dirs import ReplicaAlterLogDirsManager
-from kbus.server.replication.errors import (
+from kbus.server.partition.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderError,
     RequestTimedOutError,
 )
+from kbus.server.partition.partition import Partition
+from kbus.server.quotas.rate import RateConfig
+from kbus.server.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kbus.server.replication.fetcher import ReplicaFetcherManager
 from kbus.server.replication.quota import (
     FOLLOWER,
@@ -49,6 +48,7 @@ from kbus.server.replication.quota import (
     parse_throttled_replicas,
     register_metrics,
 )
+from kbus.server.util.metrics import METRICS
 
 log = logging.getLogger("kbus.server")
 

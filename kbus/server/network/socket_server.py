@@ -2,7 +2,7 @@
 
 All protocol decisions (framing, pipelining, response order, the authentication gate, when to close) live in the
 sans-I/O Connection; this module moves bytes between it and the transport, runs handlers (at once, a task only when
-they wait: kbus.server.eager) and logs.
+they wait: kbus.server.util.eager) and logs.
 A client that resets its connection is an ordinary disconnect (DEBUG), never a traceback.
 """
 
@@ -53,17 +53,17 @@ from kbus.protocol.connection import (
     SaslToken,
 )
 from kbus.protocol.splice import OutFrame, RecordSplicer
-from kbus.server import eager
 from kbus.server.apis.registry import API_TABLE, CATALOG, AppendOrder, RequestContext
 from kbus.server.apis.sasl import raw_token
 from kbus.server.apis.throttling import request_quota_throttle
-from kbus.server.connection_quotas import Admission, ConnectionQuotas, IdleExpiry
-from kbus.server.metrics import METRICS, Metrics, labels_key
-from kbus.server.quota_rate import RateConfig
-from kbus.server.repeated_warning import RepeatedWarning
+from kbus.server.network.connection_quotas import Admission, ConnectionQuotas, IdleExpiry
+from kbus.server.network.sendfile import SendfileWriter
+from kbus.server.quotas.rate import RateConfig
 from kbus.server.security.manager import SSL_HANDSHAKE_TIMEOUT_S, ListenerSecurity, SecurityManager
 from kbus.server.security.principal import certificate_principal
-from kbus.server.sendfile import SendfileWriter
+from kbus.server.util import eager
+from kbus.server.util.metrics import METRICS, Metrics, labels_key
+from kbus.server.util.repeated_warning import RepeatedWarning
 
 if TYPE_CHECKING:
     from kbus.common.broker_config import KafkaConfig
@@ -77,7 +77,7 @@ LISTEN_BACKLOG = 512  # connections the kernel completes while the acceptor wait
 _ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 MAX_PIPELINED = 64  # produce requests one connection may have waiting on replicas at once
 READ_PAUSE_BYTES = 1 << 20  # stop reading a connection that has this much unread behind a waiting request
-# Plaintext fetches send record bytes with sendfile(2) (kbus.server.sendfile). KBUS_SENDFILE=0 copies them through
+# Plaintext fetches send record bytes with sendfile(2) (network.sendfile). KBUS_SENDFILE=0 copies them through
 # Python instead: a switch for measuring the difference, not a Kafka property.
 SENDFILE = os.environ.get("KBUS_SENDFILE", "1") != "0"
 
@@ -115,7 +115,7 @@ def _with_throttle_time(response: object, throttle_ms: int) -> object:
 class KafkaServer:
     """Every listener's acceptor (Kafka's SocketServer): its own accept loop per listening socket, so that a
     listener at its connection limit stops accepting (the kernel's backlog holds what arrives meanwhile), as
-    Kafka's Acceptor does; the limits themselves are kbus.server.connection_quotas'."""
+    Kafka's Acceptor does; the limits themselves are kbus.server.network.connection_quotas'."""
 
     def __init__(self, config: KafkaConfig, managers: Managers) -> None:
         self.managers = managers
@@ -601,7 +601,7 @@ class KafkaProtocol(asyncio.Protocol):
     # ---- the loop between the Connection and the transport
     def _pump(self) -> None:
         """Write what the Connection has to send, dispatch the requests it has parsed. A handler that completes
-        on the spot (kbus.server.eager) calls this again from inside the loop below: that call only asks for
+        on the spot (kbus.server.util.eager) calls this again from inside the loop below: that call only asks for
         another round, so a buffer of pipelined requests is one loop and one write, not a recursion."""
         if self._pumping:
             self._pump_again = True

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from kbus.common.clock import now_ms
 from kbus.protocol.record_batch import iter_complete_batches
+from kbus.server.log.epochs import LeaderEpochCache
 from kbus.server.metadata.types import PartitionState
-from kbus.server.metrics import METRICS
-from kbus.server.replication.epochs import LeaderEpochCache
-from kbus.server.replication.errors import NotLeaderError
+from kbus.server.partition.errors import NotLeaderError
+from kbus.server.util.metrics import METRICS
 
 if TYPE_CHECKING:
     from kbus.common.topic_config import LogConfig

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kbus.common.connection_limits import INT_MAX, ConnectionLimits, normalize_ip
-from kbus.server.quota_rate import RateConfig, WindowedRate
+from kbus.server.quotas.rate import RateConfig, WindowedRate
 
 
 class Admission(enum.Enum):

@@ -62,7 +62,7 @@ class KafkaStyleCommand(TyperCommand):
     """Options listed in `optional_values` may stand alone and then take the given value, as in Kafka's
     scripts (`--compression-codec` alone means gzip, `consumer-groups --list --state` means every state);
     click options otherwise always need a value. (Typographic dashes pasted from articles are fixed for every
-    command in kbus.cli.main.)"""
+    command in kbus.cli.commands.)"""
 
     optional_values: dict[str, str] = {}
 

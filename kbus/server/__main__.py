@@ -3,7 +3,11 @@
 import argparse
 import sys
 
-from kbus.server.main import run
+from kbus.common.no_test_tools import keep_test_tools_out
+
+keep_test_tools_out()  # before kbus.server.main imports kio; kbus.server.broker_process runs this module too
+
+from kbus.server.main import run  # noqa: E402
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
-"""The entry point: argument clean-up, Kafka script names as aliases, one-line parse errors, --version."""
+"""The entry point: argument clean-up, Kafka script names as aliases, one-line parse errors, --version, and a
+user's directory left as it was."""
 
 import subprocess
 import sys
@@ -7,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import kbus
-from kbus.cli.main import _fix_dashes, _resolve_alias, command_for_script
+from kbus.cli.commands import _fix_dashes, _resolve_alias, command_for_script
+from tests.kbus_processes import free_port
 
 KBUS = str(Path(sys.executable).parent / "kbus")
 
@@ -79,3 +81,23 @@ def test_version() -> None:
 def test_script_alias_runs_the_command() -> None:
     res = run_kbus("kafka-topics.sh", "--help")
     assert res.returncode == 0 and "kafka-topics.sh" in res.stdout
+
+
+def test_kbus_leaves_the_current_directory_unchanged(tmp_path: Path) -> None:
+    """kio imports hypothesis when it can, whose settings create `.hypothesis/` in the current directory: running
+    kbus (help, a real command, the broker's entry point) must not, even with the test extra installed."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    closed = f"127.0.0.1:{free_port()}"
+    runs = {
+        "help": ([KBUS, "--help"], 0),
+        "version": ([KBUS, "--version"], 0),
+        "topics help": ([KBUS, "topics", "--help"], 0),
+        "topics list": ([KBUS, "topics", "--bootstrap-server", closed, "--list"], 1),  # connects: imports it all
+        "broker help": ([sys.executable, "-m", "kbus.server", "--help"], 0),
+    }
+    for name, (argv, code) in runs.items():
+        res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+        assert res.returncode == code, (name, res.stderr)
+        assert "Traceback" not in res.stderr, name
+    assert sorted(p.name for p in cwd.iterdir()) == []

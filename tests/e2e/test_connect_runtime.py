@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kbus.cli.main import command_for_script
+from kbus.cli.commands import command_for_script
 from kbus.connect.runtime import SCRIPTS, connect_libs, java_command, log4j_config, version
 
 KBUS = str(Path(sys.executable).parent / "kbus")

@@ -124,7 +124,7 @@ def test_match_topics_is_a_full_regex_with_commas() -> None:
 def test_kafka_style_command_optional_values() -> None:
     from typer.testing import CliRunner
 
-    from kbus.cli.main import app
+    from kbus.cli.commands import app
 
     # The bare --state of --list takes no value, so parsing gets as far as the missing bootstrap server.
     res = CliRunner().invoke(app, ["consumer-groups", "--list", "--state"])

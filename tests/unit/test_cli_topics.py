@@ -3,7 +3,7 @@
 from typer.testing import CliRunner
 
 from kbus.admin.models import PartitionDescription, TopicDescription
-from kbus.cli.main import app
+from kbus.cli.commands import app
 from kbus.cli.topics import format_partition_line, format_topic_line, parse_replica_assignment
 
 runner = CliRunner()

@@ -344,7 +344,7 @@ def test_missing_source_tree_is_one_line(tmp_path: Path) -> None:
 
 
 def test_install_service_dry_run_prints_every_action_and_does_nothing(tmp_path: Path) -> None:
-    from kbus.cli.main import app
+    from kbus.cli.commands import app
 
     watched = (Path("/etc/kbus"), Path("/var/lib/kbus"), Path("/etc/systemd/system/kbus.service"))
     before = {p: p.exists() for p in watched}
@@ -397,7 +397,7 @@ def test_service_paths_follow_the_venv_python_to_its_base(tmp_path: Path) -> Non
 def test_install_service_refuses_a_kbus_the_sandbox_hides() -> None:
     import tempfile
 
-    from kbus.cli.main import app
+    from kbus.cli.commands import app
 
     tmp_path = Path(tempfile.mkdtemp(dir="/tmp"))  # under /tmp whatever TMPDIR says
     script = tmp_path / "kbus"
@@ -419,7 +419,7 @@ def test_install_service_refuses_a_kbus_the_sandbox_hides() -> None:
 
 
 def test_install_service_needs_root_for_a_real_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kbus.cli.main import app
+    from kbus.cli.commands import app
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     result = CliRunner().invoke(app, ["install-service"])

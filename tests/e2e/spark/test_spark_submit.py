@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kbus.cli.main import app
+from kbus.cli.commands import app
 from kbus.spark import submit
 from kbus.spark.submit import (
     AUTOREGISTER_DIR,

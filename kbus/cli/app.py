@@ -4,8 +4,13 @@ import typer
 
 import kbus
 
+# Help texts print as written (rich_markup_mode=None): they quote Kafka's syntax, whose brackets rich would read as
+# markup tags (`host:port[/chroot]` crashed `kbus zookeeper-shell --help`; `k2=[v1,v2]` vanished from configs').
+HELP_MARKUP = None
+
 app = typer.Typer(
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
     add_completion=False,
     pretty_exceptions_enable=False,
     help="kbus: a lightweight Kafka-compatible message bus. Subcommands mirror Kafka's scripts "

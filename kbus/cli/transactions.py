@@ -13,11 +13,12 @@ import typer
 
 from kbus.admin.errors import AdminError
 from kbus.admin.transactions import TransactionsAdmin, hanging_transactions
-from kbus.cli.app import app
+from kbus.cli.app import HELP_MARKUP, app
 from kbus.cli.client_config import translate, wire_security
 from kbus.cli.common import UsageError, check_reachable, fail, load_properties
 
 transactions_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                               rich_markup_mode=HELP_MARKUP,
                                help="List, describe, abort and find hanging transactions (kafka-transactions.sh).")
 app.add_typer(transactions_app, name="transactions")
 
@@ -35,10 +36,26 @@ def _none(value: int) -> str:
     return "None" if value < 0 else str(value)
 
 
+_options: dict[str, str | None] = {}
 _state: dict[str, TransactionsAdmin] = {}
 
 
 def _admin() -> TransactionsAdmin:
+    """The admin client, made when a sub-command first needs it (not in the group callback, which click runs before
+    the sub-command's own --help)."""
+    if "admin" not in _state:
+        bootstrap_server, command_config = _options.get("bootstrap_server"), _options.get("command_config")
+        try:
+            if not bootstrap_server:
+                raise UsageError("argument --bootstrap-server is required")
+            check_reachable(bootstrap_server)
+            props = load_properties(command_config) if command_config else {}
+            _state["admin"] = TransactionsAdmin(bootstrap_server, translate(props),
+                                                security=wire_security(command_config))
+        except UsageError as exc:
+            fail(str(exc))
+        except (ConnectionError, AdminError) as exc:
+            fail(f"Error occurred: {exc}")
     return _state["admin"]
 
 
@@ -49,16 +66,8 @@ def _connect(
     command_config: Annotated[str | None, typer.Option("--command-config", help="Admin client .properties file")]
     = None,
 ) -> None:
-    try:
-        if not bootstrap_server:
-            raise UsageError("argument --bootstrap-server is required")
-        check_reachable(bootstrap_server)
-        props = load_properties(command_config) if command_config else {}
-        _state["admin"] = TransactionsAdmin(bootstrap_server, translate(props), security=wire_security(command_config))
-    except UsageError as exc:
-        fail(str(exc))
-    except (ConnectionError, AdminError) as exc:
-        fail(f"Error occurred: {exc}")
+    _options.update(bootstrap_server=bootstrap_server, command_config=command_config)
+    _state.clear()
 
 
 @transactions_app.command("list")

@@ -1,14 +1,17 @@
-"""The entry point: argument clean-up, Kafka script names as aliases, one-line parse errors, --version, and a
-user's directory left as it was."""
+"""The entry point: argument clean-up, Kafka script names as aliases, one-line parse errors, --version, every
+command's --help, and a user's directory left as it was."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import typer
+from typer.core import TyperGroup
+from typer.testing import CliRunner
 
 import kbus
-from kbus.cli.commands import _fix_dashes, _resolve_alias, command_for_script
+from kbus.cli.commands import _fix_dashes, _resolve_alias, app, command_for_script
 from tests.kbus_processes import free_port
 
 KBUS = str(Path(sys.executable).parent / "kbus")
@@ -81,6 +84,38 @@ def test_version() -> None:
 def test_script_alias_runs_the_command() -> None:
     res = run_kbus("kafka-topics.sh", "--help")
     assert res.returncode == 0 and "kafka-topics.sh" in res.stdout
+
+
+def kbus_commands() -> list[list[str]]:
+    """Every command and sub-command of the typer app (the root as []), except those that hand --help on to the
+    Kafka or Spark tool they run (connect-*, spark-submit: no help option of their own)."""
+    found: list[list[str]] = []
+
+    def walk(command: typer.core.TyperCommand | TyperGroup, path: list[str]) -> None:
+        if command.add_help_option:
+            found.append(path)
+        if isinstance(command, TyperGroup):
+            for name, sub in command.commands.items():
+                walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+@pytest.mark.parametrize("command", kbus_commands(), ids=lambda c: " ".join(c) or "kbus")
+def test_every_command_prints_its_help(command: list[str]) -> None:
+    res = CliRunner().invoke(app, [*command, "--help"])
+    assert res.exception is None, res.output
+    assert res.exit_code == 0, res.output
+    assert "Usage: " in res.output and "Traceback" not in res.output
+
+
+def test_help_texts_print_as_written() -> None:
+    """Kafka's syntax in a help text is not read as rich markup: `[/chroot]` crashed, `[v1,v2]` vanished."""
+    assert "host:port[/chroot]" in CliRunner().invoke(app, ["zookeeper-shell", "--help"]).output
+    assert "k2=[v1,v2]" in CliRunner().invoke(app, ["configs", "--help"]).output
+    res = run_kbus("zookeeper-shell", "--help")
+    assert res.returncode == 0 and "host:port[/chroot]" in res.stdout and res.stderr == ""
 
 
 def test_kbus_leaves_the_current_directory_unchanged(tmp_path: Path) -> None:

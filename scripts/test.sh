@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 # the first test that needs it: on a cold cache that would eat the test's own timeout.
 scripts/kafka-jars.sh >/dev/null
 scripts/kafka-jars.sh 2.8.2 >/dev/null
+# Kafka 4.x's broker (KRaft) and its kafka-clients, for the share group check run against both kafka and kbus
+scripts/kafka-jars.sh "$(scripts/kafka-jars.sh --default-version 4)" >/dev/null
+scripts/kafka-jars.sh --clients "$(scripts/kafka-jars.sh --default-version 4)" >/dev/null
 # Kafka Connect and MirrorMaker 2's runtimes, for every version tests/e2e/ecosystem/connect_workers.py runs
 scripts/kafka-jars.sh --connect 3.9.2 >/dev/null
 scripts/kafka-jars.sh --connect 4.1.1 >/dev/null

@@ -14,17 +14,16 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from kbus.common.broker_config import (
-    BROKER_CONFIGS,
+from kbus.common.broker_config import BROKER_CONFIGS, KafkaConfig
+from kbus.common.cluster import BrokerEndpoint, BrokerInfo
+from kbus.common.dynamic_broker_config import (
     BROKER_DEFAULT_ENTITY,
     FOLLOWER_THROTTLED_RATE,
     LEADER_THROTTLED_RATE,
     REPLICA_ALTER_LOG_DIRS_RATE,
-    KafkaConfig,
     replication_throttled_rate,
     with_dynamic_configs,
 )
-from kbus.common.cluster import BrokerEndpoint, BrokerInfo
 from kbus.common.topics import OFFSETS_TOPIC
 from kbus.server.apis.managers import Managers
 from kbus.server.apis.transactions import append_markers

@@ -11,7 +11,8 @@ import signal
 import socket
 import sys
 
-from kbus.common.broker_config import ConfigError, KafkaConfig, config_banner
+from kbus.common.broker_config import ConfigError, KafkaConfig
+from kbus.common.broker_config_describe import config_banner
 
 GC_YOUNG_THRESHOLD = 20_000
 log = logging.getLogger("kbus.server")

@@ -10,18 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kbus.common.broker_config import (
-    BROKER_CONFIGS,
-    DYNAMIC_BROKER_KEYS,
-    OTHER_BROKER_CONFIGS,
-    START_ONLY_KEYS,
-    ConfigError,
-    KafkaConfig,
-    check_dynamic_broker_configs,
-    config_banner,
-    config_type,
-    default_value,
-)
+from kbus.common.broker_config import BROKER_CONFIGS, ConfigError, KafkaConfig
+from kbus.common.broker_config_describe import config_banner, config_type, default_value
+from kbus.common.dynamic_broker_config import DYNAMIC_BROKER_KEYS, START_ONLY_KEYS, check_dynamic_broker_configs
+from kbus.common.other_broker_configs import OTHER_BROKER_CONFIGS
 
 KAFKA = json.loads((Path(__file__).parent / "kafka_3_9_2_broker_configs.json").read_text())
 # where kbus's default is knowingly not Kafka's text: the same map in another order, "" where kbus says null, and

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from kbus.common.broker_config import replication_throttled_rate
+from kbus.common.dynamic_broker_config import replication_throttled_rate
 from kbus.server.quotas.rate import RateConfig, WindowedRate
 from kbus.server.replication.quota import (
     ALL_REPLICAS,

@@ -2,16 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from kbus.common.broker_config import (
-    BROKER_CONFIGS,
-    DYNAMIC_BROKER_KEYS,
-    ConfigError,
-    KafkaConfig,
-    check_dynamic_broker_configs,
-    config_synonyms,
-    topic_broker_synonym,
-)
-from kbus.common.broker_config import ConfigSource as S
+from kbus.common.broker_config import BROKER_CONFIGS, ConfigError, KafkaConfig
+from kbus.common.broker_config_describe import ConfigSource as S
+from kbus.common.broker_config_describe import config_synonyms, topic_broker_synonym
+from kbus.common.dynamic_broker_config import DYNAMIC_BROKER_KEYS, check_dynamic_broker_configs
 
 
 def test_defaults_are_kafkas():

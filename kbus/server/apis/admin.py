@@ -10,22 +10,21 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Operation, ResourceType
-from kbus.common.broker_config import (
-    BROKER_CONFIGS,
-    BROKER_DEFAULT_ENTITY,
-    DYNAMIC_ONLY_KEYS,
-    OTHER_BROKER_CONFIGS,
-    ConfigError,
+from kbus.common.broker_config import BROKER_CONFIGS, ConfigError
+from kbus.common.broker_config_describe import (
     ConfigSource,
     ConfigSynonym,
-    ConfigType,
-    check_dynamic_broker_configs,
     config_synonyms,
     config_type,
-    is_dynamic_broker_key,
     topic_broker_synonym,
 )
 from kbus.common.connection_limits import listener_key
+from kbus.common.dynamic_broker_config import (
+    BROKER_DEFAULT_ENTITY,
+    DYNAMIC_ONLY_KEYS,
+    check_dynamic_broker_configs,
+    is_dynamic_broker_key,
+)
 from kbus.common.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -35,6 +34,7 @@ from kbus.common.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
+from kbus.common.other_broker_configs import OTHER_BROKER_CONFIGS, ConfigType
 from kbus.common.topic_config import format_value, validate_topic_configs
 from kbus.common.topics import check_partitions_per_request, validate_topic_name
 from kbus.server.apis.endpoints import on_listener

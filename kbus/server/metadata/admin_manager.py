@@ -8,12 +8,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from kbus.common.broker_config import (
-    BROKER_DEFAULT_ENTITY,
-    ConfigError,
-    KafkaConfig,
-    check_dynamic_broker_configs,
-)
+from kbus.common.broker_config import ConfigError, KafkaConfig
+from kbus.common.dynamic_broker_config import BROKER_DEFAULT_ENTITY, check_dynamic_broker_configs
 from kbus.common.errors import InvalidReplicationFactorError, InvalidRequestError, TopicExistsError
 from kbus.common.topic_config import LogConfig
 from kbus.server.metadata.types import MetadataStore, TopicMetadata

@@ -384,7 +384,13 @@ class KafkaAdmin:
         replica_assignment: list[list[int]] | None = None,
     ) -> None:
         if replica_assignment:
-            new = NewTopic(name, replica_assignment=replica_assignment, config=configs or {})
+            # librdkafka takes an assignment only beside its partition count (with the default, -1, it raises
+            # "Specifying a default partition count and a replica assignment are mutually exclusive"); Kafka's
+            # kafka-topics.sh takes --replica-assignment alone, its length being the count.
+            new = NewTopic(
+                name, num_partitions=len(replica_assignment), replica_assignment=replica_assignment,
+                config=configs or {},
+            )
         else:
             new = NewTopic(
                 name,

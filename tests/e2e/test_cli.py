@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kbus_processes import free_port, wait_for_port
+from tests.kbus_processes import Cluster, free_port, wait_for_port
 
 pytestmark = pytest.mark.integration
 
@@ -474,3 +474,29 @@ def test_the_console_consumer_with_stdout_closed_says_so(broker) -> None:
     )
     assert res.returncode == 0, res.stderr
     assert res.stderr.splitlines()[0] == "Unable to write to standard out, closing consumer."
+
+
+def test_create_with_replica_assignment_alone(tmp_path: Path, zk_connect: str) -> None:
+    """kafka-topics.sh --bootstrap-server ... --create --replica-assignment 2:1,1:2 (no --partitions): the partition
+    count is the assignment's length, each partition's replicas in the given order (the first the preferred leader).
+    librdkafka refuses a replica assignment beside the default partition count (-1) kbus used to pass."""
+    c = Cluster(tmp_path, zk_connect, size=2)
+    try:
+        c.start_all()
+        t = topic_name("assigned")
+        res = kbus("topics", "--bootstrap-server", c.bootstrap, "--create", "--topic", t, "--replica-assignment",
+                   "2:1,1:2")
+        assert res.returncode == 0, res.stderr
+        assert res.stdout == f"Created topic {t}.\n"
+        desc = kbus("topics", "--bootstrap-server", c.bootstrap, "--describe", "--topic", t)
+        assert desc.returncode == 0, desc.stderr
+        rows = desc.stdout.splitlines()[1:]
+        found = [re.search(r"Partition: (\d+)\tLeader: (\d+)\tReplicas: ([\d,]+)", r) for r in rows]
+        assert [m.groups() if m else r for m, r in zip(found, rows, strict=True)] == [
+            ("0", "2", "2,1"), ("1", "1", "1,2")
+        ]
+        both = kbus("topics", "--bootstrap-server", c.bootstrap, "--create", "--topic", topic_name(), "--partitions",
+                    "2", "--replica-assignment", "2:1,1:2")
+        assert_one_line_error(both)
+    finally:
+        c.stop()

@@ -1,4 +1,4 @@
-"""A socket-level request fuzzer for kbus (used by tests/integration/test_fuzz_frames.py and bench/fuzz.py).
+"""A socket-level request fuzzer for kbus (used by tests/integration/test_fuzz_frames.py and bench/scenarios/fuzz.py).
 
 Frames are built from kio's schemas for ApiVersions, Metadata, Produce, Fetch, ListOffsets, CreateTopics, JoinGroup
 and OffsetCommit at every version kbus serves, with values drawn so the broker does real work (topic and group

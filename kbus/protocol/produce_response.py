@@ -3,7 +3,7 @@
 Every produce request gets one, so its cost is paid per request: with Kafka's Java producer (16 KB batches,
 linger.ms=0) that is one response per ~150 records. Building kio objects for it and walking them with kio's
 generic writer was the largest single cost of a produce request (about a third of the broker's CPU for it,
-measured with cProfile in bench/RESULTS.md); here a few struct.packs write the same bytes
+measured with cProfile in bench/notes/RESULTS.md); here a few struct.packs write the same bytes
 (tests/unit/test_produce_response.py checks them against kio's encoding for every version).
 The layout is Kafka's ProduceResponse.json; v9 sends no tagged fields (v10's current_leader and node_endpoints
 are not in kbus's range).

@@ -98,7 +98,7 @@ async def serve(config: KafkaConfig) -> None:
     # (one per connection), their objects outlived the frequent young collections, were promoted, and kept
     # triggering full collections over every connection's and partition's objects. 5,000 connections each sending
     # a small Produce: 12 full collections and ~150 µs of broker CPU per request, ~85 µs with this threshold (1
-    # full collection; bench/RESULTS.md, Scale). Cycles are still collected, a little later.
+    # full collection; bench/notes/RESULTS.md, Scale). Cycles are still collected, a little later.
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     log.info("[KafkaServer id=%d] started (kbus, cluster.id=%s)", broker.broker_id, broker.cluster_id)
     sd_notify("READY=1")

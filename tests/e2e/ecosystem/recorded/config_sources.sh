@@ -6,7 +6,7 @@
 #   usage: tests/e2e/ecosystem/recorded/config_sources.sh kafka|kbus OUTFILE
 set -euo pipefail
 out=$(realpath "$2"); cd "$(dirname "$0")/../../../.."
-. bench/lib.sh
+. bench/lib/lib.sh
 who=$1
 mkdir -p .cache/bench; work=$(mktemp -d "$PWD/.cache/bench/sources.XXXXXX")
 trap bench_cleanup EXIT

@@ -1,0 +1,530 @@
+"""Scale curves: how a broker's cost grows with partitions, connections and message size, measured the same way
+against Apache Kafka and kbus (bench/scenarios/scale.sh starts both and interleaves them). Every measurement appends one
+JSON line; `plot` draws the PNG charts from those lines.
+
+The primary figure is broker CPU time (utime+stime of the broker process from /proc/PID/stat, all its threads)
+per message or per request: on a shared 2-core machine throughput is noisy, CPU time much less so.
+
+    scale.py partitions  -b HOST:PORT --broker-pid PID --label kafka --partitions 1000
+        creates a topic of N partitions (time until Metadata shows a leader for every one, and the longest an
+        ApiVersions round trip on another connection took meanwhile: how long the broker stopped serving),
+        RSS and open files before/after (per partition), CPU per Metadata request for the topic, produce of
+        --messages x 100 B spread over every partition (librdkafka, CPU per message, msg/s), CPU per full Fetch of
+        every partition at its high watermark (nothing new: a caught-up consumer's request), consume of the
+        messages (librdkafka, assign() from offset 0, CPU per message).
+    scale.py connections -b ... --connections C
+        opens C connections that each send ApiVersions and Metadata, as a client does (RSS and open files per
+        connection), measures CPU while they sit idle, then has every connection send one small Produce (10 x 100 B,
+        acks=1) and wait for its answer, round after round (~--requests requests in all): many small producers at
+        once. CPU per request and requests/s.
+    scale.py msgsize -b ... --size S
+        produces ~--bytes bytes of S-byte messages into one partition (librdkafka, linger.ms=5) and consumes them:
+        CPU per message and per MB, msg/s, MB/s.
+    scale.py plot --data bench/results/DAY-MACHINE/scale.jsonl --outdir bench/results/DAY-MACHINE
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import struct
+import sys
+import time
+import uuid
+from typing import Any
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: benchlib
+from benchlib import results_file  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+_I32 = struct.Struct(">i")
+
+
+# ----------------------------------------------------------------------------------------------- broker probes
+def broker_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def broker_cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) seconds: system time is the kernel's share (sockets, files)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
+def broker_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * PAGE / 2**20
+
+
+def broker_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def host_port(bootstrap: str) -> tuple[str, int]:
+    host, port = bootstrap.rsplit(":", 1)
+    return host, int(port)
+
+
+def emit(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    import subprocess
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    result = {"tool": "scale", "label": args.label, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+              "kbus_commit": commit, "loadavg_start": os.getloadavg()[0], **result}
+    line = json.dumps(result)
+    print(line, flush=True)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(line + "\n")
+
+
+# ----------------------------------------------------------------------------------------------- raw requests
+def _schemas() -> dict[str, Any]:
+    from kio.index import load_request_schema, load_response_schema
+
+    return {
+        "api_req": load_request_schema(18, 0), "api_resp": load_response_schema(18, 0),
+        "meta_req": load_request_schema(3, 9), "meta_resp": load_response_schema(3, 9),
+        "prod_req": load_request_schema(0, 8), "prod_resp": load_response_schema(0, 8),
+    }
+
+
+def metadata_request(s: dict[str, Any], topics: list[str] | None) -> Any:
+    from kbus.protocol.codec import build, nested
+
+    return build(s["meta_req"], topics=None if topics is None else [
+        build(nested(s["meta_req"], "MetadataRequestTopic"), name=t) for t in topics
+    ], allow_auto_topic_creation=False)
+
+
+async def stall_probe(bootstrap: str, stop: asyncio.Event, out: list[float]) -> None:
+    """ApiVersions round trips, one every 10 ms, on a connection of their own until `stop`: the longest is how
+    long the broker did not serve a cheap request."""
+    from kbus.protocol.client import KafkaConnection
+
+    s = _schemas()
+    conn = KafkaConnection(*host_port(bootstrap), "scale-probe")
+    await conn.connect(30)
+    try:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            await conn.request(s["api_req"](), s["api_resp"], timeout=300)
+            out.append(time.monotonic() - t0)
+            await asyncio.sleep(0.01)
+    finally:
+        await conn.close()
+
+
+async def wait_leaders(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
+    from kbus.protocol.client import KafkaConnection
+
+    s = _schemas()
+    conn = KafkaConnection(*host_port(bootstrap), "scale-meta")
+    await conn.connect(30)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            resp = await conn.request(metadata_request(s, [topic]), s["meta_resp"], timeout=300)
+            parts = resp.topics[0].partitions if resp.topics else ()
+            if len(parts) == partitions and all(p.error_code == 0 and p.leader_id >= 0 for p in parts):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: {sum(p.leader_id >= 0 for p in parts)}/{partitions} leaders")
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
+
+
+async def create_topic_timed(args: argparse.Namespace, topic: str, partitions: int) -> dict[str, float]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    stop = asyncio.Event()
+    rtts: list[float] = []
+    probe = asyncio.create_task(stall_probe(args.bootstrap, stop, rtts))
+    await asyncio.sleep(0.5)
+    # Kafka answers CreateTopics for 10,000 partitions after ~1 min: past librdkafka's default 60 s socket timeout
+    admin = AdminClient({"bootstrap.servers": args.bootstrap, "socket.timeout.ms": 300_000})
+    t0 = time.monotonic()
+    cpu0 = broker_cpu(args.broker_pid)
+
+    def create() -> None:
+        admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=600, request_timeout=600)[
+            topic].result(900)
+
+    await asyncio.to_thread(create)
+    answered = time.monotonic() - t0
+    await wait_leaders(args.bootstrap, topic, partitions, 900)
+    created = time.monotonic() - t0
+    cpu = broker_cpu(args.broker_pid) - cpu0
+    await asyncio.sleep(0.5)
+    stop.set()
+    await probe
+    return {"create_answered_s": answered, "create_s": created, "create_cpu_s": cpu,
+            "create_max_stall_ms": max(rtts) * 1000, "probe_requests": len(rtts)}
+
+
+async def cpu_per_request(args: argparse.Namespace, make: Any, resp_type: Any, n: int) -> float:
+    from kbus.protocol.client import KafkaConnection
+
+    conn = KafkaConnection(*host_port(args.bootstrap), "scale-req")
+    await conn.connect(30)
+    try:
+        body = make()
+        await conn.request(body, resp_type, timeout=300)  # warm
+        cpu0 = broker_cpu(args.broker_pid)
+        for _ in range(n):
+            await conn.request(body, resp_type, timeout=300)
+        return (broker_cpu(args.broker_pid) - cpu0) / n * 1e6
+    finally:
+        await conn.close()
+
+
+# ----------------------------------------------------------------------------------------------- librdkafka load
+def produce(args: argparse.Namespace, topic: str, partitions: int, count: int, size: int) -> dict[str, float]:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": args.bootstrap, "linger.ms": 5, "acks": "1",
+                  "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576,
+                  "message.max.bytes": 1000000})
+    p.list_topics(topic, timeout=60)
+    payload = os.urandom(size)
+    failed = 0
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+
+    cpu0 = broker_cpu(args.broker_pid)
+    t0 = time.monotonic()
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, payload, partition=i % partitions, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.01)
+    left = p.flush(300)
+    dt = time.monotonic() - t0
+    cpu = broker_cpu(args.broker_pid) - cpu0
+    if left or failed:
+        raise RuntimeError(f"produce: {left} not delivered, {failed} failed")
+    return {"produce_msgs": count, "produce_msg_s": count / dt, "produce_mb_s": count * size / dt / 1e6,
+            "produce_cpu_us_per_msg": cpu / count * 1e6}
+
+
+def consume(args: argparse.Namespace, topic: str, partitions: int, count: int, size: int) -> dict[str, float]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"scale-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 1048576})
+    try:
+        c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+        got = 0
+        cpu0 = broker_cpu(args.broker_pid)
+        t0 = time.monotonic()
+        deadline = t0 + 300
+        while got < count and time.monotonic() < deadline:
+            for m in c.consume(10000, 1.0):
+                if m.error() is None:
+                    got += 1
+        dt = time.monotonic() - t0
+        cpu = broker_cpu(args.broker_pid) - cpu0
+    finally:
+        c.close()
+    if got < count:
+        raise RuntimeError(f"consume: {got}/{count}")
+    return {"consume_msg_s": count / dt, "consume_mb_s": count * size / dt / 1e6,
+            "consume_cpu_us_per_msg": cpu / count * 1e6}
+
+
+# ----------------------------------------------------------------------------------------------- the axes
+def run_partitions(args: argparse.Namespace) -> None:
+    """Phase `create` makes the topic `scale-p<N>` (memory is measured here, before any traffic grows the
+    broker's heap: scale.sh creates every size first); phase `load` then measures the requests on it."""
+    from fetch_sessions import FetchResp, fetch_request
+
+    n = args.partitions
+    topic = f"scale-p{n}"
+    pid = args.broker_pid
+    out: dict[str, Any] = {"axis": "partitions", "x": n, "partitions": n, "phase": args.phase}
+    if args.phase == "create":
+        rss0, fds0 = broker_rss_mb(pid), broker_fds(pid)
+        out.update(rss_before_mb=rss0, fds_before=fds0)
+        out.update(asyncio.run(create_topic_timed(args, topic, n)))
+        time.sleep(2)
+        rss1, fds1 = broker_rss_mb(pid), broker_fds(pid)
+        out.update(rss_after_mb=rss1, fds_after=fds1, rss_kb_per_partition=(rss1 - rss0) * 1024 / n,
+                   fds_per_partition=(fds1 - fds0) / n)
+        emit(args, out)
+        return
+    s = _schemas()
+    reqs = max(10, min(300, 100_000 // n))
+    out["metadata_cpu_us_per_request"] = asyncio.run(
+        cpu_per_request(args, lambda: metadata_request(s, [topic]), s["meta_resp"], reqs))
+    out["metadata_requests"] = reqs
+    count = max(args.messages, n)
+    out.update(produce(args, topic, n, count, 100))
+    offsets = {p: count // n + (1 if p < count % n else 0) for p in range(n)}
+    out["fetch_cpu_us_per_request"] = asyncio.run(
+        cpu_per_request(args, lambda: fetch_request(topic, offsets, 0, -1), FetchResp, reqs))
+    out.update(consume(args, topic, n, count, 100))
+    out["rss_end_mb"] = broker_rss_mb(pid)
+    emit(args, out)
+
+
+async def _connections(args: argparse.Namespace) -> dict[str, Any]:
+    from kbus.protocol.codec import build, encode_request, nested
+    from kbus.protocol.record_batch import build_batch
+
+    s = _schemas()
+    host, port = host_port(args.bootstrap)
+    pid = args.broker_pid
+    c = args.connections
+    rss0, fds0 = broker_rss_mb(pid), broker_fds(pid)
+    # what a client sends first: ApiVersions, then Metadata for its topic
+    hello = [encode_request(s["api_req"](), 1, "scale-conn"),
+             encode_request(metadata_request(s, [args.topic]), 2, "scale-conn")]
+    conns: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def read_frame(reader: asyncio.StreamReader) -> bytes:
+        size = _I32.unpack(await reader.readexactly(4))[0]
+        return await reader.readexactly(size)
+
+    async def open_one() -> None:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 60)
+        for frame in hello:
+            writer.write(frame)
+            await read_frame(reader)
+        conns.append((reader, writer))
+
+    t0 = time.monotonic()
+    for i in range(0, c, 50):  # 50 at a time: a listen backlog of 50 (Java's default) must not overflow
+        await asyncio.gather(*(open_one() for _ in range(min(50, c - i))))
+    opened_s = time.monotonic() - t0
+    await asyncio.sleep(2)
+    rss1, fds1 = broker_rss_mb(pid), broker_fds(pid)
+    cpu0 = broker_cpu(pid)
+    await asyncio.sleep(args.idle_seconds)
+    idle_cpu = broker_cpu(pid) - cpu0
+    # many small producers: every connection sends one Produce and waits for it, round after round
+    batch = build_batch([(None, b"x" * 100)] * 10)
+    part_type = nested(s["prod_req"], "PartitionProduceData")
+    topic_type = nested(s["prod_req"], "TopicProduceData")
+    frames = [encode_request(build(s["prod_req"], acks=1, timeout=30000, topic_data=[
+        build(topic_type, name=args.topic, partition_data=[build(part_type, index=p, records=batch)])]), 3,
+        "scale-conn") for p in range(args.topic_partitions)]
+    rounds = max(1, args.requests // c)
+
+    async def produce_rounds(i: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        frame = frames[i % len(frames)]
+        for _ in range(rounds):
+            writer.write(frame)
+            resp = await read_frame(reader)
+            if len(resp) < 8:
+                raise RuntimeError("short produce response")
+
+    user0, sys0 = broker_cpu_split(pid)
+    t0 = time.monotonic()
+    await asyncio.gather(*(produce_rounds(i, r, w) for i, (r, w) in enumerate(conns)))
+    dt = time.monotonic() - t0
+    user1, sys1 = broker_cpu_split(pid)
+    cpu = user1 - user0 + sys1 - sys0
+    for _, w in conns:
+        w.close()
+    return {"axis": "connections", "x": c, "connections": c, "open_s": opened_s, "rss_before_mb": rss0,
+            "rss_after_mb": rss1, "fds_before": fds0, "fds_after": fds1,
+            "rss_kb_per_connection": (rss1 - rss0) * 1024 / c, "idle_cpu_ms_per_s": idle_cpu / args.idle_seconds * 1e3,
+            "produce_requests": rounds * c, "produce_req_s": rounds * c / dt,
+            "produce_cpu_us_per_request": cpu / (rounds * c) * 1e6,
+            "produce_sys_us_per_request": (sys1 - sys0) / (rounds * c) * 1e6}
+
+
+def run_connections(args: argparse.Namespace) -> None:
+    emit(args, asyncio.run(_connections(args)))
+    time.sleep(2)  # let the broker close them before the next point
+
+
+def run_msgsize(args: argparse.Namespace) -> None:
+    size = args.size
+    topic = f"scale-s{size}-{uuid.uuid4().hex[:6]}"
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(120)
+    asyncio.run(wait_leaders(args.bootstrap, topic, 1, 120))
+    count = max(2000, min(300_000, args.bytes // size))
+    out: dict[str, Any] = {"axis": "msgsize", "x": size, "size": size}
+    out.update(produce(args, topic, 1, count, size))
+    out.update(consume(args, topic, 1, count, size))
+    out["produce_cpu_us_per_mb"] = out["produce_cpu_us_per_msg"] * 1e6 / size
+    out["consume_cpu_us_per_mb"] = out["consume_cpu_us_per_msg"] * 1e6 / size
+    admin.delete_topics([topic])
+    emit(args, out)
+
+
+# ----------------------------------------------------------------------------------------------- charts
+CHARTS = {
+    "partitions": ("partitions in the topic", [
+        ("create_s", "topic creation, s (until every partition has a leader)"),
+        ("create_max_stall_ms", "longest ApiVersions round trip during creation, ms"),
+        ("metadata_cpu_us_per_request", "broker CPU µs per Metadata request (the topic)"),
+        ("fetch_cpu_us_per_request", "broker CPU µs per full Fetch (every partition, nothing new)"),
+        ("produce_cpu_us_per_msg", "broker CPU µs per produced 100 B message"),
+        ("produce_msg_s", "produce msg/s (librdkafka, spread over every partition)"),
+        ("consume_cpu_us_per_msg", "broker CPU µs per consumed message"),
+        ("rss_after_mb", "broker RSS MB once created (all topics so far: up to 11,111 partitions)"),
+    ]),
+    "connections": ("concurrent connections", [
+        ("produce_cpu_us_per_request", "broker CPU µs per small Produce (10 x 100 B)"),
+        ("produce_req_s", "Produce requests/s, every connection sending"),
+        ("rss_kb_per_connection", "RSS growth per connection, KB"),
+        ("idle_cpu_ms_per_s", "broker CPU ms/s with the connections idle"),
+    ]),
+    "msgsize": ("message size, bytes", [
+        ("produce_cpu_us_per_msg", "broker CPU µs per produced message"),
+        ("consume_cpu_us_per_msg", "broker CPU µs per consumed message"),
+        ("produce_mb_s", "produce MB/s"),
+        ("consume_mb_s", "consume MB/s"),
+    ]),
+}
+TABLE_ONLY = {
+    "partitions": [("rss_kb_per_partition", "RSS growth per partition, KB (JVM: heap pages touched)"),
+                   ("create_cpu_s", "broker CPU s to create the topic")],
+    "connections": [("produce_sys_us_per_request", "of which kernel (system) µs")],
+}
+COLORS = {"kafka": "tab:blue", "kbus": "tab:orange", "kbus-base": "tab:gray"}
+
+
+def load_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    with open(args.data) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [r for r in rows if r["time"] >= args.since] if args.since else rows
+
+
+def medians(rows: list[dict[str, Any]], axis: str) -> dict[str, dict[int, dict[str, float]]]:
+    grouped: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("axis") == axis:
+            grouped.setdefault((r["label"], r["x"]), []).append(r)
+    out: dict[str, dict[int, dict[str, float]]] = {}
+    for (label, x), rs in grouped.items():
+        keys = {k for r in rs for k, v in r.items() if isinstance(v, int | float)}
+        out.setdefault(label, {})[x] = {k: statistics.median(r[k] for r in rs if k in r) for k in keys}
+    return out
+
+
+def run_plot(args: argparse.Namespace) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = load_rows(args)
+    for axis, (xlabel, metrics) in CHARTS.items():
+        data = medians(rows, axis)
+        if not data or (args.axes and axis not in args.axes):
+            continue
+        cols = 2
+        nrows = (len(metrics) + 1) // cols
+        fig, axes = plt.subplots(nrows, cols, figsize=(11, 3.4 * nrows), squeeze=False)
+        for ax, (key, title) in zip(axes.flat, metrics, strict=False):
+            for label in sorted(data, key=lambda lbl: (lbl != "kafka", lbl)):
+                pts = sorted((x, v[key]) for x, v in data[label].items() if key in v)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o--" if label == "kbus-base" else "o-",
+                            label=label, color=COLORS.get(label))
+            ax.set_xscale("log")
+            values = [v[key] for lbl in data for v in data[lbl].values() if key in v]
+            if values and min(values) > 0:  # RSS growth can be 0 or negative (freed memory reused): linear then
+                ax.set_yscale("log")
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel(xlabel, fontsize=8)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        for ax in list(axes.flat)[len(metrics):]:
+            ax.set_visible(False)
+        fig.suptitle(f"kbus vs Apache Kafka 3.9.2: {xlabel} (2 shared cores; medians)", fontsize=11)
+        fig.tight_layout()
+        path = os.path.join(args.outdir, f"scale_{axis}.png")
+        fig.savefig(path, dpi=90)
+        print(f"wrote {path}")
+        plt.close(fig)
+
+
+def run_table(args: argparse.Namespace) -> None:
+    """Markdown tables (kbus / Kafka ratios) for bench/RESULTS.md."""
+    rows = load_rows(args)
+    for axis, (xlabel, metrics) in CHARTS.items():
+        data = medians(rows, axis)
+        if "kafka" not in data or "kbus" not in data or (args.axes and axis not in args.axes):
+            continue
+        xs = sorted(set(data["kafka"]) & set(data["kbus"]))
+        before = data.get("kbus-base", {})
+        title = "kafka / kbus (kbus ÷ kafka)" + (" [kbus-base ÷ kafka]" if before else "")
+        print(f"\n**{xlabel}: {title}**\n")
+        print("| metric | " + " | ".join(f"{x:,}" for x in xs) + " |")
+        print("|---|" + "---|" * len(xs))
+        for key, title in metrics + TABLE_ONLY.get(axis, []):
+            cells = []
+            for x in xs:
+                a, b = data["kafka"][x].get(key), data["kbus"][x].get(key)
+                if a is None or b is None:
+                    cells.append("")
+                else:
+                    ratio = f" ({b / a:.2f}x)" if a else ""
+                    old = before.get(x, {}).get(key)
+                    was = f" [{old / a:.2f}x]" if old is not None and a else ""
+                    cells.append(f"{_fmt(a)} / {_fmt(b)}{ratio}{was}")
+            print(f"| {title} | " + " | ".join(cells) + " |")
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("partitions", "connections", "msgsize"):
+        p = sub.add_parser(name)
+        p.add_argument("-b", "--bootstrap", required=True)
+        p.add_argument("--broker-pid", type=int, required=True)
+        p.add_argument("--label", required=True)
+        p.add_argument("--out", default=None)
+        if name == "partitions":
+            p.add_argument("--partitions", type=int, required=True)
+            p.add_argument("--phase", choices=("create", "load"), required=True)
+            p.add_argument("--messages", type=int, default=100_000)
+        elif name == "connections":
+            p.add_argument("--connections", type=int, required=True)
+            p.add_argument("--topic", required=True, help="an existing topic the producers write to")
+            p.add_argument("--topic-partitions", type=int, default=10)
+            p.add_argument("--requests", type=int, default=20_000)
+            p.add_argument("--idle-seconds", type=float, default=5)
+        else:
+            p.add_argument("--size", type=int, required=True)
+            p.add_argument("--bytes", type=int, default=30_000_000)
+    for name in ("plot", "table"):
+        p = sub.add_parser(name)
+        p.add_argument("--data", default=results_file("scale.jsonl"))
+        p.add_argument("--outdir", default=str(Path(results_file("scale.jsonl")).parent))
+        p.add_argument("--since", default=None)
+        p.add_argument("--axes", nargs="*", default=None, help="only these (partitions, connections, msgsize)")
+    args = ap.parse_args()
+    {"partitions": run_partitions, "connections": run_connections, "msgsize": run_msgsize,
+     "plot": run_plot, "table": run_table}[args.cmd](args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Scale curves, Apache Kafka and kbus side by side (bench/scenarios/scale.py says what each point measures): partition count
+# (first, on fresh brokers; its topics stay, 1 + 10 + ... + 10,000 partitions in all), connections, message size.
+# Points alternate between the brokers (Kafka first on one point, kbus first on the next). JSON lines in $OUT
+# (default $RESULTS/scale.jsonl), then the charts scale_*.png beside it and the tables.
+#   usage: bench/scenarios/scale.sh [ROUNDS]
+#   env:   AXES="partitions connections msgsize"  PARTITIONS="1 10 100 1000 10000"
+#          CONNECTIONS="10 100 1000 5000"  SIZES="10 100 1000 10000 100000"  SYSTEMS="kafka kbus"
+#          KBUS_BASE=DIR: also kbus-base, the kbus of another checkout (an older commit: before/after, same run)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. bench/lib/lib.sh
+rounds=${1:-1}
+OUT=${OUT:-$RESULTS/scale.jsonl}
+SYSTEMS=${SYSTEMS:-kafka kbus${KBUS_BASE:+ kbus-base}}
+AXES=${AXES:-partitions connections msgsize}
+PARTITIONS=${PARTITIONS:-1 10 100 1000 10000}
+CONNECTIONS=${CONNECTIONS:-10 100 1000 5000}
+SIZES=${SIZES:-10 100 1000 10000 100000}
+$PY -c 'import matplotlib' 2>/dev/null || $PY -m pip install -q -e ".[bench]"  # the charts
+ulimit -n "$(ulimit -Hn)"  # 5,000 connections and 11,111 partitions' files, for the brokers and the client
+since=$(date +%Y-%m-%dT%H:%M:%S)
+bench_start scale
+zkport=$(free_port); start_zk "$zkport"
+declare -A port pid
+for who in $SYSTEMS; do
+  port[$who]=$(free_port); start_system "$who" "$who" "${port[$who]}" "$who"; pid[$who]=$last_pid
+done
+for who in $SYSTEMS; do wait_port "${port[$who]}"; done
+for who in $SYSTEMS; do  # the topic the connection points produce to
+  $PY - "127.0.0.1:${port[$who]}" <<'PY'
+import sys
+from confluent_kafka.admin import AdminClient, NewTopic
+admin = AdminClient({"bootstrap.servers": sys.argv[1]})  # kept: a dropped client cancels the request
+admin.create_topics([NewTopic("scale-conn", 10, 1)], operation_timeout=60)["scale-conn"].result(120)
+PY
+done
+flip=0
+point() {  # point AXIS-ARGS...: every system once, the order alternating from one point to the next
+  local order=($SYSTEMS)
+  if [ $flip = 1 ]; then order=($(printf '%s\n' "${order[@]}" | tac)); fi
+  flip=$((1 - flip))
+  for who in "${order[@]}"; do
+    echo "== $(date +%T) $who: $*" >&2
+    $PY bench/scenarios/scale.py "$@" -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --label "$who" --out "$OUT" ||
+      echo "   ($who: $* failed)" >&2
+  done
+}
+for r in $(seq "$rounds"); do
+  for axis in $AXES; do
+    case $axis in
+      connections) for c in $CONNECTIONS; do point connections --connections "$c" --topic scale-conn; done ;;
+      msgsize) for s in $SIZES; do point msgsize --size "$s"; done ;;
+      partitions)  # every topic first (memory per partition before traffic grows the heaps), then the requests
+        [ "$r" = 1 ] && for n in $PARTITIONS; do point partitions --phase create --partitions "$n"; done
+        for n in $PARTITIONS; do point partitions --phase load --partitions "$n"; done ;;
+    esac
+  done
+done
+$PY bench/scenarios/scale.py plot --data "$OUT" --outdir "$(dirname "$OUT")" --since "$since"
+$PY bench/scenarios/scale.py table --data "$OUT" --since "$since"

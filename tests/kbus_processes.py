@@ -30,6 +30,9 @@ TEST_DEFAULTS = {
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "4",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "share.coordinator.state.topic.num.partitions": "4",
     "group.min.session.timeout.ms": "1000",
     "log.flush.offset.checkpoint.interval.ms": "1000",
 }
@@ -181,6 +184,8 @@ CLUSTER_OVERRIDES = {
     "replica.lag.time.max.ms": "6000",
     "default.replication.factor": "3",
     "offsets.topic.replication.factor": "3",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
 }
 
 

@@ -324,6 +324,14 @@ class KafkaConfig:
     group_share_record_lock_duration_ms: int = _int("group.share.record.lock.duration.ms", 30000, at_least=1000)
     group_share_delivery_count_limit: int = _int("group.share.delivery.count.limit", 5, at_least=2)
     group_share_partition_max_record_locks: int = _int("group.share.partition.max.record.locks", 2000, at_least=100)
+    # the share coordinator (__share_group_state); Kafka 4.4's defaults
+    share_coordinator_state_topic_num_partitions: int = _int(
+        "share.coordinator.state.topic.num.partitions", 50, at_least=1)
+    share_coordinator_state_topic_replication_factor: int = _int(
+        "share.coordinator.state.topic.replication.factor", 3, at_least=1, kind=4)
+    share_coordinator_state_topic_min_isr: int = _int("share.coordinator.state.topic.min.isr", 2, at_least=1, kind=4)
+    share_coordinator_state_topic_segment_bytes: int = _int(
+        "share.coordinator.state.topic.segment.bytes", 104857600, at_least=1)
     # the transaction coordinator
     transaction_state_log_replication_factor: int = _int(
         "transaction.state.log.replication.factor", 3, at_least=1, kind=4

@@ -13,7 +13,8 @@ MAX_NAME_LENGTH = 249
 MAX_PARTITIONS_PER_REQUEST = 10_000
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"  # the share coordinator's (KIP-932)
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 

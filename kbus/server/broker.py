@@ -49,6 +49,8 @@ from kbus.server.replication.controlled_shutdown import controlled_shutdown
 from kbus.server.replication.replica_manager import LeadershipListener, ReplicaManager
 from kbus.server.security.acl_cache import AclCache
 from kbus.server.security.manager import SecurityManager
+from kbus.server.share.coordinator import ShareCoordinator, start_share_coordinator
+from kbus.server.share.persister import SharePersister
 from kbus.server.transaction.service import TransactionService
 from kbus.server.util.scheduler import Scheduler
 
@@ -102,6 +104,8 @@ class Broker:
         )
         self.group_coordinator: GroupCoordinator | None = None
         self.transactions: TransactionService | None = None
+        self.share_coordinator: ShareCoordinator | None = None
+        self.share_persister: SharePersister | None = None
         # the authorizer's ACLs, reloaded in order on every change notification (and at once for this broker's own)
         authorizer = self.security.authorizer
         self.acl_cache = None if authorizer is None else AclCache(self.metadata, authorizer)
@@ -239,6 +243,11 @@ class Broker:
         self.transactions.marker_listeners.append(self._on_txn_marker)
         self.transactions.start()
         self.managers.groups, self.managers.transactions = self.group_coordinator, self.transactions
+        self.share_coordinator = start_share_coordinator(self.config, self.replicas, self.metadata)
+        self.managers.share_coordinator = self.share_coordinator
+        self.share_persister = SharePersister(self.managers, self.share_coordinator, self.inter_broker_security,
+                                              self.config.request_timeout_ms)
+        self.managers.share.persister = self.share_persister
         self._schedule_housekeeping()
 
     def _on_log_dir_failure(self, log_dir: Path) -> None:
@@ -279,6 +288,10 @@ class Broker:
             await self.group_coordinator.shutdown()
         if self.transactions is not None:
             await self.transactions.stop()
+        if self.share_persister is not None:
+            await self.share_persister.close()
+        if self.share_coordinator is not None:
+            await self.share_coordinator.shutdown()
         if self.acl_cache is not None:
             self.acl_cache.stop()
         self.metadata.stop()

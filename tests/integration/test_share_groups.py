@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode as E
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse
@@ -32,7 +35,7 @@ from kio.schema.share_group_heartbeat.v1.response import ShareGroupHeartbeatResp
 from kbus.protocol.client import KafkaConnection
 from kbus.protocol.record_batch import decode_records, iter_complete_batches
 from tests.integration.test_consumer_groups import create_topic, produce, uid
-from tests.kbus_processes import BrokerProcess
+from tests.kbus_processes import BrokerProcess, Cluster
 
 pytestmark = pytest.mark.integration
 
@@ -241,3 +244,67 @@ def test_share_fetch_locks_delivery_counts_and_acknowledgements(broker_factory: 
         assert ranges == [(10, 10, 2)]
 
     run(b.port, body)
+
+
+def leader_of(cluster: Cluster, topic: str, exclude: int | None = None) -> int:
+    """The broker id leading partition 0 of `topic`, as a live broker's metadata says (waits for a new one)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        md = admin.list_topics(topic, timeout=10)
+        leader = md.topics[topic].partitions[0].leader
+        if leader > 0 and leader != exclude and cluster.brokers[leader].alive:
+            return leader
+        time.sleep(0.5)
+    raise AssertionError(f"no new leader for {topic}")
+
+
+@pytest.mark.slow
+def test_share_partition_leader_killed_mid_delivery(cluster: Cluster) -> None:
+    """kill -9 of the share-partition leader (3 brokers, RF 3, min ISR 2, __share_group_state RF 3): after the
+    failover nothing ACCEPTed is delivered again, the records in flight come back (delivery count 2), nothing
+    is lost."""
+    topic = uid("t")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+    group, member = uid("sg"), str(uuid.uuid4())
+    old = leader_of(cluster, topic)
+    ACCEPT = 1
+
+    async def before(conn: KafkaConnection) -> None:
+        tid = await topic_id(conn, topic)
+        for _ in range(100):  # the share coordinator's topic is created on first use
+            resp, ranges, _ = await share_fetch(conn, group, member, 0, tid)
+            if resp.error_code == E.none and resp.responses and resp.responses[0].partitions[0].error_code == 0:
+                break
+            await asyncio.sleep(0.2)
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+        for i in range(20):
+            p.produce(topic, value=f"v{i}")
+            p.flush(10)  # one batch per record
+        resp, ranges, _ = await share_fetch(conn, group, member, 1, tid, max_wait_ms=3000, max_records=20)
+        assert ranges == [(0, 19, 1)], resp
+        resp, _, _ = await share_fetch(conn, group, member, 2, tid, acks=((0, 9, (ACCEPT,)),), max_records=1)
+        assert resp.responses[0].partitions[0].acknowledge_error_code == E.none
+
+    run(cluster.brokers[old].port, before)
+    cluster.brokers[old].kill()
+    new = leader_of(cluster, topic, exclude=old)
+
+    async def after(conn: KafkaConnection) -> None:
+        tid = await topic_id(conn, topic)
+        got: list[tuple[int, int, int]] = []
+        epoch = 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(b - a + 1 for a, b, _ in got) < 10:
+            resp, ranges, _ = await share_fetch(conn, group, member, epoch, tid, max_wait_ms=1000, max_records=50)
+            if resp.error_code == E.none:
+                epoch += 1
+                got += ranges
+            else:
+                epoch = 0
+                await asyncio.sleep(0.2)
+        # the 10 in flight come back, delivered a second time; the 10 accepted never do
+        assert got == [(10, 19, 2)], got
+
+    run(cluster.brokers[new].port, after)

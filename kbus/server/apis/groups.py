@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kbus.server.apis.groups")
 
-GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE = 0, 1, 2
 NOT_REQUESTED_OPERATIONS = -(2**31)
 
 
@@ -80,6 +80,13 @@ async def _find_coordinator(
         return await _find_keyed_coordinator(m, m.groups, key, listener)
     if key_type == TRANSACTION_KEY_TYPE:
         return await find_transaction_coordinator(m, key, listener)
+    if key_type == SHARE_KEY_TYPE:
+        # the share coordinator of a share-partition's key "group:topicId:partition": brokers only (KafkaApis)
+        if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
+            return E.cluster_authorization_failed, -1, "", -1
+        if m.share_coordinator is None:
+            return NO_COORDINATOR
+        return await _find_keyed_coordinator(m, m.share_coordinator, key, listener)
     return E.invalid_request, -1, "", -1
 
 

@@ -21,6 +21,7 @@ from kbus.server.metadata.types import TopicMetadata
 from kbus.server.partition.partition import Partition
 from kbus.server.quotas.manager import QuotaManagers
 from kbus.server.replication.fetch_session import FetchSessionCache
+from kbus.server.share.coordinator import ShareCoordinator
 from kbus.server.share.manager import ShareConfig, SharePartitionManager
 from kbus.zk.reassignment import PartitionAssignment
 
@@ -148,6 +149,7 @@ class Managers:
     admin: TopicAdmin
     groups: GroupCoordinator | None
     transactions: TransactionService | None = None
+    share_coordinator: ShareCoordinator | None = None  # KIP-932's __share_group_state
     security: SecurityManager | None = None  # listeners' TLS/SASL settings (SaslHandshake, SaslAuthenticate)
     users: UserCredentials | None = None
     acls: AclStore | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -23,11 +24,13 @@ from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.share.manager import SessionError, SharePartitionManager
 from kbus.server.share.partition import Acquired, InvalidRecordState, SharePartition
+from kbus.server.share.persister import PersisterError
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
     from kbus.server.partition.partition import Partition
 
+log = logging.getLogger("kbus.share")
 TopicPartition = tuple[str, int]
 # what one partition's answer carries: error, acknowledge error, records, acquired ranges
 _Answer = tuple[int, int, bytes, list[Acquired]]
@@ -45,52 +48,67 @@ def _ids_by_name(m: Managers) -> Mapping[str, uuid.UUID]:
     return {name: t.topic_id for name, t in m.cluster.topics().items()}
 
 
-def _acknowledge(m: Managers, share: SharePartitionManager, group_id: str, member_id: str, topic: str,
-                 partition: int, batches: Iterable[Any]) -> int:
+async def _acknowledge(m: Managers, share: SharePartitionManager, group_id: str, member_id: str, topic: str,
+                       partition: int, batches: Iterable[Any]) -> int:
     part, error = m.replicas.leader_partition(topic, partition)
     if part is None:
         return int(error)
-    sp = share.get(group_id, topic, partition)
-    if sp is None or sp.leader_epoch != part.leader_epoch:
-        return int(E.invalid_record_state)
+    topic_id = _ids_by_name(m).get(topic)
+    if topic_id is None:
+        return int(E.unknown_topic_or_partition)
+    try:
+        sp = await share.load(group_id, topic, topic_id, partition, part.leader_epoch, part.log_start_offset,
+                              part.high_watermark)
+    except PersisterError as exc:
+        return exc.code
     now = share.now()
     sp.expire_locks(now)
+    code = int(E.none)
     try:
         for b in batches:
             sp.acknowledge(member_id, b.first_offset, b.last_offset, tuple(int(t) for t in b.acknowledge_types), now)
     except InvalidRecordState:
-        return int(E.invalid_record_state)
-    return int(E.none)
+        code = int(E.invalid_record_state)
+    try:
+        await share.persist(sp)  # answered only once durable: an ACCEPT survives the leader's failover
+    except PersisterError as exc:
+        return exc.code
+    return code
 
 
-def _acquire(m: Managers, share: SharePartitionManager, group_id: str, member_id: str, part: Partition,
-             topic: str, partition: int, max_records: int, max_bytes: int) -> tuple[bytes, list[Acquired]]:
-    sp: SharePartition = share.get_or_create(group_id, topic, partition, part.leader_epoch,
-                                             part.log_start_offset, part.high_watermark)
+async def _acquire(m: Managers, share: SharePartitionManager, group_id: str, member_id: str, part: Partition,
+                   topic: str, partition: int, max_records: int, max_bytes: int) -> tuple[bytes, list[Acquired]]:
+    topic_id = _ids_by_name(m).get(topic)
+    if topic_id is None:
+        return b"", []
+    sp: SharePartition = await share.load(group_id, topic, topic_id, partition, part.leader_epoch,
+                                          part.log_start_offset, part.high_watermark)
     now = share.now()
-    sp.expire_locks(now)
+    expired = sp.expire_locks(now)
     if sp.start_offset < part.log_start_offset:
         sp.skip_to(part.log_start_offset)
     first = sp.first_available()
     start = sp.next_offset if first is None else first
-    if sp.in_flight() >= sp.max_in_flight and first is None:
-        return b"", []  # group.share.partition.max.record.locks reached: nothing more until some are done
-    if start >= part.high_watermark:
-        return b"", []
-    read = m.replicas.read(part, start, max_bytes, min_one_batch=True)
-    data = read.records.to_bytes()
-    headers = list(iter_complete_batches(data))
-    if not headers:
-        return b"", []
-    data_first = max(headers[0].base_offset, start)
-    data_last = min(headers[-1].last_offset, part.high_watermark - 1)
-    acquired = sp.acquire(member_id, data_first, data_last, max_records, now)
-    if not acquired:
-        return b"", []
-    # only the batches holding acquired records go back
-    lo, hi = acquired[0].first, acquired[-1].last
-    keep = [h for h in headers if h.last_offset >= lo and h.base_offset <= hi]
-    return data[keep[0].position: keep[-1].position + keep[-1].size], acquired
+    data, acquired = b"", []
+    if not (sp.in_flight() >= sp.max_in_flight and first is None) and start < part.high_watermark:
+        read = m.replicas.read(part, start, max_bytes, min_one_batch=True)
+        raw = read.records.to_bytes()
+        headers = list(iter_complete_batches(raw))
+        if headers:
+            data_first = max(headers[0].base_offset, start)
+            data_last = min(headers[-1].last_offset, part.high_watermark - 1)
+            acquired = sp.acquire(member_id, data_first, data_last, max_records, now)
+            if acquired:
+                # only the batches holding acquired records go back
+                lo, hi = acquired[0].first, acquired[-1].last
+                keep = [h for h in headers if h.last_offset >= lo and h.base_offset <= hi]
+                data = raw[keep[0].position: keep[-1].position + keep[-1].size]
+    if acquired or expired:
+        try:
+            await share.persist(sp)  # delivery counts are durable before the records go out
+        except PersisterError:
+            log.warning("Could not write the state of share-partition %s-%d of group %s", topic, partition, group_id)
+    return data, acquired
 
 
 @api(78, 1, 1)
@@ -131,7 +149,7 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     answers: dict[TopicPartition, _Answer] = {}
     for (topic, partition), batches in acks.items():
         allowed = ctx.authorized(Operation.READ, ResourceType.TOPIC, topic)
-        code = _acknowledge(m, share, group_id, member_id, topic, partition, batches) if allowed else int(
+        code = await _acknowledge(m, share, group_id, member_id, topic, partition, batches) if allowed else int(
             E.topic_authorization_failed)
         answers[(topic, partition)] = (0, code, b"", [])
     if session is None:  # the final request: acknowledgements only, then the session and its locks go
@@ -158,9 +176,13 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
             if got_records and remaining <= 0:
                 continue
             try:
-                data, acquired = _acquire(m, share, group_id, member_id, part, topic, partition, max_records,
+                data, acquired = await _acquire(m, share, group_id, member_id, part, topic, partition, max_records,
                                           remaining)
+            except PersisterError as exc:
+                answers[(topic, partition)] = (exc.code, prior[1], b"", [])
+                continue
             except Exception:
+                log.exception("ShareFetch of %s-%d for group %s failed", topic, partition, group_id)
                 answers[(topic, partition)] = (int(E.unknown_server_error), prior[1], b"", [])
                 continue
             if acquired:
@@ -265,8 +287,8 @@ async def share_acknowledge(m: Managers, ctx: RequestContext, req: Any) -> Any:
             elif not ctx.authorized(Operation.READ, ResourceType.TOPIC, name):
                 code = int(E.topic_authorization_failed)
             else:
-                code = _acknowledge(m, share, group_id, member_id, name, p.partition_index,
-                                    p.acknowledgement_batches)
+                code = await _acknowledge(m, share, group_id, member_id, name, p.partition_index,
+                                          p.acknowledgement_batches)
             parts.append(ctx.nested("PartitionData", partition_index=p.partition_index, error_code=code,
                                     error_message=None, current_leader=_leader(ctx, m, name or "", p.partition_index)))
         by_topic.append(ctx.nested("ShareAcknowledgeTopicResponse", topic_id=t.topic_id, partitions=parts))

@@ -5,18 +5,26 @@ A share session (KIP-932) is per (group, member): ShareSessionEpoch 0 opens it w
 (replacing an older one), each later request must carry the next epoch and may add partitions or forget some, -1
 closes it (acknowledging only) and releases what the member still holds.
 
-A share-partition is created on the first ShareFetch of its group, its SPSO set by `share.auto.offset.reset`:
-`latest` (Kafka's default) is the partition's high watermark then, `earliest` its log start offset.
+A share-partition is loaded on the first ShareFetch of its group after this broker became the partition's
+leader: from its durable state (the share coordinator, through `persister`) when there is one, else new, its SPSO
+set by `share.auto.offset.reset` (`latest`, Kafka's default: the partition's high watermark then; `earliest`: its
+log start offset) and written at once. Every change that matters after a failover (acknowledgements, releases,
+acquisitions, expired locks) is written before the request that made it is answered (`persist`), one write per
+share-partition per request carrying its whole in-flight state.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+import uuid
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode as E
 
 from kbus.server.share.partition import SharePartition
+from kbus.server.share.state import ShareState, ShareStateKey
 
 SharePartitionKey = tuple[str, str, int]  # group, topic, partition
 TopicPartition = tuple[str, int]
@@ -41,6 +49,11 @@ class ShareConfig:
     auto_offset_reset: str = "latest"
 
 
+class Persister(Protocol):
+    async def read(self, key: ShareStateKey, leader_epoch: int) -> ShareState | None: ...
+    async def write(self, key: ShareStateKey, state: ShareState) -> None: ...
+
+
 class SessionError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -57,6 +70,8 @@ class SharePartitionManager:
         self.config = config
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.persister: Persister | None = None  # None: in memory only (a broker without its share coordinator)
+        self._loading: dict[SharePartitionKey, asyncio.Future[SharePartition]] = {}
 
     @staticmethod
     def now() -> float:
@@ -111,22 +126,60 @@ class SharePartitionManager:
     def get(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic, partition))
 
-    def get_or_create(self, group_id: str, topic: str, partition: int, leader_epoch: int,
-                      log_start_offset: int, high_watermark: int) -> SharePartition:
+    async def load(self, group_id: str, topic: str, topic_id: uuid.UUID, partition: int, leader_epoch: int,
+                   log_start_offset: int, high_watermark: int) -> SharePartition:
+        """The share-partition, read back from its durable state on the first use under this leader epoch (one
+        read however many requests wait for it)."""
         key = (group_id, topic, partition)
         sp = self.partitions.get(key)
-        if sp is not None and sp.leader_epoch != leader_epoch:
-            # leadership moved away and back: what this broker knew is stale
-            sp = None
-            del self.partitions[key]
-        if sp is None:
-            start = log_start_offset if self.config.auto_offset_reset == "earliest" else high_watermark
-            sp = SharePartition(start, lock_duration_ms=self.config.lock_duration_ms,
-                                delivery_count_limit=self.config.delivery_count_limit,
-                                max_in_flight=self.config.max_in_flight)
-            sp.leader_epoch = leader_epoch
+        if sp is not None and sp.leader_epoch == leader_epoch:
+            return sp
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[SharePartition] = asyncio.get_running_loop().create_future()
+        self._loading[key] = fut
+        try:
+            sp = await self._load(group_id, topic_id, partition, leader_epoch, log_start_offset, high_watermark)
             self.partitions[key] = sp
+            fut.set_result(sp)
+            return sp
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: the waiters get it too
+            raise
+        finally:
+            del self._loading[key]
+
+    async def _load(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int,
+                    log_start_offset: int, high_watermark: int) -> SharePartition:
+        start = log_start_offset if self.config.auto_offset_reset == "earliest" else high_watermark
+        sp = SharePartition(start, lock_duration_ms=self.config.lock_duration_ms,
+                            delivery_count_limit=self.config.delivery_count_limit,
+                            max_in_flight=self.config.max_in_flight)
+        sp.leader_epoch = leader_epoch
+        sp.state_key = ShareStateKey(group_id, topic_id, partition)
+        if self.persister is None:
+            return sp
+        stored = await self.persister.read(sp.state_key, leader_epoch)
+        if stored is not None and stored.start_offset >= 0:
+            sp.restore(max(stored.start_offset, log_start_offset), stored.batches)
+            sp.state_epoch = stored.state_epoch
+        await self.persist(sp)  # the start offset (and this leader epoch) are durable before anything is served
         return sp
+
+    async def persist(self, sp: SharePartition) -> None:
+        """Write the share-partition's state if it changed since the last write (writes of one share-partition
+        one at a time, each the state as it is when its turn comes, so the last one written is the newest)."""
+        if self.persister is None or sp.state_key is None:
+            return
+        async with sp.write_lock:
+            snapshot = sp.snapshot()
+            if snapshot == sp.persisted:
+                return
+            start, batches = snapshot
+            await self.persister.write(sp.state_key, ShareState(sp.state_epoch, sp.leader_epoch, start, batches))
+            sp.persisted = snapshot
 
     def drop_group(self, group_id: str) -> None:
         for key in [k for k in self.partitions if k[0] == group_id]:

@@ -16,9 +16,12 @@ Pure state: the clock is passed in, reading the log is the caller's (`manager.py
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import enum
 from dataclasses import dataclass
+
+from kbus.server.share.state import ShareStateKey
 
 
 class RecordState(enum.IntEnum):
@@ -68,6 +71,11 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
         self.leader_epoch = -1
+        # the durable state: its key in __share_group_state, epoch, the last snapshot written, writes one at a time
+        self.state_key: ShareStateKey | None = None
+        self.state_epoch = 0
+        self.persisted: tuple[int, tuple[tuple[int, int, int, int], ...]] | None = None
+        self.write_lock = asyncio.Lock()
 
     # ---------------------------------------------------------------- reading the state
 
@@ -91,6 +99,28 @@ class SharePartition:
     def earliest_deadline(self) -> float | None:
         deadlines = [r.deadline for r in self.ranges if r.state is RecordState.ACQUIRED]
         return min(deadlines) if deadlines else None
+
+    def snapshot(self) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
+        """What is kept durably (Kafka's persisted StateBatches): the SPSO and the in-flight ranges, an acquired
+        one as AVAILABLE with its delivery count (a new leader delivers it again, counting this delivery)."""
+        return self.start_offset, tuple(
+            (r.first, r.last, int(RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state),
+             r.delivery_count) for r in self.ranges)
+
+    def restore(self, start_offset: int, batches: tuple[tuple[int, int, int, int], ...]) -> None:
+        """The state a previous leader wrote: offsets between the batches (none when it was kbus) are done."""
+        self.start_offset = self.next_offset = start_offset
+        self.ranges = []
+        for first, last, state, count in sorted(batches):
+            if last < self.next_offset:
+                continue
+            first = max(first, self.next_offset)
+            if first > self.next_offset:
+                self.ranges.append(Range(self.next_offset, first - 1, RecordState.ARCHIVED, 0))
+            st = RecordState(state) if state in (0, 2, 4) else RecordState.AVAILABLE
+            self.ranges.append(Range(first, last, st, count))
+            self.next_offset = last + 1
+        self._merge_and_advance()
 
     # ---------------------------------------------------------------- acquiring
 

@@ -42,7 +42,13 @@ from kbus.server.coordinator.records import (
     partition_for,
 )
 from kbus.server.coordinator.share_group import ShareGroup, ShareGroupReplay
-from kbus.server.coordinator.state_topic import BackgroundTasks, StateLog, StatePartitions, StateTopic
+from kbus.server.coordinator.state_topic import (
+    BackgroundTasks,
+    StateCoordinator,
+    StateLog,
+    StatePartitions,
+    StateTopic,
+)
 from kbus.server.coordinator.timers import TimerDriver, Timers
 
 log = logging.getLogger("kbus.coordinator")
@@ -77,7 +83,7 @@ class GroupConfig:
     share_max_groups: int = 10
 
 
-class GroupStore:
+class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[ShareGroup]]]):
     def __init__(
         self,
         config: GroupConfig,
@@ -133,24 +139,10 @@ class GroupStore:
         count = self._offsets_partitions() if self._offsets_partitions is not None else None
         return partition_for(group_id, count or self.config.offsets_topic_num_partitions)
 
-    @property
-    def owned(self) -> set[int]:
-        return self.partitions.owned
-
-    @property
-    def loading(self) -> dict[int, object]:
-        return self.partitions.loading
-
-    def coordinates(self, partition: int) -> bool:
-        return self.partitions.has(partition)
-
     def on_election(self, partition: int) -> None:
         """This broker now leads `partition` of __consumer_offsets: load its groups and offsets."""
         if self.partitions.elect(partition):
             self._schedule_cleanup()
-
-    def on_resignation(self, partition: int) -> None:
-        self.partitions.resign(partition)
 
     def _install(self, partition: int, loaded: tuple[list[Group], list[ConsumerGroup], list[ShareGroup]]) -> None:
         groups, consumer_groups, share_groups = loaded
@@ -272,15 +264,12 @@ class GroupStore:
         if not self.active:
             return E.coordinator_not_available
         partition = self.partition_for(group_id)
-        if partition in self.loading:
-            return E.coordinator_load_in_progress
-        if partition not in self.owned:
+        error = self.ownership_error(partition)
+        if error == E.not_coordinator and self._leads_partition is not None and self._leads_partition(partition):
             # Leadership may have arrived before our listener heard of it (a freshly created offsets topic).
-            if self._leads_partition is not None and self._leads_partition(partition):
-                self.on_election(partition)
-                return E.coordinator_load_in_progress if partition in self.loading else None
-            return E.not_coordinator
-        return None
+            self.on_election(partition)
+            return E.coordinator_load_in_progress if partition in self.loading else None
+        return None if error == E.none else error
 
     def is_loading(self) -> bool:
         return bool(self.loading)

@@ -4,7 +4,8 @@ keys, loads them by reading the partition when it becomes leader and drops them 
 change as records appended with acks=all.
 
 The group coordinator keeps groups and offsets in `__consumer_offsets` this way, the transaction coordinator its
-transactions in `__transaction_state`: both with `InternalTopicLog`, `StatePartitions` and `follow_leadership`.
+transactions in `__transaction_state`: both are `StateCoordinator`s, with `InternalTopicLog`, `StatePartitions`
+and `follow_leadership`.
 """
 
 from __future__ import annotations
@@ -204,6 +205,40 @@ class StatePartitions(Generic[State]):
         self._install(partition, state)
         del self.loading[partition]
         self.owned.add(partition)
+
+
+class StateCoordinator(Generic[State]):
+    """The ownership half both coordinators share (GroupMetadataManager's and TransactionStateManager's
+    ownedPartitions / loadingPartitions checks): which partitions of the state topic this broker answers for,
+    the answer for a key of a partition it does not, and the leadership hooks `follow_leadership` calls."""
+
+    partitions: StatePartitions[State]
+
+    @property
+    def owned(self) -> set[int]:
+        return self.partitions.owned
+
+    @property
+    def loading(self) -> dict[int, object]:
+        return self.partitions.loading
+
+    def coordinates(self, partition: int) -> bool:
+        return self.partitions.has(partition)
+
+    def ownership_error(self, partition: int) -> int:
+        """COORDINATOR_LOAD_IN_PROGRESS while `partition` loads, NOT_COORDINATOR when this broker does not own it,
+        else NONE."""
+        if partition in self.partitions.loading:
+            return ErrorCode.coordinator_load_in_progress
+        if partition not in self.partitions.owned:
+            return ErrorCode.not_coordinator
+        return ErrorCode.none
+
+    def on_election(self, partition: int) -> None:
+        self.partitions.elect(partition)
+
+    def on_resignation(self, partition: int) -> None:
+        self.partitions.resign(partition)
 
 
 class StateLoader(Protocol):

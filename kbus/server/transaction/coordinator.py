@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode as E
 
 from kbus.common.topics import TRANSACTION_STATE_TOPIC
 from kbus.protocol.record_batch import build_batch, decode_records, iter_complete_batches
-from kbus.server.coordinator.state_topic import BackgroundTasks, StatePartitions
+from kbus.server.coordinator.state_topic import BackgroundTasks, StateCoordinator, StatePartitions
 from kbus.server.transaction.records import (
     RecordFormatError,
     TransactionLogValue,
@@ -108,7 +108,7 @@ class TransactionListing:
     state: TransactionState
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
     def __init__(
         self,
         config: TransactionConfig,
@@ -142,29 +142,8 @@ class TransactionCoordinator:
 
     def status(self, transactional_id: str) -> int:
         """NONE when this broker coordinates the id now; else Kafka's error for the client to act on."""
-        p = self.partition_for(transactional_id)
-        if p in self.loading:
-            return E.coordinator_load_in_progress
-        if p not in self.owned or not self.active:
-            return E.not_coordinator
-        return E.none
-
-    def coordinates(self, partition: int) -> bool:
-        return self.partitions.has(partition)
-
-    @property
-    def owned(self) -> set[int]:
-        return self.partitions.owned
-
-    @property
-    def loading(self) -> dict[int, object]:
-        return self.partitions.loading
-
-    def on_election(self, partition: int) -> None:
-        self.partitions.elect(partition)
-
-    def on_resignation(self, partition: int) -> None:
-        self.partitions.resign(partition)
+        error = self.ownership_error(self.partition_for(transactional_id))
+        return E.not_coordinator if error == E.none and not self.active else error
 
     def _install(self, partition: int, loaded: list[TransactionMetadata]) -> None:
         self.epochs[partition] = self.log.coordinator_epoch(partition)

@@ -149,7 +149,7 @@ def _patch() -> None:
     import types
 
     from kbus.server.apis import fetch as fetch_mod
-    from kbus.server.network.socket_server import KafkaProtocol
+    from kbus.server.network.processor import KafkaProtocol
 
     orig_wait_for = asyncio.wait_for
 

@@ -1,0 +1,428 @@
+"""One client connection (Kafka's Processor and KafkaChannel): `KafkaProtocol` moves bytes between the transport
+and its sans-I/O `kbus.protocol.connection.Connection`, runs the handlers (at once, a task only when they wait:
+kbus.server.util.eager), sends responses (plaintext fetches through sendfile) and logs. The listeners that accept
+connections and count them are kbus.server.network.socket_server's; a connection sees its server only through
+`ConnectionOwner`. A client that resets its connection is an ordinary disconnect (DEBUG), never a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import itertools
+import logging
+import os
+import socket
+import time
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Protocol, cast
+
+from kio.schema.errors import ErrorCode
+
+from kbus.common.clock import now_ms
+from kbus.protocol.codec import (
+    API_VERSIONS_KEY,
+    ProtocolError,
+    RequestHeader,
+    build,
+    encode_response,
+    nested,
+    response_type,
+)
+from kbus.protocol.connection import (
+    ANONYMOUS,
+    NEED_DATA,
+    PAUSED,
+    Closed,
+    Connection,
+    KafkaPrincipal,
+    Request,
+    SaslToken,
+)
+from kbus.protocol.splice import OutFrame, RecordSplicer
+from kbus.server.apis.registry import API_TABLE, CATALOG, AppendOrder, RequestContext
+from kbus.server.apis.sasl import raw_token
+from kbus.server.apis.throttling import request_quota_throttle
+from kbus.server.network.connection_quotas import IdleExpiry
+from kbus.server.network.sendfile import SendfileWriter
+from kbus.server.security.manager import ListenerSecurity, SecurityManager
+from kbus.server.security.principal import certificate_principal
+from kbus.server.util import eager
+from kbus.server.util.metrics import METRICS, labels_key
+
+if TYPE_CHECKING:
+    from kbus.common.broker_config import KafkaConfig
+    from kbus.server.apis.managers import Managers
+
+log = logging.getLogger("kbus.network")  # the acceptor's logger too (socket_server)
+
+_conn_ids = itertools.count(1)
+MAX_PIPELINED = 64  # produce requests one connection may have waiting on replicas at once
+READ_PAUSE_BYTES = 1 << 20  # stop reading a connection that has this much unread behind a waiting request
+# Plaintext fetches send record bytes with sendfile(2) (network.sendfile). KBUS_SENDFILE=0 copies them through
+# Python instead: a switch for measuring the difference, not a Kafka property.
+SENDFILE = os.environ.get("KBUS_SENDFILE", "1") != "0"
+
+
+def unsupported_version_response(header: RequestHeader) -> bytes:
+    """KIP-511: an ApiVersions request at a version we do not know is answered in the v0 layout with
+    UNSUPPORTED_VERSION and our ranges, so the client can retry at a version both sides speak."""
+    if header.api_key != API_VERSIONS_KEY:
+        raise ProtocolError(f"unsupported version {header.api_version} of API key {header.api_key}")
+    v0 = response_type(API_VERSIONS_KEY, 0)
+    keys = [
+        build(nested(v0, "ApiVersion"), api_key=s.key, min_version=s.min_version, max_version=s.max_version)
+        for s in sorted(API_TABLE.values(), key=lambda s: s.key)
+    ]
+    body = build(v0, error_code=ErrorCode.unsupported_version, api_keys=keys)
+    return encode_response(RequestHeader(API_VERSIONS_KEY, 0, header.correlation_id, header.client_id, False), body)
+
+
+_THROTTLED_TYPES: dict[type, bool] = {}
+
+
+def _with_throttle_time(response: object, throttle_ms: int) -> object:
+    """The response with its throttle_time_ms set, when its version has the field."""
+    cls = type(response)
+    has = _THROTTLED_TYPES.get(cls)
+    if has is None and not dataclasses.is_dataclass(cls):
+        has = _THROTTLED_TYPES[cls] = False  # a body encoded by its handler, which set its own throttle time
+    if has is None:
+        has = _THROTTLED_TYPES[cls] = any(f.name == "throttle_time" for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    if not has:
+        return response
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))  # type: ignore[type-var]
+
+
+class ConnectionOwner(Protocol):
+    """What a connection uses of the server that accepted it (socket_server.KafkaServer): the broker's config and
+    managers, its listeners' security, the idle-connection clock, and the bookkeeping of open connections."""
+
+    config: KafkaConfig
+    managers: Managers
+    security: SecurityManager
+    idle: IdleExpiry
+
+    def track(self, protocol: KafkaProtocol) -> None: ...
+    def untrack(self, protocol: KafkaProtocol) -> None: ...
+    def connection_closed(self, listener: str, ip: str) -> None: ...
+
+
+class KafkaProtocol(asyncio.Protocol):
+    """One client connection on one listener."""
+
+    def __init__(self, server: ConnectionOwner, security: ListenerSecurity, ip: str) -> None:
+        self.server = server
+        self.ip = ip  # the peer's address as the connection limits count it
+        self._counted = True  # counted by the server's ConnectionQuotas until release()
+        self.managers = server.managers
+        self.security = security
+        self.listener = security.listener
+        self.transport: asyncio.Transport | None = None
+        self.conn: Connection | None = None
+        self.conn_id = ""
+        self.peer: tuple[str, int] = ("?", 0)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reading_paused = False
+        self._writing_paused = False
+        self._lost = False
+        self._writer: SendfileWriter | None = None
+        # client quotas: the connection is muted (no request read or dispatched) until then (loop time)
+        self._muted_until = 0.0
+        self._unmute: asyncio.TimerHandle | None = None
+        self._pumping = False  # inside _pump (see there)
+        self._pump_again = False
+        self._append_order = AppendOrder()  # pipelined Produce requests append in the order they came
+
+    # ---- transport callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.peer = (str(peer[0]), int(peer[1]))
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.conn_id = f"{self.peer[0]}:{self.peer[1]}-{next(_conn_ids)}"
+        try:
+            principal = self._transport_principal()
+        except ValueError:
+            self._lost = True
+            self.transport.close()
+            return
+        self.conn = Connection(
+            self.listener,
+            CATALOG,
+            max_frame_bytes=self.server.config.socket_request_max_bytes,
+            principal=principal,
+            max_pipelined=MAX_PIPELINED,
+        )
+        if SENDFILE and not self.listener.security_protocol.uses_tls:
+            self._writer = SendfileWriter(
+                asyncio.get_running_loop(), self.transport, self._pump, self._write_failed
+            )
+        self.server.track(self)
+
+    def _transport_principal(self) -> KafkaPrincipal:
+        """SSL listeners: the client certificate's subject through ssl.principal.mapping.rules (ANONYMOUS
+        without one, as Kafka). Other listeners: ANONYMOUS until SASL says otherwise."""
+        mapper = self.security.principal_mapper
+        ssl_object = self.transport.get_extra_info("ssl_object") if self.transport is not None else None
+        if mapper is None or ssl_object is None:
+            return ANONYMOUS
+        try:
+            return certificate_principal(ssl_object.getpeercert(binary_form=True), mapper) or ANONYMOUS
+        except ValueError as exc:  # no mapping rule matched: Kafka refuses the connection
+            log.warning("Closing connection from %s: %s", self.peer[0], exc)
+            raise
+
+    def data_received(self, data: bytes) -> None:
+        if self.conn is None:
+            return
+        self.server.idle.update(self.conn_id, now_ms())
+        self.conn.receive_data(data)
+        self._pump()
+
+    def eof_received(self) -> bool:
+        if self.conn is None:
+            return False
+        self.conn.receive_data(b"")
+        self._pump()
+        # keep the transport open to write what is still being answered (_pump closes it); TLS cannot half-close
+        return self.security.ssl_context is None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self.server.untrack(self)
+        self.release()
+        if self.conn is not None:
+            self.conn.abort()
+        if exc is not None:
+            log.debug("Connection %s lost: %s", self.conn_id, exc)
+        if self._writer is not None:
+            self._writer.close()
+        for task in self._tasks:
+            task.cancel()  # nobody is left to answer; each task ends (cancelled) on its own
+        if self._unmute is not None:
+            self._unmute.cancel()
+
+    def release(self) -> None:
+        """Uncount this connection from the connection limits, once."""
+        if self._counted:
+            self._counted = False
+            self.server.connection_closed(self.listener.name, self.ip)
+
+    @property
+    def closed(self) -> bool:
+        return self._lost or self.transport is None or self.transport.is_closing()
+
+    def close_now(self) -> None:
+        """Idle for connections.max.idle.ms, or the least recently used over max.connections: dropped with
+        whatever it was still sending (nothing moved on it for that long, or Kafka drops it the same way)."""
+        if self._writer is not None:
+            self._writer.close()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._pump()
+
+    # ---- the loop between the Connection and the transport
+    def _pump(self) -> None:
+        """Write what the Connection has to send, dispatch the requests it has parsed. A handler that completes
+        on the spot (kbus.server.util.eager) calls this again from inside the loop below: that call only asks for
+        another round, so a buffer of pipelined requests is one loop and one write, not a recursion."""
+        if self._pumping:
+            self._pump_again = True
+            return
+        self._pumping = True
+        try:
+            while True:
+                self._pump_again = False
+                self._pump_once()
+                if not self._pump_again:
+                    return
+        finally:
+            self._pumping = False
+
+    def _pump_once(self) -> None:
+        conn, transport = self.conn, self.transport
+        if self._lost or conn is None or transport is None:
+            return
+        self._write(conn.data_to_send())
+        while (
+            not self._writing_paused
+            and not (self._writer is not None and self._writer.stalled)
+            and self._unmute is None
+        ):
+            event = conn.next_event()
+            if isinstance(event, Request):
+                self._start(self._run(event))
+            elif isinstance(event, SaslToken):
+                self._start(self._run_token(event))
+            elif event is NEED_DATA:
+                self._resume_reading()
+                return
+            elif event is PAUSED:
+                if conn.buffered > READ_PAUSE_BYTES:
+                    self._pause_reading()
+                return
+            elif isinstance(event, Closed):
+                self._write(conn.data_to_send())
+                if self._writer is not None:
+                    if self._writer.stalled:
+                        return  # called again once the last responses are sent; Closed is reported again
+                    self._writer.close()  # its dup of the socket would keep the connection open
+                if event.reason is not None and not transport.is_closing():
+                    # a peer breaking the protocol is worth a warning; a close we chose (failed login) is not
+                    level = logging.WARNING if event.violation else logging.INFO
+                    log.log(level, "Closing connection %s (%s): %s", self.conn_id, self.listener.name, event.reason)
+                transport.close()
+                return
+        self._pause_reading()
+
+    def _write(self, frames: list[OutFrame]) -> None:
+        transport = self.transport
+        if not frames or transport is None or transport.is_closing():
+            return
+        self.server.idle.update(self.conn_id, now_ms())
+        try:
+            if self._writer is not None:
+                self._writer.write(frames)
+            else:
+                transport.writelines(frames)  # type: ignore[arg-type]  # no splicer without a writer: all bytes
+        except (ConnectionError, RuntimeError) as exc:  # uvloop raises RuntimeError on a transport just reset
+            log.debug("Connection %s lost while writing: %s", self.conn_id, exc)
+
+    def _write_failed(self, exc: OSError) -> None:
+        log.debug("Connection %s lost while sending: %s", self.conn_id, exc)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None and not self.transport.is_closing():
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self.transport is not None and not self.transport.is_closing():
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def _throttle(self, throttle_ms: int) -> None:
+        """Kafka's ThrottledChannel: after a throttled response is sent, read and dispatch nothing from this
+        client until the throttle time has passed (requests already dispatched still complete)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if until <= self._muted_until or self._lost:
+            return
+        self._muted_until = until
+        if self._unmute is not None:
+            self._unmute.cancel()
+        self._unmute = loop.call_at(until, self._end_throttle)
+        self._pause_reading()
+
+    def _end_throttle(self) -> None:
+        self._unmute = None
+        self._pump()
+
+    def _start(self, coro: Coroutine[None, None, None]) -> None:
+        # on this stack: a handler that does not wait (most do not) costs no Task and no extra loop turn
+        task = eager.start(coro)
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    # ---- running one request
+    async def _run(self, request: Request) -> None:
+        conn = self.conn
+        assert conn is not None
+        throttle_ms = 0
+        try:
+            data, throttle_ms = await self._execute(request, conn)
+        except asyncio.CancelledError:
+            raise
+        except ProtocolError as exc:
+            if not self._lost:
+                conn.fail(request.seq, str(exc))
+        except Exception:
+            log.exception("Unexpected error handling a request from %s", self.conn_id)
+            if not self._lost:
+                conn.fail(request.seq, "unexpected error in a handler")
+        else:
+            if not self._lost:
+                conn.send_response(request.seq, data)
+        self._pump()
+        if throttle_ms > 0:
+            self._throttle(throttle_ms)
+
+    async def _run_token(self, event: SaslToken) -> None:
+        conn = self.conn
+        assert conn is not None
+        try:
+            data = await raw_token(self.server.security, self.listener.name, conn, event.token, self.peer)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("Unexpected error in a SASL exchange with %s", self.conn_id)
+            data = None
+        if not self._lost:
+            if data is None:
+                conn.fail(event.seq, "SASL authentication failed")
+            else:
+                conn.send_response(event.seq, data)
+        self._pump()
+
+    async def _execute(self, request: Request, conn: Connection) -> tuple[OutFrame | None, int]:
+        """The encoded response (None: no response) and the time to mute the connection for after it."""
+        header = request.header
+        if request.unsupported_version:
+            return unsupported_version_response(header), 0
+        spec = API_TABLE[header.api_key]
+        ctx = RequestContext(
+            header,
+            self.peer[0],
+            self.peer[1],
+            self.conn_id,
+            listener=self.listener,
+            connection=conn,
+            append_order=self._append_order,
+            authorizer=self.server.security.authorizer,
+            size=request.size,
+        )
+        if self._writer is not None:
+            ctx.splicer = RecordSplicer(header.flexible)
+        started = time.perf_counter()
+        response = await spec.handler(self.managers, ctx, request.body)
+        throttle_ms = ctx.throttle_time_ms
+        if self.managers.quotas.request.enabled:  # all a request pays when no request_percentage is set
+            request_throttle = request_quota_throttle(self.managers, ctx)
+            if request_throttle > throttle_ms:
+                throttle_ms = request_throttle
+                if response is not None:
+                    response = _with_throttle_time(response, throttle_ms)
+        data: OutFrame | None = None
+        if response is not None:
+            data = encode_response(header, response)
+            if ctx.splicer is not None:
+                data = ctx.splicer.splice(data)
+        key = labels_key(api=spec.name)
+        METRICS.observe_key("kbus_request_latency_seconds", key, time.perf_counter() - started)
+        METRICS.inc_key("kbus_requests_total", key)
+        return data, throttle_ms
+
+    async def abort(self) -> None:
+        """Broker shutdown: drop the connection and wait for its handlers to end."""
+        if self._writer is not None:
+            self._writer.close()
+        if self.transport is not None:
+            self.transport.abort()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

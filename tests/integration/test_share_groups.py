@@ -15,6 +15,22 @@ from typing import Any, TypeVar
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.alter_share_group_offsets.v0.request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from kio.schema.alter_share_group_offsets.v0.response import AlterShareGroupOffsetsResponse
+from kio.schema.delete_share_group_offsets.v0.request import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequestTopic,
+)
+from kio.schema.delete_share_group_offsets.v0.response import DeleteShareGroupOffsetsResponse
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
+from kio.schema.describe_share_group_offsets.v1.response import DescribeShareGroupOffsetsResponse
 from kio.schema.errors import ErrorCode as E
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse
@@ -308,3 +324,56 @@ def test_share_partition_leader_killed_mid_delivery(cluster: Cluster) -> None:
         assert got == [(10, 19, 2)], got
 
     run(cluster.brokers[new].port, after)
+
+
+def test_share_group_offsets_describe_alter_delete(broker_factory: Callable[..., BrokerProcess]) -> None:
+    b = broker_factory({"offsets.topic.num.partitions": "1"})
+    topic = create_topic(b.bootstrap, 1)
+    group, member = uid("sg"), str(uuid.uuid4())
+
+    async def offsets(conn: KafkaConnection) -> list[tuple[int, int]]:
+        resp = await conn.request(DescribeShareGroupOffsetsRequest(groups=(DescribeShareGroupOffsetsRequestGroup(
+            group_id=group, topics=None),)), DescribeShareGroupOffsetsResponse)
+        g = resp.groups[0]
+        assert g.error_code == E.none, g
+        return [(p.start_offset, p.lag) for t in g.topics for p in t.partitions]
+
+    async def alter(conn: KafkaConnection, offset: int) -> Any:
+        return await conn.request(AlterShareGroupOffsetsRequest(group_id=group, topics=(
+            AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(
+                AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=offset),)),)),
+            AlterShareGroupOffsetsResponse)
+
+    async def body(conn: KafkaConnection) -> None:
+        tid = await topic_id(conn, topic)
+        assert (await heartbeat(conn, group, member, 0, (topic,))).error_code == E.none
+        await share_fetch(conn, group, member, 0, tid)
+        produce(b.bootstrap, topic, [f"v{i}" for i in range(10)], 1)
+        _, ranges, _ = await share_fetch(conn, group, member, 1, tid, max_wait_ms=2000)
+        assert ranges == [(0, 9, 1)]
+        await share_fetch(conn, group, member, 2, tid, acks=((0, 3, (1,)),), max_records=1)
+        # SPSO 4, 6 records still to be done (KIP-1226's lag)
+        assert await offsets(conn) == [(4, 6)]
+        # not while the group has members
+        assert (await alter(conn, 8)).error_code == E.non_empty_group
+        await share_fetch(conn, group, member, -1, tid)
+        assert (await heartbeat(conn, group, member, -1)).error_code == E.none
+        resp = await alter(conn, 8)
+        assert resp.error_code == E.none and resp.responses[0].partitions[0].error_code == E.none
+        assert await offsets(conn) == [(8, 2)]
+        # the leader reads the altered state: delivery starts at 8
+        got: list[tuple[int, int, int]] = []
+        for epoch in range(5):
+            _, ranges, _ = await share_fetch(conn, group, member, epoch, tid, max_wait_ms=500)
+            got += ranges
+            if got:
+                break
+        assert got == [(8, 9, 1)], got
+        await share_fetch(conn, group, member, -1, tid)
+        # DeleteShareGroupOffsets: the start offset is unset until the next fetch (share.auto.offset.reset)
+        resp = await conn.request(DeleteShareGroupOffsetsRequest(group_id=group, topics=(
+            DeleteShareGroupOffsetsRequestTopic(topic_name=topic),)), DeleteShareGroupOffsetsResponse)
+        assert resp.error_code == E.none and resp.responses[0].error_code == E.none
+        assert await offsets(conn) == [(-1, -1)]
+
+    run(b.port, body)

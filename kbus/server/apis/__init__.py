@@ -18,6 +18,7 @@ from kbus.server.apis import (  # noqa: F401
     sasl,
     share_fetch,
     share_groups,
+    share_offsets,
     share_state,
     transactions,
     users,

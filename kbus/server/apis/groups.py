@@ -17,6 +17,7 @@ from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
 from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
 from kbus.server.apis.registry import RequestContext, api
+from kbus.server.apis.share_offsets import reset_partitions
 from kbus.server.apis.transactions import find_transaction_coordinator
 from kbus.server.coordinator.consumer_group import validate_offset_fetch
 from kbus.server.coordinator.membership import EMPTY_SUMMARY
@@ -476,7 +477,13 @@ async def delete_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
     if coordinator is None:
         errors: dict[str, int] = dict.fromkeys(names, E.coordinator_not_available)
     else:
-        errors = await coordinator.delete_groups([n for n in names if n not in denied])
+        allowed = [n for n in names if n not in denied]
+        # an empty share group's share-partition state goes first (Kafka deletes it through the share coordinator)
+        for name in allowed:
+            share_group = coordinator.share_groups.get(name)
+            if share_group is not None and not share_group.members:
+                await reset_partitions(m, share_group, share_group.initialized)
+        errors = await coordinator.delete_groups(allowed)
     errors.update(dict.fromkeys(denied, E.group_authorization_failed))
     results = [ctx.nested("DeletableGroupResult", group_id=n, error_code=errors[n]) for n in names]
     return ctx.build(throttle_time=0, results=results)

@@ -22,9 +22,8 @@ from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.apis.registry import RequestContext, api
-from kbus.server.share.manager import SessionError, SharePartitionManager
+from kbus.server.share.manager import PersisterError, SessionError, SharePartitionManager
 from kbus.server.share.partition import Acquired, InvalidRecordState, SharePartition
-from kbus.server.share.persister import PersisterError
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
@@ -106,7 +105,9 @@ async def _acquire(m: Managers, share: SharePartitionManager, group_id: str, mem
     if acquired or expired:
         try:
             await share.persist(sp)  # delivery counts are durable before the records go out
-        except PersisterError:
+        except PersisterError as exc:
+            if exc.code in (E.fenced_state_epoch, E.fenced_leader_epoch):
+                return b"", []  # the state was reset or moved on: nothing stale goes out, the next fetch reloads
             log.warning("Could not write the state of share-partition %s-%d of group %s", topic, partition, group_id)
     return data, acquired
 

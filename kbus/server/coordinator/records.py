@@ -305,6 +305,35 @@ def share_current_assignment_value(v: ShareCurrentAssignmentValue) -> bytes:
     return w.topic_partitions(v.assigned).done()
 
 
+def share_state_partition_metadata_value(initialized: Sequence[tuple[uuid.UUID, str, Sequence[int]]]) -> bytes:
+    """ShareGroupStatePartitionMetadataValue v0: no topics initializing, `initialized` (id, name, partitions), no
+    topics deleting (kbus initializes a share-partition's state on its first fetch, not from the coordinator)."""
+    w = _CompactWriter().uvarint(1)  # InitializingTopics: []
+    w.uvarint(len(initialized) + 1)
+    for topic_id, name, partitions in initialized:
+        w.buf += topic_id.bytes
+        w.string(name)
+        w.uvarint(len(partitions) + 1)
+        for p in partitions:
+            w.i32(p)
+        w.uvarint(0)
+    return w.uvarint(1).done()  # DeletingTopics: []
+
+
+def decode_share_state_partition_metadata_value(value: bytes) -> list[tuple[uuid.UUID, str, tuple[int, ...]]]:
+    """The initialized and initializing topics (both have state to describe)."""
+    r = _flexible_v0(value, "share group state partition metadata")
+    out = []
+    for _ in range(2):
+        for _ in range(max(r.array_len(), 0)):
+            topic_id = uuid.UUID(bytes=r._take(16))
+            name = r.string() or ""
+            partitions = tuple(r.i32() for _ in range(max(r.array_len(), 0)))
+            r.tagged_fields()
+            out.append((topic_id, name, partitions))
+    return out
+
+
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
     w = _Writer().i16(OFFSET_COMMIT_KEY_VERSION).string(group).string(topic).i32(partition)
     return bytes(w.buf)

@@ -56,6 +56,8 @@ class ShareGroup:
     target: dict[str, Assignment] = field(default_factory=dict)
     # the partition counts of the subscribed topics the target was computed from; a change bumps the epoch
     subscription_metadata: dict[str, int] = field(default_factory=dict)
+    # the partitions ever assigned, whose share-partition state may exist (Kafka's ShareGroupStatePartitionMetadata)
+    initialized: dict[str, frozenset[int]] = field(default_factory=dict)
     dead: bool = False
 
     @property
@@ -112,6 +114,12 @@ def current_assignment_record(image: TopicImage, group_id: str, m: ShareGroupMem
             records.share_current_assignment_value(value))
 
 
+def state_partition_metadata_record(image: TopicImage, group: ShareGroup) -> Record:
+    topics = [(image.ids[t], t, sorted(ps)) for t, ps in sorted(group.initialized.items()) if t in image.ids]
+    return (records.share_group_key(records.SG_STATE_PARTITION_METADATA, group.group_id),
+            records.share_state_partition_metadata_value(topics))
+
+
 def member_tombstones(group_id: str, member_id: str) -> list[Record]:
     # Kafka's order: current assignment, target assignment, then the member's metadata
     return [(records.share_group_key(k, group_id, member_id), None) for k in
@@ -134,6 +142,7 @@ class ShareGroupReplay:
         self.metadata: dict[str, dict[str, records.ShareMemberMetadataValue]] = {}
         self.targets: dict[str, dict[str, Assignment]] = {}
         self.current: dict[str, dict[str, records.ShareCurrentAssignmentValue]] = {}
+        self.initialized: dict[str, dict[str, frozenset[int]]] = {}
 
     def replay(self, key: records.ShareGroupKey, value: bytes | None) -> None:
         g, mid = key.group, key.member_id or ""
@@ -163,7 +172,14 @@ class ShareGroupReplay:
                 self.current.get(g, {}).pop(mid, None)
             else:
                 self.current.setdefault(g, {})[mid] = records.decode_share_current_assignment_value(value)
-        # SG_PARTITION_METADATA (4.0) and SG_STATE_PARTITION_METADATA: recomputed, not needed on load
+        elif key.kind == records.SG_STATE_PARTITION_METADATA:
+            if value is None:
+                self.initialized.pop(g, None)
+            else:
+                topics = records.decode_share_state_partition_metadata_value(value)
+                names = self.image.names_by_id
+                self.initialized[g] = {names.get(tid, name): frozenset(ps) for tid, name, ps in topics}
+        # SG_PARTITION_METADATA (Kafka 4.0's): recomputed, not needed on load
 
     def groups(self, partition: int) -> list[ShareGroup]:
         out = []
@@ -182,5 +198,6 @@ class ShareGroupReplay:
                 group.members[member_id] = member
             group.target = {mid: t for mid, t in self.targets.get(group_id, {}).items() if mid in group.members}
             group.subscription_metadata = group.compute_subscription_metadata(self.image)
+            group.initialized = self.initialized.get(group_id, {})
             out.append(group)
         return out

@@ -29,6 +29,7 @@ from kbus.server.coordinator.share_group import (
     member_metadata_record,
     member_tombstones,
     simple_assignment,
+    state_partition_metadata_record,
     target_member_record,
 )
 
@@ -204,6 +205,13 @@ class ShareGroupMembership(ConsumerGroupMembership):
                 out.append(target_member_record(self.topic_image, group.group_id, member_id, target))
         group.assignment_epoch = group.group_epoch
         out.append(assignment_epoch_record(group))
+        initialized = dict(group.initialized)
+        for target in group.target.values():
+            for t, ps in target.items():
+                initialized[t] = initialized.get(t, frozenset()) | ps
+        if initialized != group.initialized:
+            group.initialized = initialized
+            out.append(state_partition_metadata_record(self.topic_image, group))
 
     # ================================================================ leaving and timeouts
 

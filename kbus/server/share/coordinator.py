@@ -130,7 +130,13 @@ class ShareCoordinator:
     async def write(self, key: ShareStateKey, state: ShareState) -> None:
         partition = self._check(key)
         current = self.states.get(key)
-        if current is not None and state.leader_epoch < current.leader_epoch:
+        if current is not None and state.state_epoch < current.state_epoch:
+            # the state was re-initialized since (AlterShareGroupOffsets, DeleteShareGroupOffsets): the leader
+            # must read it again
+            raise ShareCoordinatorError(E.fenced_state_epoch,
+                                        f"State epoch {state.state_epoch} is older than {current.state_epoch}.")
+        if (current is not None and state.state_epoch == current.state_epoch
+                and state.leader_epoch < current.leader_epoch):
             raise ShareCoordinatorError(E.fenced_leader_epoch,
                                         f"Leader epoch {state.leader_epoch} is older than {current.leader_epoch}.")
         now = int(time.time() * 1000)

@@ -49,6 +49,14 @@ class ShareConfig:
     auto_offset_reset: str = "latest"
 
 
+class PersisterError(Exception):
+    """A read or write of the durable state failed with this Kafka error code."""
+
+    def __init__(self, code: int, message: str = "") -> None:
+        super().__init__(message or str(code))
+        self.code = code
+
+
 class Persister(Protocol):
     async def read(self, key: ShareStateKey, leader_epoch: int) -> ShareState | None: ...
     async def write(self, key: ShareStateKey, state: ShareState) -> None: ...
@@ -162,9 +170,10 @@ class SharePartitionManager:
         if self.persister is None:
             return sp
         stored = await self.persister.read(sp.state_key, leader_epoch)
-        if stored is not None and stored.start_offset >= 0:
-            sp.restore(max(stored.start_offset, log_start_offset), stored.batches)
+        if stored is not None:
             sp.state_epoch = stored.state_epoch
+            if stored.start_offset >= 0:  # -1: reset (DeleteShareGroupOffsets), share.auto.offset.reset applies
+                sp.restore(max(stored.start_offset, log_start_offset), stored.batches)
         await self.persist(sp)  # the start offset (and this leader epoch) are durable before anything is served
         return sp
 
@@ -178,8 +187,19 @@ class SharePartitionManager:
             if snapshot == sp.persisted:
                 return
             start, batches = snapshot
-            await self.persister.write(sp.state_key, ShareState(sp.state_epoch, sp.leader_epoch, start, batches))
+            try:
+                await self.persister.write(sp.state_key, ShareState(sp.state_epoch, sp.leader_epoch, start, batches))
+            except PersisterError as exc:
+                if exc.code in (E.fenced_state_epoch, E.fenced_leader_epoch):
+                    # re-initialized by an admin, or another leader took over: what this broker holds is stale
+                    key = (sp.state_key.group_id, self._topic_of(sp), sp.state_key.partition)
+                    if self.partitions.get(key) is sp:
+                        del self.partitions[key]
+                raise
             sp.persisted = snapshot
+
+    def _topic_of(self, sp: SharePartition) -> str:
+        return next((k[1] for k, v in self.partitions.items() if v is sp), "")
 
     def drop_group(self, group_id: str) -> None:
         for key in [k for k in self.partitions if k[0] == group_id]:

@@ -23,6 +23,7 @@ from kio.static.primitive import i8, i16, i32, i64
 from kbus.common.topics import SHARE_GROUP_STATE_TOPIC
 from kbus.protocol.client import ClientSecurity, KafkaConnection
 from kbus.server.share.coordinator import ShareCoordinator, ShareCoordinatorError
+from kbus.server.share.manager import PersisterError
 from kbus.server.share.state import ShareState, ShareStateKey
 
 if TYPE_CHECKING:
@@ -33,12 +34,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 RETRIABLE = {E.not_coordinator, E.coordinator_not_available, E.coordinator_load_in_progress,
              E.not_leader_or_follower, E.unknown_topic_or_partition}
-
-
-class PersisterError(Exception):
-    def __init__(self, code: int, message: str = "") -> None:
-        super().__init__(message or str(code))
-        self.code = code
 
 
 class SharePersister:
@@ -103,7 +98,7 @@ class SharePersister:
         result = resp.results[0].partitions[0]
         if result.error_code != E.none:
             raise PersisterError(int(result.error_code), result.error_message or "")
-        if result.start_offset < 0:
+        if result.start_offset < 0 and result.state_epoch == 0:
             return None
         return ShareState(result.state_epoch, leader_epoch, result.start_offset, tuple(
             (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in result.state_batches))

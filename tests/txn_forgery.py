@@ -1,16 +1,25 @@
 """Hand-made Produce frames carrying a transactional batch for any producer id and epoch (kio), as an attacker
-with Write on a topic sends them; and the producer id / epoch of a real transaction (DescribeTransactions)."""
+with Write on a topic sends them; the producer id / epoch of a real transaction (DescribeTransactions); and a
+transactions-v2 producer in raw frames (InitProducerId, Produce v12, EndTxn v5), as a Kafka 4 client speaks it."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import time
+from typing import Any
 
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.describe_transactions.v0.response import DescribeTransactionsResponse
+from kio.schema.end_txn.v5.request import EndTxnRequest
+from kio.schema.end_txn.v5.response import EndTxnResponse
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.produce.v9.response import ProduceResponse
-from kio.schema.types import TopicName, TransactionalId
+from kio.schema.produce.v12 import request as produce_v12_request
+from kio.schema.produce.v12.response import ProduceResponse as ProduceResponseV12
+from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i16, i32
 
 from kbus.protocol.client import PLAINTEXT, ClientSecurity, KafkaConnection
@@ -67,6 +76,25 @@ def describe_transaction(bootstrap: str, transactional_id: str) -> tuple[int, in
     return asyncio.run(ask())
 
 
+def list_transactional_ids(bootstrap: str) -> list[str]:
+    """ListTransactions of the broker at `bootstrap` (the ids it coordinates)."""
+    from kio.schema.list_transactions.v0.request import ListTransactionsRequest
+    from kio.schema.list_transactions.v0.response import ListTransactionsResponse
+
+    host, port = bootstrap.split(":")
+
+    async def ask() -> list[str]:
+        conn = KafkaConnection(host, int(port), "lister")
+        try:
+            response = await conn.request(ListTransactionsRequest(state_filters=(), producer_id_filters=()),
+                                          ListTransactionsResponse)
+            return [str(s.transactional_id) for s in response.transaction_states]
+        finally:
+            await conn.close()
+
+    return asyncio.run(ask())
+
+
 def forge_txn_offset_commit(bootstrap: str, transactional_id: str, group: str, producer_id: int, epoch: int,
                             topic: str) -> str:
     """TxnOffsetCommit v3 of offset 1 for `topic`-0 under any producer id/epoch; the error name answered."""
@@ -97,3 +125,56 @@ def forge_txn_offset_commit(bootstrap: str, transactional_id: str, group: str, p
             await conn.close()
 
     return asyncio.run(send())
+
+
+def call(bootstrap: str, request: Any, response_type: type) -> Any:
+    """One request to the broker at `bootstrap`, its response."""
+    host, port = bootstrap.split(":")
+
+    async def send() -> Any:
+        conn = KafkaConnection(host, int(port), "txn-v2")
+        try:
+            return await conn.request(request, response_type, timeout=30)
+        finally:
+            await conn.close()
+
+    return asyncio.run(send())
+
+
+def init_producer(bootstrap: str, tid: str) -> tuple[int, int]:
+    deadline = time.monotonic() + 20
+    while True:
+        r = call(bootstrap, InitProducerIdRequest(transactional_id=TransactionalId(tid),
+                                          transaction_timeout=datetime.timedelta(seconds=60),
+                                          producer_id=ProducerId(-1), producer_epoch=i16(-1)),
+                 InitProducerIdResponse)
+        if r.error_code == 0:
+            return int(r.producer_id), int(r.producer_epoch)
+        assert time.monotonic() < deadline, r.error_code
+        time.sleep(0.2)
+
+
+def produce_v12(bootstrap: str, tid: str, topic: str, batch: bytes, partition: int = 0) -> str:
+    """Produce v12 (a transactions-v2 client's), retrying the retriable answer (the previous transaction's markers
+    still being written) as the client does; the partition's error name."""
+    deadline = time.monotonic() + 20
+    while True:
+        v12 = produce_v12_request
+        r = call(bootstrap, v12.ProduceRequest(
+            transactional_id=TransactionalId(tid), acks=i16(-1), timeout=datetime.timedelta(seconds=10),
+            topic_data=(v12.TopicProduceData(name=TopicName(topic), partition_data=(
+                v12.PartitionProduceData(index=i32(partition), records=batch),)),)), ProduceResponseV12)
+        error = r.responses[0].partition_responses[0].error_code.name
+        if error != "not_enough_replicas" or time.monotonic() > deadline:
+            return str(error)
+        time.sleep(0.1)
+
+
+def end_txn(bootstrap: str, tid: str, pid: int, epoch: int, commit: bool) -> tuple[str, int, int]:
+    deadline = time.monotonic() + 20
+    while True:
+        r = call(bootstrap, EndTxnRequest(transactional_id=TransactionalId(tid), producer_id=ProducerId(pid),
+                                  producer_epoch=i16(epoch), committed=commit), EndTxnResponse)
+        if r.error_code.name != "concurrent_transactions" or time.monotonic() > deadline:
+            return str(r.error_code.name), int(r.producer_id), int(r.producer_epoch)
+        time.sleep(0.1)

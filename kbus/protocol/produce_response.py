@@ -1,12 +1,13 @@
-"""The Produce response body (versions 3-9) encoded by hand, sans I/O.
+"""The Produce response body (versions 3-12) encoded by hand, sans I/O.
 
 Every produce request gets one, so its cost is paid per request: with Kafka's Java producer (16 KB batches,
 linger.ms=0) that is one response per ~150 records. Building kio objects for it and walking them with kio's
 generic writer was the largest single cost of a produce request (about a third of the broker's CPU for it,
 measured with cProfile in bench/notes/RESULTS.md); here a few struct.packs write the same bytes
 (tests/unit/test_produce_response.py checks them against kio's encoding for every version).
-The layout is Kafka's ProduceResponse.json; v9 sends no tagged fields (v10's current_leader and node_endpoints
-are not in kbus's range).
+The layout is Kafka's ProduceResponse.json; v10-v12 have v9's layout (v10's tagged current_leader and
+node_endpoints, KIP-951's hints after NOT_LEADER_OR_FOLLOWER, are not sent: the client refreshes its metadata
+instead, as it does with a broker that leaves them out).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from kbus.protocol.record_batch import encode_unsigned_varint
 
 MIN_VERSION = 3
 FLEXIBLE_VERSION = 9  # compact arrays and strings, tagged fields
-MAX_VERSION = 9
+MAX_VERSION = 12
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEAD = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms

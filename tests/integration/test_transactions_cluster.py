@@ -14,7 +14,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kbus.server.transaction.records import TRANSACTION_STATE_TOPIC, partition_for
 from tests.group_member import wait_until
 from tests.kbus_processes import Cluster
-from tests.txn_forgery import describe_transaction, forge_produce, transactional_batch
+from tests.txn_forgery import (
+    describe_transaction,
+    end_txn,
+    forge_produce,
+    init_producer,
+    produce_v12,
+    transactional_batch,
+)
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration, pytest.mark.slow]
 
@@ -73,6 +80,34 @@ def test_forged_batches_are_verified_with_a_remote_coordinator(cluster: Cluster)
     p.commit_transaction(60)
     got = read_committed(cluster.bootstrap, topic, 3, 40)
     assert sorted(got) == sorted([f"real-{i}".encode() for i in range(10)] + [f"all-{i}".encode() for i in range(30)])
+
+
+def test_v2_partitions_are_added_through_a_remote_coordinator(cluster: Cluster) -> None:
+    """Transactions v2 between brokers: a Produce v12 on a partition led by another broker than the coordinator
+    adds it to the transaction (AddPartitionsToTxn v5, not verify-only); EndTxn v5's markers, with the bumped
+    epoch, reach that leader and fence the old epoch there."""
+    topic, tid = f"txv2-{uuid.uuid4().hex[:6]}", f"tx2-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(20)
+    wait_until(lambda: len(cluster.partitions(topic)) == 3
+               and all(len(isr) == 3 for _, isr in cluster.partitions(topic).values()), 30, "full ISRs")
+    Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": tid}).init_transactions(60)
+    state = cluster.partitions(TRANSACTION_STATE_TOPIC)
+    coordinator = cluster.brokers[state[partition_for(tid, len(state))][0]].bootstrap
+    leaders = {part: cluster.brokers[leader].bootstrap for part, (leader, _) in cluster.partitions(topic).items()}
+    remote = [part for part, leader in leaders.items() if leader != coordinator]
+    assert remote, leaders
+    part = remote[0]
+    pid, epoch = init_producer(coordinator, tid)
+    assert produce_v12(leaders[part], tid, topic, transactional_batch(pid, epoch, 0, b"v2-1"), part) == "none"
+    assert describe_transaction(coordinator, tid) == (pid, epoch, "Ongoing")
+    assert end_txn(coordinator, tid, pid, epoch, commit=True) == ("none", pid, epoch + 1)
+    wait_until(lambda: describe_transaction(coordinator, tid)[2] == "CompleteCommit", 30, "the markers")
+    zombie = transactional_batch(pid, epoch, 1, b"zombie")
+    assert produce_v12(leaders[part], tid, topic, zombie, part) == "invalid_producer_epoch"
+    assert produce_v12(leaders[part], tid, topic, transactional_batch(pid, epoch + 1, 0, b"v2-2"), part) == "none"
+    assert end_txn(coordinator, tid, pid, epoch + 1, commit=False) == ("none", pid, epoch + 2)
+    assert read_committed(cluster.bootstrap, topic, 3, 1) == [b"v2-1"]
 
 
 def test_coordinator_killed_mid_transaction(cluster: Cluster) -> None:

@@ -16,7 +16,7 @@ from kbus.common.cluster import BrokerInfo
 from kbus.protocol import record_batch as rb
 from kbus.protocol.control import build_marker_batch
 from kbus.server.log import Log, LogConfig, OutOfOrderSequenceError
-from kbus.server.log.errors import InvalidTxnStateError
+from kbus.server.log.errors import InvalidProducerEpochError, InvalidTxnStateError
 from kbus.server.transaction.verification import TransactionVerifier
 from tests.unit.test_txn_coordinator import loaded, make, run
 
@@ -84,6 +84,25 @@ def test_a_marker_between_verification_and_append_voids_the_guard(lg: Log) -> No
     lg.append_as_leader(build_marker_batch(7, 0, False, 0), from_coordinator=True)
     with pytest.raises(InvalidTxnStateError):
         lg.append_as_leader(txn_batch(0), verify_transactions=True, verification_guard=guard)
+
+
+def test_a_v2_next_epoch_before_the_marker_is_not_part_of_the_open_transaction(lg: Log) -> None:
+    """Transactions v2: the next transaction (epoch + 1) may write before the previous one's marker reached this
+    partition; it must not slip into the open transaction of the old epoch (Kafka 4's hasOngoingTransaction
+    compares epochs): it is verified (added) first, and the coordinator holds it back until the markers are
+    written."""
+    guard = lg.maybe_start_transaction_verification(7, 0, 0)
+    lg.append_as_leader(txn_batch(0), verify_transactions=True, verification_guard=guard)
+    assert lg.maybe_start_transaction_verification(7, 1, 0) is None  # the same transaction
+    assert lg.maybe_start_transaction_verification(7, 0, 1) is not None  # the next one
+    with pytest.raises(InvalidTxnStateError):
+        lg.append_as_leader(txn_batch(0, epoch=1), verify_transactions=True)
+    # the marker (epoch + 1, as v2 writes it) ends the old transaction and fences the old epoch
+    lg.append_as_leader(build_marker_batch(7, 1, True, 0), from_coordinator=True)
+    guard = lg.maybe_start_transaction_verification(7, 0, 1)
+    lg.append_as_leader(txn_batch(0, epoch=1), verify_transactions=True, verification_guard=guard)
+    with pytest.raises(InvalidProducerEpochError):
+        lg.append_as_leader(txn_batch(1, epoch=0))
 
 
 def test_higher_sequences_wait_for_the_verified_one(lg: Log) -> None:
@@ -192,9 +211,9 @@ def test_a_connection_that_broke_the_protocol_is_dropped() -> None:
     async def go() -> None:
         v = TransactionVerifier(FakeHost(), FakeCoordinator(), 1000)  # type: ignore[arg-type]
         broken = BrokenConnection()
-        v._connections[2] = broken  # type: ignore[assignment]
+        v._connections[(2, False)] = broken  # type: ignore[assignment]
         assert await v.verify("x", 1, 0, [("t", 0)], False) == {("t", 0): E.network_exception}
-        assert broken.closed and 2 not in v._connections
+        assert broken.closed and (2, False) not in v._connections
         await v.close()
     run(go())
 
@@ -217,7 +236,8 @@ class SlowVerifier:
         self.errors = errors
         self.asked: list[tuple[str, int, int, list[tuple[str, int]]]] = []
 
-    async def verify(self, tid: str, pid: int, epoch: int, tps: list[tuple[str, int]], abortable_known: bool) -> Any:
+    async def verify(self, tid: str, pid: int, epoch: int, tps: list[tuple[str, int]], abortable_known: bool,
+                     add: bool = False) -> Any:
         self.asked.append((tid, pid, epoch, tps))
         await self.release.wait()
         return {tp: code for tp, code in self.errors.items() if tp in tps}

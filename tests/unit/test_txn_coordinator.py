@@ -223,3 +223,91 @@ def test_expired_ids_are_tombstoned() -> None:
         await loaded(c2)
         assert "t" not in c2.txns
     run(go())
+
+
+# ---------------------------------------------------------------- transactions v2 (KIP-890 part 2)
+
+
+def test_v2_end_bumps_the_epoch_and_the_markers_carry_it() -> None:
+    async def go() -> None:
+        c, _log, markers, _ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        assert await c.add_partitions("t", pid, epoch, [("a", 0)], client_tv=2) == E.none
+        assert await c.end_transaction_bumping("t", pid, epoch, True, 2) == (E.none, pid, epoch + 1)
+        await c.settle()
+        assert markers.calls == [(pid, epoch + 1, True, 3, {("a", 0)})]
+        # a retry of that end (the old epoch) is answered the same; the new epoch with no transaction is fenced
+        assert await c.end_transaction_bumping("t", pid, epoch, True, 2) == (E.none, pid, epoch + 1)
+        assert (await c.end_transaction_bumping("t", pid, epoch, False, 2))[0] == E.invalid_txn_state
+        assert (await c.end_transaction_bumping("t", pid, epoch + 1, True, 2))[0] == E.producer_fenced
+        # the old epoch cannot add partitions any more, the new one starts the next transaction
+        assert await c.add_partitions("t", pid, epoch, [("a", 0)], client_tv=2) == E.producer_fenced
+        assert await c.add_partitions("t", pid, epoch + 1, [("a", 0)], client_tv=2) == E.none
+        assert await c.end_transaction_bumping("t", pid, epoch + 1, False, 2) == (E.none, pid, epoch + 2)
+        await c.settle()
+        assert markers.calls[-1] == (pid, epoch + 2, False, 3, {("a", 0)})
+    run(go())
+
+
+def test_v1_end_keeps_the_epoch() -> None:
+    async def go() -> None:
+        c, _log, markers, _ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        await c.add_partitions("t", pid, epoch, [("a", 0)])
+        assert await c.end_transaction_bumping("t", pid, epoch, True, 0) == (E.none, pid, epoch)
+        await c.settle()
+        assert markers.calls == [(pid, epoch, True, 3, {("a", 0)})]
+    run(go())
+
+
+def test_v2_bump_past_the_last_epoch_moves_to_a_new_producer_id() -> None:
+    async def go() -> None:
+        c, _log, markers, _ = make()
+        await loaded(c)
+        _, pid, _epoch = await c.init_producer_id("t", 10_000)
+        c.txns["t"].producer_epoch = 32766  # Short.MAX_VALUE - 1: the bump takes the last epoch
+        assert await c.add_partitions("t", pid, 32766, [("a", 0)], client_tv=2) == E.none
+        err, new_pid, new_epoch = await c.end_transaction_bumping("t", pid, 32766, True, 2)
+        assert (err, new_epoch) == (E.none, 0) and new_pid != pid
+        await c.settle()
+        assert markers.calls == [(pid, 32767, True, 3, {("a", 0)})]  # the markers under the old id
+        meta = c.txns["t"]
+        assert (meta.producer_id, meta.producer_epoch, meta.state) == (new_pid, 0, S.COMPLETE_COMMIT)
+        # the producer's retry with the old id and epoch is recognised
+        assert await c.end_transaction_bumping("t", pid, 32766, True, 2) == (E.none, new_pid, 0)
+        assert await c.add_partitions("t", new_pid, 0, [("a", 0)], client_tv=2) == E.none
+    run(go())
+
+
+def test_v2_timeout_abort_fences_the_producer() -> None:
+    async def go() -> None:
+        c, _log, markers, clock = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        await c.add_partitions("t", pid, epoch, [("a", 0)], client_tv=2)
+        clock.now += 20_000
+        assert await c.abort_timed_out() == 1
+        await c.settle()
+        assert markers.calls == [(pid, epoch + 2, False, 3, {("a", 0)})]
+        # the producer's own abort is not taken for a retry of an end it made: fenced
+        assert (await c.end_transaction_bumping("t", pid, epoch, False, 2))[0] == E.producer_fenced
+    run(go())
+
+
+def test_v2_state_survives_a_coordinator_failover() -> None:
+    async def go() -> None:
+        c, log, _markers, _ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        await c.add_partitions("t", pid, epoch, [("a", 0)], client_tv=2)
+        assert (await c.end_transaction_bumping("t", pid, epoch, True, 2))[0] == E.none
+        await c.settle()
+        # a new coordinator loads the log: the transaction is a v2 one, so the old epoch's EndTxn is a retry
+        c2, *_ = make(log=log)
+        await loaded(c2)
+        meta = c2.txns["t"]
+        assert (meta.producer_epoch, meta.client_tv, meta.state) == (epoch + 1, 2, S.COMPLETE_COMMIT)
+        assert await c2.end_transaction_bumping("t", pid, epoch, True, 2) == (E.none, pid, epoch + 1)
+    run(go())

@@ -18,6 +18,29 @@ if TYPE_CHECKING:
 CONSUMER_PROTOCOL_APIS = frozenset({68, 69})
 
 
+# Kafka's feature flags as a KRaft cluster finalizes them: transaction.version 2 (KIP-890 part 2, transactions v2:
+# EndTxn v5, Produce v12 and TxnOffsetCommit v5 add partitions implicitly) is what a Kafka 4 client needs to use
+# them. kbus has no feature-level controller: the levels are fixed, so their epoch is too (a client keeps the
+# finalized features of the highest epoch it has seen; >= 0 means known).
+TRANSACTION_VERSION = "transaction.version"
+SUPPORTED_FEATURES = ((TRANSACTION_VERSION, 0, 2),)
+FINALIZED_FEATURES = ((TRANSACTION_VERSION, 2),)
+FINALIZED_FEATURES_EPOCH = 1
+
+
+def feature_fields(ctx: RequestContext) -> dict[str, Any]:
+    """ApiVersions v3+'s tagged feature fields. Before v4 a feature whose lowest supported level is 0 is left
+    out of the supported ones (KIP-1022: older clients cannot read level 0)."""
+    if ctx.api_version < 3:
+        return {}
+    supported = [ctx.nested("SupportedFeatureKey", name=name, min_version=low, max_version=high)
+                 for name, low, high in SUPPORTED_FEATURES if ctx.api_version >= 4 or low > 0]
+    finalized = [ctx.nested("FinalizedFeatureKey", name=name, max_version_level=level, min_version_level=level)
+                 for name, level in FINALIZED_FEATURES]
+    return {"supported_features": supported, "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+            "finalized_features": finalized}
+
+
 def api_version_entries(ctx: RequestContext, hidden: frozenset[int] = frozenset()) -> list[Any]:
     return [
         ctx.nested("ApiVersion", api_key=s.key, min_version=s.min_version, max_version=s.max_version)
@@ -32,4 +55,5 @@ def api_version_entries(ctx: RequestContext, hidden: frozenset[int] = frozenset(
 async def api_versions(m: Managers, ctx: RequestContext, request: Any) -> Any:
     consumer = "consumer" in parse_rebalance_protocols(m.config.group_coordinator_rebalance_protocols)
     hidden = frozenset() if consumer else CONSUMER_PROTOCOL_APIS
-    return ctx.build(error_code=ErrorCode.none, api_keys=api_version_entries(ctx, hidden), throttle_time=0)
+    return ctx.build(error_code=ErrorCode.none, api_keys=api_version_entries(ctx, hidden), throttle_time=0,
+                     **feature_fields(ctx))

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from kbus.server.partition.partition import Partition
 
 
-@api(0, 3, 9, pipelined=True)
+@api(0, 3, 12, pipelined=True)
 async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody | None:
     """Every partition is appended before anything is awaited: with pipelined requests (network.py) that keeps
     appends in the order requests arrived; the acks=all waits then run together. The exception is a
@@ -80,8 +80,11 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
         # Kafka's InvalidPidMappingException for the whole request
         return _whole_request_error(ctx, request, acks, ErrorCode.invalid_producer_id_mapping)
     verifier = m.transactions.verifier if m.transactions is not None else None
+    # transactions v2 (Produce v12+): the partitions are added to the transaction here, whatever the
+    # verification setting (the client sends no AddPartitionsToTxn)
     verify = (transactional_id is not None and verifier is not None and bool(producers)
-              and m.config.transaction_partition_verification_enable)
+              and (m.config.transaction_partition_verification_enable
+                   or ctx.api_version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD))
     order = ctx.append_order
     waits = order is not None and order.must_wait()
     to_verify = [] if waits or not verify else _start_verification(ready)
@@ -214,6 +217,7 @@ async def _append_in_order(
             errors = await m.transactions.verifier.verify(
                 transactional_id, producer_id, epoch, [(r.name, r.out.index) for r in to_verify],
                 abortable_known=ctx.api_version >= _FIRST_PRODUCE_VERSION_WITH_ABORTABLE,
+                add=ctx.api_version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD,
             )
             for r in to_verify:
                 code = errors.get((r.name, r.out.index))
@@ -233,6 +237,8 @@ async def _append_in_order(
 
 # Produce v11 is the first version whose clients know TRANSACTION_ABORTABLE (Kafka's genericError support)
 _FIRST_PRODUCE_VERSION_WITH_ABORTABLE = 11
+# Produce v12 is a transactions-v2 client's (KIP-890 part 2): its new partitions are added, not verified
+_FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD = 12
 # what a producer is told when the coordinator could not answer: NOT_ENOUGH_REPLICAS makes every client retry
 # the Produce without refreshing its metadata (Kafka's postVerificationCallback)
 _RETRIABLE_VERIFICATION_ERRORS = frozenset({

@@ -100,11 +100,13 @@ def _txn_id(ctx: RequestContext, transactional_id: str | None) -> bool:
     return transactional_id is None or ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
-@api(24, 0, 4)
+@api(24, 0, 5)
 async def add_partitions_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
-    """v0-3 from producers (one transaction, Write on its transactional id and topics); v4 from brokers only
+    """v0-3 from producers (one transaction, Write on its transactional id and topics); v4-5 from brokers only
     (ClusterAction): a batch of transactions, `verify_only` ones asking whether partitions are in the ongoing
-    transaction (KIP-890, kbus.server.transaction.verification) without adding them."""
+    transaction (KIP-890, kbus.server.transaction.verification) without adding them. The others are the
+    implicit adds of transactions v2 (a client's Produce v12+ / TxnOffsetCommit v5+); with v5 (Kafka's
+    transactionVersionForAddPartitionsToTxn) the transaction is a v2 one, its epoch bumped when it ends."""
     if ctx.api_version >= 4:
         if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
             return ctx.build(throttle_time=0, error_code=E.cluster_authorization_failed, results_by_transaction=[])
@@ -112,7 +114,7 @@ async def add_partitions_to_txn(m: Managers, ctx: RequestContext, req: Any) -> A
         for txn in req.transactions:
             wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
             errors = await _add_or_verify(m, ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted,
-                                          verify_only=txn.verify_only)
+                                          verify_only=txn.verify_only, client_tv=2 if ctx.api_version >= 5 else 0)
             results.append(ctx.nested("AddPartitionsToTxnResult", transactional_id=txn.transactional_id,
                                       topic_results=_topic_results(ctx, errors)))
         return ctx.build(throttle_time=0, error_code=E.none, results_by_transaction=results)
@@ -128,7 +130,7 @@ async def add_partitions_to_txn(m: Managers, ctx: RequestContext, req: Any) -> A
 
 async def _add_or_verify(
     m: Managers, ctx: RequestContext, tid: str, producer_id: int, producer_epoch: int,
-    wanted: list[tuple[str, int]], *, verify_only: bool,
+    wanted: list[tuple[str, int]], *, verify_only: bool, client_tv: int = 0,
 ) -> dict[tuple[str, int], int]:
     """One transaction of AddPartitionsToTxn: an error per partition."""
     unknown = set()
@@ -149,7 +151,7 @@ async def _add_or_verify(
         return dict.fromkeys(wanted, int(E.coordinator_not_available))
     if verify_only:
         return coordinator.verify_partitions(tid, producer_id, producer_epoch, wanted)
-    error = await coordinator.add_partitions(tid, producer_id, producer_epoch, wanted)
+    error = await coordinator.add_partitions(tid, producer_id, producer_epoch, wanted, client_tv=client_tv)
     return dict.fromkeys(wanted, _fenced(ctx, error))
 
 
@@ -181,16 +183,19 @@ async def add_offsets_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return ctx.build(throttle_time=0, error_code=_fenced(ctx, error))
 
 
-@api(26, 0, 3)
+@api(26, 0, 5)
 async def end_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    """v5 is transactions v2's (KIP-890 part 2, Kafka's transactionVersionForEndTxn): the epoch is bumped as the
+    transaction ends, and the producer id and epoch to go on with are in the response."""
     coordinator = _coordinator(m)
     if not _txn_id(ctx, req.transactional_id):
-        return ctx.build(throttle_time=0, error_code=E.transactional_id_authorization_failed)
+        return ctx.build(throttle_time=0, error_code=E.transactional_id_authorization_failed, producer_id=-1,
+                         producer_epoch=-1)
     if coordinator is None:
-        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
-    error = await coordinator.end_transaction(req.transactional_id, req.producer_id, req.producer_epoch,
-                                              req.committed)
-    return ctx.build(throttle_time=0, error_code=_fenced(ctx, error))
+        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, producer_id=-1, producer_epoch=-1)
+    error, producer_id, epoch = await coordinator.end_transaction_bumping(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, 2 if ctx.api_version >= 5 else 0)
+    return ctx.build(throttle_time=0, error_code=_fenced(ctx, error), producer_id=producer_id, producer_epoch=epoch)
 
 
 @api(27, 1, 1)
@@ -220,7 +225,7 @@ async def write_txn_markers(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return ctx.build(markers=results)
 
 
-@api(28, 0, 3)
+@api(28, 0, 5)
 async def txn_offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
     groups = m.groups
     now = groups.clock() if groups is not None else 0
@@ -256,10 +261,12 @@ async def txn_offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
 async def _verify_txn_offsets(m: Managers, ctx: RequestContext, req: Any, offsets_partition: int) -> int | None:
     """Transaction verification of TxnOffsetCommit (Kafka 3.9's GroupCoordinator.handleTxnCommitOffsets): the
     producer's first transactional offsets on this __consumer_offsets partition need the coordinator's word that
-    the partition (AddOffsetsToTxn) is in its ongoing transaction. None: go ahead; else the error for every
-    partition of the request (Kafka's maybeConvertOffsetCommitError)."""
+    the partition (AddOffsetsToTxn) is in its ongoing transaction. From v5 (transactions v2, which sends no
+    AddOffsetsToTxn) the partition is added to the transaction instead, whatever the verification setting.
+    None: go ahead; else the error for every partition of the request (Kafka's maybeConvertOffsetCommitError)."""
     service = m.transactions
-    if service is None or not m.config.transaction_partition_verification_enable:
+    add = ctx.api_version >= 5
+    if service is None or not (add or m.config.transaction_partition_verification_enable):
         return None
     tp = (OFFSETS_TOPIC, offsets_partition)
     part, _ = m.replicas.leader_partition(*tp)
@@ -272,7 +279,7 @@ async def _verify_txn_offsets(m: Managers, ctx: RequestContext, req: Any, offset
     if guard is None:
         return None  # its transaction is already ongoing on the partition
     errors = await service.verifier.verify(req.transactional_id, req.producer_id, req.producer_epoch, [tp],
-                                           abortable_known=ctx.api_version >= 4)
+                                           abortable_known=ctx.api_version >= 4, add=add)
     code = errors.get(tp)
     return None if code is None else _offset_commit_error(code)
 

@@ -276,7 +276,7 @@ class Log:
         here (nothing to verify), else the guard its verification starts (or the one already under way)."""
         with self._lock:
             state = self.producer_state
-            if state.has_ongoing_transaction(producer_id):
+            if state.has_ongoing_transaction(producer_id, epoch):
                 return None
             return state.maybe_create_verification_state_entry(producer_id, sequence, epoch, self._time_ms()).guard
 

@@ -178,7 +178,8 @@ class ProducerAppend:
         if h.is_control:
             return None
         manager = self._manager
-        if self._verify and h.is_transactional and not manager.has_ongoing_transaction(h.producer_id):
+        if self._verify and h.is_transactional and not manager.has_ongoing_transaction(h.producer_id,
+                                                                                            h.producer_epoch):
             # Kafka's batchMissingRequiredVerification: a transaction's first write on this partition only with
             # the guard of a verification the coordinator answered (KIP-890)
             state = manager.verification_states.get(h.producer_id)
@@ -268,9 +269,13 @@ class ProducerStateManager:
         return ProducerAppend(self, validate=validate, verify_transactions=verify_transactions,
                               verification_guard=verification_guard)
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Kafka 4's hasOngoingTransaction: a transaction of this producer id AND epoch is open here. With
+        transactions v2 the epoch is bumped at each transaction's end, so a batch of the next transaction that
+        arrives before the previous one's marker is not taken for part of it (it must be added first)."""
         entry = self.producers.get(producer_id)
-        return entry is not None and entry.current_txn_first_offset is not None
+        return entry is not None and entry.current_txn_first_offset is not None \
+            and entry.producer_epoch == producer_epoch
 
     def maybe_create_verification_state_entry(
         self, producer_id: int, sequence: int, epoch: int, now_ms: int

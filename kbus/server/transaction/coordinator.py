@@ -88,6 +88,10 @@ class TransactionMetadata:
     start_ms: int = -1
     last_update_ms: int = -1
     pending: TransactionState | None = None  # a transition being written: others get CONCURRENT_TRANSACTIONS
+    # transactions v2 (KIP-890 part 2): the transaction.version the client used for this transaction (2: its
+    # epoch is bumped when it ends), and the producer id it moves to when that bump exhausts the epoch
+    client_tv: int = 0
+    next_producer_id: int = -1
 
     def topic_partitions(self) -> set[TopicPartition]:
         return {(t, p) for t, ps in self.partitions.items() for p in ps}
@@ -98,7 +102,7 @@ class TransactionMetadata:
         return TransactionLogValue(self.producer_id, self.producer_epoch, self.timeout_ms,
                                    S.PREPARE_ABORT if st == S.PREPARE_EPOCH_FENCE else st,
                                    {t: set(ps) for t, ps in self.partitions.items()}, self.last_update_ms,
-                                   self.start_ms)
+                                   self.start_ms, self.last_producer_id, self.next_producer_id, self.client_tv)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,9 +189,11 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
         for tid, v in values.items():
             if v is None:
                 continue
-            out.append(TransactionMetadata(tid, partition, v.producer_id, v.producer_epoch, timeout_ms=v.timeout_ms,
+            out.append(TransactionMetadata(tid, partition, v.producer_id, v.producer_epoch,
+                                           last_producer_id=v.previous_producer_id, timeout_ms=v.timeout_ms,
                                            state=v.state, partitions=v.partitions, start_ms=v.start_ms,
-                                           last_update_ms=v.last_update_ms))
+                                           last_update_ms=v.last_update_ms, client_tv=v.client_transaction_version,
+                                           next_producer_id=v.next_producer_id))
         return out
 
     # ================================================================ writing state
@@ -215,7 +221,7 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
             meta.pending = None
         if error == E.none:
             for name in ("producer_id", "producer_epoch", "last_producer_id", "last_producer_epoch", "timeout_ms",
-                         "partitions", "start_ms", "last_update_ms"):
+                         "partitions", "start_ms", "last_update_ms", "client_tv", "next_producer_id"):
                 setattr(meta, name, getattr(target, name))
             meta.state = S.PREPARE_ABORT if target.state == S.PREPARE_EPOCH_FENCE else target.state
         return error
@@ -224,7 +230,8 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
     def _copy(meta: TransactionMetadata, **changes: object) -> TransactionMetadata:
         c = TransactionMetadata(meta.transactional_id, meta.partition, meta.producer_id, meta.producer_epoch,
                                 meta.last_producer_id, meta.last_producer_epoch, meta.timeout_ms, meta.state,
-                                {t: set(ps) for t, ps in meta.partitions.items()}, meta.start_ms, meta.last_update_ms)
+                                {t: set(ps) for t, ps in meta.partitions.items()}, meta.start_ms, meta.last_update_ms,
+                                client_tv=meta.client_tv, next_producer_id=meta.next_producer_id)
         for k, v in changes.items():
             setattr(c, k, v)
         return c
@@ -266,7 +273,8 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
             new_pid, new_epoch, last_pid = meta.producer_id, meta.producer_epoch + 1, -1
         target = self._copy(meta, producer_id=new_pid, producer_epoch=new_epoch, last_producer_id=last_pid,
                             last_producer_epoch=meta.producer_epoch, timeout_ms=timeout_ms, state=S.EMPTY,
-                            partitions={}, start_ms=-1, last_update_ms=self.clock())
+                            partitions={}, start_ms=-1, last_update_ms=self.clock(), client_tv=0,
+                            next_producer_id=-1)
         error = await self._transit(meta, target)
         if error != E.none:
             return error, -1, -1
@@ -282,9 +290,13 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
         return E.none
 
     async def add_partitions(
-        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition],
+        client_tv: int = 0,
     ) -> int:
-        """AddPartitionsToTxn / AddOffsetsToTxn: one error for all the partitions."""
+        """AddPartitionsToTxn / AddOffsetsToTxn: one error for all the partitions. `client_tv` 2: the implicit add
+        of a transactions-v2 client's Produce v12+ or TxnOffsetCommit v5+ (a partition leader or the group
+        coordinator asks, Kafka's AddPartitionsToTxn v5 between brokers): the transaction's epoch is bumped when
+        it ends."""
         if (err := self.status(transactional_id)) != E.none:
             return err
         meta = self.txns.get(transactional_id)
@@ -301,7 +313,7 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
             merged.setdefault(t, set()).add(p)
         now = self.clock()
         target = self._copy(meta, state=S.ONGOING, partitions=merged, last_update_ms=now,
-                            start_ms=meta.start_ms if meta.state == S.ONGOING else now)
+                            start_ms=meta.start_ms if meta.state == S.ONGOING else now, client_tv=client_tv)
         return await self._transit(meta, target)
 
     def verify_partitions(
@@ -330,41 +342,88 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
         return {tp: E.none if tp[1] in meta.partitions.get(tp[0], ()) else E.transaction_abortable for tp in wanted}
 
     async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> int:
+        """EndTxn v0-4 (transactions v1): the error alone."""
+        return (await self.end_transaction_bumping(transactional_id, producer_id, epoch, committed, 0))[0]
+
+    async def end_transaction_bumping(
+        self, transactional_id: str, producer_id: int, epoch: int, committed: bool, client_tv: int
+    ) -> tuple[int, int, int]:
+        """EndTxn (Kafka's TransactionCoordinator.endTransaction): (error, producer id, epoch). With `client_tv` 2
+        (EndTxn v5, KIP-890 part 2) the epoch is bumped as the transaction ends, its markers carry the new epoch
+        (fencing every write of the old one on the partitions), and the new producer id and epoch are returned;
+        a bump past the last epoch moves the producer to a new producer id, effective once the markers are
+        written."""
         if (err := self.status(transactional_id)) != E.none:
-            return err
+            return err, -1, -1
         meta = self.txns.get(transactional_id)
-        if meta is not None and meta.producer_id == producer_id and epoch < meta.producer_epoch \
+        if meta is None:
+            return E.invalid_producer_id_mapping, -1, -1
+        state = meta.state
+        v2 = meta.client_tv >= 2  # the transaction being ended (or retried) bumps its epoch
+        # a v2 retry: the end was written (its epoch bumped) but the producer never got the answer
+        retry_on_bump = v2 and meta.producer_id == producer_id and meta.producer_epoch == epoch + 1
+        # ... or the bump overflowed: the transaction completed under the new producer id at epoch 0
+        retry_on_overflow = v2 and meta.last_producer_id == producer_id and epoch == MAX_EPOCH - 1 \
+            and meta.producer_epoch == 0
+        if not v2 and meta.producer_id == producer_id and epoch < meta.producer_epoch \
                 and epoch == meta.last_producer_epoch and not committed \
-                and meta.state in (S.PREPARE_ABORT, S.COMPLETE_ABORT):
+                and state in (S.PREPARE_ABORT, S.COMPLETE_ABORT):
             # the coordinator aborted (and fenced) this transaction on a timeout; the producer's own abort of
             # it has nothing left to do, but its epoch is gone: it must re-initialise
-            return E.producer_fenced
-        if (err := self._check_producer(meta, producer_id, epoch)) != E.none:
-            return err
-        assert meta is not None
-        state = meta.state
+            return E.producer_fenced, -1, -1
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return E.invalid_producer_id_mapping, -1, -1
+        if v2:
+            # Kafka: with epoch bumps, the same epoch in a Prepare/Complete state is not a retry but a next end
+            if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                valid = retry_on_bump
+            elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+                valid = retry_on_bump or retry_on_overflow
+            else:
+                valid = epoch == meta.producer_epoch
+        else:
+            valid = epoch == meta.producer_epoch
+        if not valid:
+            return E.producer_fenced, -1, -1
+        if meta.pending is not None:
+            return E.concurrent_transactions, -1, -1
         if state == S.ONGOING:
+            bump = client_tv >= 2
+            next_pid = -1
+            if bump and meta.producer_epoch >= MAX_EPOCH - 1:
+                next_pid = self._allocate()  # the bump takes the last epoch: a new producer id afterwards
             target = self._copy(meta, state=S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
-                                last_update_ms=self.clock())
+                                last_update_ms=self.clock(), client_tv=client_tv, next_producer_id=next_pid)
+            if bump:
+                target.producer_epoch, target.last_producer_epoch = meta.producer_epoch + 1, meta.producer_epoch
             error = await self._transit(meta, target)
-            if error == E.none:
-                meta.pending = S.COMPLETE_COMMIT if committed else S.COMPLETE_ABORT
-                self._spawn(self._complete(meta))
-            return error
+            if error != E.none:
+                return error, -1, -1
+            meta.pending = S.COMPLETE_COMMIT if committed else S.COMPLETE_ABORT
+            self._spawn(self._complete(meta))
+            if next_pid >= 0:
+                return E.none, next_pid, 0
+            return E.none, meta.producer_id, meta.producer_epoch
+        current = (E.none, meta.producer_id, meta.producer_epoch)
         if state == S.COMPLETE_COMMIT:
-            return E.none if committed else E.invalid_txn_state
+            return current if committed else (E.invalid_txn_state, -1, -1)
         if state == S.COMPLETE_ABORT:
-            return E.invalid_txn_state if committed else E.none
+            return (E.invalid_txn_state, -1, -1) if committed else current
         if state == S.PREPARE_COMMIT:
-            return E.concurrent_transactions if committed else E.invalid_txn_state
+            return (E.concurrent_transactions if committed else E.invalid_txn_state), -1, -1
         if state == S.PREPARE_ABORT:
-            return E.invalid_txn_state if committed else E.concurrent_transactions
-        return E.invalid_txn_state  # Empty: nothing was added to a transaction
+            return (E.invalid_txn_state if committed else E.concurrent_transactions), -1, -1
+        return E.invalid_txn_state, -1, -1  # Empty: nothing was added to a transaction
 
     async def _fence_and_abort(self, meta: TransactionMetadata) -> int:
-        """Bump the epoch (so the old producer is fenced on every partition by the abort markers) and abort."""
-        epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH - 1 else meta.producer_epoch
-        target = self._copy(meta, producer_epoch=epoch, last_producer_epoch=meta.producer_epoch,
+        """Bump the epoch (so the old producer is fenced on every partition by the abort markers) and abort. A
+        transactions-v2 transaction is bumped twice, as Kafka's fence followed by its v2 end bumps it: so the
+        producer's own EndTxn of it is not taken for a retry of an end it made (which answers the epoch after
+        its own) and is fenced."""
+        bumps = 2 if meta.client_tv >= 2 else 1
+        epoch = min(meta.producer_epoch + bumps, MAX_EPOCH) if meta.producer_epoch < MAX_EPOCH - 1 \
+            else meta.producer_epoch
+        target = self._copy(meta, producer_epoch=epoch, last_producer_epoch=epoch - 1,
                             state=S.PREPARE_EPOCH_FENCE, last_update_ms=self.clock())
         error = await self._transit(meta, target)
         if error == E.none:
@@ -390,6 +449,10 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
             return  # resigned: the next coordinator loads PrepareX and finishes
         target = self._copy(meta, state=S.COMPLETE_COMMIT if committed else S.COMPLETE_ABORT, partitions={},
                             last_update_ms=self.clock())
+        if meta.next_producer_id >= 0:
+            # the v2 bump took the last epoch: the markers are written, the producer goes on with the new id
+            target.producer_id, target.producer_epoch, target.next_producer_id = meta.next_producer_id, 0, -1
+            target.last_producer_id, target.last_producer_epoch = meta.producer_id, meta.producer_epoch
         meta.pending = None
         if await self._transit(meta, target) != E.none:
             log.warning("Could not write the completion of transaction %r", meta.transactional_id)

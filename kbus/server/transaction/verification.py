@@ -6,6 +6,10 @@ AddPartitionsToTxn v4 with `verify_only`, broker to broker, over the inter-broke
 coordinator are batched: one request in flight per coordinator, and what arrives meanwhile goes in the next one.
 When this broker is the coordinator it answers itself, without a request. The answers come back as the errors
 Kafka 3.9 gives a producer (the Produce handler turns the retriable ones into NOT_ENOUGH_REPLICAS).
+
+Transactions v2 (KIP-890 part 2): a client's Produce v12+ or TxnOffsetCommit v5+ does not add its partitions
+first, so the question becomes an implicit add: AddPartitionsToTxn v5 without `verify_only` (Kafka's
+addPartition TransactionSupportedOperation), which the coordinator writes as it would a client's add.
 """
 
 from __future__ import annotations
@@ -15,12 +19,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kio.schema.add_partitions_to_txn.v4.request import (
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnTopic,
-    AddPartitionsToTxnTransaction,
-)
-from kio.schema.add_partitions_to_txn.v4.response import AddPartitionsToTxnResponse
+from kio.schema.add_partitions_to_txn import v4, v5
 from kio.schema.errors import ErrorCode as E
 from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i16, i32
@@ -65,33 +64,42 @@ class _Question:
             self.answer.set_result(errors)
 
 
+_Queue = tuple[int, bool]  # (coordinator broker, implicit add): verify-only questions go as v4, adds as v5
+
+
 class TransactionVerifier:
     def __init__(self, host: VerificationHost, coordinator: TransactionCoordinator, timeout_ms: int) -> None:
         self._host = host
         self._coordinator = coordinator
         self._timeout_s = timeout_ms / 1000
-        self._waiting: dict[int, dict[str, _Question]] = {}  # coordinator broker -> transactional id -> question
-        self._senders: dict[int, asyncio.Task[None]] = {}
-        self._connections: dict[int, KafkaConnection] = {}
+        self._waiting: dict[_Queue, dict[str, _Question]] = {}  # -> transactional id -> question
+        self._senders: dict[_Queue, asyncio.Task[None]] = {}
+        self._connections: dict[_Queue, KafkaConnection] = {}  # one request in flight on each
 
     async def verify(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition],
-        abortable_known: bool,
+        abortable_known: bool, add: bool = False,
     ) -> dict[TopicPartition, int]:
         """The partitions that failed verification, with the error for the producer (none: all verified).
         `abortable_known`: the client's request version knows TRANSACTION_ABORTABLE (Kafka's genericError:
-        Produce v11+, TxnOffsetCommit v4+); older ones get INVALID_TXN_STATE instead."""
+        Produce v11+, TxnOffsetCommit v4+); older ones get INVALID_TXN_STATE instead. `add`: add the partitions
+        to the transaction rather than verify them (transactions v2: Produce v12+, TxnOffsetCommit v5+)."""
         coordinator = self._coordinator
         leader = self._host.partition_leader(TRANSACTION_STATE_TOPIC, coordinator.partition_for(transactional_id))
         if leader is None:
             raw = dict.fromkeys(partitions, int(E.coordinator_not_available))
         elif leader.broker_id == self._host.broker_id:
             METRICS.inc_key("kbus_transaction_verifications_total", _LOCAL, len(partitions))
-            raw = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+            if add:
+                error = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                                         client_tv=2)
+                raw = dict.fromkeys(partitions, error)
+            else:
+                raw = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
         else:
             METRICS.inc_key("kbus_transaction_verifications_total", _REMOTE, len(partitions))
-            raw = await self._ask(leader.broker_id, transactional_id, _Question(producer_id, producer_epoch,
-                                                                                partitions))
+            raw = await self._ask((leader.broker_id, add), transactional_id,
+                                  _Question(producer_id, producer_epoch, partitions))
         errors: dict[TopicPartition, int] = {}
         for tp, code in raw.items():
             if code == E.none:
@@ -105,8 +113,8 @@ class TransactionVerifier:
             METRICS.inc_key("kbus_transaction_verifications_total", _FAILED, len(errors))
         return errors
 
-    async def _ask(self, broker_id: int, transactional_id: str, question: _Question) -> dict[TopicPartition, int]:
-        waiting = self._waiting.setdefault(broker_id, {})
+    async def _ask(self, queue: _Queue, transactional_id: str, question: _Question) -> dict[TopicPartition, int]:
+        waiting = self._waiting.setdefault(queue, {})
         earlier = waiting.get(transactional_id)
         if earlier is not None:
             # Kafka's three cases: a newer epoch fences the earlier question, the same epoch is a retry (the
@@ -117,44 +125,57 @@ class TransactionVerifier:
             earlier.answered(dict.fromkeys(earlier.partitions, int(E.invalid_producer_epoch if fenced
                                                                    else E.network_exception)))
         waiting[transactional_id] = question
-        if broker_id not in self._senders:
-            task = asyncio.ensure_future(self._send_all(broker_id))
-            self._senders[broker_id] = task
+        if queue not in self._senders:
+            task = asyncio.ensure_future(self._send_all(queue))
+            self._senders[queue] = task
         return await question.answer
 
-    async def _send_all(self, broker_id: int) -> None:
-        """One request in flight per coordinator; the questions that arrived meanwhile go in the next."""
+    async def _send_all(self, queue: _Queue) -> None:
+        """One request in flight per coordinator (and kind); the questions that arrived meanwhile go in the
+        next."""
         try:
-            while batch := self._waiting.pop(broker_id, None):
+            while batch := self._waiting.pop(queue, None):
                 answers: dict[str, dict[TopicPartition, int]] = {}
                 try:
-                    answers = await self._send(broker_id, batch)
+                    answers = await self._send(queue, batch)
                 except Exception:
-                    log.exception("Transaction verification with broker %d failed", broker_id)
+                    log.exception("Transaction verification with broker %d failed", queue[0])
                 finally:  # also when the broker shuts down: nobody waits forever
                     for tid, question in batch.items():
                         question.answered(
                             answers.get(tid, dict.fromkeys(question.partitions, int(E.network_exception))))
         finally:
-            self._senders.pop(broker_id, None)
+            self._senders.pop(queue, None)
 
-    async def _send(self, broker_id: int, batch: dict[str, _Question]) -> dict[str, dict[TopicPartition, int]]:
-        request = AddPartitionsToTxnRequest(transactions=tuple(
-            AddPartitionsToTxnTransaction(
-                transactional_id=TransactionalId(tid), producer_id=ProducerId(q.producer_id),
-                producer_epoch=i16(q.producer_epoch), verify_only=True, topics=_topics(q.partitions),
-            )
-            for tid, q in batch.items()
-        ))
+    async def _send(self, queue: _Queue, batch: dict[str, _Question]) -> dict[str, dict[TopicPartition, int]]:
+        broker_id, add = queue
+        response: v4.response.AddPartitionsToTxnResponse | v5.response.AddPartitionsToTxnResponse
         try:
-            conn = self._connection(broker_id)
+            conn = self._connection(queue)
             if conn is None:
                 return {tid: dict.fromkeys(q.partitions, int(E.coordinator_not_available)) for tid, q in batch.items()}
-            response = await conn.request(request, AddPartitionsToTxnResponse, timeout=self._timeout_s)
+            if add:  # v5: the coordinator takes it as a transactions-v2 client's add (Kafka's TV_2)
+                response = await conn.request(v5.request.AddPartitionsToTxnRequest(transactions=tuple(
+                    v5.request.AddPartitionsToTxnTransaction(
+                        transactional_id=TransactionalId(tid), producer_id=ProducerId(q.producer_id),
+                        producer_epoch=i16(q.producer_epoch), verify_only=False,
+                        topics=tuple(v5.request.AddPartitionsToTxnTopic(name=TopicName(t), partitions=ps)
+                                     for t, ps in _topics(q.partitions)),
+                    ) for tid, q in batch.items()
+                )), v5.response.AddPartitionsToTxnResponse, timeout=self._timeout_s)
+            else:
+                response = await conn.request(v4.request.AddPartitionsToTxnRequest(transactions=tuple(
+                    v4.request.AddPartitionsToTxnTransaction(
+                        transactional_id=TransactionalId(tid), producer_id=ProducerId(q.producer_id),
+                        producer_epoch=i16(q.producer_epoch), verify_only=True,
+                        topics=tuple(v4.request.AddPartitionsToTxnTopic(name=TopicName(t), partitions=ps)
+                                     for t, ps in _topics(q.partitions)),
+                    ) for tid, q in batch.items()
+                )), v4.response.AddPartitionsToTxnResponse, timeout=self._timeout_s)
         except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, ProtocolError) as exc:
             # the connection's state is unknown (a timed out or mismatched answer may still come): a new one next
             log.info("AddPartitionsToTxn (verify) to broker %d failed: %s", broker_id, exc)
-            conn = self._connections.pop(broker_id, None)
+            conn = self._connections.pop(queue, None)
             if conn is not None:
                 await conn.close()
             return {tid: dict.fromkeys(q.partitions, int(E.network_exception)) for tid, q in batch.items()}
@@ -173,8 +194,9 @@ class TransactionVerifier:
                     errors[(topic.name, p.partition_index)] = int(p.partition_error_code)
         return out
 
-    def _connection(self, broker_id: int) -> KafkaConnection | None:
-        conn = self._connections.get(broker_id)
+    def _connection(self, queue: _Queue) -> KafkaConnection | None:
+        broker_id = queue[0]
+        conn = self._connections.get(queue)
         if conn is not None:
             return conn
         host = self._host
@@ -184,7 +206,7 @@ class TransactionVerifier:
             return None
         conn = KafkaConnection(endpoint.host, endpoint.port, f"broker-{host.broker_id}-txn-verification",
                                host.inter_broker_security)
-        self._connections[broker_id] = conn
+        self._connections[queue] = conn
         return conn
 
     async def close(self) -> None:
@@ -201,9 +223,8 @@ class TransactionVerifier:
         self._connections.clear()
 
 
-def _topics(partitions: list[TopicPartition]) -> tuple[AddPartitionsToTxnTopic, ...]:
+def _topics(partitions: list[TopicPartition]) -> list[tuple[str, tuple[i32, ...]]]:
     by_topic: dict[str, list[int]] = {}
     for t, p in partitions:
         by_topic.setdefault(t, []).append(p)
-    return tuple(AddPartitionsToTxnTopic(name=TopicName(t), partitions=tuple(i32(p) for p in ps))
-                 for t, ps in by_topic.items())
+    return [(t, tuple(i32(p) for p in ps)) for t, ps in by_topic.items()]

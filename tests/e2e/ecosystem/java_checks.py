@@ -47,8 +47,8 @@ class JavaChecks:
 
     def java(self, main: str, *args: str, client_config: Path | None = None) -> list[str]:
         props = [f"-Dkbus.client.config={client_config}"] if client_config else []
-        return ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", *props, "-cp", self.classpath,
-                main, *args]  # fmt: skip
+        return ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                f"-Dkbus.client.version={self.version}", *props, "-cp", self.classpath, main, *args]  # fmt: skip
 
     def run(
         self,

@@ -1,6 +1,6 @@
-"""A Kafka Streams application (kafka-streams 3.9.2 from Maven, exactly_once_v2) against kbus: word count with a
-repartition topic and a state store whose changelog Streams creates; stopped and started again, it restores its
-counts from the changelog and goes on counting, each line counted once."""
+"""Kafka Streams applications (kafka-streams 3.9.2 and 4.x from Maven, exactly_once_v2) against kbus: word count with
+a repartition topic and a state store whose changelog Streams creates; stopped and started again, it restores its
+counts from the changelog and goes on counting, each line counted once (4.x with transactions v2, 3.9 with v1)."""
 
 from __future__ import annotations
 
@@ -21,30 +21,33 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.e2e.ecosystem.kafka_jars import kbus
 from tests.e2e.ecosystem.streams_app import STREAMS_VERSIONS, build
 from tests.kbus_processes import BrokerProcess, free_port, wait_for
+from tests.txn_forgery import describe_transaction, list_transactional_ids
 
 pytestmark = pytest.mark.integration
 
-VERSION = STREAMS_VERSIONS[0]
 LINE = "the quick brown fox jumps over the lazy dog"
 
 
-@pytest.fixture(scope="module")
-def streams_classpath() -> str:
-    return build(VERSION)
+class WordCountNames:
+    """application.id and topics of one version's run (the broker is shared by the session)."""
+
+    def __init__(self, version: str) -> None:
+        tag = version.replace(".", "")
+        self.app, self.input, self.output = f"wc{tag}-app", f"wc{tag}-in", f"wc{tag}-out"
 
 
-def produce_lines(bootstrap: str, n: int) -> None:
+def produce_lines(bootstrap: str, topic: str, n: int) -> None:
     p = Producer({"bootstrap.servers": bootstrap})
     for i in range(n):
-        p.produce("wc-in", key=str(i), value=LINE)
+        p.produce(topic, key=str(i), value=LINE)
     assert p.flush(30) == 0
 
 
-def final_counts(bootstrap: str, want: dict[str, int], timeout: float = 120) -> dict[str, int]:
+def final_counts(bootstrap: str, topic: str, want: dict[str, int], timeout: float = 120) -> dict[str, int]:
     """The latest committed count per word (read_committed), once it reaches `want` or the time is up."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"wc-check-{time.monotonic_ns()}",
                   "auto.offset.reset": "earliest", "isolation.level": "read_committed"})  # fmt: skip
-    c.subscribe(["wc-out"])
+    c.subscribe([topic])
     counts: dict[str, int] = {}
     deadline = time.monotonic() + timeout
     while counts != want and time.monotonic() < deadline:
@@ -56,13 +59,13 @@ def final_counts(bootstrap: str, want: dict[str, int], timeout: float = 120) -> 
 
 
 @pytest.fixture
-def run_app(streams_classpath: str, tmp_path: Path) -> Iterator:
+def run_app(tmp_path: Path) -> Iterator:
     procs: list[subprocess.Popen] = []
 
-    def start(bootstrap: str) -> subprocess.Popen:
+    def start(classpath: str, bootstrap: str, names: WordCountNames) -> subprocess.Popen:
         log = open(tmp_path / f"streams-{len(procs)}.log", "w")  # noqa: SIM115 - as long as the process
         proc = subprocess.Popen(["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
-                                 streams_classpath, "kbus.streams.WordCount", bootstrap, "wc-app", "wc-in", "wc-out",
+                                 classpath, "kbus.streams.WordCount", bootstrap, names.app, names.input, names.output,
                                  "600"], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
         procs.append(proc)
         return proc
@@ -79,26 +82,43 @@ def stop(proc: subprocess.Popen) -> None:
     assert proc.wait(60) in (0, 143)
 
 
-def test_word_count_exactly_once_restores_from_changelog(broker: BrokerProcess, run_app) -> None:
+def transaction_epochs(bootstrap: str, prefix: str) -> list[int]:
+    """The producer epochs of the transactional ids starting with `prefix` (exactly_once_v2: one per thread)."""
+    return [describe_transaction(bootstrap, tid)[1] for tid in list_transactional_ids(bootstrap)
+            if tid.startswith(prefix)]
+
+
+@pytest.mark.parametrize("version", STREAMS_VERSIONS)
+def test_word_count_exactly_once_restores_from_changelog(broker: BrokerProcess, run_app, version: str) -> None:
+    classpath, names = build(version), WordCountNames(version)
     bs = ("--bootstrap-server", broker.bootstrap)
-    for topic, partitions in (("wc-in", "3"), ("wc-out", "2")):
+    for topic, partitions in ((names.input, "3"), (names.output, "2")):
         assert kbus("topics", *bs, "--create", "--topic", topic, "--partitions", partitions).returncode == 0
-    produce_lines(broker.bootstrap, 50)
+    produce_lines(broker.bootstrap, names.input, 50)
     want = {w: 50 for w in LINE.split()} | {"the": 100}
-    app = run_app(broker.bootstrap)
-    assert final_counts(broker.bootstrap, want) == want
+    app = run_app(classpath, broker.bootstrap, names)
+    assert final_counts(broker.bootstrap, names.output, want) == want
     stop(app)
+    # Streams 4.x's producers use transactions v2 (the broker finalizes transaction.version 2): every commit bumps
+    # the epoch, so after a run of 200 ms commits the epochs are well past 1; 3.9's stay where InitProducerId put
+    # them (a new transactional id per process: 0)
+    epochs = transaction_epochs(broker.bootstrap, names.app)
+    assert epochs, "no transactional id of the application"
+    if int(version.split(".")[0]) >= 4:
+        assert min(epochs) > 1, epochs
+    else:
+        assert max(epochs) <= 1, epochs
     listed = kbus("topics", *bs, "--list").stdout.split()
-    changelog = "wc-app-KSTREAM-AGGREGATE-STATE-STORE-0000000004-changelog"
-    assert changelog in listed and "wc-app-KSTREAM-AGGREGATE-STATE-STORE-0000000004-repartition" in listed
+    changelog = f"{names.app}-KSTREAM-AGGREGATE-STATE-STORE-0000000004-changelog"
+    assert changelog in listed and f"{names.app}-KSTREAM-AGGREGATE-STATE-STORE-0000000004-repartition" in listed
     described = kbus("configs", *bs, "--entity-type", "topics", "--entity-name", changelog, "--describe").stdout
     assert "cleanup.policy=compact" in described  # as Streams created it
 
     # a second run restores the store from the changelog and counts only the new lines
-    produce_lines(broker.bootstrap, 20)
+    produce_lines(broker.bootstrap, names.input, 20)
     want = {w: 70 for w in LINE.split()} | {"the": 140}
-    app = run_app(broker.bootstrap)
-    assert final_counts(broker.bootstrap, want) == want
+    app = run_app(classpath, broker.bootstrap, names)
+    assert final_counts(broker.bootstrap, names.output, want) == want
     stop(app)
 
 

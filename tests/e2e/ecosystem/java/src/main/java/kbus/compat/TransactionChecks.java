@@ -50,15 +50,24 @@ final class TransactionChecks {
         return values;
     }
 
+    static int producerEpoch(Env env, String id) throws Exception {
+        return env.admin.describeTransactions(List.of(id)).description(id).get().producerEpoch();
+    }
+
     /** Commit and abort; read_committed sees only the committed records; a second producer with the same
-     *  transactional.id fences the first; sendOffsetsToTransaction commits a group's offsets with the records. */
+     *  transactional.id fences the first; sendOffsetsToTransaction commits a group's offsets with the records.
+     *  A 4.x client uses transactions v2 (KIP-890 part 2: the broker finalizes transaction.version 2): no
+     *  AddPartitionsToTxn/AddOffsetsToTxn, and each transaction's end bumps the epoch; a 3.x client keeps v1. */
     static void commitAbortFenceOffsets(Env env) throws Exception {
+        // the kafka-clients version on the class path (java_checks.py passes it)
+        boolean v2 = Integer.parseInt(System.getProperty("kbus.client.version", "0").split("\\.")[0]) >= 4;
         String topic = env.name("t");
         String group = env.name("g");
         env.createTopic(topic, 1, Map.of());
         String id = env.name("txn");
         KafkaProducer<String, String> p = transactional(env, id);
         p.initTransactions();
+        int initialEpoch = producerEpoch(env, id);
         p.beginTransaction();
         p.send(new ProducerRecord<>(topic, "a", "committed-1"));
         p.send(new ProducerRecord<>(topic, "a", "committed-2"));
@@ -72,6 +81,7 @@ final class TransactionChecks {
         // a group with no live members: offsets from a consume-transform-produce loop that has stopped
         p.sendOffsetsToTransaction(Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(2)), new ConsumerGroupMetadata(group));
         p.commitTransaction();
+        equal(initialEpoch + (v2 ? 3 : 0), producerEpoch(env, id), "epoch after three transactions (v2: " + v2 + ")");
         equal(List.of("committed-1", "committed-2", "committed-3"), readCommitted(env, topic, 3), "read_committed values");
         Map<TopicPartition, OffsetAndMetadata> offsets = env.admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
         equal(2L, offsets.get(new TopicPartition(topic, 0)).offset(), "offset committed inside the transaction");

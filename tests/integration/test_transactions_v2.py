@@ -1,0 +1,182 @@
+"""Transactions v2 (KIP-890 part 2) in raw frames against a real broker, as a Kafka 4 producer speaks them:
+ApiVersions finalizes transaction.version 2; Produce v12 and TxnOffsetCommit v5 add their partitions to the
+transaction without AddPartitionsToTxn/AddOffsetsToTxn; EndTxn v5 bumps the epoch at every transaction's end and
+returns it; the markers carry the new epoch, so the old epoch is fenced on the partitions and at the
+coordinator. (The Java 4.x client's default transactions: tests/e2e/ecosystem/java TransactionChecks.)"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
+from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsV3Response
+from kio.schema.api_versions.v4.request import ApiVersionsRequest
+from kio.schema.api_versions.v4.response import ApiVersionsResponse
+from kio.schema.produce.v11.request import PartitionProduceData as PartitionProduceDataV11
+from kio.schema.produce.v11.request import ProduceRequest as ProduceRequestV11
+from kio.schema.produce.v11.request import TopicProduceData as TopicProduceDataV11
+from kio.schema.produce.v11.response import ProduceResponse as ProduceResponseV11
+from kio.schema.txn_offset_commit.v5.request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from kio.schema.txn_offset_commit.v5.response import TxnOffsetCommitResponse
+from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
+from kio.static.primitive import i16, i32, i64
+
+from tests.kbus_processes import BrokerProcess
+from tests.txn_forgery import call, describe_transaction, end_txn, init_producer, produce_v12, transactional_batch
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("txn-v2")).start()
+    # a transactional producer first, so that __transaction_state exists and its coordinator is loaded
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "warm-up"})
+    p.init_transactions(30)
+    yield b
+    b.stop()
+
+
+def new_topic(b: BrokerProcess, partitions: int = 1) -> str:
+    name = f"tv2-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+    return name
+
+
+def wait_state(b: BrokerProcess, tid: str, state: str) -> tuple[int, int, str]:
+    deadline = time.monotonic() + 20
+    while (now := describe_transaction(b.bootstrap, tid))[2] != state:
+        assert time.monotonic() < deadline, now
+        time.sleep(0.1)
+    return now
+
+
+def read_committed(b: BrokerProcess, topic: str, expected: int, timeout: float = 10) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                  "enable.partition.eof": True})  # fmt: skip
+    c.assign([TopicPartition(topic, 0, 0)])
+    out: list[bytes] = []
+    eof = False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not (eof and len(out) >= expected):
+        for m in c.consume(100, 0.3):
+            if m.error() is None:
+                out.append(m.value())
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                eof = True
+            else:
+                raise AssertionError(m.error())
+    c.close()
+    return out
+
+
+def test_api_versions_finalize_transaction_version_2(broker: BrokerProcess) -> None:
+    r = call(broker.bootstrap, ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+             ApiVersionsResponse)
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
+        ("transaction.version", 2, 2)]
+    assert r.finalized_features_epoch >= 0
+    assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [("transaction.version", 0, 2)]
+    top = {int(k.api_key): int(k.max_version) for k in r.api_keys}
+    assert (top[0], top[24], top[26], top[28]) == (12, 5, 5, 5)  # Produce, AddPartitionsToTxn, EndTxn, TxnOffsetCommit
+    # before v4 a feature whose lowest level is 0 is not in the supported ones (KIP-1022); the finalized level is
+    old = call(broker.bootstrap, ApiVersionsV3(client_software_name="t", client_software_version="1"),
+               ApiVersionsV3Response)
+    assert old.supported_features == () and len(old.finalized_features) == 1
+
+
+def test_each_end_bumps_the_epoch_and_produce_v12_adds_the_partition(broker: BrokerProcess) -> None:
+    topic, tid = new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}"
+    pid, epoch = init_producer(broker.bootstrap, tid)
+    # no AddPartitionsToTxn: the Produce v12 itself adds the partition
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"one")) == "none"
+    assert describe_transaction(broker.bootstrap, tid) == (pid, epoch, "Ongoing")
+    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True) == ("none", pid, epoch + 1)
+    # a retry of that EndTxn (its answer lost) gets the same answer, not a new transaction's end
+    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True) == ("none", pid, epoch + 1)
+    wait_state(broker, tid, "CompleteCommit")
+    # the next transaction, at the new epoch, its sequence from 0 again; aborted
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch + 1, 0, b"two")) == "none"
+    assert end_txn(broker.bootstrap, tid, pid, epoch + 1, commit=False) == ("none", pid, epoch + 2)
+    assert wait_state(broker, tid, "CompleteAbort") == (pid, epoch + 2, "CompleteAbort")
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch + 2, 0, b"three")) == "none"
+    assert end_txn(broker.bootstrap, tid, pid, epoch + 2, commit=True) == ("none", pid, epoch + 3)
+    assert read_committed(broker, topic, 2) == [b"one", b"three"]
+
+
+def test_the_old_epoch_is_fenced_after_each_transaction(broker: BrokerProcess) -> None:
+    topic, tid = new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}"
+    pid, epoch = init_producer(broker.bootstrap, tid)
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"kept")) == "none"
+    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True)[0] == "none"
+    wait_state(broker, tid, "CompleteCommit")
+    # a zombie still at the old epoch: its write is fenced by the partition (the commit marker carried epoch + 1)
+    # and by the coordinator, and it cannot end a transaction
+    zombie = transactional_batch(pid, epoch, 1, b"zombie")
+    assert produce_v12(broker.bootstrap, tid, topic, zombie) == "invalid_producer_epoch"
+    assert end_txn(broker.bootstrap, tid, pid, epoch - 1, commit=True)[0] == "producer_fenced"
+    # an EndTxn at the current epoch with no transaction open is not a retry: fenced, as in Kafka
+    assert end_txn(broker.bootstrap, tid, pid, epoch + 1, commit=True)[0] == "producer_fenced"
+    assert read_committed(broker, topic, 1) == [b"kept"]
+    # a new incarnation (InitProducerId) fences the current epoch too
+    pid2, epoch2 = init_producer(broker.bootstrap, tid)
+    assert (pid2, epoch2) == (pid, epoch + 2)
+    old = transactional_batch(pid, epoch + 1, 0, b"old")
+    assert produce_v12(broker.bootstrap, tid, topic, old) == "invalid_producer_epoch"
+
+
+def test_produce_v11_still_needs_add_partitions(broker: BrokerProcess) -> None:
+    """A transactions-v1 client's Produce (v11 and below) is verified, never adds: unchanged."""
+    topic, tid = new_topic(broker), f"v1-{uuid.uuid4().hex[:6]}"
+    pid, epoch = init_producer(broker.bootstrap, tid)
+    r = call(broker.bootstrap, ProduceRequestV11(transactional_id=TransactionalId(tid), acks=i16(-1),
+                                       timeout=datetime.timedelta(seconds=10),
+                                       topic_data=(TopicProduceDataV11(name=TopicName(topic), partition_data=(
+                                           PartitionProduceDataV11(index=i32(0),
+                                                                   records=transactional_batch(pid, epoch)),)),)),
+             ProduceResponseV11)
+    assert r.responses[0].partition_responses[0].error_code.name == "transaction_abortable"
+    # nothing was added: no transaction to end
+    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True)[0] == "invalid_txn_state"
+
+
+def test_txn_offset_commit_v5_adds_the_offsets_partition(broker: BrokerProcess) -> None:
+    topic, tid, group = new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    pid, epoch = init_producer(broker.bootstrap, tid)
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"out")) == "none"
+
+    def commit_offset(offset: int, at_epoch: int) -> str:
+        r = call(broker.bootstrap, TxnOffsetCommitRequest(
+            transactional_id=TransactionalId(tid), group_id=GroupId(group), producer_id=ProducerId(pid),
+            producer_epoch=i16(at_epoch), generation_id=i32(-1), member_id="", group_instance_id=None,
+            topics=(TxnOffsetCommitRequestTopic(name=TopicName(topic), partitions=(
+                TxnOffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(offset),
+                                                committed_leader_epoch=i32(-1), committed_metadata=""),)),),
+        ), TxnOffsetCommitResponse)
+        return str(r.topics[0].partitions[0].error_code.name)
+
+    # no AddOffsetsToTxn first
+    assert commit_offset(7, epoch) == "none"
+    _, _, state = describe_transaction(broker.bootstrap, tid)
+    assert state == "Ongoing"
+    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True) == ("none", pid, epoch + 1)
+    wait_state(broker, tid, "CompleteCommit")
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        assert c.committed([TopicPartition(topic, 0)], 10)[0].offset == 7
+    finally:
+        c.close()
+    # the old epoch cannot commit offsets any more
+    assert commit_offset(9, epoch) in ("invalid_producer_epoch", "producer_fenced")

@@ -4,8 +4,8 @@ keys, loads them by reading the partition when it becomes leader and drops them 
 change as records appended with acks=all.
 
 The group coordinator keeps groups and offsets in `__consumer_offsets` this way, the transaction coordinator its
-transactions in `__transaction_state`: both are `StateCoordinator`s, with `InternalTopicLog`, `StatePartitions`
-and `follow_leadership`.
+transactions in `__transaction_state`, the share coordinator in `__share_group_state`: all are `StateCoordinator`s,
+with `InternalTopicLog`, `StatePartitions` and `follow_leadership`.
 """
 
 from __future__ import annotations
@@ -208,9 +208,10 @@ class StatePartitions(Generic[State]):
 
 
 class StateCoordinator(Generic[State]):
-    """The ownership half both coordinators share (GroupMetadataManager's and TransactionStateManager's
-    ownedPartitions / loadingPartitions checks): which partitions of the state topic this broker answers for,
-    the answer for a key of a partition it does not, and the leadership hooks `follow_leadership` calls."""
+    """The ownership half every state-topic coordinator shares (group, transaction and share coordinators; Kafka's
+    GroupMetadataManager / TransactionStateManager ownedPartitions and loadingPartitions checks): which partitions
+    of the state topic this broker answers for, the answer for a key of a partition it does not, and the leadership
+    hooks `follow_leadership` calls."""
 
     partitions: StatePartitions[State]
 

@@ -24,6 +24,7 @@ from kbus.protocol.record_batch import build_batch, decode_records, iter_complet
 from kbus.server.coordinator.state_topic import (
     BackgroundTasks,
     InternalTopicLog,
+    StateCoordinator,
     StatePartitions,
     StateReplicas,
     StateTopic,
@@ -44,7 +45,7 @@ class ShareCoordinatorError(Exception):
         self.code = code
 
 
-class ShareCoordinator:
+class ShareCoordinator(StateCoordinator[Loaded]):
     def __init__(self, replicas: StateReplicas, num_partitions: int, replication_factor: int, min_isr: int,
                  segment_bytes: int, commit_timeout_ms: int,
                  partitions_count: Callable[[], int | None] | None = None) -> None:
@@ -70,15 +71,6 @@ class ShareCoordinator:
     def partition_for(self, key: str) -> int:
         count = self._partitions_count() if self._partitions_count is not None else None
         return st.partition_for(key, count or self.num_partitions)
-
-    def coordinates(self, partition: int) -> bool:
-        return self.partitions.has(partition)
-
-    def on_election(self, partition: int) -> None:
-        self.partitions.elect(partition)
-
-    def on_resignation(self, partition: int) -> None:
-        self.partitions.resign(partition)
 
     # ---------------------------------------------------------------- loading
 
@@ -117,10 +109,9 @@ class ShareCoordinator:
 
     def _check(self, key: ShareStateKey) -> int:
         partition = self.partition_for(key.coordinator_key())
-        if partition in self.partitions.loading:
-            raise ShareCoordinatorError(E.coordinator_load_in_progress)
-        if partition not in self.partitions.owned:
-            raise ShareCoordinatorError(E.not_coordinator)
+        error = self.ownership_error(partition)
+        if error != E.none:
+            raise ShareCoordinatorError(error)
         return partition
 
     def read(self, key: ShareStateKey, leader_epoch: int = -1) -> ShareState | None:

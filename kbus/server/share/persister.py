@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as E
 from kio.schema.read_share_group_state.v0.request import PartitionData as ReadPartition
@@ -27,7 +27,8 @@ from kbus.server.share.manager import PersisterError
 from kbus.server.share.state import ShareState, ShareStateKey
 
 if TYPE_CHECKING:
-    from kbus.server.apis.managers import Managers
+    from kbus.common.broker_config import KafkaConfig
+    from kbus.common.cluster import BrokerInfo
 
 log = logging.getLogger("kbus.share")
 T = TypeVar("T")
@@ -36,8 +37,33 @@ RETRIABLE = {E.not_coordinator, E.coordinator_not_available, E.coordinator_load_
              E.not_leader_or_follower, E.unknown_topic_or_partition}
 
 
+class StateTopicCluster(Protocol):
+    def brokers(self) -> list[BrokerInfo]: ...
+    def partition_leader(self, topic: str, index: int) -> BrokerInfo | None: ...
+
+
+class StateTopicAdmin(Protocol):
+    async def ensure_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> object: ...
+
+
+class PersisterHost(Protocol):
+    """What the persister uses of the handlers' Managers (kbus.server.apis.managers, a layer above this one): the
+    broker's id and config, the cluster view, and ensure_topic for __share_group_state."""
+
+    @property
+    def config(self) -> KafkaConfig: ...
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def cluster(self) -> StateTopicCluster: ...
+    @property
+    def admin(self) -> StateTopicAdmin: ...
+
+
 class SharePersister:
-    def __init__(self, m: Managers, coordinator: ShareCoordinator, security: ClientSecurity,
+    def __init__(self, m: PersisterHost, coordinator: ShareCoordinator, security: ClientSecurity,
                  timeout_ms: int) -> None:
         self._m = m
         self._coordinator = coordinator

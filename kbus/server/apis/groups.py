@@ -20,7 +20,7 @@ from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.share_offsets import reset_partitions
 from kbus.server.apis.transactions import find_transaction_coordinator
 from kbus.server.coordinator.consumer_group import validate_offset_fetch
-from kbus.server.coordinator.membership import EMPTY_SUMMARY
+from kbus.server.coordinator.group_admin import EMPTY_SUMMARY
 from kbus.server.coordinator.records import OffsetAndMetadata
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@
 # become stubs: building all ~200 takes long on 2 cores). A standalone kbus broker is started on a free port with
 # the settings librdkafka's test clusters use (num.partitions=4, auto topic creation).
 #   usage: scripts/librdkafka-tests.sh [TESTS]    e.g. scripts/librdkafka-tests.sh 0011,0034
-# Not part of scripts/test.sh (it needs GitHub and ~10 minutes of compiling); results in bench/compat/librdkafka.md.
+# Not part of scripts/test.sh (it needs GitHub and ~10 minutes of compiling); results in bench/notes/compat/librdkafka.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD

@@ -3,7 +3,7 @@
 # throughput, CPU or latency). Each other commit is a git work tree with its own .venv
 # (`git worktree add DIR COMMIT && (cd DIR && scripts/setup.sh)`); each broker runs from its own tree with that
 # tree's config/server.properties, all on one ZooKeeper (chroot per broker) and the same log disk, measured by this
-# tree's bench/kbench.py. Results: one JSON line per run in $OUT (default $RESULTS/results.jsonl), report on stdout.
+# tree's bench/lib/kbench.py. Results: one JSON line per run in $OUT (default $RESULTS/results.jsonl), report on stdout.
 #   usage: bench/scenarios/compare.sh ROUNDS NAME=DIR [NAME=DIR ...] [-- kbench args]   (NAME=. is this tree)
 set -euo pipefail
 cd "$(dirname "$0")/../.."

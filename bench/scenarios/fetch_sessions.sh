@@ -27,16 +27,4 @@ for r in $(seq "$rounds"); do
       --out "$OUT" "$@" || echo "   ($who run failed)" >&2
   done
 done
-$PY - "$OUT" <<'PY'
-import json, statistics, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
-labels = sorted({r["label"] for r in rows}, key=lambda lbl: (lbl != "kafka", lbl))
-med = {(lbl, k): statistics.median(r[k] for r in rows if r["label"] == lbl) for lbl in labels
-       for k in ("full_us_per_fetch", "incremental_us_per_fetch")}
-print("| broker CPU µs per Fetch, 1,000 partitions, nothing new (median) | " + " | ".join(labels) + " |")
-print("|---|" + "---|" * len(labels))
-for k, name in (("full_us_per_fetch", "full fetch (no session)"), ("incremental_us_per_fetch", "incremental fetch")):
-    cells = [f"{med[(lbl, k)]:,.0f}" + ("" if lbl == "kafka" or ("kafka", k) not in med else
-             f" ({med[(lbl, k)] / med[('kafka', k)]:.2f}x)") for lbl in labels]
-    print(f"| {name} | " + " | ".join(cells) + " |")
-PY
+$PY bench/scenarios/summarize_fetch_sessions.py "$OUT"

@@ -1,7 +1,7 @@
 """Rebalance time of a consumer group, classic protocol (JoinGroup/SyncGroup, librdkafka's range,roundrobin) vs
 the consumer protocol (KIP-848, the broker's uniform assignor), on one kbus broker in the same run.
 
-  .venv/bin/python -m bench.group_rebalance [--members 10] [--partitions 100] [--rounds 3]
+  bench/run group-rebalance [--members 10] [--partitions 100] [--rounds 3]
 
 Each round, per protocol: N member processes (tests/group_member.py, librdkafka) start together; "join" is the
 time (process start-up included) until every partition has exactly one owner and the counts are balanced; then one

@@ -2,7 +2,7 @@
 Produce, Fetch, ListOffsets, CreateTopics, JoinGroup and OffsetCommit frames with a fixed seed. The broker must not
 crash or hang, must keep serving, must refuse every CRC-valid garbage batch, must log no traceback, and every
 acknowledged record must read back byte for byte. A second run sweeps every other API kbus serves with null in
-nullable fields. bench/scenarios/fuzz.sh runs the same fuzzer for 100,000+ frames."""
+nullable fields. bench/run fuzz runs the same fuzzer for 100,000+ frames."""
 
 from __future__ import annotations
 

@@ -12,6 +12,11 @@ Layout (all big-endian)::
 
 The CRC (Castagnoli) covers everything from ``attributes`` to the end of the batch, so the base offset, length
 and partition leader epoch can be rewritten without recomputing it.
+
+Why one file of ~660 lines: it is the one home of the RecordBatch v2 format (constants, header view, patches,
+records codec, compression). build_batch needs the compressors and they need the format's codec ids and errors,
+so splitting them apart would leave two modules importing each other; the per-produce path reads only the header
+part (and kbus.protocol._recordscan, the C scan).
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 Every read can leave a one-shot watch (`watch=`); the caller decides what a change means. Writes that race with
 other brokers are compare-and-set against a znode version, as Kafka's are.
+
+Why one file of ~670 lines: one class, as Kafka's KafkaZkClient, with one short method per znode read or write
+over one kazoo client (its session, retries and multi-ops in one place). The znode layout (paths.py), the JSON
+codecs (codec.py), ACLs, config changes, reassignment and elections are their own modules already.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ the follower fetchers, the leader-side ISR checks and the high-watermark checkpo
 
 Handlers reach partitions only through here and through `Partition`'s read methods; nothing outside the log
 layer touches a `Log`.
+
+Why one file of ~610 lines: one class over the hosted partitions, all of it reading and writing the same table of
+`Partition`s; what stands alone is elsewhere already (partition/, fetcher.py, alter_log_dirs.py, fetch_session.py,
+controlled_shutdown.py, quota.py).
 """
 
 from __future__ import annotations

@@ -26,15 +26,12 @@ from kio.index import load_request_schema, load_response_schema
 
 from kbus.protocol.client import KafkaConnection
 from kbus.protocol.codec import build, nested
+import sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: benchlib
+from benchlib import cpu_seconds as broker_cpu  # noqa: E402
 
 FetchReq, FetchResp = load_request_schema(1, 12), load_response_schema(1, 12)
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def broker_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def fetch_request(topic: str, offsets: dict[int, int], session_id: int, epoch: int) -> object:

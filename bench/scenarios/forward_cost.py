@@ -18,14 +18,10 @@ import resource
 import socket
 import struct
 import time
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+import sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: benchlib
+from benchlib import cpu_seconds as cpu_s  # noqa: E402
 
 
 async def shard(sock: socket.socket) -> None:

@@ -33,16 +33,10 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: benchlib
-from benchlib import results_file  # noqa: E402
+from benchlib import free_port, results_file  # noqa: E402
 
 PY = sys.executable
 STARTED: list[Broker] = []  # stopped (kill -9) on the way out, whatever happened
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, timeout: float = 120) -> None:

@@ -19,14 +19,9 @@ import time
 import uuid
 
 from confluent_kafka.admin import AdminClient, NewTopic
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def broker_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: benchlib
+from benchlib import cpu_seconds as broker_cpu  # noqa: E402
 
 
 def broker_rss_mb(pid: int) -> float:

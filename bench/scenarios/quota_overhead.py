@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import statistics
 import subprocess
@@ -29,21 +28,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbus.admin.quotas import alter_client_quotas
 from kbus.admin.wire import WireAdmin
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: benchlib
+from benchlib import cpu_seconds as broker_cpu, free_port  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 REPO = Path(__file__).resolve().parents[2]
-
-
-def broker_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def produce(bootstrap: str, topic: str, client_id: str, n: int, batch: int) -> int:

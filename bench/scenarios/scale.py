@@ -37,7 +37,7 @@ import uuid
 from typing import Any
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: benchlib
-from benchlib import results_file  # noqa: E402
+from benchlib import cpu_seconds as broker_cpu, results_file  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,11 +47,6 @@ _I32 = struct.Struct(">i")
 
 
 # ----------------------------------------------------------------------------------------------- broker probes
-def broker_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
 
 def broker_cpu_split(pid: int) -> tuple[float, float]:
     """(user, system) seconds: system time is the kernel's share (sockets, files)."""

@@ -19,14 +19,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbus.protocol.codec import build, encode_request, nested, request_type
 from kbus.protocol.record_batch import build_batch
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+import sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: benchlib
+from benchlib import cpu_seconds  # noqa: E402
 
 
 def frame(api: str, topic: str, partition: int) -> bytes:

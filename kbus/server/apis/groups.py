@@ -8,7 +8,9 @@ also answers for a transaction coordinator once one is plugged into `Managers.tr
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
@@ -233,16 +235,44 @@ async def leave_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
 # ---------------------------------------------------------------- OffsetCommit / OffsetFetch / OffsetDelete
 
 
-@api(8, 2, 9)
+# OffsetCommit and OffsetFetch v10 (Kafka 4.1) name topics by id only; offsets are still kept by topic name
+_FIRST_VERSION_WITH_TOPIC_IDS = 10
+_NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def _topic_names_by_id(m: Managers) -> Mapping[uuid.UUID, str]:
+    return {t.topic_id: name for name, t in m.cluster.topics().items()}
+
+
+def _topic_ids(m: Managers) -> Mapping[str, uuid.UUID]:
+    return {name: t.topic_id for name, t in m.cluster.topics().items()}
+
+
+@api(8, 2, 10)
 async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    """v10 names topics by id (Kafka 4.1's KafkaApis: an id the cluster does not know gets UNKNOWN_TOPIC_ID on
+    each of its partitions; the response names topics by id too)."""
     coordinator = _coordinator(m)
     version = ctx.api_version
     retention_ms = ms(req.retention_time) if 2 <= version <= 4 else -1
     now = coordinator.clock() if coordinator is not None else 0
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    by_id = version >= _FIRST_VERSION_WITH_TOPIC_IDS
+    names_by_id = _topic_names_by_id(m) if by_id else {}
+    ids: dict[str, uuid.UUID] = {}  # topic name -> the id the request used for it
+    unknown_ids: dict[uuid.UUID, list[int]] = defaultdict(list)
     for t in req.topics:
+        if by_id:
+            found = names_by_id.get(t.topic_id)
+            if found is None:
+                unknown_ids[t.topic_id].extend(p.partition_index for p in t.partitions)
+                continue
+            ids[found] = t.topic_id
+            name = found
+        else:
+            name = t.name
         for p in t.partitions:
-            offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+            offsets[(name, p.partition_index)] = OffsetAndMetadata(
                 offset=p.committed_offset,
                 leader_epoch=getattr(p, "committed_leader_epoch", -1),
                 metadata=p.committed_metadata or "",
@@ -269,7 +299,14 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for (topic, partition), error in errors.items():
         by_topic[topic].append(ctx.nested("OffsetCommitResponsePartition", partition_index=partition, error_code=error))
-    topics = [ctx.nested("OffsetCommitResponseTopic", name=name, partitions=parts) for name, parts in by_topic.items()]
+    topics = [ctx.nested("OffsetCommitResponseTopic", name=name, topic_id=ids.get(name, _NO_TOPIC_ID),
+                         partitions=parts) for name, parts in by_topic.items()]
+    topics += [
+        ctx.nested("OffsetCommitResponseTopic", topic_id=topic_id, partitions=[
+            ctx.nested("OffsetCommitResponsePartition", partition_index=p, error_code=E.unknown_topic_id)
+            for p in partitions])
+        for topic_id, partitions in unknown_ids.items()
+    ]  # fmt: skip
     return ctx.build(throttle_time=0, topics=topics)
 
 
@@ -306,10 +343,29 @@ def _requested(topics: Any) -> list[tuple[str, int]] | None:
     return [(t.name, p) for t in topics for p in t.partition_indexes]
 
 
+def _requested_by_id(
+    topics: Any, names_by_id: Mapping[uuid.UUID, str]
+) -> tuple[list[tuple[str, int]] | None, dict[uuid.UUID, list[int]]]:
+    """OffsetFetch v10: the requested partitions by topic name, and those of topic ids the cluster does not know."""
+    if topics is None:
+        return None, {}
+    known: list[tuple[str, int]] = []
+    unknown: dict[uuid.UUID, list[int]] = defaultdict(list)
+    for t in topics:
+        name = names_by_id.get(t.topic_id)
+        if name is None:
+            unknown[t.topic_id].extend(t.partition_indexes)
+        else:
+            known.extend((name, p) for p in t.partition_indexes)
+    return known, unknown
+
+
 def _offset_topics(
     ctx: RequestContext, offsets: dict[tuple[str, int], Any], *, partition_cls: str, topic_cls: str,
     error: int = E.none, unstable: set[tuple[str, int]] | None = None, denied: set[tuple[str, int]] | None = None,
+    ids: Mapping[str, uuid.UUID] | None = None,
 ) -> list[Any]:
+    """The response's topics; with `ids` (v10) named by topic id, a topic with none (deleted) left out."""
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for (topic, partition), om in offsets.items():
         if denied and (topic, partition) in denied:
@@ -329,6 +385,9 @@ def _offset_topics(
                 error_code=part_error,
             )
         )
+    if ids is not None:
+        return [ctx.nested(topic_cls, topic_id=ids[name], partitions=parts) for name, parts in by_topic.items()
+                if name in ids]
     return [ctx.nested(topic_cls, name=name, partitions=parts) for name, parts in by_topic.items()]
 
 
@@ -350,10 +409,14 @@ def _member_epoch_error(coordinator: GroupCoordinator | None, ctx: RequestContex
     return validate_offset_fetch(cgroup, g.member_id, g.member_epoch)
 
 
-@api(9, 1, 9)
+@api(9, 1, 10)
 async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
+    """v10 names topics by id (Kafka 4.1): an unknown id gets UNKNOWN_TOPIC_ID on each requested partition."""
     coordinator = _coordinator(m)
     if ctx.api_version >= 8:
+        by_id = ctx.api_version >= _FIRST_VERSION_WITH_TOPIC_IDS
+        names_by_id = _topic_names_by_id(m) if by_id else {}
+        ids = _topic_ids(m) if by_id else None
         groups = []
         for g in req.groups:
             epoch_error = _member_epoch_error(coordinator, ctx, g)
@@ -361,12 +424,25 @@ async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
                 groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=[],
                                          error_code=epoch_error))
                 continue
-            error, offsets, denied = _fetch_group(coordinator, g.group_id, _requested(g.topics), ctx)
+            unknown: dict[uuid.UUID, list[int]] = {}
+            if by_id:
+                requested, unknown = _requested_by_id(g.topics, names_by_id)
+            else:
+                requested = _requested(g.topics)
+            error, offsets, denied = _fetch_group(coordinator, g.group_id, requested, ctx)
             unstable = _unstable(coordinator, req, g.group_id, offsets)  # a refused partition stays refused
             topics = _offset_topics(
                 ctx, offsets, partition_cls="OffsetFetchResponsePartitions", topic_cls="OffsetFetchResponseTopics",
-                unstable=unstable, denied=denied,
+                unstable=unstable, denied=denied, ids=ids,
             )
+            if error == E.none:
+                topics += [
+                    ctx.nested("OffsetFetchResponseTopics", topic_id=topic_id, partitions=[
+                        ctx.nested("OffsetFetchResponsePartitions", partition_index=p, committed_offset=-1,
+                                   committed_leader_epoch=-1, metadata="", error_code=E.unknown_topic_id)
+                        for p in partitions])
+                    for topic_id, partitions in unknown.items()
+                ]  # fmt: skip
             groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
         return ctx.build(throttle_time=0, groups=groups)
     requested = _requested(req.topics)

@@ -8,6 +8,7 @@ So readers keep clients out of their pickled state and pass everything read() ne
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -53,6 +54,7 @@ from kbus.spark.produce import (
     stage_batches,
 )
 from kbus.spark.schema import source_schema
+from kbus.spark.task_txn import TaskWrite, write_partition
 
 log = logging.getLogger(__name__)
 
@@ -194,28 +196,36 @@ class KbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = None
 
 
-def _transactional(options: SinkOptions) -> bool:
-    return "transactional.id" in options.client_config
-
-
-def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-    if _transactional(options):
+def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch], save_id: str | None) -> WriterCommitMessage:
+    if options.transaction_scope == "task":
+        return write_partition(iterator, options, save_id)  # exactly once, in the task's own transaction
+    if options.transaction_scope == "batch":
         return stage_batches(iterator)  # produced by the driver's commit, in one transaction
     return ProduceSummary(produce_batches(iterator, options.client_config, options.topic))
+
+
+def _log_tasks(messages: list[WriterCommitMessage | None], batch_id: int | None) -> None:
+    done = [m for m in messages if isinstance(m, TaskWrite)]
+    skipped = [m.partition for m in done if not m.written and m.records]
+    if skipped:  # a replayed micro-batch, or a task whose earlier attempt had committed
+        log.info("batch %s: partitions %s were already written (markers found); not written again", batch_id, skipped)
 
 
 class KbusWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
+        # Made on the driver, so every task attempt of this save() carries the same id (its markers' owner).
+        self.save_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _write(self.options, iterator)
+        return _write(self.options, iterator, self.save_id)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        # at least once: every record was acknowledged before its task finished; with kafka.transactional.id
-        # the whole job's rows are written here, all or nothing
-        if _transactional(self.options):
+        # at least once: every record was acknowledged before its task finished; transactionScope=batch writes
+        # the whole job's rows here, all or nothing; transactionScope=task: each task committed its own
+        if self.options.transaction_scope == "batch":
             produce_transaction(messages, self.options.client_config, self.options.topic, None)
+        _log_tasks(messages, None)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         pass  # a Kafka log cannot take records back: the sink is at least once, as Spark's is
@@ -226,14 +236,15 @@ class KbusStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _write(self.options, iterator)
+        return _write(self.options, iterator, None)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        if _transactional(self.options):  # exactly once: the micro-batch in one transaction, at most once per id
+        if self.options.transaction_scope == "batch":  # the micro-batch in one transaction, at most once per id
             produce_transaction(messages, self.options.client_config, self.options.topic, batchId)
+        _log_tasks(messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
+        pass  # committed tasks stay written; their markers keep Spark's retry of the batch from writing them again
 
 
 def _sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:

@@ -84,6 +84,13 @@ class SourceOptions:
 class SinkOptions:
     client_config: dict[str, str]
     topic: str | None
+    # Exactly once (kafka.transactional.id set): "task", each task's rows in its own transaction (the default), or
+    # "batch", a micro-batch's rows in one transaction written by the driver. None: at least once.
+    transaction_scope: Literal["task", "batch"] | None = None
+
+    @property
+    def sink_id(self) -> str:
+        return self.client_config["transactional.id"]
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -244,4 +251,14 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     opts = _lower(options)
     topic = opts.get("topic", "").strip() or None
-    return SinkOptions(client_config=client_config(opts), topic=topic)
+    config = client_config(opts)
+    scope = opts.get("transactionscope", "task").strip().lower()
+    if scope not in ("task", "batch"):
+        raise KbusOptionError(f"option 'transactionScope' must be task or batch, got '{scope}'")
+    if "transactional.id" not in config:
+        if "transactionscope" in opts:
+            raise KbusOptionError("option 'transactionScope' needs 'kafka.transactional.id' (the sink's id)")
+        return SinkOptions(client_config=config, topic=topic)
+    if not config["transactional.id"].strip():
+        raise KbusOptionError("option 'kafka.transactional.id' must not be empty")
+    return SinkOptions(client_config=config, topic=topic, transaction_scope=scope)  # type: ignore[arg-type]

@@ -3,17 +3,19 @@
 Columns, as in Spark's Kafka sink: value (required), key, topic (the `topic` option overrides it), partition,
 headers. Delivery is at least once, like Spark's sink; any delivery error fails the task.
 
-Exactly once (a kbus extension; set `kafka.transactional.id`): tasks do not produce; they hand their rows to the
-driver as Arrow IPC bytes, and the driver's commit writes the whole micro-batch in ONE Kafka transaction together
-with a marker, the offset `batchId + 1` committed for the group `kbus-sink-<transactional.id>`. A micro-batch
-that Spark replays after a crash (its commit not yet in the checkpoint) finds its marker and is not written again;
-one interrupted mid-write is aborted when the restarted query's producer fences the old one. The price: a
+Exactly once (a kbus extension; set `kafka.transactional.id`): by default each task writes in its own transaction
+(kbus/spark/task_txn.py). With transactionScope=batch, tasks do not produce; they hand their rows to the driver as
+Arrow IPC bytes, and the driver's commit writes the whole micro-batch in ONE Kafka transaction together with a
+marker, the offset `batchId + 1` committed for the group `kbus-sink-<transactional.id>`. A micro-batch that Spark
+replays after a crash (its commit not yet in the checkpoint) finds its marker and is not written again; one
+interrupted mid-write is aborted when the restarted query's producer fences the old one. The price: a
 micro-batch's output passes through the driver, so bound it (maxOffsetsPerTrigger).
 """
 
 from __future__ import annotations
 
 import contextlib
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -149,8 +151,31 @@ class _Deliveries:
             self.first_error = self.first_error or err
 
 
+class RowDigest:
+    """An order-independent digest of the rows a task writes (count, and the sum of CRC-32s of key + value): the
+    exactly-once sink keeps it in a task's marker so a replay of the task can be checked for the same rows."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.digest = 0
+
+    def add(self, keys: Sequence[bytes | str | None], values: Sequence[bytes | str | None]) -> None:
+        crc, total = zlib.crc32, self.digest
+        for key, value in zip(keys, values, strict=True):
+            k = key.encode() if isinstance(key, str) else (key or b"")
+            v = value.encode() if isinstance(value, str) else (value or b"")
+            total += crc(v, crc(k))
+        self.digest = total & 0xFFFFFFFFFFFFFFFF
+        self.records += len(values)
+
+    def add_batches(self, batches: Iterator[pa.RecordBatch]) -> None:
+        for batch in batches:
+            columns = batch.to_pydict()
+            self.add(columns.get("key") or [None] * batch.num_rows, columns["value"])
+
+
 def produce_batches(batches: Iterator[pa.RecordBatch], client_config: dict[str, str], topic: str | None,
-                    *, producer: Producer | None = None) -> int:
+                    *, producer: Producer | None = None, digest: RowDigest | None = None) -> int:
     """Produce every row; returns the count once all are acknowledged, raises on any failed delivery."""
     if producer is None:
         producer = Producer({**_PRODUCE_DEFAULTS, **client_config})
@@ -164,6 +189,8 @@ def produce_batches(batches: Iterator[pa.RecordBatch], client_config: dict[str, 
         topics = [topic] * n if topic is not None else columns["topic"]
         partitions = columns.get("partition") or [None] * n
         headers = columns.get("headers") or [None] * n
+        if digest is not None:
+            digest.add(keys, values)
         for i in range(n):
             if topics[i] is None:
                 raise KbusOptionError("a row has a null 'topic' and no 'topic' option is set")

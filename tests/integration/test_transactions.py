@@ -217,3 +217,50 @@ def test_aiokafka_transactional_producer(txn_broker: BrokerProcess) -> None:
     asyncio.run(go())
     assert read(bs, topic, "read_committed", 1) == [b"aio-committed"]
     assert read(bs, topic, "read_uncommitted", 2) == [b"aio-committed", b"aio-aborted"]
+
+
+def test_task_marker_of_the_spark_sink(txn_broker: BrokerProcess) -> None:
+    """What kbus's exactly-once Spark sink (kbus/spark/task_txn.py) relies on: a task's rows and its marker (a
+    transactional offset commit of the task's own group) are committed or aborted together; a read_committed
+    OffsetFetch (require_stable) never answers while the marker's transaction is undecided; a second
+    InitProducerId for the same transactional id (a retried or speculative attempt) aborts the first attempt's
+    rows AND marker and fences it; the marker's metadata comes back as committed. And why the marker sits on
+    partition 0: a committed offset for a partition the topic does not have is refused, as in Kafka."""
+    bs, topic = txn_broker.bootstrap, topic_name()
+    plain = Producer({"bootstrap.servers": bs})
+    plain.produce(topic, b"create")
+    plain.flush()
+    tid, group = f"{topic}-3", f"kbus-sink-{topic}-3"
+    markers = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                        "enable.auto.commit": False})
+    marker_tp = TopicPartition(topic, 0)
+
+    def marker(timeout: float = 20) -> tuple[int, str | None]:
+        tp = markers.committed([marker_tp], timeout=timeout)[0]
+        return tp.offset, tp.metadata
+
+    first = producer(bs, tid)
+    first.begin_transaction()
+    first.produce(topic, b"attempt-0")
+    first.send_offsets_to_transaction([TopicPartition(topic, 0, 1, metadata="batch 0, attempt 0")],
+                                      markers.consumer_group_metadata(), 30)
+    with pytest.raises(KafkaException):  # undecided: UNSTABLE_OFFSET_COMMIT until it is, so no answer in 3 s
+        marker(timeout=3)
+    second = producer(bs, tid)  # fences attempt 0: its record and its marker are aborted
+    assert marker()[0] < 0  # nothing committed: attempt 1 must write
+    second.begin_transaction()
+    second.produce(topic, b"attempt-1")
+    second.send_offsets_to_transaction([TopicPartition(topic, 0, 1, metadata='{"batch":0}')],
+                                       markers.consumer_group_metadata(), 30)
+    second.commit_transaction(30)
+    with pytest.raises(KafkaException):
+        first.commit_transaction(10)
+    assert marker() == (1, '{"batch":0}')
+    third = producer(bs, tid)  # a later attempt: the marker says batch 0 is written
+    assert marker() == (1, '{"batch":0}')
+    third.begin_transaction()
+    with pytest.raises(KafkaException) as info:
+        third.send_offsets_to_transaction([TopicPartition(topic, 5, 1)], markers.consumer_group_metadata(), 30)
+    assert info.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART, info.value
+    markers.close()
+    assert read(bs, topic, "read_committed", 2) == [b"create", b"attempt-1"]

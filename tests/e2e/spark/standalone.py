@@ -59,7 +59,9 @@ class StandaloneCluster:
             )
         return Daemon(name, proc, log, ui_port)
 
-    def start(self, workers: int = 2, timeout: float = 180) -> None:
+    def start(self, workers: int = 2, timeout: float = 180, hosts: tuple[str, ...] = ()) -> None:
+        """`hosts`: each worker's address (default 127.0.0.1 for all). Workers on different loopback addresses
+        are different hosts to Spark, which runs a speculative copy of a task only on another host."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.master_port, self.master_ui_port = free_port(), free_port()
         self.master = self._spark_class(
@@ -71,15 +73,16 @@ class StandaloneCluster:
         )
         for i in range(workers):
             port, ui = free_port(), free_port()
+            host = hosts[i] if i < len(hosts) else "127.0.0.1"
             work = self.root / f"worker{i}"
             work.mkdir(exist_ok=True)
             self.workers.append(
                 self._spark_class(
                     f"worker{i}",
-                    ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", str(port),
+                    ["org.apache.spark.deploy.worker.Worker", "--host", host, "--port", str(port),
                      "--webui-port", str(ui), "--cores", "1", "--memory", "1g", "--work-dir", str(work), self.url],
                     ui,
-                    {"SPARK_DAEMON_MEMORY": "256m", "SPARK_WORKER_DIR": str(work)},
+                    {"SPARK_DAEMON_MEMORY": "256m", "SPARK_WORKER_DIR": str(work), "SPARK_LOCAL_IP": host},
                 )
             )
         deadline = time.monotonic() + timeout
@@ -147,6 +150,7 @@ class TaskRun:
     launch_ms: int
     finish_ms: int
     reason: str
+    speculative: bool = False
 
 
 @dataclass
@@ -185,6 +189,7 @@ class EventLog:
                     info = event["Task Info"]
                     tasks.append(
                         TaskRun(event["Stage ID"], info["Index"], info["Executor ID"], info["Launch Time"],
-                                info["Finish Time"], event["Task End Reason"]["Reason"])
+                                info["Finish Time"], event["Task End Reason"]["Reason"],
+                                bool(info.get("Speculative", False)))
                     )
         return cls(executors, tasks, stage_tasks, removed)

@@ -6,6 +6,7 @@ from being written twice. A plain at-least-once sink would duplicate it (Spark's
 
 from __future__ import annotations
 
+import ast
 import collections
 import os
 import subprocess
@@ -21,12 +22,14 @@ from tests.e2e.spark.test_spark_crash_resume import KBUS, _batches, _kill_group
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
-JOB = Path(__file__).resolve().parent / "jobs" / "stream_exactly_once.py"
+JOBS = Path(__file__).resolve().parent / "jobs"
+JOB = JOBS / "stream_exactly_once.py"
 
 
-def _submit(bootstrap: str, source: str, sink: str, work: Path, mode: str, log: Path) -> subprocess.Popen:
+def _submit(bootstrap: str, source: str, sink: str, work: Path, mode: str, log: Path, *, job: Path = JOB,
+            master: str = "local[2]") -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
-    cmd = [str(KBUS), "spark-submit", "--master", "local[2]", str(JOB), bootstrap, source, sink, str(work), mode]
+    cmd = [str(KBUS), "spark-submit", "--master", master, str(job), bootstrap, source, sink, str(work), mode]
     with open(log, "w") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
@@ -100,3 +103,94 @@ def test_read_committed_skips_aborted_records(spark, broker) -> None:  # type: i
 
     assert values("read_committed") == ["v0", "v2"]
     assert values("read_uncommitted") == ["v0", "v1", "v2"]
+
+
+def _expected(produced: list) -> collections.Counter:
+    return collections.Counter(f"{p.value.decode()}@{p.partition}/{p.offset}".encode() for p in produced)
+
+
+def _task_results(log: str) -> list[tuple[int, int, bool]]:
+    """The (partition, records, written) of every task, from the job's COMMIT line of batch 0."""
+    line = next(x for x in log.splitlines() if x.startswith("COMMIT 0 "))
+    return [tuple(t) for t in ast.literal_eval(line[len("COMMIT 0 "):])]
+
+
+def test_task_retries_write_each_partition_once(broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """One transaction per task: attempt 0 of partition 1 fails after committing, attempt 0 of partition 2 fails
+    with its transaction open; Spark retries both (local[2,4]: up to 4 attempts) and the retries find the marker
+    (partition 1: nothing written again) or the aborted transaction (partition 2: written once, by attempt 1)."""
+    source, sink = f"eos-in-{uuid.uuid4().hex[:8]}", f"eos-out-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, source, 3)
+    create_topic(broker.bootstrap, sink, 2)
+    produced = produce(broker.bootstrap, source, [(f"k{i % 7}", f"a{i}") for i in range(1500)])
+    log_path = tmp_path / "retry.log"
+    job = _submit(broker.bootstrap, source, sink, tmp_path, "retry", log_path, job=JOBS / "eos_faults.py",
+                  master="local[2,4]")
+    try:
+        assert job.wait(400) == 0, log_path.read_text()[-4000:]
+    finally:
+        _kill_group(job)
+    log = log_path.read_text()
+    assert "injected: task fails after its transaction committed" in log
+    assert "injected: task fails with its transaction open" in log
+    results = {p: (records, written) for p, records, written in _task_results(log)}
+    assert results[1][1] is False and results[1][0] > 0, results  # the retry found attempt 0's marker
+    assert results[0][1] and results[2][1], results
+    assert sum(r for r, _ in results.values()) == 1500
+    got = collections.Counter(read_committed(broker.bootstrap, sink, 2))
+    assert got == _expected(produced)  # every record once: none twice, none missed
+
+
+def _stream_once(spark, bootstrap: str, source: str, sink: str, checkpoint: Path, sink_id: str,  # type: ignore[no-untyped-def]
+                 value: str = "value") -> None:
+    query = (
+        spark.readStream.format("kbus").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
+        .option("startingOffsets", "earliest").load()
+        .selectExpr("key", f"{value} AS value")
+        .writeStream.format("kbus").option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.transactional.id", sink_id).option("topic", sink)
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    )
+    try:
+        query.awaitTermination(240)
+    except Exception as exc:  # StreamingQueryException: the task's error is in its text
+        raise RuntimeError(str(exc)) from None
+    finally:
+        query.stop()
+
+
+def _uncommit_last(checkpoint: Path) -> None:
+    last = _batches(checkpoint / "commits")[-1]
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+
+
+def test_replay_with_other_rows_and_a_second_query_on_the_sink_id_are_refused(  # type: ignore[no-untyped-def]
+        spark, broker, tmp_path: Path) -> None:
+    source, sink = f"eos-in-{uuid.uuid4().hex[:8]}", f"eos-out-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, source, 2)
+    create_topic(broker.bootstrap, sink, 1)
+    produce(broker.bootstrap, source, [(f"k{i}", f"v{i}") for i in range(200)])
+    sink_id = f"eos-{sink}"
+    first = tmp_path / "first"
+    _stream_once(spark, broker.bootstrap, source, sink, first, sink_id)
+    _uncommit_last(first)
+    _stream_once(spark, broker.bootstrap, source, sink, first, sink_id)  # the same rows replayed: skipped
+    assert len(read_committed(broker.bootstrap, sink, 1)) == 200
+    _uncommit_last(first)
+    with pytest.raises(RuntimeError, match="is now replayed with"):  # other values: the digest differs
+        _stream_once(spark, broker.bootstrap, source, sink, first, sink_id, value="upper(CAST(value AS STRING))")
+    with pytest.raises(RuntimeError, match="Two queries cannot share a sink id"):
+        _stream_once(spark, broker.bootstrap, source, sink, tmp_path / "second", sink_id)
+    assert len(read_committed(broker.bootstrap, sink, 1)) == 200  # nothing written twice
+
+
+@pytest.mark.parametrize("scope", ["task", "batch"])
+def test_batch_write_exactly_once_in_either_scope(spark, broker, scope: str) -> None:  # type: ignore[no-untyped-def]
+    sink = f"eos-save-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, sink, 2)
+    df = spark.range(0, 1000, 1, 4).selectExpr("CAST(id AS STRING) AS value")
+    (df.write.format("kbus").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", sink)
+     .option("kafka.transactional.id", f"eos-{sink}").option("transactionScope", scope).mode("append").save())
+    got = read_committed(broker.bootstrap, sink, 2)
+    assert sorted(int(v) for v in got) == list(range(1000))

@@ -16,6 +16,8 @@ from kbus.spark.options import (
     parse_source_options,
     parse_subscription,
 )
+from kbus.spark.produce import RowDigest
+from kbus.spark.task_txn import KbusSinkError, Marker
 
 pytestmark = pytest.mark.spark  # imports pyspark (the spark extra); starts nothing
 
@@ -90,6 +92,31 @@ def test_sink_options() -> None:
     assert parse_sink_options({**BS}).topic is None
     with pytest.raises(KbusOptionError, match=r"value\.serializer"):
         parse_sink_options({**BS, "kafka.value.serializer": "x"})
+    assert parse_sink_options({**BS}).transaction_scope is None  # at least once
+    eos = parse_sink_options({**BS, "kafka.transactional.id": "s1"})
+    assert (eos.transaction_scope, eos.sink_id) == ("task", "s1")
+    assert parse_sink_options({**BS, "kafka.transactional.id": "s1", "transactionScope": "Batch"}).transaction_scope \
+        == "batch"
+    with pytest.raises(KbusOptionError, match="task or batch"):
+        parse_sink_options({**BS, "kafka.transactional.id": "s1", "transactionScope": "row"})
+    with pytest.raises(KbusOptionError, match=r"needs 'kafka\.transactional\.id'"):
+        parse_sink_options({**BS, "transactionScope": "task"})
+
+
+def test_task_marker_and_row_digest() -> None:
+    marker = Marker("query:q1", 7, 3, 12345)
+    assert Marker.parse(8, marker.metadata()) == marker
+    assert Marker.parse(-1001, "") is None  # nothing committed yet
+    with pytest.raises(KbusSinkError, match="not a kbus task marker"):
+        Marker.parse(8, "kbus spark sink batch 7")  # transactionScope=batch's marker, or a stranger's
+    a, b = RowDigest(), RowDigest()
+    a.add([b"k1", None, "k3"], [b"v1", b"v2", "v3"])
+    b.add(["k3"], ["v3"])
+    b.add([None, b"k1"], [b"v2", b"v1"])
+    assert (a.records, a.digest) == (b.records, b.digest)  # the same rows in another order
+    c = RowDigest()
+    c.add([b"k1", None, "k3"], [b"v1", b"v2", "v4"])
+    assert c.digest != a.digest
 
 
 def test_spark_offset_json_round_trip_uses_string_partitions() -> None:

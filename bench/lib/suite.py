@@ -29,7 +29,8 @@ PY = os.environ.get("PY", ".venv/bin/python")
 S = "bench/scenarios/"
 # the environment variables the scenario scripts read: recorded with each run
 ENV_KEYS = ("SYSTEMS", "KBUS_BASE", "KBUS_NOLAT", "AXES", "PARTITIONS", "CONNECTIONS", "SIZES", "APIS", "OUT", "TAG",
-            "WARMUP", "BEFORE_LABEL", "KAFKA_VERSION", "KBUS_PROBE")
+            "WARMUP", "BEFORE_LABEL", "BASE_LABEL", "KAFKA_VERSION", "KBUS_PROBE", "TOPOLOGIES", "LINGERS", "PHASES",
+            "GENERATOR", "KAFKA_HEAP_OPTS")
 
 
 @dataclass(frozen=True)
@@ -240,10 +241,10 @@ def report(folders: list[Path]) -> int:
             if data.suffix not in (".jsonl", ".json") or data.name == "commands.jsonl":
                 continue
             rel = data.relative_to(REPO / "bench")
-            made = [c["command"] for c in cmds if data.name in c.get("outputs", ())]
-            how = "; ".join(f"`{c}`" for c in dict.fromkeys(made)) or (
-                f"`{_default_command(data.name)}` (recorded before bench/run: the note below gives the exact "
-                "command and environment)")
+            made = [c for c in cmds if data.name in c.get("outputs", ())]
+            how = "; ".join(dict.fromkeys(f"`{c['command']}`" + (f" ({c['recorded']})" if c.get("recorded") else "")
+                                          for c in made)) or (
+                f"`{_default_command(data.name)}` (no command recorded: see the notes citing it)")
             lines += [f"### {data.name}", "", f"Raw data: [{rel}]({rel}). Command: {how}."]
             notes = _citing_notes(folder, data.name)
             if notes:

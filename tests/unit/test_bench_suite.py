@@ -3,6 +3,7 @@ bench/scenarios/ is reachable from a scenario, and each shell script parses. (Ru
 business, not the test suite's.)"""
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +56,26 @@ def test_bench_top_level_is_a_handful() -> None:
         "README.md", "REPORT.md", "lib", "notes", "results", "run", "scenarios",
     ]
     assert len((BENCH / "README.md").read_text().splitlines()) <= 40
+
+
+def test_report_links_every_raw_file_and_names_its_command(tmp_path: Path) -> None:
+    """bench/run report --out FILE DIR: per raw file a link to it, the command from commands.jsonl (or, for a file
+    no run recorded, the scenario that writes it) and its table."""
+    day = tmp_path / "results" / "2026-01-01-host"
+    day.mkdir(parents=True)
+    rows = [{"tool": "small-requests", "label": label, "api": "produce", "broker_cpu_us_per_request": us,
+             "time": "2026-01-01T00:00:00"} for label, us in (("kafka", 30.0), ("kbus", 45.0), ("kbus-base", 50.0))]
+    (day / "small_requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (day / "ops.jsonl").write_text("")
+    (day / "commands.jsonl").write_text(json.dumps(
+        {"time": "2026-01-01T00:00:00Z", "command": "KBUS_BASE=../b bench/run small-requests 3", "exit": 0,
+         "outputs": ["small_requests.jsonl"]}) + "\n")
+    out = tmp_path / "REPORT.md"
+    res = subprocess.run([str(BENCH / "run"), "report", "--out", str(out), str(day)], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    text = out.read_text()
+    assert "[results/2026-01-01-host/small_requests.jsonl](results/2026-01-01-host/small_requests.jsonl)" in text
+    assert "Command: `KBUS_BASE=../b bench/run small-requests 3`" in text
+    assert "| produce | 30.0 | 45.0 (1.50x) [0.90x kbus-base] | 50.0 (1.67x) |" in text
+    assert "Command: `bench/run ops` (no command recorded" in text

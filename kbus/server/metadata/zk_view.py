@@ -1,0 +1,633 @@
+"""ZkClusterView: the cluster metadata a broker reads from ZooKeeper (Kafka 2.x's znode layout), kept current by one
+thread; the MetadataStore operations on it (admin writes, ISR changes, ACLs, credentials, quotas) are zk_store.py's.
+
+One thread (like Kafka's controller event thread) owns every reaction to ZooKeeper: watches only enqueue the
+path that changed, the thread re-reads it (leaving a fresh one-shot watch), updates the in-memory view the broker
+reads, and, when this broker holds /controller, hands the view to the controller (`controller.py`): partition
+states for new partitions, leader election from the ISR when brokers die, topic deletion, preferred-leader
+rebalancing. Listeners hear about every change.
+
+A watch can be missed, and Kafka's LeaderAndIsr push has no ZooKeeper equivalent, so two things make every change
+reach this view anyway:
+- kazoo forgets every watch when its connection to ZooKeeper drops (SUSPENDED; it has no SetWatches, unlike
+  ZooKeeper's Java client) and a new session has none: on every CONNECTED, same session or new, the thread reads
+  everything again (registration, brokers, controller, topics, partition states), leaving fresh watches.
+- every RECONCILE_INTERVAL_S the thread asks ZooKeeper for its last zxid and, if anything was written since its
+  last full look, re-reads the brokers, the controller, the assignments and every partition state. So a decision
+  whose notification was lost still arrives within that interval; a quiet cluster costs one read per interval.
+  A re-read that takes long (many thousands of partitions) stretches the interval to RECONCILE_BUDGET times its
+  duration, so it never takes more than 1/RECONCILE_BUDGET of the event thread's time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+
+from kbus.common.cluster import BrokerInfo
+from kbus.server.metadata.controller import (
+    ClusterSnapshot,
+    Controller,
+    ControllerSettings,
+    OfflineReplicaProbe,
+    elect_controller,
+)
+from kbus.server.metadata.reassigner import Reassigner
+from kbus.server.metadata.types import PartitionState, TopicMetadata
+from kbus.zk import paths
+from kbus.zk.client import (
+    ControllerMovedError,
+    KafkaZkClient,
+    ZooKeeperConnectionError,
+)
+from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
+from kbus.zk.config_changes import ConfigChangeListener
+from kbus.zk.security import ZkClientSecurity
+
+log = logging.getLogger("kbus.server.metadata.zk_store")  # the store's logger, as before the split
+
+Event = tuple[str | int, ...]  # (kind, topic[, partition])
+_RESYNC: Event = ("resync",)
+_STOP: Event = ("stop",)
+_REBALANCE: Event = ("rebalance",)
+_RECHECK: Event = ("recheck",)  # nothing to read: just let the controller act again
+_RECONCILE: Event = ("reconcile",)
+_SESSION_LOST: Event = ("session_lost",)
+# how often the view is checked against ZooKeeper for changes whose watch never fired (see the module docstring)
+RECONCILE_INTERVAL_S = 5.0
+RECONCILE_BUDGET = 20
+
+
+class ZkClusterView:
+    """The broker's view of the cluster in ZooKeeper and the one thread that keeps it (see the module docstring);
+    kbus.server.metadata.zk_store.ZkMetadataStore adds the MetadataStore's operations on top."""
+
+    def __init__(
+        self,
+        connect: str,
+        broker_id: int,
+        host: str,
+        port: int,
+        *,
+        rack: str | None = None,
+        endpoints: list[Endpoint] | None = None,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int | None = None,
+        delete_topic_enable: bool = True,
+        unclean_leader_election_enable: bool = False,
+        auto_leader_rebalance_enable: bool = True,
+        leader_imbalance_check_interval_s: float = 300.0,
+        leader_imbalance_per_broker_percentage: int = 10,
+        registration_wait_ms: int | None = None,
+        security: ZkClientSecurity | None = None,
+        reconcile_interval_s: float = RECONCILE_INTERVAL_S,
+    ) -> None:
+        self.connect = connect
+        self._security = security  # None: a tool's (KAFKA_OPTS), as in tests that start bare stores
+        self.broker_id = broker_id
+        self._endpoints = endpoints or [Endpoint("PLAINTEXT", host, port)]
+        self._rack = rack
+        self._session_timeout_s = session_timeout_ms / 1000
+        # a restart right after a crash finds its own old registration until that session times out
+        if registration_wait_ms is None:
+            registration_wait_ms = session_timeout_ms + 1000
+        self._registration_wait_s = registration_wait_ms / 1000
+        self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
+        self._delete_topic_enable = delete_topic_enable
+        self._static_unclean = unclean_leader_election_enable
+        self._auto_rebalance = auto_leader_rebalance_enable
+        self._rebalance_interval_s = leader_imbalance_check_interval_s if auto_leader_rebalance_enable else 1e9
+        self._next_rebalance = time.monotonic() + self._rebalance_interval_s
+        self._reconcile_interval_s = reconcile_interval_s
+        self._next_reconcile = time.monotonic() + reconcile_interval_s
+        self._reconcile_took_s = 0.0  # how long the last full re-read took (it stretches the interval)
+        self._reconciled_zxid = -1  # ZooKeeper's last zxid when the view was last read in full
+
+        self._zk: KafkaZkClient | None = None
+        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._listeners: list[Callable[[], None]] = []
+        self._config_listeners: list[ConfigChangeListener] = []
+        self._stopping = False
+        self.cluster_id = ""
+
+        # the view, guarded by _cond's lock; _generation counts processed event batches (for waiting on them)
+        self._cond = threading.Condition()
+        self._generation = 0
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._assignments: dict[str, tuple[TopicAssignment, int]] = {}
+        self._states: dict[str, dict[int, LeaderAndIsr]] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        # dynamic broker configs this broker follows: /config/brokers/<default> and /config/brokers/<id>
+        self._broker_configs: dict[str, dict[str, str]] = {}
+        self._deleting: set[str] = set()
+        self._controller_id = NO_LEADER
+        self._controller_epoch: tuple[int, int] | None = None  # (epoch, znode version) while we are controller
+        self._topics_view: dict[str, TopicMetadata] | None = None
+        self._controller = Controller(
+            broker_id,
+            self._client,
+            self,
+            ControllerSettings(
+                delete_topic_enable, unclean_leader_election_enable, leader_imbalance_per_broker_percentage
+            ),
+        )
+        self._reassigner = Reassigner(broker_id, self._client, self)
+        self._offline_replica_probe: OfflineReplicaProbe | None = None
+        self._pid_lock = threading.Lock()
+        self._next_producer_id = 0
+        self._producer_id_end = -1
+
+    # ---- lifecycle -----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect, register /brokers/ids/<id> and read the cluster: the first full read and election happen
+        before start() returns, so the broker starts with a view. The caller listens on its ports first (Kafka's
+        order): the controller may make this broker a leader the moment it registers."""
+        zk = KafkaZkClient.connect(
+            self.connect, self._session_timeout_s, self._connection_timeout_s, security=self._security
+        )
+        self._zk = zk
+        zk.zk.add_listener(self._on_session_state)
+        try:
+            self._while_zookeeper_away(self._register_and_read)
+        except NoAuthError:
+            self._zk = None
+            zk.close()
+            # kazoo's NoAuthError has no message: say what it means
+            raise ZooKeeperConnectionError(
+                f"ZooKeeper at {self.connect} refused this broker's writes (NoAuth): its znodes were created with "
+                "zookeeper.set.acl=true by another ZooKeeper identity; authenticate as that one (the JAAS Client "
+                "section in KAFKA_OPTS, or zookeeper.ssl.keystore.*)"
+            ) from None
+        except BaseException:
+            self._zk = None
+            zk.close()
+            raise
+        self._thread = threading.Thread(target=self._run, name=f"zk-metadata-{self.broker_id}", daemon=True)
+        self._thread.start()
+        log.info(
+            "Registered broker %d in ZooKeeper %s (cluster %s, controller %d)",
+            self.broker_id,
+            self.connect,
+            self.cluster_id,
+            self._controller_id,
+        )
+
+    def _register_and_read(self) -> None:
+        zk = self._client()
+        zk.ensure_persistent_paths()
+        self.cluster_id = zk.get_or_create_cluster_id()
+        self._process([_RESYNC])  # registers, then reads everything (and takes /controller if free)
+
+    def _while_zookeeper_away(self, step: Callable[[], None]) -> None:
+        """Run an idempotent start-up step again each time ZooKeeper goes away under it (a paused or restarted
+        server, a session that expired meanwhile: kazoo reconnects, with a new session if need be), as Kafka's
+        KafkaZkClient retries its requests until connected. Each wait for the connection is bounded by
+        zookeeper.connection.timeout.ms; then the start fails saying so."""
+        zk = self._client()
+        while True:
+            try:
+                step()
+                return
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError) as exc:
+                if self._stopping:
+                    raise
+                lost = f"{type(exc).__name__}{': ' + str(exc) if str(exc) else ''}"
+                log.warning("ZooKeeper %s went away while broker %d was starting (%s); waiting up to %g s for it",
+                            self.connect, self.broker_id, lost, self._connection_timeout_s)  # fmt: skip
+                deadline = time.monotonic() + self._connection_timeout_s
+                while not zk.zk.connected:
+                    if time.monotonic() > deadline or self._stopping:
+                        raise ZooKeeperConnectionError(
+                            f"Lost the connection to ZooKeeper at {self.connect} while starting ({lost}) and it did "
+                            f"not come back within zookeeper.connection.timeout.ms="
+                            f"{round(self._connection_timeout_s * 1000)}"
+                        ) from exc
+                    time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self._zk is None:
+            return
+        self._stopping = True
+        for listener in self._config_listeners:
+            listener.stop()
+        self._events.put(_STOP)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        # closing the session removes /brokers/ids/<id> and /controller at once, so failover starts now
+        self._zk.close()
+        self._zk = None
+
+    # ---- reads ---------------------------------------------------------------------------------------------
+
+    def brokers(self) -> list[BrokerInfo]:
+        with self._cond:
+            return [self._brokers[b] for b in sorted(self._brokers)]
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        with self._cond:
+            if self._topics_view is None:
+                self._topics_view = {
+                    name: self._topic_metadata(name, assignment)
+                    for name, (assignment, _) in sorted(self._assignments.items())
+                    # with delete.topic.enable=false a marker deletes nothing (the controller drops it)
+                    if name not in self._deleting or not self._delete_topic_enable
+                }
+            return dict(self._topics_view)
+
+    def controller_id(self) -> int:
+        with self._cond:
+            return self._controller_id
+
+    def is_controller(self) -> bool:
+        with self._cond:
+            return self._controller_epoch is not None
+
+    def partition_state(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        with self._cond:
+            return self._states.get(topic, {}).get(partition)
+
+    # ---- the event thread ----------------------------------------------------------------------------------
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        # runs on kazoo's thread: never touch ZooKeeper here, only hand the path to our thread
+        if event.type == EventType.NONE or not event.path:
+            return
+        kind = paths.parse(event.path)
+        if kind[0] == "state":
+            self._events.put(("state", kind[1], int(kind[2])))
+        elif kind[0] != "other":
+            self._events.put(kind)
+
+    def _on_session_state(self, state: str) -> None:
+        # runs on kazoo's connection thread: never touch ZooKeeper here, only hand the event to our thread
+        if self._stopping:
+            return
+        if state == KazooState.LOST:
+            self._events.put(_SESSION_LOST)
+        elif state == KazooState.CONNECTED:
+            # Whether the session survived (SUSPENDED -> CONNECTED: a ZooKeeper restart or pause, a lost link) or
+            # is new (LOST -> CONNECTED), kazoo dropped every watch when the connection went and does not set them
+            # again, and anything may have changed meanwhile: register (a new session has no /brokers/ids/<id>),
+            # then read everything again with fresh watches (Kafka's reinitialize and state-change handlers).
+            self._events.put(_RESYNC)
+
+    def _run(self) -> None:
+        while True:
+            due = min(self._next_rebalance, self._next_reconcile)
+            batch: list[Event] = []
+            with contextlib.suppress(queue.Empty):
+                batch.append(self._events.get(timeout=max(0.0, due - time.monotonic())))
+            # timers are checked after every wait, so a steady stream of events cannot postpone them
+            now = time.monotonic()
+            if now >= self._next_rebalance:
+                self._next_rebalance = now + self._rebalance_interval_s
+                batch.append(_REBALANCE)
+            if now >= self._next_reconcile:
+                self._next_reconcile = now + max(self._reconcile_interval_s, RECONCILE_BUDGET * self._reconcile_took_s)
+                batch.append(_RECONCILE)
+            with contextlib.suppress(queue.Empty):
+                while len(batch) < 10000:
+                    batch.append(self._events.get_nowait())
+            if not batch:
+                continue
+            if _STOP in batch:
+                return
+            try:
+                self._process(batch)
+            except (KazooException, OSError) as e:
+                if self._stopping:
+                    return
+                log.warning("ZooKeeper metadata update failed (%s); retrying", e)
+                time.sleep(0.5)
+                self._events.put(_RESYNC)
+            except Exception:
+                log.exception("metadata event thread: unexpected error; resyncing")
+                time.sleep(0.5)
+                self._events.put(_RESYNC)
+
+    def _process(self, batch: Iterable[Event]) -> None:
+        events = list(dict.fromkeys(batch))
+        changed = False
+        was_controller = self._controller_epoch is not None
+        if _SESSION_LOST in events:
+            with self._cond:
+                self._controller_epoch = None
+        if _RESYNC in events:
+            changed |= self._resync()
+        else:
+            if _RECONCILE in events:
+                changed |= self._reconcile()
+            for event in events:
+                changed |= self._apply(event)
+            with self._cond:
+                reads = [(str(e[1]), int(e[2])) for e in events if e[0] == "state" and e[1] in self._assignments]
+            changed |= self._refresh_states(reads)
+        if self._controller_epoch is not None:
+            try:
+                epoch = self._controller_epoch
+                if ("log_dir_events",) in events or _RESYNC in events or not was_controller:
+                    changed |= self._controller.handle_log_dir_events(self._offline_replica_probe, self._on_watch)
+                changed |= self._controller.act(epoch)
+                if _REBALANCE in events and self._auto_rebalance:
+                    changed |= self._controller.elect_preferred_leaders(epoch, only_imbalanced=True)
+                if ("preferred_election",) in events or _RESYNC in events or not was_controller:
+                    changed |= self._controller.run_preferred_replica_election(epoch, self._on_watch)
+                moved, done = self._reassigner.advance(epoch)
+                changed |= moved
+                changed |= self._reassigner.follow_request_znode(self._on_watch, done)
+            except ControllerMovedError:
+                log.info("Broker %d is no longer the controller", self.broker_id)
+                with self._cond:
+                    self._controller_epoch = None
+                changed |= self._refresh_controller()
+        with self._cond:
+            if changed:
+                self._topics_view = None
+            self._generation += 1
+            self._cond.notify_all()
+        if changed:
+            self._notify()
+
+    def _apply(self, event: Event) -> bool:
+        kind = event[0]
+        if kind == "brokers":
+            return self._refresh_brokers()
+        if kind == "topics":
+            return self._refresh_topic_list()
+        if kind == "topic":
+            return event[1] in self._assignments and self.refresh_topic(event[1])
+        if kind == "state":
+            return False  # read together, pipelined, after the other events (see _process)
+        if kind == "config":
+            return event[1] in self._assignments and self._refresh_config(event[1])
+        if kind == "broker_config":
+            return event[1] in self._broker_entities() and self._refresh_broker_config(event[1])
+        if kind == "delete_topics":
+            return self.refresh_deletions()
+        if kind == "controller":
+            return self._refresh_controller()
+        return False  # rebalance and preferred_election are controller-only work, done after the refreshes
+
+    def _resync(self) -> bool:
+        zk = self._client()
+        zxid = zk.last_zxid()  # read first: whatever is written after it, the next reconciliation sees
+        zk.register_broker(self.broker_id, self._endpoints, self._rack, self._registration_wait_s)
+        self._refresh_brokers()
+        self._refresh_topic_list(reread=True)
+        self.refresh_deletions()
+        for entity in self._broker_entities():
+            self._refresh_broker_config(entity)
+        self._refresh_controller()
+        self._reconciled_zxid = zxid
+        return True
+
+    def _reconcile(self) -> bool:
+        """The backstop for a watch that never fired (see the module docstring): when ZooKeeper has changed since
+        the view was last read in full, read the live brokers, the controller, the topics' assignments and every
+        partition state again, pipelined. Returns whether the view changed."""
+        zk = self._client()
+        zxid = zk.last_zxid()
+        if zxid == self._reconciled_zxid:
+            return False
+        started = time.monotonic()
+        changed = self._refresh_brokers()
+        changed |= self._refresh_controller()
+        changed |= self._refresh_topic_list()
+        with self._cond:
+            names = sorted(self._assignments)
+        versions = zk.get_topic_versions(names)
+        with self._cond:
+            moved = [n for n, v in zip(names, versions, strict=True) if v != self._assignments.get(n, (None, v))[1]]
+        for name in moved:  # a new assignment (reassignment, added partitions) or a topic gone meanwhile
+            changed |= self.refresh_topic(name)
+        with self._cond:
+            items = [(name, p) for name, (assignment, _) in self._assignments.items() for p in assignment.partitions]
+        if self._refresh_states(items):
+            # usually a watch lost with its connection; rarely one that fired while this ran (it finds no change)
+            log.info("Broker %d: re-read partition states that had changed in ZooKeeper unannounced", self.broker_id)
+            changed = True
+        self._reconciled_zxid = zxid
+        self._reconcile_took_s = time.monotonic() - started
+        return changed
+
+    def _broker_entities(self) -> tuple[str, str]:
+        return (paths.BROKER_DEFAULT_ENTITY, str(self.broker_id))
+
+    # ---- refreshing the view (each re-reads with a watch and says whether anything changed) ----------------
+
+    def _refresh_brokers(self) -> bool:
+        brokers = {b.broker_id: b for b in self._client().get_all_brokers(watch=self._on_watch)}
+        with self._cond:
+            if brokers == self._brokers:
+                return False
+            gone, joined = set(self._brokers) - set(brokers), set(brokers) - set(self._brokers)
+            self._brokers = brokers
+        if gone or joined:
+            log.info("Live brokers %s (joined %s, gone %s)", sorted(brokers), sorted(joined), sorted(gone))
+        return True
+
+    def _refresh_topic_list(self, reread: bool = False) -> bool:
+        names = set(self._client().get_topics(watch=self._on_watch))
+        with self._cond:
+            known = set(self._assignments)
+        changed = False
+        for name in sorted(names if reread else names - known):
+            changed |= self.refresh_topic(name, reread)
+        for name in known - names:
+            self.forget_topic(name)
+            changed = True
+        return changed
+
+    def refresh_topic(self, name: str, reread: bool = False) -> bool:
+        zk = self._client()
+        found = zk.get_topic(name, watch=self._on_watch)
+        if found is None:
+            with self._cond:
+                known = name in self._assignments
+            if known:
+                self.forget_topic(name)
+            return known
+        assignment, version = found
+        with self._cond:
+            before = self._assignments.get(name)
+            self._assignments[name] = (assignment, version)
+            known_states = self._states.get(name, {})
+            missing = [p for p in assignment.partitions if reread or p not in known_states]
+        changed = before is None or before[0] != assignment
+        if before is None or reread:
+            self._refresh_config(name)
+        changed |= self._refresh_states([(name, partition) for partition in missing])
+        if changed:
+            # callers outside the event thread (a reassignment started by a request) notify listeners themselves:
+            # they must not read the cached view from before this change (the watch that follows sees no change)
+            with self._cond:
+                self._topics_view = None
+        return changed
+
+    def _refresh_states(self, items: list[tuple[str, int]]) -> bool:
+        if not items:
+            return False
+        fresh = self._client().get_partition_states(items, watch=self._on_watch)
+        changed = False
+        with self._cond:
+            for (name, partition), state in zip(items, fresh, strict=True):
+                changed |= self._take_state(name, partition, state)
+        return changed
+
+    def refresh_state(self, name: str, partition: int) -> bool:
+        state = self._client().get_partition_state(name, partition, watch=self._on_watch)
+        with self._cond:
+            return self._take_state(name, partition, state)
+
+    def _take_state(self, name: str, partition: int, state: LeaderAndIsr | None) -> bool:
+        """Store a state read from (or written to) ZooKeeper unless the stored one was written later, and say
+        whether the view changed. A read can be overtaken: at 10k partitions a pipelined re-read takes about a
+        second, and this broker's own ISR write (alter_isr, on a worker thread) may be stored meanwhile; taking the
+        older read would undo an ISR expansion ZooKeeper still lists. Writes are ordered by their zxid, so a topic
+        deleted and created again (its state znodes restart at version 0) is still taken. Caller holds _cond."""
+        states = self._states.setdefault(name, {})
+        current = states.get(partition)
+        if current == state:
+            if current is not None and state is not None and not state.is_older_than(current):
+                states[partition] = state  # the same write: keep the one whose zxid is known
+            return False
+        if state is None:
+            states.pop(partition, None)  # the znode is gone
+        elif current is not None and state.is_older_than(current):
+            return False
+        else:
+            states[partition] = state
+        return True
+
+    def _refresh_broker_config(self, entity: str) -> bool:
+        configs = self._client().get_broker_config(entity, watch=self._on_watch)
+        with self._cond:
+            if self._broker_configs.get(entity, {}) == configs:
+                return False
+            self._broker_configs[entity] = configs
+            layers = [self._broker_configs.get(e, {}) for e in self._broker_entities()]
+        # the controller's default for topics without their own unclean.leader.election.enable
+        unclean = self._static_unclean
+        for layer in layers:
+            value = layer.get("unclean.leader.election.enable", "").strip().lower()
+            if value in ("true", "false"):
+                unclean = value == "true"
+        self._controller.set_unclean_default(unclean)
+        return True
+
+    def _refresh_config(self, name: str) -> bool:
+        configs = self._client().get_topic_config(name, watch=self._on_watch)
+        with self._cond:
+            if self._configs.get(name) == configs:
+                return False
+            self._configs[name] = configs
+            return True
+
+    def refresh_deletions(self) -> bool:
+        marked = set(self._client().get_topic_deletions(watch=self._on_watch))
+        with self._cond:
+            if marked == self._deleting:
+                return False
+            self._deleting = marked
+            return True
+
+    def _refresh_controller(self) -> bool:
+        controller, epoch = elect_controller(self._client(), self.broker_id, self._controller_epoch, self._on_watch)
+        with self._cond:
+            changed = controller != self._controller_id
+            self._controller_id = controller
+            self._controller_epoch = epoch
+        return changed
+
+    # ---- what the controller reads and writes (ControllerView) -----------------------------------------------
+
+    def snapshot(self) -> ClusterSnapshot:
+        with self._cond:
+            return ClusterSnapshot(
+                live=frozenset(self._brokers),
+                assignments=dict(self._assignments),
+                states={t: dict(s) for t, s in self._states.items()},
+                configs={t: dict(c) for t, c in self._configs.items()},
+                deleting=frozenset(self._deleting),
+            )
+
+    def state_of(self, topic: str, partition: int) -> LeaderAndIsr | None:
+        with self._cond:
+            return self._states.get(topic, {}).get(partition)
+
+    def live_broker_ids(self) -> set[int]:
+        with self._cond:
+            return set(self._brokers)
+
+    def record_state(self, topic: str, partition: int, state: LeaderAndIsr) -> None:
+        with self._cond:
+            if topic in self._assignments and self._take_state(topic, partition, state):
+                self._topics_view = None
+
+    def request_state_read(self, topic: str, partition: int) -> None:
+        self._events.put(("state", topic, partition))
+
+    def forget_topic(self, name: str) -> None:
+        with self._cond:
+            self._assignments.pop(name, None)
+            self._states.pop(name, None)
+            self._configs.pop(name, None)
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+
+    def _client(self) -> KafkaZkClient:
+        if self._zk is None:
+            raise RuntimeError("ZkMetadataStore is not started")
+        return self._zk
+
+    def _topic_metadata(self, name: str, assignment: TopicAssignment) -> TopicMetadata:
+        states = self._states.get(name, {})
+        partitions = {}
+        for partition, replicas in sorted(assignment.partitions.items()):
+            state = states.get(partition)
+            if state is None:
+                partitions[partition] = PartitionState(NO_LEADER, 0, list(replicas), [])
+            else:
+                partitions[partition] = PartitionState(
+                    state.leader, state.leader_epoch, list(replicas), list(state.isr)
+                )
+        # a topic from an old tool has no id until the controller writes one; the zero UUID stands in
+        topic_id = assignment.topic_id or uuid.UUID(int=0)
+        return TopicMetadata(name, topic_id, partitions, dict(self._configs.get(name, {})))
+
+    def _has_all_states(self, name: str, count: int) -> bool:
+        return len(self._states.get(name, {})) >= count
+
+    def _wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait until the event thread has made `predicate` true (checked after each processed batch)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def _notify(self) -> None:
+        for callback in list(self._listeners):
+            try:
+                callback()
+            except Exception:
+                log.exception("metadata listener failed")

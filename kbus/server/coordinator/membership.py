@@ -5,6 +5,9 @@ Requests that must wait (JoinGroup until the rebalance completes, SyncGroup unti
 stored) await futures the state machine resolves; deadlines (session timeouts, rebalance timeouts, the initial
 rebalance delay, pending syncs) live in the store's `Timers` wheel on an injected clock, so every transition is
 testable without sockets or sleeps.
+
+Why ~620 lines: one state machine, Kafka's classic rebalance protocol, whose steps (join, the rebalance, sync,
+heartbeats, expirations, leave) each move the same group through its states.
 """
 
 from __future__ import annotations

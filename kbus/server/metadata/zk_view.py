@@ -17,6 +17,9 @@ reach this view anyway:
   whose notification was lost still arrives within that interval; a quiet cluster costs one read per interval.
   A re-read that takes long (many thousands of partitions) stretches the interval to RECONCILE_BUDGET times its
   duration, so it never takes more than 1/RECONCILE_BUDGET of the event thread's time.
+
+Why ~630 lines: one view and the one thread that writes it; the operations on it are zk_store.py's, the
+controller's rules controller.py's, the znode I/O kbus/zk/client.py's.
 """
 
 from __future__ import annotations

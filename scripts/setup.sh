@@ -20,6 +20,8 @@ command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc)
   || need_pkgs+=(python3-dev)
 # systemd-analyze validates the units in systemd/ (tests/e2e/test_systemd_units.py); no running systemd is needed
 command -v systemd-analyze >/dev/null 2>&1 || need_pkgs+=(systemd)
+# tmux runs kaskade (a terminal UI) in tests/e2e/ecosystem/test_python_apps.py, its screen read with capture-pane
+command -v tmux >/dev/null 2>&1 || need_pkgs+=(tmux)
 # headless Chromium and its WebDriver: the browser tests of kbus ui (tests/e2e/test_ui_browser.py)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver)

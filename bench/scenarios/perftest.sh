@@ -17,19 +17,8 @@ declare -A port pid mport
 for who in $SYSTEMS; do
   port[$who]=$(free_port); mport[$who]=0
   case $who in kbus*) mport[$who]=$(free_port) ;; esac  # kbus's /metrics: Fetch requests served
-  case $who in
-    kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
-    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus" --override metrics.port="${mport[$who]}"
-      pid[$who]=$kbus_pid ;;
-    # the kbus of another checkout (KBUS_BASE, e.g. a worktree of main before a change): before/after, same run
-    kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus kbus-base "${port[$who]}" \
-      "127.0.0.1:$zkport/kbus-base" --override metrics.port="${mport[$who]}"; pid[$who]=$kbus_pid ;;
-    # kbus without incremental fetch sessions (for measuring KIP-227)
-    kbus-nosession) start_kbus kbus-nosession "${port[$who]}" "127.0.0.1:$zkport/kbus-nosession" \
-      --override max.incremental.fetch.session.cache.slots=0 --override metrics.port="${mport[$who]}"
-      pid[$who]=$kbus_pid ;;
-    tansu) start_tansu "${port[$who]}"; pid[$who]=$tansu_pid ;;
-  esac
+  over=(); [ "${mport[$who]}" = 0 ] || over=(--override metrics.port="${mport[$who]}")
+  start_system "$who" "$who" "${port[$who]}" "$who" "${over[@]}"; pid[$who]=$last_pid
 done
 for who in $SYSTEMS; do wait_port "${port[$who]}"; done
 for who in $SYSTEMS; do  # unrecorded warm-up (Kafka's JIT); WARMUP=0 skips it

@@ -15,27 +15,7 @@ OUT=${OUT:-$RESULTS/results.jsonl}
 SYSTEMS=${SYSTEMS:-kafka kbus tansu}
 bench_start run
 
-zkport=$(free_port); start_zk "$zkport"
-declare -A port pid
-for who in $SYSTEMS; do
-  port[$who]=$(free_port)
-  case $who in
-    kafka) start_kafka kafka "${port[$who]}" "127.0.0.1:$zkport/kafka"; pid[$who]=$kafka_pid ;;
-    kbus) start_kbus kbus "${port[$who]}" "127.0.0.1:$zkport/kbus"; pid[$who]=$kbus_pid ;;
-    # the kbus of another checkout (KBUS_BASE, e.g. a worktree of main before a change): before/after, same run
-    kbus-base) KBUS_SRC=${KBUS_BASE:?KBUS_BASE=checkout} start_kbus kbus-base "${port[$who]}" \
-      "127.0.0.1:$zkport/kbus-base"; pid[$who]=$kbus_pid ;;
-    # kbus without incremental fetch sessions (for measuring KIP-227)
-    kbus-nosession) start_kbus kbus-nosession "${port[$who]}" "127.0.0.1:$zkport/kbus-nosession" \
-      --override max.incremental.fetch.session.cache.slots=0; pid[$who]=$kbus_pid ;;
-    # kbus with fetches copied through Python instead of sendfile (for measuring zero copy)
-    kbus-copy) KBUS_SENDFILE=0 start_kbus kbus-copy "${port[$who]}" "127.0.0.1:$zkport/kbus-copy"
-      pid[$who]=$kbus_pid ;;
-    tansu) start_tansu "${port[$who]}"; pid[$who]=$tansu_pid ;;
-    *) echo "run.sh: unknown system $who (kafka, kbus, kbus-base, kbus-copy or tansu)" >&2; exit 2 ;;
-  esac
-done
-for who in $SYSTEMS; do wait_port "${port[$who]}"; done
+start_systems
 # one unrecorded warm-up each (Kafka's JIT, page cache), so round 1 is not a cold start
 for who in $SYSTEMS; do
   $PY "$KBENCH" produce -b 127.0.0.1:"${port[$who]}" -n 300000 --quiet --delete "$@" >/dev/null 2>&1 || true

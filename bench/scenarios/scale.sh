@@ -21,12 +21,7 @@ $PY -c 'import matplotlib' 2>/dev/null || $PY -m pip install -q -e ".[bench]"  #
 ulimit -n "$(ulimit -Hn)"  # 5,000 connections and 11,111 partitions' files, for the brokers and the client
 since=$(date +%Y-%m-%dT%H:%M:%S)
 bench_start scale
-zkport=$(free_port); start_zk "$zkport"
-declare -A port pid
-for who in $SYSTEMS; do
-  port[$who]=$(free_port); start_system "$who" "$who" "${port[$who]}" "$who"; pid[$who]=$last_pid
-done
-for who in $SYSTEMS; do wait_port "${port[$who]}"; done
+start_systems
 for who in $SYSTEMS; do  # the topic the connection points produce to
   $PY - "127.0.0.1:${port[$who]}" <<'PY'
 import sys

@@ -12,12 +12,7 @@ OUT=${OUT:-$RESULTS/small_requests.jsonl}
 SYSTEMS=${SYSTEMS:-kafka kbus${KBUS_BASE:+ kbus-base}}
 APIS=${APIS:-produce metadata}
 bench_start small
-zkport=$(free_port); start_zk "$zkport"
-declare -A port pid
-for who in $SYSTEMS; do
-  port[$who]=$(free_port); start_system "$who" "$who" "${port[$who]}" "$who"; pid[$who]=$last_pid
-done
-for who in $SYSTEMS; do wait_port "${port[$who]}"; done
+start_systems
 for r in $(seq 1 "$rounds"); do
   for api in $APIS; do
     for who in $SYSTEMS; do

@@ -238,6 +238,12 @@ class KafkaConfig:
         "log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", _LOG.min_cleanable_dirty_ratio, _D)
     message_max_bytes: int = _synonym("message.max.bytes", "max.message.bytes", _LOG.max_message_bytes, _I)
     compression_type: str = _synonym("compression.type", "compression.type", _LOG.compression_type, _S)
+    compression_gzip_level: int = _synonym(
+        "compression.gzip.level", "compression.gzip.level", _LOG.compression_gzip_level, _I)
+    compression_lz4_level: int = _synonym(
+        "compression.lz4.level", "compression.lz4.level", _LOG.compression_lz4_level, _I)
+    compression_zstd_level: int = _synonym(
+        "compression.zstd.level", "compression.zstd.level", _LOG.compression_zstd_level, _I)
     min_insync_replicas: int = _synonym("min.insync.replicas", "min.insync.replicas", _LOG.min_insync_replicas, _I)
     unclean_leader_election_enable: bool = _synonym(
         "unclean.leader.election.enable", "unclean.leader.election.enable", _LOG.unclean_leader_election_enable, _B)

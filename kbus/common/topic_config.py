@@ -1,5 +1,5 @@
 """The topic-config table: every topic-level key Kafka knows (TopicConfig), its type, limits and default, as
-Kafka's LogConfig defines them (3.x). One table for every path that accepts topic configs: CreateTopics and
+Kafka 3.9's LogConfig defines them. One table for every path that accepts topic configs: CreateTopics and
 AlterConfigs over the wire, `kbus topics/configs --zookeeper`, the broker's log.* defaults
 (kbus.common.broker_config) and the log layer, which reads the parsed values from `LogConfig`."""
 
@@ -103,6 +103,15 @@ def parse_str(raw: str) -> str:
     return raw.strip()
 
 
+def parse_gzip_level(raw: str) -> int:
+    """compression.gzip.level: Kafka's GzipCompression.LEVEL_VALIDATOR (Deflater's levels, or -1 for its
+    default)."""
+    value = parse_int()(raw)
+    if value != -1 and not 1 <= value <= 9:
+        raise ValueError("Value must be between 1 and 9 or equal to -1")
+    return value
+
+
 def _key(name: str, default: T, parse: Callable[[str], T]) -> T:
     """A LogConfig field: its Kafka key, Kafka's default and the parser that holds its type and limits."""
     return field(default=default, metadata={"key": name, "parse": parse})
@@ -129,6 +138,11 @@ class LogConfig:
     flush_messages: int = _key("flush.messages", LONG_MAX, parse_long(1))
     flush_ms: int = _key("flush.ms", LONG_MAX, parse_long(0))
     compression_type: str = _key("compression.type", "producer", parse_choice(COMPRESSION_TYPES, case_insensitive=True))
+    # KIP-390 (Kafka 3.8): the level a topic's compression.type uses. Accepted, validated and reported; kbus keeps
+    # the producer's batches as they come (see docs/broker-configs.md)
+    compression_gzip_level: int = _key("compression.gzip.level", -1, parse_gzip_level)
+    compression_lz4_level: int = _key("compression.lz4.level", 9, parse_int(1, 17))
+    compression_zstd_level: int = _key("compression.zstd.level", 3, parse_int(-131072, 22))
     min_insync_replicas: int = _key("min.insync.replicas", 1, parse_int(1))
     unclean_leader_election_enable: bool = _key("unclean.leader.election.enable", False, parse_bool)
     delete_retention_ms: int = _key("delete.retention.ms", 86400000, parse_long(0))
@@ -141,6 +155,9 @@ class LogConfig:
     remote_storage_enable: bool = _key("remote.storage.enable", False, parse_bool)
     local_retention_ms: int = _key("local.retention.ms", -2, parse_long(-2))
     local_retention_bytes: int = _key("local.retention.bytes", -2, parse_long(-2))
+    # KIP-950 (Kafka 3.9): turning tiered storage off; ZooKeeper mode refuses them true (validate_topic_configs)
+    remote_log_copy_disable: bool = _key("remote.log.copy.disable", False, parse_bool)
+    remote_log_delete_on_disable: bool = _key("remote.log.delete.on.disable", False, parse_bool)
     # accepted and echoed; kbus does not throttle replication
     leader_replication_throttled_replicas: str = _key("leader.replication.throttled.replicas", "", parse_str)
     follower_replication_throttled_replicas: str = _key("follower.replication.throttled.replicas", "", parse_str)
@@ -225,8 +242,13 @@ TOPIC_CONFIG_NAMES: tuple[str, ...] = tuple(TOPIC_CONFIGS)
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
     """What CreateTopics/AlterConfigs and the --zookeeper tools check before writing anything: known names and
-    values within Kafka's limits. A None value (a deletion in AlterConfigs) only needs a known name."""
-    for key in configs:
-        if key not in TOPIC_CONFIGS:
-            raise InvalidConfigError(f"Unknown topic config name: {key}")
-    LogConfig.from_properties({k: v for k, v in configs.items() if v is not None})
+    values within Kafka's limits, as Kafka's LogConfig.validate checks the configs that result. A None value (a
+    deletion) removes the key whatever it is, so it is not checked: Kafka accepts an IncrementalAlterConfigs
+    DELETE of a key it does not know (MirrorMaker 2 deletes each key the source cluster has at its default, which
+    includes keys of newer Kafka versions)."""
+    parsed = LogConfig.from_properties({k: v for k, v in configs.items() if v is not None})
+    # LogConfig.validateNoInvalidRemoteStorageConfigsInZK: kbus runs in ZooKeeper mode only
+    if parsed.remote_log_copy_disable or parsed.remote_log_delete_on_disable:
+        raise InvalidConfigError(
+            "It is invalid to set `remote.log.delete.on.disable` or `remote.log.copy.disable` under Zookeeper's mode."
+        )

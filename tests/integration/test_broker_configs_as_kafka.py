@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 pytestmark = pytest.mark.integration
 
@@ -73,3 +73,33 @@ def test_without_an_authorizer_every_supported_operation_is_authorized(broker) -
     assert sorted(op.name for op in topic.authorized_operations) == [
         "ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ", "WRITE"]
     assert admin.describe_cluster(request_timeout=10).result().authorized_operations is None  # not asked for
+
+
+def test_kafka_3_9_topic_configs_and_deletes_of_unknown_keys(broker) -> None:
+    """What MirrorMaker 2 does when it syncs a Kafka 3.9 topic's configs (failed with 'Unknown topic config name:
+    remote.log.delete.on.disable'): the 3.8/3.9 keys are known with Kafka's limits, and a DELETE of a key the
+    broker does not know succeeds, as on a Kafka 3.9.2 broker (checked there: a DELETE of no.such.key is OK)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = "kafka39-configs"
+    admin.create_topics([NewTopic(topic, 1, 1, config={"compression.gzip.level": "5"})])[topic].result(30)
+
+    def alter(*entries: ConfigEntry) -> None:
+        res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=list(entries))
+        admin.incremental_alter_configs([res])[res].result(30)
+
+    def delete(key: str) -> ConfigEntry:
+        return ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE)
+
+    alter(delete("remote.log.delete.on.disable"), delete("compression.lz4.level"), delete("no.such.key"),
+          ConfigEntry("compression.zstd.level", "7", incremental_operation=AlterConfigOpType.SET))  # fmt: skip
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin.describe_configs([res])[res].result(30)
+    assert (entries["compression.gzip.level"].value, entries["compression.gzip.level"].source) == ("5", 1)
+    assert (entries["compression.zstd.level"].value, entries["compression.zstd.level"].source) == ("7", 1)
+    assert (entries["remote.log.copy.disable"].value, entries["remote.log.copy.disable"].is_default) == ("false", True)
+    with pytest.raises(KafkaException, match=r"Unknown topic config name: no\.such\.key"):
+        alter(ConfigEntry("no.such.key", "1", incremental_operation=AlterConfigOpType.SET))
+    with pytest.raises(KafkaException, match="under Zookeeper's mode"):
+        alter(ConfigEntry("remote.log.copy.disable", "true", incremental_operation=AlterConfigOpType.SET))
+    with pytest.raises(KafkaException, match="between 1 and 9 or equal to -1"):
+        alter(ConfigEntry("compression.gzip.level", "10", incremental_operation=AlterConfigOpType.SET))

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kbus.common.broker_config import ConfigError, KafkaConfig
@@ -72,10 +74,13 @@ def test_kafkas_messages(key: str, value: str, message: str) -> None:
         validate_topic_configs({key: value})
 
 
-def test_deletions_only_need_a_known_name() -> None:
+def test_deleting_any_key_is_valid() -> None:
+    """Kafka 3.9's IncrementalAlterConfigs accepts a DELETE of a key it does not know (checked against a Kafka
+    3.9.2 broker), and MirrorMaker 2 sends one for each key at its default on the source cluster."""
     validate_topic_configs({"retention.ms": None})
+    validate_topic_configs({"retention.msx": None, "some.future.kafka.key": None})
     with pytest.raises(InvalidConfigError, match="Unknown topic config name"):
-        validate_topic_configs({"retention.msx": None})
+        validate_topic_configs({"retention.msx": "1"})
 
 
 def broker_log_defaults(props: dict[str, str]) -> LogConfig:
@@ -117,3 +122,53 @@ def test_to_properties_round_trip_and_diff() -> None:
     assert props["retention.ms"] == "123" and props["preallocate"] == "false"
     assert LogConfig.from_properties(props) == c
     assert c.diff(LogConfig()) == {"retention.ms": "123", "cleanup.policy": "compact"}
+
+
+# Kafka 3.9.2's topic configs (LogConfig.configNames() with their ConfigDef defaults, printed from the 3.9.2 jars)
+KAFKA_3_9_2_TOPIC_DEFAULTS = {
+    "cleanup.policy": "delete", "compression.gzip.level": "-1", "compression.lz4.level": "9",
+    "compression.type": "producer", "compression.zstd.level": "3", "delete.retention.ms": "86400000",
+    "file.delete.delay.ms": "60000", "flush.messages": "9223372036854775807", "flush.ms": "9223372036854775807",
+    "follower.replication.throttled.replicas": "", "index.interval.bytes": "4096",
+    "leader.replication.throttled.replicas": "", "local.retention.bytes": "-2", "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "9223372036854775807", "max.message.bytes": "1048588",
+    "message.downconversion.enable": "true", "message.format.version": "3.0-IV1",
+    "message.timestamp.after.max.ms": "9223372036854775807", "message.timestamp.before.max.ms": "9223372036854775807",
+    "message.timestamp.difference.max.ms": "9223372036854775807", "message.timestamp.type": "CreateTime",
+    "min.cleanable.dirty.ratio": "0.5", "min.compaction.lag.ms": "0", "min.insync.replicas": "1",
+    "preallocate": "false", "remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false", "retention.bytes": "-1", "retention.ms": "604800000",
+    "segment.bytes": "1073741824", "segment.index.bytes": "10485760", "segment.jitter.ms": "0",
+    "segment.ms": "604800000", "unclean.leader.election.enable": "false",
+}  # fmt: skip
+
+
+def test_every_kafka_3_9_topic_config_with_its_default() -> None:
+    """A Kafka 3.9 cluster's topics carry the 3.8/3.9 keys (compression levels, KIP-950's remote.log.*), and
+    MirrorMaker 2 or a user copies them to kbus: each must be a known key there."""
+    assert LogConfig().to_properties() == KAFKA_3_9_2_TOPIC_DEFAULTS
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("compression.gzip.level", "10", "Value must be between 1 and 9 or equal to -1"),
+        ("compression.gzip.level", "0", "Value must be between 1 and 9 or equal to -1"),
+        ("compression.lz4.level", "18", "Value must be no more than 17"),
+        ("compression.zstd.level", "-131073", "Value must be at least -131072"),
+        ("remote.log.copy.disable", "true", "It is invalid to set `remote.log.delete.on.disable` or "
+                                            "`remote.log.copy.disable` under Zookeeper's mode."),
+        ("remote.log.delete.on.disable", "true", "under Zookeeper's mode"),
+    ],
+)  # fmt: skip
+def test_kafka_3_9_topic_configs_limits(key: str, value: str, message: str) -> None:
+    with pytest.raises(InvalidConfigError, match=re.escape(message)):
+        validate_topic_configs({key: value})
+
+
+def test_kafka_3_9_topic_configs_accepted() -> None:
+    validate_topic_configs({"compression.gzip.level": "-1", "compression.lz4.level": "17",
+                            "compression.zstd.level": "-5", "remote.log.copy.disable": "false",
+                            "remote.log.delete.on.disable": "false"})  # fmt: skip
+    c = KafkaConfig.from_properties({"compression.zstd.level": "7"})
+    assert c.log_defaults.compression_zstd_level == 7  # the broker key is the topic key's default, as in Kafka

@@ -18,11 +18,10 @@ RECORDED = Path(__file__).parent / "recorded" / "kafka-3.9.2-config-sources.txt"
 STATIC = {"log.retention.hours": "168", "log.segment.bytes": "1073741824", "message.max.bytes": "1048588",
           "log.index.interval.bytes": "4096", "log.retention.check.interval.ms": "300000",
           "min.insync.replicas": "1"}  # fmt: skip
-# Kafka keys kbus does not have: the compression levels (KIP-390, Kafka 3.8), tiered storage's switches, KRaft's
-# metadata log, the log-start-offset checkpoint; and one the test broker sets statically (tests/kbus_processes.py)
-NOT_IN_KBUS = {"compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
-               "remote.log.copy.disable", "remote.log.delete.on.disable", "metadata.log.segment.bytes",
-               "log.flush.start.offset.checkpoint.interval.ms", "log.flush.offset.checkpoint.interval.ms"}  # fmt: skip
+# Kafka keys kbus does not have: KRaft's metadata log, the log-start-offset checkpoint; and one the test broker
+# sets statically (tests/kbus_processes.py)
+NOT_IN_KBUS = {"metadata.log.segment.bytes", "log.flush.start.offset.checkpoint.interval.ms",
+               "log.flush.offset.checkpoint.interval.ms"}  # fmt: skip
 
 
 def by_key(lines: list[str]) -> dict[str, str]:

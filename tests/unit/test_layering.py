@@ -67,3 +67,25 @@ def test_every_unit_of_kbus_server_has_a_layer_in_the_architecture_document() ->
 
 def test_no_module_of_kbus_server_imports_from_a_layer_above_its_own() -> None:
     assert upward_imports(layers()) == []
+
+
+# docs/architecture.md, "Where each Kafka rule lives": which kbus packages each package may import
+PACKAGE_IMPORTS = {
+    "common": set(),
+    "protocol": {"common"},
+    "zk": {"common"},
+    "spark": {"common"},
+    "admin": {"common", "protocol", "zk"},
+    "server": {"common", "protocol", "zk", "ops"},  # ops: the metrics endpoint and logging config (main.py)
+}
+
+
+def test_kbus_packages_import_only_the_packages_the_architecture_document_allows() -> None:
+    found = []
+    for package, allowed in PACKAGE_IMPORTS.items():
+        for path in sorted((ROOT / "kbus" / package).rglob("*.py")):
+            for lineno, target in imported_modules(path):
+                parts = target.split(".")
+                if parts[0] == "kbus" and len(parts) > 1 and parts[1] != package and parts[1] not in allowed:
+                    found.append(f"{path.relative_to(ROOT)}:{lineno} imports {target}")
+    assert found == []

@@ -15,6 +15,7 @@ import kbus.cli.configs
 import kbus.cli.connect
 import kbus.cli.console_consumer
 import kbus.cli.console_producer
+import kbus.cli.console_share_consumer
 import kbus.cli.consumer_groups
 import kbus.cli.dump_log
 import kbus.cli.leader_election
@@ -23,6 +24,7 @@ import kbus.cli.offsets
 import kbus.cli.reassign
 import kbus.cli.server
 import kbus.cli.service
+import kbus.cli.share_groups
 import kbus.cli.spark
 import kbus.cli.topics
 import kbus.cli.transactions

@@ -10,6 +10,7 @@ import datetime
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -377,3 +378,46 @@ def test_share_group_offsets_describe_alter_delete(broker_factory: Callable[...,
         assert await offsets(conn) == [(-1, -1)]
 
     run(b.port, body)
+
+
+def test_console_share_consumer_accepts_releases_and_rejects(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """`kbus console-share-consumer`: released records are printed again by the next member, accepted and rejected
+    ones never."""
+    import subprocess
+    import sys
+
+    b = broker_factory({"offsets.topic.num.partitions": "1"})
+    topic, group = create_topic(b.bootstrap, 1), uid("sg")
+    kbus_bin = str(Path(sys.executable).parent / "kbus")
+
+    def consume(*extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [kbus_bin, "console-share-consumer", "--bootstrap-server", b.bootstrap, "--topic", topic, "--group",
+             group, "--formatter-property", "print.offset=true", "--timeout-ms", "20000", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    # share.auto.offset.reset is latest: records sent until the first consumer has one
+    first = consume("--max-messages", "1", "--release")
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    sent = 0
+    deadline = time.monotonic() + 30
+    while first.poll() is None and time.monotonic() < deadline:
+        p.produce(topic, value=f"v{sent}")
+        p.flush(5)
+        sent += 1
+        time.sleep(0.3)
+    out, err = first.communicate(timeout=30)
+    released = out.splitlines()
+    assert len(released) == 1 and "Processed a total of 1 messages" in err, (out, err)
+    # the next member gets the released record again (the lowest available offset goes first), and accepts it
+    second = consume("--max-messages", "1")
+    out, err = second.communicate(timeout=60)
+    assert out.splitlines() == released, (out, err)
+    third = consume("--max-messages", "1", "--reject")
+    out, err = third.communicate(timeout=60)
+    rejected = out.splitlines()
+    assert len(rejected) == 1 and rejected[0] not in released
+    # nothing accepted or rejected comes back
+    fourth = consume("--timeout-ms", "3000")
+    out, err = fourth.communicate(timeout=60)
+    assert not set(out.splitlines()) & {*released, *rejected}, out

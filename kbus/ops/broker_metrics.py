@@ -73,6 +73,44 @@ def group_states(broker: BrokerView) -> list[Sample]:
     return [({"state": state}, float(n)) for state, n in sorted(counts.items())]
 
 
+# Kafka's group-coordinator-metrics: group-count by protocol, consumer-group-count and share-group-count by state;
+# every label value is rendered from startup (0 included), as Kafka registers them all up front
+GROUP_PROTOCOLS = ("classic", "consumer", "share")
+CONSUMER_GROUP_STATES = ("empty", "assigning", "reconciling", "stable", "dead")
+SHARE_GROUP_STATES = ("empty", "stable", "dead")
+
+
+def group_counts(broker: BrokerView) -> list[Sample]:
+    """Kafka's `group-count{protocol}`. A consumer-protocol group keeps its committed offsets in an Empty classic
+    group of the same id: that one is the consumer group's, not a classic group of its own."""
+    coordinator = broker.group_coordinator
+    counts = dict.fromkeys(GROUP_PROTOCOLS, 0)
+    if coordinator is not None:
+        consumer, share = coordinator.consumer_groups, coordinator.share_groups
+        counts["classic"] = sum(1 for gid in list(coordinator.groups) if gid not in consumer and gid not in share)
+        counts["consumer"] = len(consumer)
+        counts["share"] = len(share)
+    return [({"protocol": protocol}, float(n)) for protocol, n in counts.items()]
+
+
+def consumer_group_counts(broker: BrokerView) -> list[Sample]:
+    """Kafka's `consumer-group-count{state}`: the consumer-protocol (KIP-848) groups per state."""
+    counts = dict.fromkeys(CONSUMER_GROUP_STATES, 0)
+    if broker.group_coordinator is not None:
+        for group in list(broker.group_coordinator.consumer_groups.values()):
+            counts[group.state.value.lower()] += 1
+    return [({"state": state}, float(n)) for state, n in counts.items()]
+
+
+def share_group_counts(broker: BrokerView) -> list[Sample]:
+    """Kafka's `share-group-count{state}`: the share groups (KIP-932) per state."""
+    counts = dict.fromkeys(SHARE_GROUP_STATES, 0)
+    if broker.group_coordinator is not None:
+        for group in list(broker.group_coordinator.share_groups.values()):
+            counts[group.state.value.lower()] += 1
+    return [({"state": state}, float(n)) for state, n in counts.items()]
+
+
 def register(broker: BrokerView, metrics: Metrics = METRICS) -> None:
     """Attach the broker's gauges (idempotent: a later call replaces the callbacks with the new broker's)."""
     for name in ZERO_COUNTERS:
@@ -134,6 +172,12 @@ def register(broker: BrokerView, metrics: Metrics = METRICS) -> None:
         "Consumer groups this broker coordinates",
     )
     metrics.gauge("kbus_consumer_groups_by_state", lambda: group_states(broker), "Coordinated groups per state")
+    metrics.gauge("kbus_group_count", lambda: group_counts(broker),
+                  "Coordinated groups per protocol (Kafka's group-coordinator-metrics group-count)")
+    metrics.gauge("kbus_consumer_group_count", lambda: consumer_group_counts(broker),
+                  "Consumer-protocol (KIP-848) groups per state (Kafka's consumer-group-count)")
+    metrics.gauge("kbus_share_group_count", lambda: share_group_counts(broker),
+                  "Share groups (KIP-932) per state (Kafka's share-group-count)")
     metrics.gauge(
         "kbus_consumer_group_lag",
         lambda: list(consumer_lag(broker)),

@@ -20,6 +20,8 @@ from kbus.ops import broker_metrics, daemon, install
 from kbus.ops.health import HealthReport, PartitionView, answering_broker, evaluate, evaluate_metadata
 from kbus.ops.http_endpoint import OpsEndpoint, Response, parse_request_line
 from kbus.ops.logging_config import LoggingConfigError, apply, expand, load
+from kbus.server.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
+from kbus.server.coordinator.share_group import ShareGroup
 from kbus.server.metadata.types import PartitionState
 from kbus.server.util.metrics import Metrics
 
@@ -210,7 +212,7 @@ def test_broker_gauges() -> None:
         group_id="g", state=SimpleNamespace(value="Stable"),
         offsets={("a", 0): SimpleNamespace(offset=4), ("a", 2): SimpleNamespace(offset=1)},
     )
-    b.group_coordinator = SimpleNamespace(groups={"g": group})
+    b.group_coordinator = SimpleNamespace(groups={"g": group}, consumer_groups={}, share_groups={})
     m = Metrics()
     broker_metrics.register(b, m)
     s = samples(m.render())
@@ -228,11 +230,37 @@ def test_broker_gauges() -> None:
     assert 'kbus_consumer_group_lag{group="g",partition="2",topic="a"}' not in s
     assert s["kbus_consumer_groups"] == 1 and s['kbus_consumer_groups_by_state{state="Stable"}'] == 1
     assert s['kbus_partition_isr_size{partition="1",topic="a"}'] == 1
+    assert s['kbus_group_count{protocol="classic"}'] == 1 and s['kbus_group_count{protocol="consumer"}'] == 0
+    assert s['kbus_consumer_group_count{state="stable"}'] == 0 and s['kbus_share_group_count{state="empty"}'] == 0
     b.controller = 5
     b.group_coordinator = None
     s = samples(m.render())
     assert s["kbus_active_controller"] == 0 and s["kbus_consumer_groups"] == 0
+    assert s['kbus_group_count{protocol="classic"}'] == 0 and s['kbus_consumer_group_count{state="empty"}'] == 0
     assert s["kbus_offline_partitions"] == 0  # only the active controller reports them
+
+
+def test_group_counts_per_protocol_and_state() -> None:
+    """Kafka's group-coordinator-metrics: group-count{protocol}, consumer-group-count{state}, share-group-count."""
+    b = FakeBroker()
+    holder = SimpleNamespace(group_id="c1", state=SimpleNamespace(value="Empty"), offsets={})
+    classic = SimpleNamespace(group_id="k", state=SimpleNamespace(value="Stable"), offsets={})
+    assigning = ConsumerGroup("c1", group_epoch=2, assignment_epoch=1,
+                              members={"m": ConsumerGroupMember("m", member_epoch=1)})
+    stable = ConsumerGroup("c2", group_epoch=1, assignment_epoch=1,
+                           members={"m": ConsumerGroupMember("m", member_epoch=1)})
+    b.group_coordinator = SimpleNamespace(
+        groups={"c1": holder, "k": classic},  # c1's offsets live in an Empty classic group of its id
+        consumer_groups={"c1": assigning, "c2": stable, "c3": ConsumerGroup("c3")},
+        share_groups={"s": ShareGroup("s", 0)},
+    )
+    m = Metrics()
+    broker_metrics.register(b, m)
+    s = samples(m.render())
+    assert [s[f'kbus_group_count{{protocol="{p}"}}'] for p in ("classic", "consumer", "share")] == [1, 3, 1]
+    by_state = {st: s[f'kbus_consumer_group_count{{state="{st}"}}'] for st in broker_metrics.CONSUMER_GROUP_STATES}
+    assert by_state == {"empty": 1, "assigning": 1, "reconciling": 0, "stable": 1, "dead": 0}
+    assert s['kbus_share_group_count{state="empty"}'] == 1 and s['kbus_share_group_count{state="stable"}'] == 0
 
 
 # ---- health rules ------------------------------------------------------------------------------------------------

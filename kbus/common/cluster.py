@@ -16,6 +16,14 @@ class BrokerEndpoint:
     security_protocol: str = "PLAINTEXT"
 
 
+# The feature levels this kbus supports (Kafka's BrokerIdZNode "features", KIP-584): transaction.version 2 is
+# transactions v2 (KIP-890 part 2). Name, lowest and highest supported level.
+SUPPORTED_FEATURES: tuple[tuple[str, int, int], ...] = (("transaction.version", 0, 2),)
+# ... as registered in /brokers/ids/<id>: from level 1, since Kafka 2.7-3.x's parser of the field refuses level 0
+# (KIP-1022 allowed it in 4.0) and Kafka 2.8's --zookeeper tools read the registrations
+REGISTERED_FEATURES = tuple((name, max(low, 1), high) for name, low, high in SUPPORTED_FEATURES)
+
+
 @dataclass(frozen=True)
 class BrokerInfo:
     broker_id: int
@@ -23,6 +31,8 @@ class BrokerInfo:
     port: int
     rack: str | None = None
     endpoints: tuple[BrokerEndpoint, ...] = ()  # every advertised listener
+    # the feature levels it registered (name, min, max); a kbus from before features were registered has none
+    supported_features: tuple[tuple[str, int, int], ...] = REGISTERED_FEATURES
 
     def endpoint(self, listener: str) -> BrokerEndpoint | None:
         """Where a client that reached some broker on `listener` finds this one (Kafka: Metadata answers with

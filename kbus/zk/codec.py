@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbus.common.cluster import BrokerEndpoint, BrokerInfo
+from kbus.common.cluster import REGISTERED_FEATURES, BrokerEndpoint, BrokerInfo
 
 NO_LEADER = -1
 
@@ -72,7 +72,7 @@ class Endpoint:
 def encode_broker(endpoints: Sequence[Endpoint], rack: str | None = None, jmx_port: int = -1) -> bytes:
     plaintext = next((e for e in endpoints if e.security_protocol == "PLAINTEXT"), None)
     body: dict[str, Any] = {
-        "features": {},
+        "features": {name: {"min_version": low, "max_version": high} for name, low, high in REGISTERED_FEATURES},
         "listener_security_protocol_map": {e.listener: e.security_protocol for e in endpoints},
         "endpoints": [str(e) for e in endpoints],
         "jmx_port": jmx_port,
@@ -98,7 +98,11 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
     if (not host or port < 0) and endpoints:
         # no PLAINTEXT listener: the first advertised endpoint is where clients go
         host, port = endpoints[0].host, endpoints[0].port
-    return BrokerInfo(broker_id, host or "", port, body.get("rack"), tuple(endpoints))
+    features = tuple(
+        (str(name), int(levels.get("min_version", 0)), int(levels.get("max_version", 0)))
+        for name, levels in (body.get("features") or {}).items() if isinstance(levels, dict)
+    )
+    return BrokerInfo(broker_id, host or "", port, body.get("rack"), tuple(endpoints), features)
 
 
 # ---- /brokers/topics/<t> (TopicZNode, version 3) ----

@@ -10,11 +10,13 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
 
 from kbus.server.transaction.records import TRANSACTION_STATE_TOPIC, partition_for
 from tests.group_member import wait_until
 from tests.kbus_processes import Cluster
 from tests.txn_forgery import (
+    call,
     describe_transaction,
     end_txn,
     forge_produce,
@@ -108,6 +110,32 @@ def test_v2_partitions_are_added_through_a_remote_coordinator(cluster: Cluster) 
     assert produce_v12(leaders[part], tid, topic, transactional_batch(pid, epoch + 1, 0, b"v2-2"), part) == "none"
     assert end_txn(coordinator, tid, pid, epoch + 1, commit=False) == ("none", pid, epoch + 2)
     assert read_committed(cluster.bootstrap, topic, 3, 1) == [b"v2-1"]
+
+
+def finalized(bootstrap: str) -> tuple[list[tuple[str, int]], int]:
+    from kio.schema.api_versions.v4.request import ApiVersionsRequest
+    from kio.schema.api_versions.v4.response import ApiVersionsResponse
+
+    r = call(bootstrap, ApiVersionsRequest(client_software_name="t", client_software_version="1"), ApiVersionsResponse)
+    return [(f.name, int(f.max_version_level)) for f in r.finalized_features], int(r.finalized_features_epoch)
+
+
+def test_transaction_version_2_waits_for_every_broker(cluster: Cluster, raw_zk: KazooClient) -> None:
+    """A rolling upgrade: while a broker that registered no transaction.version support (a kbus from before it)
+    is live, no broker finalizes transactions v2, so Kafka 4 clients keep v1 (whose requests every broker
+    serves); once it is gone (upgraded), they finalize it again with a higher epoch."""
+    assert finalized(next(iter(cluster.brokers.values())).bootstrap) == ([("transaction.version", 2)], 2)
+    old = (b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
+           b'"endpoints":["PLAINTEXT://127.0.0.1:1"],"jmx_port":-1,"port":1,"host":"127.0.0.1",'
+           b'"version":5,"timestamp":"1700000000000"}')  # fmt: skip
+    raw_zk.create("/brokers/ids/99", old, ephemeral=True)
+    try:
+        wait_until(lambda: all(finalized(b.bootstrap) == ([], 0) for b in cluster.brokers.values()), 30,
+                   "every broker to withdraw transaction.version 2")
+    finally:
+        raw_zk.delete("/brokers/ids/99")
+    wait_until(lambda: all(finalized(b.bootstrap) == ([("transaction.version", 2)], 2)
+                           for b in cluster.brokers.values()), 30, "transaction.version 2 finalized again")
 
 
 def test_coordinator_killed_mid_transaction(cluster: Cluster) -> None:

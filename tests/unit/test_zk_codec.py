@@ -14,10 +14,14 @@ def test_broker_registration_has_kafka_v5_fields():
     assert body["host"] == "127.0.0.1" and body["port"] == 9092
     assert body["endpoints"] == ["PLAINTEXT://127.0.0.1:9092"]
     assert body["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
-    assert body["jmx_port"] == -1 and body["features"] == {} and body["rack"] == "r1"
+    assert body["jmx_port"] == -1 and body["rack"] == "r1"
+    # the supported feature levels, in Kafka's BrokerIdZNode format (KIP-584)
+    # (from level 1: Kafka 2.8's --zookeeper tools refuse a level-0 range here)
+    assert body["features"] == {"transaction.version": {"min_version": 1, "max_version": 2}}
     assert body["timestamp"].isdigit()
     info = codec.decode_broker(3, data)
     assert (info.broker_id, info.host, info.port, info.rack) == (3, "127.0.0.1", 9092, "r1")
+    assert info.supported_features == (("transaction.version", 1, 2),)
 
 
 def test_broker_without_plaintext_listener_decodes_from_endpoints():
@@ -36,6 +40,7 @@ def test_kafka_written_broker_json_decodes():
     )
     info = codec.decode_broker(1, kafka)
     assert (info.host, info.port, info.rack) == ("kafka1", 9092, None)
+    assert info.supported_features == ()  # an older registration: no features
 
 
 def test_topic_znode_round_trip_and_kafka_uuid_text():
@@ -121,3 +126,16 @@ def test_preferred_replica_election_json():
     assert json.loads(data) == {"version": 1, "partitions": entries}
     assert codec.decode_partition_list(data) == [("t", 0), ("u", 3)]
     assert paths.parse("/admin/preferred_replica_election") == ("preferred_election",)
+
+
+def test_finalized_features_are_what_every_live_broker_supports() -> None:
+    from kbus.common.cluster import BrokerInfo
+    from kbus.server.apis.api_versions import finalized_features
+
+    new, old = BrokerInfo(1, "h", 1), BrokerInfo(2, "h", 2, supported_features=())
+    assert finalized_features([new]) == ([("transaction.version", 2)], 2)
+    assert finalized_features([new, BrokerInfo(3, "h", 3)]) == ([("transaction.version", 2)], 2)
+    # a kbus from before transactions v2 in the cluster (a rolling upgrade): nothing finalized, a lower epoch
+    assert finalized_features([new, old]) == ([], 0)
+    one = BrokerInfo(4, "h", 4, supported_features=(("transaction.version", 0, 1),))
+    assert finalized_features([new, one]) == ([("transaction.version", 1)], 1)

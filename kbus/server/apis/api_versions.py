@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kbus.common.broker_config import parse_rebalance_protocols
+from kbus.common.cluster import SUPPORTED_FEATURES, BrokerInfo
 from kbus.server.apis.registry import API_TABLE, RequestContext, api
 
 if TYPE_CHECKING:
@@ -18,27 +19,33 @@ if TYPE_CHECKING:
 CONSUMER_PROTOCOL_APIS = frozenset({68, 69})
 
 
-# Kafka's feature flags as a KRaft cluster finalizes them: transaction.version 2 (KIP-890 part 2, transactions v2:
-# EndTxn v5, Produce v12 and TxnOffsetCommit v5 add partitions implicitly) is what a Kafka 4 client needs to use
-# them. kbus has no feature-level controller: the levels are fixed, so their epoch is too (a client keeps the
-# finalized features of the highest epoch it has seen; >= 0 means known).
-TRANSACTION_VERSION = "transaction.version"
-SUPPORTED_FEATURES = ((TRANSACTION_VERSION, 0, 2),)
-FINALIZED_FEATURES = ((TRANSACTION_VERSION, 2),)
-FINALIZED_FEATURES_EPOCH = 1
+def finalized_features(brokers: list[BrokerInfo]) -> tuple[list[tuple[str, int]], int]:
+    """The cluster's finalized feature levels and their epoch. Kafka finalizes a level once every broker supports
+    it (KRaft's controller, ZooKeeper mode's /feature znode through kafka-features.sh); kbus finalizes the highest
+    level every live broker registered (its BrokerIdZNode "features"), so a rolling upgrade turns transactions v2
+    (transaction.version 2) on only once no broker without it is left, and a kbus from before it counts as level
+    0. The epoch grows with the levels (a client keeps the features of the highest epoch it has seen)."""
+    finalized = []
+    for name, _, high in SUPPORTED_FEATURES:
+        level = high
+        for b in brokers:
+            level = min(level, next((top for n, _, top in b.supported_features if n == name), 0))
+        if level > 0:
+            finalized.append((name, level))
+    return finalized, sum(level for _, level in finalized)
 
 
-def feature_fields(ctx: RequestContext) -> dict[str, Any]:
+def feature_fields(ctx: RequestContext, brokers: list[BrokerInfo]) -> dict[str, Any]:
     """ApiVersions v3+'s tagged feature fields. Before v4 a feature whose lowest supported level is 0 is left
     out of the supported ones (KIP-1022: older clients cannot read level 0)."""
     if ctx.api_version < 3:
         return {}
     supported = [ctx.nested("SupportedFeatureKey", name=name, min_version=low, max_version=high)
                  for name, low, high in SUPPORTED_FEATURES if ctx.api_version >= 4 or low > 0]
+    levels, epoch = finalized_features(brokers)
     finalized = [ctx.nested("FinalizedFeatureKey", name=name, max_version_level=level, min_version_level=level)
-                 for name, level in FINALIZED_FEATURES]
-    return {"supported_features": supported, "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
-            "finalized_features": finalized}
+                 for name, level in levels]
+    return {"supported_features": supported, "finalized_features_epoch": epoch, "finalized_features": finalized}
 
 
 def api_version_entries(ctx: RequestContext, hidden: frozenset[int] = frozenset()) -> list[Any]:
@@ -56,4 +63,4 @@ async def api_versions(m: Managers, ctx: RequestContext, request: Any) -> Any:
     consumer = "consumer" in parse_rebalance_protocols(m.config.group_coordinator_rebalance_protocols)
     hidden = frozenset() if consumer else CONSUMER_PROTOCOL_APIS
     return ctx.build(error_code=ErrorCode.none, api_keys=api_version_entries(ctx, hidden), throttle_time=0,
-                     **feature_fields(ctx))
+                     **feature_fields(ctx, m.cluster.brokers()))

@@ -380,7 +380,7 @@ def run(host: str, port: int, frames: int, seed: int, broker_pid: int | None = N
                 frame = struct.pack(">i", rng.choice([-1, 2**31 - 1, len(frame)])) + frame[4:]
                 lying_size = True
         res.frames += 1
-        res.by_api[{**APIS, **OTHER_APIS}[api_key][0]] += 1
+        res.by_api[{**APIS, **OTHER_APIS, **apis}[api_key][0]] += 1
         sentinel = request_frame(18, 0, SENTINEL_CORRELATION, b"")
         may_wait = api_key in (1, 11) or lying_size  # Fetch/JoinGroup may wait as long as the request asks
         conn.sock.settimeout(1.0 if may_wait else frame_timeout)

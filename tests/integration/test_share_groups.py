@@ -421,3 +421,28 @@ def test_console_share_consumer_accepts_releases_and_rejects(broker_factory: Cal
     fourth = consume("--timeout-ms", "3000")
     out, err = fourth.communicate(timeout=60)
     assert not set(out.splitlines()) & {*released, *rejected}, out
+
+
+SHARE_APIS = {
+    76: ("ShareGroupHeartbeat", range(1, 2)), 77: ("ShareGroupDescribe", range(1, 2)),
+    78: ("ShareFetch", range(1, 2)), 79: ("ShareAcknowledge", range(1, 2)),
+    83: ("InitializeShareGroupState", range(0, 1)), 84: ("ReadShareGroupState", range(0, 1)),
+    85: ("WriteShareGroupState", range(0, 1)), 86: ("DeleteShareGroupState", range(0, 1)),
+    87: ("ReadShareGroupStateSummary", range(0, 1)), 90: ("DescribeShareGroupOffsets", range(0, 2)),
+    91: ("AlterShareGroupOffsets", range(0, 1)), 92: ("DeleteShareGroupOffsets", range(0, 1)),
+}
+
+
+def test_fuzzed_share_frames_are_answered_or_refused(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """The share group APIs with fuzzed and null-filled frames: every one answered or refused, nothing logged as an
+    unexpected error, the broker healthy."""
+    from tests import fuzzing
+
+    broker = broker_factory({"offsets.topic.num.partitions": "1"})
+    fuzzing.prepare(broker.bootstrap)
+    host, port = broker.bootstrap.split(":")
+    res = fuzzing.run(host, int(port), 800, 932, frame_timeout=15, apis={**fuzzing.APIS, **SHARE_APIS},
+                      null_rate=0.5, mutate_rate=0.3)
+    assert res.hangs == 0 and res.answered > 300 and not res.garbage_accepted, res.summary()
+    assert broker.alive and fuzzing.healthy(host, int(port))
+    assert fuzzing.broker_log_problems(broker.log_text()) == []

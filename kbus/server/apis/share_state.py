@@ -22,10 +22,13 @@ if TYPE_CHECKING:
 
 
 def _per_partition(ctx: RequestContext, topics: Iterable[Any], result_topic: str, result_partition: str,
-                   answer: Callable[[uuid.UUID, Any], dict[str, Any]]) -> list[Any]:
+                   answer: Callable[[uuid.UUID, Any], dict[str, Any]], empty: dict[str, Any]) -> list[Any]:
     out = []
     for t in topics:
-        parts = [ctx.nested(result_partition, partition=p.partition, **answer(t.topic_id, p)) for p in t.partitions]
+        parts = [ctx.nested(result_partition, partition=p.partition, **(
+            answer(t.topic_id, p) if t.topic_id is not None else {**_error(E.invalid_request, "TopicId is null."),
+                                                                   **empty}))
+                 for p in t.partitions]
         out.append(ctx.nested(result_topic, topic_id=t.topic_id, partitions=parts))
     return out
 
@@ -39,8 +42,9 @@ async def read_share_group_state(m: Managers, ctx: RequestContext, req: Any) -> 
     coordinator = m.share_coordinator
     denied = not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
 
+    empty: dict[str, Any] = {"state_epoch": 0, "start_offset": -1, "state_batches": []}
+
     def answer(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-        empty = {"state_epoch": 0, "start_offset": -1, "state_batches": []}
         if denied:
             return {**_error(E.cluster_authorization_failed), **empty}
         if coordinator is None:
@@ -55,7 +59,7 @@ async def read_share_group_state(m: Managers, ctx: RequestContext, req: Any) -> 
                 "state_batches": [ctx.nested("StateBatch", first_offset=f, last_offset=la, delivery_state=s,
                                              delivery_count=c) for f, la, s, c in state.batches]}
 
-    return ctx.build(results=_per_partition(ctx, req.topics, "ReadStateResult", "PartitionResult", answer))
+    return ctx.build(results=_per_partition(ctx, req.topics, "ReadStateResult", "PartitionResult", answer, empty))
 
 
 @api(87, 0, 0)
@@ -63,8 +67,9 @@ async def read_share_group_state_summary(m: Managers, ctx: RequestContext, req: 
     coordinator = m.share_coordinator
     denied = not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
 
+    empty: dict[str, Any] = {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1}
+
     def answer(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
-        empty = {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1}
         if denied:
             return {**_error(E.cluster_authorization_failed), **empty}
         if coordinator is None:
@@ -78,7 +83,8 @@ async def read_share_group_state_summary(m: Managers, ctx: RequestContext, req: 
         return {**_error(E.none), "state_epoch": state.state_epoch, "leader_epoch": state.leader_epoch,
                 "start_offset": state.start_offset}
 
-    return ctx.build(results=_per_partition(ctx, req.topics, "ReadStateSummaryResult", "PartitionResult", answer))
+    return ctx.build(results=_per_partition(ctx, req.topics, "ReadStateSummaryResult", "PartitionResult", answer,
+                                            empty))
 
 
 async def _each(m: Managers, ctx: RequestContext, req: Any, result_topic: str,
@@ -93,6 +99,8 @@ async def _each(m: Managers, ctx: RequestContext, req: Any, result_topic: str,
                 code, message = int(E.cluster_authorization_failed), None
             elif coordinator is None:
                 code, message = int(E.coordinator_not_available), None
+            elif t.topic_id is None:
+                code, message = int(E.invalid_request), "TopicId is null."
             else:
                 try:
                     await apply(ShareStateKey(req.group_id, t.topic_id, p.partition), p)

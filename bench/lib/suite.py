@@ -86,6 +86,10 @@ SCENARIOS = (
              "100,000+ fuzzed frames at a standalone broker, then every acknowledged record read back"),
     Scenario("spark-read", (PY, S + "spark_read.py"), (), "[--records N] [--runs N]",
              "records/s of a Spark batch job through the kbus data source vs a plain consumer (printed)"),
+    Scenario("spark-write", (PY, S + "spark_write.py"), (),
+             "[--records N] [--runs N] [--rss-records N] [--driver-scope]",
+             "Spark writes on a standalone cluster: kbus exactly once (per task) vs at least once vs "
+             "format(\"kafka\"), driver peak RSS at two sizes (printed)"),
     Scenario("group-rebalance", (PY, S + "group_rebalance.py"), (),
              "[--members N] [--rounds N] [--systems kbus,kafka4]",
              "consumer-group rebalance time, classic vs KIP-848 protocol, kbus beside Kafka 4.x KRaft (printed)"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import uuid
 from typing import Any
 
 import pytest
@@ -20,7 +21,10 @@ from kbus.protocol.codec import RequestHeader, build, encode_response, nested, r
 from kbus.server.apis import groups as apis
 from kbus.server.apis.registry import API_TABLE, RequestContext
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
+from kbus.server.metadata.types import TopicMetadata
 from tests.unit.test_group_coordinator import FakeClock, MemoryLog
+
+T_ID = uuid.UUID(int=7)
 
 
 class FakeBroker:
@@ -53,6 +57,13 @@ class FakeBroker:
 
     def partition_leader(self, topic: str, partition: int) -> BrokerInfo | None:
         return BrokerInfo(self.leader, "127.0.0.1", 9092 + self.leader)
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [BrokerInfo(self.leader, "127.0.0.1", 9092 + self.leader)]
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        # the one topic partition_exists knows ("t", 2 partitions), named by id in OffsetCommit/OffsetFetch v10
+        return {"t": TopicMetadata("t", T_ID, {})}
 
 
 def request(api_key: int, version: int, /, **fields: Any) -> Any:
@@ -223,7 +234,8 @@ def test_offset_fetch(version: int) -> None:
         assert set(errs.values()) == {E.none}
         cls = request_type(9, version)
         if version >= 8:
-            topic = build(nested(cls, "OffsetFetchRequestTopics"), name="t", partition_indexes=(0, 1, 2))
+            named = {"topic_id": T_ID} if version >= 10 else {"name": "t"}
+            topic = build(nested(cls, "OffsetFetchRequestTopics"), **named, partition_indexes=(0, 1, 2))
             group = build(nested(cls, "OffsetFetchRequestGroup"), group_id="g", topics=(topic,))
             all_group = build(nested(cls, "OffsetFetchRequestGroup"), group_id="g", topics=None)
             r = await call(b, 9, version, groups=(group, all_group))

@@ -17,6 +17,20 @@ from tests.zk_server import ZooKeeperServer, free_port
 logging.getLogger("kazoo.client").setLevel(logging.ERROR)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """An editable install's compiled modules (setup.py: mypyc) shadow their .py: after a .py changed (an edit, a
+    rebase), the tests would run the old compiled code. Refuse that instead of testing the wrong code."""
+    kbus_dir = Path(__file__).resolve().parent.parent / "kbus"
+    stale = [
+        str(py.relative_to(kbus_dir.parent))
+        for so in kbus_dir.rglob("*.cpython-*.so")
+        if (py := so.with_name(so.name.split(".", 1)[0] + ".py")).exists() and py.stat().st_mtime > so.stat().st_mtime
+    ]
+    if stale:
+        pytest.exit(f"compiled modules older than their source: {', '.join(stale)}. Rebuild them with "
+                    "`.venv/bin/pip install --no-deps -e .` (or KBUS_PURE_PYTHON=1 for none), then run the tests", 2)
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker shared by the whole session (tests must use their own topic names)."""

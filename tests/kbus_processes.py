@@ -77,6 +77,7 @@ class BrokerProcess:
     port: int = 0
     proc: subprocess.Popen | None = None
     netns: str | None = None  # run inside this network namespace (`ip netns exec`)
+    python: str = sys.executable  # another venv's interpreter runs that venv's installed kbus (cwd outside REPO)
 
     def __post_init__(self) -> None:
         self.port = self.port or free_port()
@@ -135,10 +136,10 @@ class BrokerProcess:
         with open(self.log_path, "ab") as out:
             prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
             self.proc = subprocess.Popen(
-                [*prefix, sys.executable, "-m", "kbus.server", str(self.config_path)],
+                [*prefix, self.python, "-m", "kbus.server", str(self.config_path)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                cwd=REPO,
+                cwd=REPO if self.python == sys.executable else self.workdir,
                 env=env,
                 start_new_session=True,
             )

@@ -31,7 +31,7 @@ from typing import Any
 
 import crc32c as _crc32c
 
-from kbus.common.errors import ErrorCode, KafkaError
+from kbus.protocol.errors import CorruptRecordError, InvalidRecordError  # re-exported: rb.CorruptRecordError
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap  # segment files are read through mmap (dump-log)
 
@@ -95,16 +95,6 @@ assert _HEADER.size == RECORD_BATCH_OVERHEAD
 HEADER_STRUCT = _HEADER
 
 
-class CorruptRecordError(KafkaError, ValueError):
-    """Not a well-formed batch: truncated, bad length or CRC mismatch (Kafka CORRUPT_MESSAGE)."""
-
-    error_code = ErrorCode.corrupt_message
-
-
-class InvalidRecordError(KafkaError, ValueError):
-    """The batch is well-formed but not acceptable, e.g. magic != 2 (Kafka INVALID_RECORD)."""
-
-    error_code = ErrorCode.invalid_record
 
 
 def crc32c(data: Buffer) -> int:

@@ -93,8 +93,8 @@ def _single_batch(buf: Buffer, tp: str) -> rb.BatchHeader:
         headers = list(rb.iter_batches(buf, verify_crc=False))
     except rb.CorruptRecordError as exc:
         raise RecordValidationError(CORRUPT_MESSAGE, f"{exc} in topic partition {tp}") from None
-    except rb.InvalidRecordError as exc:
-        raise _invalid(f"{exc} in topic partition {tp}") from None
+    except rb.InvalidRecordError as invalid:  # its own name: mypyc types a name once per function
+        raise _invalid(f"{invalid} in topic partition {tp}") from None
     if not headers:
         raise _invalid(f"Produce requests must have at least one record batch per partition ({tp})")
     if len(headers) > 1:
@@ -181,7 +181,7 @@ def _require_crc(buf: Buffer, h: rb.BatchHeader, tp: str) -> None:
                                     f"{h.crc}, computed crc = {h.compute_crc(buf)})")
 
 
-def validate_produce(buf: bytes, policy: ValidationPolicy, now_ms: int, produce_version: int = 9) -> bytes:
+def validate_produce(buf: bytes | bytearray, policy: ValidationPolicy, now_ms: int, produce_version: int = 9) -> bytes:
     """Validate one partition's records from a Produce request; RecordValidationError if Kafka would refuse them.
     Returns the records to append: ``buf`` itself, or a copy whose maxTimestamp Kafka would have corrected.
 
@@ -233,4 +233,4 @@ def validate_produce(buf: bytes, policy: ValidationPolicy, now_ms: int, produce_
         crc = _crc32c.crc32c(memoryview(out)[h.position + rb.ATTRIBUTES_OFFSET : h.end_position])
         struct.pack_into(">I", out, h.position + rb.CRC_OFFSET, crc)
         return bytes(out)
-    return buf
+    return buf if isinstance(buf, bytes) else bytes(buf)  # kio's records are bytes: no copy on the hot path

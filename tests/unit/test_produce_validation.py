@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kbus.common.errors import ErrorCode
 from kbus.protocol import record_batch as rb
 from kbus.protocol import record_scan
 from kbus.protocol.validation import (
@@ -52,7 +53,7 @@ def test_scan_is_compiled() -> None:
 @pytest.mark.parametrize("codec", sorted(rb.COMPRESSION_NAMES))
 def test_good_batches_of_every_codec_pass(codec: int) -> None:
     records = [(f"k{i}".encode(), b"v" * i, NOW - i, [("h", b"x"), ("n", None)]) for i in range(50)]
-    buf = bytearray(rb.build_batch(records, compression=codec))
+    buf = rb.build_batch(records, compression=codec)  # bytes, as kio decodes a Produce request's records
     assert validate_produce(buf, POLICY, NOW) is buf  # nothing to correct: no copy
 
 
@@ -307,3 +308,9 @@ def test_overflowing_timestamps_wrap_like_kafka() -> None:
                                                    f"range. The timestamp should be within [{NOW - 3_600_000}, ")
     unbounded_text = refused(lowest, ValidationPolicy("t-0", timestamp_before_max_ms=0, timestamp_after_max_ms=0))
     assert unbounded_text.error_code == INVALID_TIMESTAMP
+
+
+def test_record_batch_errors_carry_their_kafka_codes() -> None:
+    """Compiled by mypyc, a class-level error_code in an exception subclass was lost (UNKNOWN_SERVER_ERROR)."""
+    assert rb.CorruptRecordError("x").error_code == ErrorCode.corrupt_message
+    assert rb.InvalidRecordError("x").error_code == ErrorCode.invalid_record

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -152,8 +152,8 @@ class FetchSessionCache:
         self,
         session_id: int,
         epoch: int,
-        topics: list[tuple[str, list[FetchPartitionRequest]]],
-        forgotten: list[tuple[str, list[int]]],
+        topics: Sequence[tuple[str, Sequence[FetchPartitionRequest]]],  # lists from kbus's decoder, tuples from kio's
+        forgotten: Sequence[tuple[str, Sequence[int]]],
         now: float,
         privileged: bool = False,
     ) -> FetchContext | FetchSessionError:

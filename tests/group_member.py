@@ -135,7 +135,9 @@ class MemberProcess:
         debug: str = "",
         protocol: str = "classic",
         remote_assignor: str | None = None,
+        command: list[str] | None = None,
     ) -> None:
+        """`command`: another client's member printing the same events (a Java one: kbus.compat.GroupMember)."""
         cmd = [
             sys.executable,
             "-m",
@@ -161,6 +163,8 @@ class MemberProcess:
             cmd += ["--protocol", protocol]
         if remote_assignor:
             cmd += ["--remote-assignor", remote_assignor]
+        if command is not None:
+            cmd = command
         self.name = name
         self.events: list[dict[str, Any]] = []
         self._queue: queue.Queue[dict[str, Any]] = queue.Queue()

@@ -178,3 +178,29 @@ def end_txn(bootstrap: str, tid: str, pid: int, epoch: int, commit: bool) -> tup
         if r.error_code.name != "concurrent_transactions" or time.monotonic() > deadline:
             return str(r.error_code.name), int(r.producer_id), int(r.producer_epoch)
         time.sleep(0.1)
+
+
+def txn_offset_commit_v5(bootstrap: str, tid: str, group: str, pid: int, epoch: int, topic: str, offset: int) -> str:
+    """TxnOffsetCommit v5 (transactions v2: no AddOffsetsToTxn first) of `topic`-0 at `offset`, retried while the
+    group's coordinator is not ready or the previous transaction's markers are being written; the error name."""
+    from kio.schema.txn_offset_commit.v5 import request as v5
+    from kio.schema.txn_offset_commit.v5.response import TxnOffsetCommitResponse
+    from kio.schema.types import GroupId
+    from kio.static.primitive import i64
+
+    retriable = {"coordinator_not_available", "not_coordinator", "coordinator_load_in_progress",
+                 "concurrent_transactions"}
+    deadline = time.monotonic() + 20
+    while True:
+        r = call(bootstrap, v5.TxnOffsetCommitRequest(
+            transactional_id=TransactionalId(tid), group_id=GroupId(group), producer_id=ProducerId(pid),
+            producer_epoch=i16(epoch), generation_id=i32(-1), member_id="", group_instance_id=None,
+            topics=(v5.TxnOffsetCommitRequestTopic(name=TopicName(topic), partitions=(
+                v5.TxnOffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(offset),
+                                                   committed_leader_epoch=i32(-1), committed_metadata=""),)),),
+        ), TxnOffsetCommitResponse)
+        error = str(r.topics[0].partitions[0].error_code.name)
+        if error not in retriable or time.monotonic() > deadline:
+            return error
+        time.sleep(0.2)
+

@@ -5,9 +5,9 @@ linger.ms=0) that is one response per ~150 records. Building kio objects for it 
 generic writer was the largest single cost of a produce request (about a third of the broker's CPU for it,
 measured with cProfile in bench/notes/RESULTS.md); here a few struct.packs write the same bytes
 (tests/unit/test_produce_response.py checks them against kio's encoding for every version).
-The layout is Kafka's ProduceResponse.json; v10-v12 have v9's layout (v10's tagged current_leader and
-node_endpoints, KIP-951's hints after NOT_LEADER_OR_FOLLOWER, are not sent: the client refreshes its metadata
-instead, as it does with a broker that leaves them out).
+The layout is Kafka's ProduceResponse.json; v10-v12 add KIP-951's tagged fields: a partition's CurrentLeader (tag
+0, written when it is not the default -1/-1) and the response's NodeEndpoints (tag 0, when not empty), the hints
+after NOT_LEADER_OR_FOLLOWER that spare the client a metadata refresh.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ from kbus.protocol.record_batch import encode_unsigned_varint
 
 MIN_VERSION = 3
 FLEXIBLE_VERSION = 9  # compact arrays and strings, tagged fields
+LEADER_HINTS_VERSION = 10  # KIP-951: CurrentLeader and NodeEndpoints
 MAX_VERSION = 12
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEAD = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms
 _I64 = struct.Struct(">q")
+_CURRENT_LEADER = struct.Struct(">BBBiiB")  # tagged-field count, tag, size, leader id, leader epoch, its tags
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +41,17 @@ class PartitionProduceResult:
     log_start_offset: int = -1
     record_errors: Sequence[tuple[int, str | None]] = ()  # (batch_index, batch_index_error_message), v8+
     error_message: str | None = None  # v8+
+    current_leader: tuple[int, int] = (-1, -1)  # v10+: (leader id, leader epoch) after NOT_LEADER_OR_FOLLOWER
 
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """v10+: where a leader named in a CurrentLeader is reached on the client's listener."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
 
 def _string(s: str | None, out: bytearray, flexible: bool) -> None:
     """A (nullable) string: compact (length + 1 as a varint, 0 for null) or classic (int16 length, -1)."""
@@ -69,12 +81,14 @@ def encode_produce_response(
     topics: Sequence[tuple[str, Sequence[PartitionProduceResult]]],
     *,
     throttle_time_ms: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> EncodedBody:
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"Produce response v{version} is not encoded here")
     flexible = version >= FLEXIBLE_VERSION
     with_log_start = version >= 5
     with_errors = version >= 8
+    hints = version >= LEADER_HINTS_VERSION
     out = bytearray()
     _count(len(topics), out, flexible)
     for name, partitions in topics:
@@ -92,11 +106,26 @@ def encode_produce_response(
                     if flexible:
                         out.append(0)  # the entry's tagged fields
                 _string(p.error_message, out, flexible)
-            if flexible:
+            if hints and p.current_leader != (-1, -1):
+                out += _CURRENT_LEADER.pack(1, 0, 9, *p.current_leader, 0)  # one tagged field: tag 0, 9 bytes
+            elif flexible:
                 out.append(0)  # the partition's tagged fields
         if flexible:
             out.append(0)  # the topic's tagged fields
     out += _I32.pack(throttle_time_ms)
-    if flexible:
+    if hints and node_endpoints:
+        field = bytearray()
+        _count(len(node_endpoints), field, True)
+        for n in node_endpoints:
+            field += _I32.pack(n.node_id)
+            _string(n.host, field, True)
+            field += _I32.pack(n.port)
+            _string(n.rack, field, True)
+            field.append(0)  # the endpoint's tagged fields
+        out.append(1)  # one tagged field: NodeEndpoints, tag 0
+        out.append(0)
+        encode_unsigned_varint(len(field), out)
+        out += field
+    elif flexible:
         out.append(0)  # the response's tagged fields
     return EncodedBody(bytes(out))

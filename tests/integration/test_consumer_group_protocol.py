@@ -12,7 +12,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.group_member import MemberProcess, wait_until
-from tests.integration.test_consumer_groups import create_topic, produce, uid
+from tests.integration.test_consumer_groups import committed, create_topic, produce, uid
 from tests.kbus_processes import BrokerProcess, Cluster, kbus
 
 pytestmark = pytest.mark.integration
@@ -246,3 +246,59 @@ def test_members_keep_their_partitions_when_the_coordinator_is_killed(
     assert new.coordinator.id != coordinator and len(new.members) == 2
     assert owned_sets(members) == owned_before
     assert [m.count("revoke") for m in members] == revokes_before  # no partition lost or handed back
+
+
+@pytest.mark.zookeeper
+@pytest.mark.slow
+def test_group_recovers_when_the_coordinator_is_killed_mid_rebalance(
+    cluster: Cluster, members: list[MemberProcess]
+) -> None:
+    """kill -9 of the coordinator while a third member is being reconciled in (the two others still have to
+    revoke partitions for it): the new coordinator loads the group, its target assignment and the committed
+    offsets from __consumer_offsets (RF=3) and finishes the rebalance; nothing committed before the kill is read
+    again and everything produced after it is read."""
+    bootstrap = cluster.bootstrap
+    topic = uid("mr")
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a collected client cancels its futures
+    admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(20)
+    wait_until(lambda: len(cluster.partitions(topic)) == 6
+               and all(len(isr) == 3 for _, isr in cluster.partitions(topic).values()), 30, "full ISRs")
+    group = uid("g")
+    for name in ("a", "b"):
+        members.append(MemberProcess(bootstrap, group, topic, name=name, protocol="consumer"))
+    wait_until(lambda: partitioned(members, 6) and sorted(len(s) for s in owned_sets(members)) == [3, 3], 60,
+               "2 members to own 3 of the 6 partitions each")
+    first = [f"v{i}" for i in range(300)]
+    produce(bootstrap, topic, first, 6)
+    seen = lambda: [v for m in members for v in m.values()]  # noqa: E731
+    wait_until(lambda: set(first) <= set(seen()), 30, "the first 300 values")
+    wait_until(lambda: sum(o for o, _ in committed(bootstrap, group, topic, 6).values()) == 300, 30,
+               "auto-commit to ship the offsets of all 300")
+
+    described = admin.describe_consumer_groups([group])[group].result(15)
+    coordinator = described.coordinator.id
+    settled_at = [len(m.snapshot()) for m in members]  # the events of the third member's rebalance come after
+    members.append(MemberProcess(bootstrap, group, topic, name="c", protocol="consumer"))
+    # the coordinator has taken the newcomer in (its heartbeat bumped the group epoch): kill it before the
+    # newcomer owns anything, i.e. mid-rebalance (the others may have started revoking for it)
+    wait_until(lambda: len(admin.describe_consumer_groups([group])[group].result(15).members) == 3, 30,
+               "the coordinator to take the third member in")
+    cluster.brokers[coordinator].kill()
+    assert members[2].owned is None, "killed too late: the rebalance had finished"
+
+    second = [f"w{i}" for i in range(300)]
+    produce(cluster.bootstrap, topic, second, 6)
+    wait_until(lambda: set(second) <= set(seen()), 90, "the 300 values produced after the kill")
+    wait_until(lambda: partitioned(members, 6) and sorted(len(s) for s in owned_sets(members)) == [2, 2, 2], 60,
+               "the rebalance to finish on the new coordinator: 2 partitions each")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept, as above
+    new = admin.describe_consumer_groups([group])[group].result(30)
+    assert new.coordinator.id != coordinator and len(new.members) == 3
+    # the members kept their epochs through the failover: each of the first two handed exactly one partition to the
+    # newcomer (sticky uniform assignment); a member the new coordinator did not know would lose all three
+    for m, since in zip(members[:2], settled_at, strict=True):
+        moves = [(e["event"], e["partitions"]) for e in m.snapshot()[since:] if e["event"] in ("assign", "revoke")]
+        assert sum(len(ps) for event, ps in moves if event == "revoke") == 1, (m.name, moves)
+    values = seen()
+    assert sorted(v for v in values if v.startswith("v")) == sorted(first)  # committed: none read twice
+    assert set(values) == set(first) | set(second)

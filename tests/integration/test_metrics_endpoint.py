@@ -164,3 +164,43 @@ def test_a_deleted_topics_series_go_with_it(broker_factory) -> None:
         time.sleep(0.2)
     assert not any(f'topic="{t}"' in text for t in topics[:2]), "a deleted topic's series are still exported"
     assert value(samples(text), "kbus_messages_in_total", topic=topics[2]) == 5
+
+
+def test_group_counts_per_protocol_and_state(broker_factory) -> None:
+    """Kafka's group-coordinator-metrics on a real broker: a classic group and a consumer-protocol (KIP-848) group,
+    the latter Stable while its member polls and Empty once it has left."""
+    from confluent_kafka import Consumer
+
+    from tests.group_member import wait_until
+
+    metrics_port = free_port()
+    b = broker_factory({"metrics.port": str(metrics_port), "group.consumer.heartbeat.interval.ms": "500"})
+    run = uuid.uuid4().hex[:6]
+    topic = f"gc-{run}"
+    produce(b.bootstrap, topic, 10)
+    assert consume_and_commit(b.bootstrap, topic, f"classic-{run}", 10) == 10
+
+    def counts() -> dict[str, float | None]:
+        s = samples(scrape(metrics_port)[2])
+        found: dict[str, float | None] = {p: value(s, "kbus_group_count", protocol=p)
+                                          for p in ("classic", "consumer", "share")}
+        for state in ("empty", "assigning", "reconciling", "stable", "dead"):
+            found[state] = value(s, "kbus_consumer_group_count", state=state)
+        return found
+
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"kip848-{run}", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([topic])
+        stable = {"classic": 1, "consumer": 1, "share": 0, "empty": 0, "assigning": 0, "reconciling": 0,
+                  "stable": 1, "dead": 0}
+
+        def polled_until_stable() -> bool:
+            c.poll(0.2)
+            return counts() == stable
+
+        wait_until(polled_until_stable, 30, f"the consumer group to be counted Stable: {counts()}")
+    finally:
+        c.close()
+    wait_until(lambda: counts()["empty"] == 1 and counts()["stable"] == 0 and counts()["consumer"] == 1, 15,
+               "the left group to be counted Empty")

@@ -321,8 +321,10 @@ def test_share_partition_leader_killed_mid_delivery(cluster: Cluster) -> None:
             else:
                 epoch = 0
                 await asyncio.sleep(0.2)
-        # the 10 in flight come back, delivered a second time; the 10 accepted never do
-        assert got == [(10, 19, 2)], got
+        # the 10 in flight come back, delivered a second time; the 10 accepted never do (in one range or more: the
+        # new leader's high watermark may trail for a moment)
+        offsets = [o for a, b, _ in got for o in range(a, b + 1)]
+        assert offsets == list(range(10, 20)) and {c for _, _, c in got} == {2}, got
 
     run(cluster.brokers[new].port, after)
 
@@ -408,6 +410,9 @@ def test_console_share_consumer_accepts_releases_and_rejects(broker_factory: Cal
         time.sleep(0.3)
     out, err = first.communicate(timeout=30)
     released = out.splitlines()
+    for i in range(5):  # more for the members that follow
+        p.produce(topic, value=f"w{i}")
+    p.flush(5)
     assert len(released) == 1 and "Processed a total of 1 messages" in err, (out, err)
     # the next member gets the released record again (the lowest available offset goes first), and accepts it
     second = consume("--max-messages", "1")

@@ -12,6 +12,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from kbus.common.topics import OFFSETS_TOPIC
+from kbus.server.coordinator.records import partition_for as group_partition
 from kbus.server.transaction.records import TRANSACTION_STATE_TOPIC, partition_for
 from tests.group_member import wait_until
 from tests.kbus_processes import Cluster
@@ -23,6 +25,7 @@ from tests.txn_forgery import (
     init_producer,
     produce_v12,
     transactional_batch,
+    txn_offset_commit_v5,
 )
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.integration, pytest.mark.slow]
@@ -110,6 +113,27 @@ def test_v2_partitions_are_added_through_a_remote_coordinator(cluster: Cluster) 
     assert produce_v12(leaders[part], tid, topic, transactional_batch(pid, epoch + 1, 0, b"v2-2"), part) == "none"
     assert end_txn(coordinator, tid, pid, epoch + 1, commit=False) == ("none", pid, epoch + 2)
     assert read_committed(cluster.bootstrap, topic, 3, 1) == [b"v2-1"]
+
+    # TxnOffsetCommit v5 at a group coordinator on another broker: it adds __consumer_offsets to the transaction
+    # through the remote transaction coordinator
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "warm-up"})
+    c.committed([TopicPartition(topic, 0)], 20)  # __consumer_offsets exists from here
+    c.close()
+    wait_until(lambda: len(cluster.partitions(OFFSETS_TOPIC)) > 0, 30, "__consumer_offsets")
+    offsets = cluster.partitions(OFFSETS_TOPIC)
+    group = next(g for g in (f"g-{i}-{uuid.uuid4().hex[:4]}" for i in range(1000))
+                 if cluster.brokers[offsets[group_partition(g, len(offsets))][0]].bootstrap != coordinator)
+    group_coordinator = cluster.brokers[offsets[group_partition(group, len(offsets))][0]].bootstrap
+    wait_until(lambda: describe_transaction(coordinator, tid)[2] == "CompleteAbort", 30, "the abort markers")
+    assert produce_v12(leaders[part], tid, topic, transactional_batch(pid, epoch + 2, 0, b"v2-3"), part) == "none"
+    assert txn_offset_commit_v5(group_coordinator, tid, group, pid, epoch + 2, topic, 11) == "none"
+    assert end_txn(coordinator, tid, pid, epoch + 2, commit=True) == ("none", pid, epoch + 3)
+    wait_until(lambda: describe_transaction(coordinator, tid)[2] == "CompleteCommit", 30, "the commit markers")
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    try:
+        wait_until(lambda: c.committed([TopicPartition(topic, 0)], 10)[0].offset == 11, 30, "the committed offset")
+    finally:
+        c.close()
 
 
 def finalized(bootstrap: str) -> tuple[list[tuple[str, int]], int]:

@@ -22,17 +22,19 @@ from kio.schema.produce.v11.request import PartitionProduceData as PartitionProd
 from kio.schema.produce.v11.request import ProduceRequest as ProduceRequestV11
 from kio.schema.produce.v11.request import TopicProduceData as TopicProduceDataV11
 from kio.schema.produce.v11.response import ProduceResponse as ProduceResponseV11
-from kio.schema.txn_offset_commit.v5.request import (
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitRequestPartition,
-    TxnOffsetCommitRequestTopic,
-)
-from kio.schema.txn_offset_commit.v5.response import TxnOffsetCommitResponse
-from kio.schema.types import GroupId, ProducerId, TopicName, TransactionalId
-from kio.static.primitive import i16, i32, i64
+from kio.schema.types import TopicName, TransactionalId
+from kio.static.primitive import i16, i32
 
 from tests.kbus_processes import BrokerProcess
-from tests.txn_forgery import call, describe_transaction, end_txn, init_producer, produce_v12, transactional_batch
+from tests.txn_forgery import (
+    call,
+    describe_transaction,
+    end_txn,
+    init_producer,
+    produce_v12,
+    transactional_batch,
+    txn_offset_commit_v5,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -158,14 +160,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker: BrokerProcess) 
     assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"out")) == "none"
 
     def commit_offset(offset: int, at_epoch: int) -> str:
-        r = call(broker.bootstrap, TxnOffsetCommitRequest(
-            transactional_id=TransactionalId(tid), group_id=GroupId(group), producer_id=ProducerId(pid),
-            producer_epoch=i16(at_epoch), generation_id=i32(-1), member_id="", group_instance_id=None,
-            topics=(TxnOffsetCommitRequestTopic(name=TopicName(topic), partitions=(
-                TxnOffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(offset),
-                                                committed_leader_epoch=i32(-1), committed_metadata=""),)),),
-        ), TxnOffsetCommitResponse)
-        return str(r.topics[0].partitions[0].error_code.name)
+        return txn_offset_commit_v5(broker.bootstrap, tid, group, pid, at_epoch, topic, offset)
 
     # no AddOffsetsToTxn first
     assert commit_offset(7, epoch) == "none"

@@ -9,7 +9,13 @@ import pytest
 from kio.serial import entity_reader, entity_writer
 
 from kbus.protocol.codec import build, nested, response_type
-from kbus.protocol.produce_response import MAX_VERSION, MIN_VERSION, PartitionProduceResult, encode_produce_response
+from kbus.protocol.produce_response import (
+    MAX_VERSION,
+    MIN_VERSION,
+    NodeEndpoint,
+    PartitionProduceResult,
+    encode_produce_response,
+)
 
 TOPICS = [
     ("orders", [
@@ -25,11 +31,14 @@ TOPICS = [
 ]  # fmt: skip
 
 
-def kio_bytes(version: int, topics: list[tuple[str, list[PartitionProduceResult]]], throttle_time_ms: int) -> bytes:
+def kio_bytes(version: int, topics: list[tuple[str, list[PartitionProduceResult]]], throttle_time_ms: int,
+              endpoints: list[NodeEndpoint] | None = None) -> bytes:
     rt = response_type(0, version)
     response = build(
         rt,
         throttle_time=throttle_time_ms,
+        node_endpoints=[build(nested(rt, "NodeEndpoint"), node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+                        for n in endpoints or ()] if version >= 10 else (),
         responses=[
             build(
                 nested(rt, "TopicProduceResponse"),
@@ -47,6 +56,8 @@ def kio_bytes(version: int, topics: list[tuple[str, list[PartitionProduceResult]
                             build(nested(rt, "BatchIndexAndErrorMessage"), batch_index=i, batch_index_error_message=m)
                             for i, m in p.record_errors
                         ] if version >= 8 else (),
+                        current_leader=build(nested(rt, "LeaderIdAndEpoch"), leader_id=p.current_leader[0],
+                                             leader_epoch=p.current_leader[1]) if version >= 10 else None,
                     )
                     for p in parts
                 ],
@@ -81,6 +92,23 @@ def test_decodes_back(version: int) -> None:
         assert [(e.batch_index, e.batch_index_error_message) for e in failed.record_errors] == [
             (1, "Compacted topic cannot accept message without key"), (4, None),
         ]  # fmt: skip
+
+
+LEADER_MOVED = [("moved", [PartitionProduceResult(0, 6, current_leader=(2, 7)), PartitionProduceResult(1, 0)])]
+ENDPOINTS = [NodeEndpoint(2, "broker-2.example", 9093, "rack-b"), NodeEndpoint(3, "h3", 9094)]
+
+
+@pytest.mark.parametrize("version", range(10, MAX_VERSION + 1))
+def test_kip951_leader_hints_same_bytes_as_kio(version: int) -> None:
+    """v10+: NOT_LEADER_OR_FOLLOWER's CurrentLeader (tagged, per partition), NodeEndpoints (tagged, top level)."""
+    ours = encode_produce_response(version, LEADER_MOVED, throttle_time_ms=5, node_endpoints=ENDPOINTS).data
+    assert ours == kio_bytes(version, LEADER_MOVED, 5, ENDPOINTS)
+    decoded, end = entity_reader(response_type(0, version))(ours, 0)
+    assert end == len(ours)
+    hint = decoded.responses[0].partition_responses[0].current_leader
+    assert (hint.leader_id, hint.leader_epoch) == (2, 7)
+    assert [(n.node_id, n.host, n.port, n.rack) for n in decoded.node_endpoints] == [
+        (2, "broker-2.example", 9093, "rack-b"), (3, "h3", 9094, None)]
 
 
 def test_versions_outside_the_range_are_refused() -> None:

@@ -15,7 +15,12 @@ from kbus.common.acl import Operation, ResourceType
 from kbus.common.topics import is_internal
 from kbus.protocol.codec import ms
 from kbus.protocol.fetch_response import EncodedBody
-from kbus.protocol.produce_response import PartitionProduceResult, encode_produce_response
+from kbus.protocol.produce_response import (
+    LEADER_HINTS_VERSION,
+    NodeEndpoint,
+    PartitionProduceResult,
+    encode_produce_response,
+)
 from kbus.protocol.validation import RecordValidationError, ValidationPolicy, validate_produce
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import AppendOrder, RequestContext, api
@@ -126,10 +131,31 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
         ctx.throttle_time_ms = max(ctx.throttle_time_ms, request_quota_throttle(m, ctx))
     if acks == 0:
         return None
+    endpoints: dict[int, NodeEndpoint] = {}
+    if ctx.api_version >= LEADER_HINTS_VERSION:
+        for name, parts in responses:
+            for o in parts:
+                if o.error_code == ErrorCode.not_leader_or_follower:
+                    _leader_hint(m, ctx, name, o, endpoints)
     return encode_produce_response(
         ctx.api_version, [(name, [o.result() for o in parts]) for name, parts in responses],
-        throttle_time_ms=ctx.throttle_time_ms,
+        throttle_time_ms=ctx.throttle_time_ms, node_endpoints=list(endpoints.values()),
     )
+
+
+def _leader_hint(m: Managers, ctx: RequestContext, topic: str, out: _Outcome, endpoints: dict[int, NodeEndpoint]
+                 ) -> None:
+    """KIP-951 (Produce v10+, Kafka's getCurrentLeader): the partition's current leader and epoch as this broker
+    knows them, and the leader's endpoint on the client's listener, so the client need not refresh its metadata."""
+    meta = m.cluster.topic(topic)
+    state = meta.partitions.get(out.index) if meta is not None else None
+    if state is None or state.leader < 0:
+        return
+    out.current_leader = (state.leader, state.leader_epoch)
+    leader = m.cluster.partition_leader(topic, out.index)
+    ep = leader.endpoint(ctx.listener.name) if leader is not None else None
+    if leader is not None and ep is not None:
+        endpoints[leader.broker_id] = NodeEndpoint(leader.broker_id, ep.host, ep.port, leader.rack)
 
 
 class _Ready:
@@ -289,6 +315,7 @@ class _Outcome:
 
     __slots__ = (
         "base_offset",
+        "current_leader",
         "error_code",
         "error_message",
         "index",
@@ -305,6 +332,7 @@ class _Outcome:
         self.base_offset = -1
         self.log_append_time_ms = -1
         self.log_start_offset = -1
+        self.current_leader = (-1, -1)
 
     def failed(self, exc: BaseException) -> None:
         self.error_code = error_code_for(exc)
@@ -323,7 +351,7 @@ class _Outcome:
     def result(self) -> PartitionProduceResult:
         return PartitionProduceResult(
             self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,
-            self.record_errors, self.error_message,
+            self.record_errors, self.error_message, self.current_leader,
         )  # fmt: skip
 
 

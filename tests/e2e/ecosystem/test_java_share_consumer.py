@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.ecosystem.kafka_jars import default_version, fetch
+from tests.e2e.ecosystem.kafka_kraft import kafka4_kraft
 from tests.kbus_processes import BrokerProcess
-from tests.zk_server import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -55,50 +55,12 @@ def run_check(classes: tuple[Path, Path], bootstrap: str) -> str:
 @pytest.fixture(scope="module")
 def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Apache Kafka 4.x, KRaft, one node as broker and controller; yields its bootstrap."""
-    libs = fetch(default_version("4"))
-    base = tmp_path_factory.mktemp("kafka4")
-    port, controller = free_port(), free_port()
-    props = base / "server.properties"
-    props.write_text("\n".join([
-        "process.roles=broker,controller", "node.id=1",
-        f"controller.quorum.bootstrap.servers=localhost:{controller}",
-        f"listeners=PLAINTEXT://localhost:{port},CONTROLLER://localhost:{controller}",
-        f"advertised.listeners=PLAINTEXT://localhost:{port}", "controller.listener.names=CONTROLLER",
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT", f"log.dirs={base / 'logs'}",
-        "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
-        "transaction.state.log.min.isr=1", "share.coordinator.state.topic.replication.factor=1",
-        "share.coordinator.state.topic.min.isr=1", "share.coordinator.state.topic.num.partitions=1",
-        "group.share.min.record.lock.duration.ms=1000", "group.share.min.heartbeat.interval.ms=1000",
-        "group.initial.rebalance.delay.ms=0",
-        *(f"{k}={v}" for k, v in SHARE_CONFIGS.items()),
-    ]) + "\n")
-    cp = f"{libs}/*"
-    cluster_id = subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "random-uuid"], capture_output=True,
-                                text=True, check=True, timeout=60).stdout.strip().splitlines()[-1]
-    subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
-                    "--standalone"], capture_output=True, text=True, check=True, timeout=120)
-    log = (base / "kafka.out").open("w")
-    proc = subprocess.Popen(["java", "-Xmx512m", "-cp", cp, "kafka.Kafka", str(props)], stdout=log,
-                            stderr=subprocess.STDOUT)
-    try:
-        import socket
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("localhost", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "Kafka 4 did not start"
-                time.sleep(0.5)
-        yield f"localhost:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    configs = {
+        "group.share.min.record.lock.duration.ms": "1000", "group.share.min.heartbeat.interval.ms": "1000",
+        **SHARE_CONFIGS,
+    }
+    with kafka4_kraft(tmp_path_factory.mktemp("kafka4"), configs) as bootstrap:
+        yield bootstrap
 
 
 def test_share_consumers_on_apache_kafka_4(check_classes: tuple[Path, Path], kafka4: str) -> None:

@@ -288,12 +288,13 @@ def test_faust_table_restored_after_kill9_and_clean_stop(broker, tmp_path: Path,
 
 
 class Tmux:
-    """A terminal program in a tmux server of its own (its own socket: other tmux sessions are never touched)."""
+    """A terminal program in a tmux server of its own, on a socket in the test's directory: other tmux servers are
+    never touched and nothing is left behind in /tmp/tmux-UID."""
 
     WIDTH, HEIGHT = 200, 40
 
-    def __init__(self, name: str, command: list[str]) -> None:
-        self.base = ["tmux", "-L", name]
+    def __init__(self, socket: Path, name: str, command: list[str]) -> None:
+        self.base = ["tmux", "-S", str(socket)]
         # COLUMNS and LINES: a detached session's pane can read as 80x24 to the program at its start; Textual (as
         # Python's shutil) takes these first, so the screen is the same wide one on every machine
         command = ["env", f"COLUMNS={self.WIDTH}", f"LINES={self.HEIGHT}", *command]
@@ -351,7 +352,7 @@ def test_kaskade_browses_topics_and_groups(broker, tmp_path: Path) -> None:
     c.subscribe([orders])
     wait_for(lambda: c.poll(0.2) is not None and len(c.assignment()) == 3, 30, "the consumer's assignment")
     c.commit(offsets=[TopicPartition(orders, p, 4 + p) for p in range(3)], asynchronous=False)
-    tmux = Tmux(uid, [kaskade, "admin", "-b", broker.bootstrap])
+    tmux = Tmux(tmp_path / "tmux.sock", uid, [kaskade, "admin", "-b", broker.bootstrap])
     try:
         # the topic list: every topic with its partition count, replicas, in-sync replicas, groups, members, lag
         # (the group columns show "…" until kaskade has described the groups)

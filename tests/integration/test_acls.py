@@ -503,3 +503,57 @@ def test_metadata_by_topic_id_does_not_name_a_topic_one_may_not_describe(acl_bro
     assert error == 0
     assert asyncio.run(ask("bob", by_name=False, topic_id=topic_id)) == (None, topic_id, 29)
     assert asyncio.run(ask("admin", by_name=False, topic_id=topic_id)) == (topic, topic_id, 0)
+
+
+def share_consume(ab: AclBroker, user: str, topic: str, group: str, seconds: float) -> tuple[list[bytes], set[str]]:
+    """A librdkafka share consumer of `user`: (the values it got, the error names it saw), records sent meanwhile
+    (share.auto.offset.reset=latest: only records sent after it joined reach it)."""
+    from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
+
+    errors: set[str] = set()
+    got: list[bytes] = []
+    c = ShareConsumer({**conf(ab, user), "group.id": group, "share.acknowledgement.mode": "explicit",
+                       "error_cb": lambda e: errors.add(e.name())})
+    p = Producer(conf(ab, "admin"))
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not got:
+            p.produce(topic, b"v")
+            p.flush(5)
+            try:
+                for msg in c.poll(0.5):
+                    if msg.error() is not None:
+                        errors.add(msg.error().name())
+                    else:
+                        got.append(msg.value())
+                        c.acknowledge(msg, AcknowledgeType.ACCEPT)
+            except KafkaException as exc:
+                errors.add(exc.args[0].name())
+    finally:
+        c.close()
+    return got, errors
+
+
+def test_share_groups_need_read_on_the_group_and_the_topic(acl_broker: AclBroker) -> None:
+    """KIP-932's APIs as Kafka's KafkaApis authorizes them: ShareGroupHeartbeat needs READ on the group and
+    DESCRIBE on the subscribed topics, ShareFetch READ on the group and the topic (FindCoordinator needs DESCRIBE
+    on the group before any of them)."""
+    topic, group = new_topic(acl_broker), f"sg-{uuid.uuid4().hex[:8]}"
+
+    def allow(operation: str, *resource: str) -> None:
+        assert kbus_acls(acl_broker, "--add", "--allow-principal", "User:bob", "--operation", operation,
+                         *resource).returncode == 0
+
+    allow("Describe", "--group", group)  # FindCoordinator passes; the heartbeat needs READ
+    got, errors = share_consume(acl_broker, "bob", topic, group, 6)
+    assert not got and "GROUP_AUTHORIZATION_FAILED" in errors, errors
+    allow("Read", "--group", group)  # the heartbeat needs DESCRIBE on the topic
+    got, errors = share_consume(acl_broker, "bob", topic, group, 6)
+    assert not got and "TOPIC_AUTHORIZATION_FAILED" in errors, errors
+    allow("Describe", "--topic", topic)  # the member joins; ShareFetch needs READ on the topic
+    got, errors = share_consume(acl_broker, "bob", topic, group, 8)
+    assert not got and "TOPIC_AUTHORIZATION_FAILED" in errors, errors
+    allow("Read", "--topic", topic)
+    got, errors = share_consume(acl_broker, "bob", topic, group, 30)
+    assert got, errors

@@ -90,6 +90,9 @@ SCENARIOS = (
              "[--records N] [--runs N] [--rss-records N] [--driver-scope]",
              "Spark writes on a standalone cluster: kbus exactly once (per task) vs at least once vs "
              "format(\"kafka\"), driver peak RSS at two sizes (printed)"),
+    Scenario("spark-source-scale", (PY, S + "spark_source_scale.py"), (), "[--records N] [--partitions N] [--runs N]",
+             "a 100-partition topic read by a standalone cluster, batch and streaming, kbus vs format(\"kafka\") "
+             "(printed)"),
     Scenario("group-rebalance", (PY, S + "group_rebalance.py"), (),
              "[--members N] [--rounds N] [--systems kbus,kafka4]",
              "consumer-group rebalance time, classic vs KIP-848 protocol, kbus beside Kafka 4.x KRaft (printed)"),

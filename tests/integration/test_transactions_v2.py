@@ -129,8 +129,10 @@ def test_the_old_epoch_is_fenced_after_each_transaction(broker: BrokerProcess) -
     zombie = transactional_batch(pid, epoch, 1, b"zombie")
     assert produce_v12(broker.bootstrap, tid, topic, zombie) == "invalid_producer_epoch"
     assert end_txn(broker.bootstrap, tid, pid, epoch - 1, commit=True)[0] == "producer_fenced"
-    # an EndTxn at the current epoch with no transaction open is not a retry: fenced, as in Kafka
-    assert end_txn(broker.bootstrap, tid, pid, epoch + 1, commit=True)[0] == "producer_fenced"
+    # an EndTxn commit at the current epoch with no transaction open is not a retry: INVALID_TXN_STATE, as in
+    # Kafka 4 (only an abort may end a transaction that added nothing); an epoch past the current one is fenced
+    assert end_txn(broker.bootstrap, tid, pid, epoch + 1, commit=True)[0] == "invalid_txn_state"
+    assert end_txn(broker.bootstrap, tid, pid, epoch + 2, commit=True)[0] == "producer_fenced"
     assert read_committed(broker, topic, 1) == [b"kept"]
     # a new incarnation (InitProducerId) fences the current epoch too
     pid2, epoch2 = init_producer(broker.bootstrap, tid)

@@ -237,16 +237,63 @@ def test_v2_end_bumps_the_epoch_and_the_markers_carry_it() -> None:
         assert await c.end_transaction_bumping("t", pid, epoch, True, 2) == (E.none, pid, epoch + 1)
         await c.settle()
         assert markers.calls == [(pid, epoch + 1, True, 3, {("a", 0)})]
-        # a retry of that end (the old epoch) is answered the same; the new epoch with no transaction is fenced
+        # a retry of that end (the old epoch) is answered the same; a commit of nothing with the new epoch is
+        # INVALID_TXN_STATE (Kafka 4: only an abort may end a transaction that added nothing)
         assert await c.end_transaction_bumping("t", pid, epoch, True, 2) == (E.none, pid, epoch + 1)
         assert (await c.end_transaction_bumping("t", pid, epoch, False, 2))[0] == E.invalid_txn_state
-        assert (await c.end_transaction_bumping("t", pid, epoch + 1, True, 2))[0] == E.producer_fenced
+        assert (await c.end_transaction_bumping("t", pid, epoch + 1, True, 2))[0] == E.invalid_txn_state
+        assert (await c.end_transaction_bumping("t", pid, epoch + 2, True, 2))[0] == E.producer_fenced
         # the old epoch cannot add partitions any more, the new one starts the next transaction
         assert await c.add_partitions("t", pid, epoch, [("a", 0)], client_tv=2) == E.producer_fenced
         assert await c.add_partitions("t", pid, epoch + 1, [("a", 0)], client_tv=2) == E.none
         assert await c.end_transaction_bumping("t", pid, epoch + 1, False, 2) == (E.none, pid, epoch + 2)
         await c.settle()
         assert markers.calls[-1] == (pid, epoch + 2, False, 3, {("a", 0)})
+    run(go())
+
+
+def test_v2_abort_of_a_transaction_that_added_nothing_bumps_the_epoch() -> None:
+    """Kafka 4's empty abort (transactions v2): a producer whose Produce failed before the implicit add cannot know
+    whether a partition was added, so it aborts; after InitProducerId (Empty) or after its last end (Complete*)
+    the abort bumps the epoch with no markers to write (franz-go's TestTxnEtl relies on it)."""
+    async def go() -> None:
+        c, _log, markers, _ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        assert c.txns["t"].state == S.EMPTY
+        assert await c.end_transaction_bumping("t", pid, epoch, False, 2) == (E.none, pid, epoch + 1)
+        await c.settle()
+        assert c.txns["t"].state == S.COMPLETE_ABORT and markers.calls == []
+        # its retry (the old epoch) is answered the same, and another empty abort bumps again
+        assert await c.end_transaction_bumping("t", pid, epoch, False, 2) == (E.none, pid, epoch + 1)
+        assert await c.end_transaction_bumping("t", pid, epoch + 1, False, 2) == (E.none, pid, epoch + 2)
+        await c.settle()
+        # after a committed transaction, too
+        assert await c.add_partitions("t", pid, epoch + 2, [("a", 0)], client_tv=2) == E.none
+        assert await c.end_transaction_bumping("t", pid, epoch + 2, True, 2) == (E.none, pid, epoch + 3)
+        await c.settle()
+        assert await c.end_transaction_bumping("t", pid, epoch + 3, False, 2) == (E.none, pid, epoch + 4)
+        await c.settle()
+        assert c.txns["t"].state == S.COMPLETE_ABORT and markers.calls == [(pid, epoch + 3, True, 3, {("a", 0)})]
+        # transactions v1 (EndTxn v0-4) keeps refusing it
+        _, pid1, epoch1 = await c.init_producer_id("u", 10_000)
+        assert await c.end_transaction("u", pid1, epoch1, False) == E.invalid_txn_state
+    run(go())
+
+
+def test_v2_next_end_while_the_last_completes_is_concurrent_not_fenced() -> None:
+    """KAFKA-18464: the producer's next EndTxn (the epoch the last one returned) while the last end's markers are
+    still being written is CONCURRENT_TRANSACTIONS (retriable), not PRODUCER_FENCED."""
+    async def go() -> None:
+        c, *_ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        await c.add_partitions("t", pid, epoch, [("a", 0)], client_tv=2)
+        assert await c.end_transaction_bumping("t", pid, epoch, True, 2) == (E.none, pid, epoch + 1)
+        assert c.txns["t"].pending is not None  # the markers are not written yet
+        assert (await c.end_transaction_bumping("t", pid, epoch + 1, False, 2))[0] == E.concurrent_transactions
+        await c.settle()
+        assert await c.end_transaction_bumping("t", pid, epoch + 1, False, 2) == (E.none, pid, epoch + 2)
     run(go())
 
 

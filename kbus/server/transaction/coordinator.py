@@ -373,12 +373,18 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
             return E.producer_fenced, -1, -1
         if meta.producer_id != producer_id and not retry_on_overflow:
             return E.invalid_producer_id_mapping, -1, -1
-        if v2:
-            # Kafka: with epoch bumps, the same epoch in a Prepare/Complete state is not a retry but a next end
+        # Kafka (KAFKA-18464): an end still being completed answers CONCURRENT_TRANSACTIONS before the epoch is
+        # checked, so a v2 producer's next EndTxn (with the epoch the last one returned) is not fenced by it; an
+        # epoch fence in progress still fences
+        if meta.pending is not None and state != S.PREPARE_EPOCH_FENCE:
+            return E.concurrent_transactions, -1, -1
+        if v2 or client_tv >= 2:
+            # Kafka: with epoch bumps, the same epoch in a Prepare state is not a retry but a next end; in a
+            # Complete state it is the end of a next transaction that added nothing (an empty abort, below)
             if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 valid = retry_on_bump
             elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-                valid = retry_on_bump or retry_on_overflow
+                valid = retry_on_bump or retry_on_overflow or (client_tv >= 2 and epoch == meta.producer_epoch)
             else:
                 valid = epoch == meta.producer_epoch
         else:
@@ -387,7 +393,12 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
             return E.producer_fenced, -1, -1
         if meta.pending is not None:
             return E.concurrent_transactions, -1, -1
-        if state == S.ONGOING:
+        # Transactions v2 lets a producer abort a transaction that added nothing (its Produce may have failed
+        # before the implicit add, so it cannot know): Kafka 4 bumps the epoch through PrepareAbort and
+        # CompleteAbort with no partitions, where v1 answered INVALID_TXN_STATE (KAFKA-18464's empty abort)
+        empty_abort = client_tv >= 2 and not committed and epoch == meta.producer_epoch \
+            and state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        if state == S.ONGOING or empty_abort:
             bump = client_tv >= 2
             next_pid = -1
             if bump and meta.producer_epoch >= MAX_EPOCH - 1:
@@ -405,6 +416,8 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
                 return E.none, next_pid, 0
             return E.none, meta.producer_id, meta.producer_epoch
         current = (E.none, meta.producer_id, meta.producer_epoch)
+        if client_tv >= 2 and state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and epoch == meta.producer_epoch:
+            return E.invalid_txn_state, -1, -1  # a commit of a next transaction that added nothing
         if state == S.COMPLETE_COMMIT:
             return current if committed else (E.invalid_txn_state, -1, -1)
         if state == S.COMPLETE_ABORT:

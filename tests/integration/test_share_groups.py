@@ -328,6 +328,19 @@ def test_share_partition_leader_killed_mid_delivery(cluster: Cluster) -> None:
 
     run(cluster.brokers[new].port, after)
 
+    # a follower answers NOT_LEADER_OR_FOLLOWER naming the new leader and where it is (Kafka's CurrentLeader and
+    # NodeEndpoints)
+    follower = next(i for i in cluster.brokers if i not in (old, new))
+
+    async def elsewhere(conn: KafkaConnection) -> None:
+        tid = await topic_id(conn, topic)
+        resp, _, _ = await share_fetch(conn, group, str(uuid.uuid4()), 0, tid)
+        [part] = resp.responses[0].partitions
+        assert part.error_code == E.not_leader_or_follower and part.current_leader.leader_id == new, resp
+        assert [(n.node_id, n.port) for n in resp.node_endpoints] == [(new, cluster.brokers[new].port)], resp
+
+    run(cluster.brokers[follower].port, elsewhere)
+
 
 def test_share_group_offsets_describe_alter_delete(broker_factory: Callable[..., BrokerProcess]) -> None:
     b = broker_factory({"offsets.topic.num.partitions": "1"})

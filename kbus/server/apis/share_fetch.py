@@ -232,15 +232,44 @@ def _fetch_response(ctx: RequestContext, m: Managers, answers: dict[TopicPartiti
         throttle_time=0, error_code=E.none, error_message=None, acquisition_lock_timeout=lock_timeout,
         responses=[ctx.nested("ShareFetchableTopicResponse", topic_id=tid, partitions=parts)
                    for tid, parts in by_topic.items()],
-        node_endpoints=[],
+        node_endpoints=_node_endpoints(ctx, m, _moved(((tp, a[0]) for tp, a in answers.items()), m)),
     )
 
 
 def _leader(ctx: RequestContext, m: Managers, topic: str, partition: int) -> Any:
+    """The partition's current leader as this broker knows it (a NOT_LEADER_OR_FOLLOWER answer tells the client
+    where to go, with the leader's endpoint in NodeEndpoints)."""
     part = m.replicas.leader_partition(topic, partition)[0] if topic else None
     if part is not None:
         return ctx.nested("LeaderIdAndEpoch", leader_id=m.broker_id, leader_epoch=part.leader_epoch)
-    return ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)
+    t = m.cluster.topic(topic) if topic else None
+    state = t.partitions.get(partition) if t is not None else None
+    if state is None:
+        return ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)
+    return ctx.nested("LeaderIdAndEpoch", leader_id=state.leader, leader_epoch=state.leader_epoch)
+
+
+def _node_endpoints(ctx: RequestContext, m: Managers, leaders: Iterable[int]) -> list[Any]:
+    out = []
+    for broker_id in sorted(set(leaders)):
+        info = next((b for b in m.cluster.brokers() if b.broker_id == broker_id), None)
+        endpoint = None if info is None else info.endpoint(ctx.listener.name)
+        if info is not None and endpoint is not None:
+            out.append(ctx.nested("NodeEndpoint", node_id=broker_id, host=endpoint.host, port=endpoint.port,
+                                  rack=info.rack))
+    return out
+
+
+def _moved(answers: Iterable[tuple[TopicPartition, int]], m: Managers) -> list[int]:
+    """The leaders of the partitions answered NOT_LEADER_OR_FOLLOWER."""
+    out = []
+    for (topic, partition), error in answers:
+        if error == E.not_leader_or_follower:
+            t = m.cluster.topic(topic)
+            state = t.partitions.get(partition) if t is not None else None
+            if state is not None and state.leader >= 0:
+                out.append(state.leader)
+    return out
 
 
 def _partition_data(ctx: RequestContext, m: Managers, topic: str, partition: int, error: int, ack_error: int,
@@ -279,6 +308,7 @@ async def share_acknowledge(m: Managers, ctx: RequestContext, req: Any) -> Any:
         return top_error(exc.code, exc.message)
     names = _names_by_id(m)
     by_topic: list[Any] = []
+    codes: list[tuple[TopicPartition, int]] = []
     for t in req.topics:
         name = names.get(t.topic_id)
         parts = []
@@ -290,9 +320,12 @@ async def share_acknowledge(m: Managers, ctx: RequestContext, req: Any) -> Any:
             else:
                 code = await _acknowledge(m, share, group_id, member_id, name, p.partition_index,
                                           p.acknowledgement_batches)
+            if name is not None:
+                codes.append(((name, p.partition_index), code))
             parts.append(ctx.nested("PartitionData", partition_index=p.partition_index, error_code=code,
                                     error_message=None, current_leader=_leader(ctx, m, name or "", p.partition_index)))
         by_topic.append(ctx.nested("ShareAcknowledgeTopicResponse", topic_id=t.topic_id, partitions=parts))
     if session is None:
         share.close_session(group_id, member_id)
-    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, responses=by_topic, node_endpoints=[])
+    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, responses=by_topic,
+                     node_endpoints=_node_endpoints(ctx, m, _moved(codes, m)))

@@ -119,6 +119,22 @@ def _checked_protocols(value: str) -> str:
     return value
 
 
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
+
+
+def parse_migration_policy(value: str) -> str:
+    """group.consumer.migration.policy, case-insensitive as Kafka's CaseInsensitiveValidString."""
+    policy = value.strip().lower()
+    if policy not in MIGRATION_POLICIES:
+        raise ValueError(f"must be one of {', '.join(MIGRATION_POLICIES)}")
+    return policy
+
+
+def _checked_migration_policy(value: str) -> str:
+    parse_migration_policy(value)  # refused at start, as Kafka refuses it
+    return value
+
+
 def _checked_assignors(value: str) -> str:
     parse_assignors(value)  # refused at start when it names an unknown assignor
     return value
@@ -322,6 +338,10 @@ class KafkaConfig:
         "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
         _checked_assignors,
         _LIST,
+    )
+    # Kafka 4's online upgrade/downgrade between classic and consumer groups
+    group_consumer_migration_policy: str = _key(
+        "group.consumer.migration.policy", "bidirectional", _checked_migration_policy, _S
     )
     # share groups (KIP-932); Kafka 4.4's defaults
     group_share_session_timeout_ms: int = _int("group.share.session.timeout.ms", 45000, at_least=1)

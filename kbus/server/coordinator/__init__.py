@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 
-from kbus.common.broker_config import KafkaConfig, parse_assignors
+from kbus.common.broker_config import KafkaConfig, parse_assignors, parse_migration_policy
 from kbus.common.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 from kbus.server.coordinator.consumer_group import TopicImage
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
@@ -42,6 +42,7 @@ def group_config(cfg: KafkaConfig) -> GroupConfig:
         consumer_heartbeat_interval_ms=cfg.group_consumer_heartbeat_interval_ms,
         consumer_max_size=cfg.group_consumer_max_size,
         consumer_assignors=parse_assignors(cfg.group_consumer_assignors),
+        consumer_migration_policy=parse_migration_policy(cfg.group_consumer_migration_policy),
         share_session_timeout_ms=cfg.group_share_session_timeout_ms,
         share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
         share_max_size=cfg.group_share_max_size,

@@ -47,6 +47,15 @@ class GroupError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a consumer group, Kafka 4's
+    online migration: its session timeout and its JoinGroup protocols (name, ConsumerProtocol subscription)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     member_id: str
     instance_id: str | None = None
@@ -62,6 +71,7 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
@@ -170,11 +180,14 @@ def validate_offset_commit(
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.unknown_member_id
-    if not transactional and api_version < 9:
+    if not transactional and api_version < 9 and member.classic is None:
         return ErrorCode.unsupported_version  # members of the consumer protocol commit with OffsetCommit v9+
     if member_epoch != member.member_epoch:
-        # TxnOffsetCommit has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION there
-        return ErrorCode.illegal_generation if transactional else ErrorCode.stale_member_epoch
+        # TxnOffsetCommit has no STALE_MEMBER_EPOCH, nor has a classic member (its generation is its member
+        # epoch): Kafka answers ILLEGAL_GENERATION there
+        if transactional or member.classic is not None:
+            return ErrorCode.illegal_generation
+        return ErrorCode.stale_member_epoch
     return None
 
 
@@ -349,6 +362,8 @@ def member_records(image: TopicImage, group_id: str, member: ConsumerGroupMember
             member.instance_id, member.rack_id, member.client_id, member.client_host,
             member.subscribed_topic_names, member.subscribed_topic_regex, member.rebalance_timeout_ms,
             member.server_assignor,
+            None if member.classic is None else member.classic.session_timeout_ms,
+            () if member.classic is None else member.classic.protocols,
         )
         out.append((records.consumer_group_key(records.CG_MEMBER_METADATA, group_id, member.member_id),
                     records.consumer_member_metadata_value(value)))
@@ -439,6 +454,8 @@ class ConsumerGroupReplay:
                     member_id, meta.instance_id, meta.rack_id, meta.client_id, meta.client_host,
                     meta.rebalance_timeout_ms, meta.subscribed_topic_names, meta.subscribed_topic_regex,
                     meta.server_assignor,
+                    classic=None if meta.classic_session_timeout_ms is None else ClassicMemberMetadata(
+                        meta.classic_session_timeout_ms, meta.classic_protocols),
                 )
                 if cur is not None:
                     member = replace(

@@ -35,7 +35,7 @@ from kbus.server.coordinator.consumer_group import (
     target_record,
     validate_member_epoch,
 )
-from kbus.server.coordinator.group import GroupState
+from kbus.server.coordinator.group import Group, GroupState
 from kbus.server.coordinator.group_store import GroupStore
 from kbus.server.coordinator.records import CG_METADATA, CG_TARGET_ASSIGNMENT_METADATA
 from kbus.server.util import eager
@@ -48,7 +48,7 @@ log = logging.getLogger("kbus.coordinator")
 def _metadata(m: ConsumerGroupMember) -> tuple[object, ...]:
     """What ConsumerGroupMemberMetadataValue holds: a change of any of it is written."""
     return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
-            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
+            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic)
 
 
 def _nonempty(a: Assignment) -> dict[str, frozenset[int]]:
@@ -201,7 +201,11 @@ class ConsumerGroupMembership(GroupStore):
         if req.subscribed_topic_regex:
             compile_regex(req.subscribed_topic_regex)
 
-    def _get_or_maybe_create_consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _convert_to_consumer_group(self, classic: Group, out: list[Record]) -> ConsumerGroup | None:
+        """The online upgrade of a classic group with members (migration.py's GroupMigration); here: refused."""
+        return None
+
+    def _get_or_maybe_create_consumer_group(self, group_id: str, create: bool, out: list[Record]) -> ConsumerGroup:
         group = self.consumer_groups.get(group_id)
         if group is not None:
             return group
@@ -209,8 +213,11 @@ class ConsumerGroupMembership(GroupStore):
             raise GroupError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
         classic = self.groups.get(group_id)
         if classic is not None and not classic.is_(GroupState.EMPTY) and not classic.is_(GroupState.DEAD):
-            # Kafka's online upgrade (group.consumer.migration.policy) is not implemented: a classic group with
-            # members stays classic.
+            # A classic group with members becomes a consumer group when a consumer-protocol member joins it, if
+            # group.consumer.migration.policy allows (Kafka's online upgrade); otherwise it stays classic.
+            converted = self._convert_to_consumer_group(classic, out) if create else None
+            if converted is not None:
+                return converted
             raise GroupError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if not create:
             # Kafka answers GROUP_ID_NOT_FOUND here; its groups survive a coordinator move, kbus's do not, and
@@ -222,7 +229,7 @@ class ConsumerGroupMembership(GroupStore):
 
     def _consumer_group_heartbeat(self, req: HeartbeatRequest, out: list[Record]) -> HeartbeatResponse:
         create = req.member_epoch == 0
-        group = self._get_or_maybe_create_consumer_group(req.group_id, create)
+        group = self._get_or_maybe_create_consumer_group(req.group_id, create, out)
         member_id = req.member_id or str(uuid.uuid4())
         if len(group.members) >= self.config.consumer_max_size and member_id not in group.members:
             raise GroupError(
@@ -250,6 +257,28 @@ class ConsumerGroupMembership(GroupStore):
             client_id=req.client_id,
             client_host=req.client_host,
         )
+        reconciled = self._update_member_and_reconcile(group, member, updated, known, req.owned, out)
+        self._schedule_consumer_session_timeout(group, member_id)
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and req.owned is not None
+        )
+        changed = reconciled.assigned != member.assigned
+        return HeartbeatResponse(
+            E.none,
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=reconciled.assigned if full or changed else None,
+        )
+
+    def _update_member_and_reconcile(
+        self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember, known: bool,
+        owned: Assignment | None, out: list[Record],
+    ) -> ConsumerGroupMember:
+        """Steps 1-3 of a heartbeat (and of a classic member's JoinGroup): store the member, bump the group epoch
+        when the subscriptions changed, compute the target assignment if behind, move the member towards it."""
         bump = (
             set(updated.subscribed_topic_names) != set(member.subscribed_topic_names)
             or (updated.subscribed_topic_regex or None) != (member.subscribed_topic_regex or None)
@@ -270,21 +299,7 @@ class ConsumerGroupMembership(GroupStore):
             log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
         if group.group_epoch > group.assignment_epoch:
             self._update_target_assignment(group, out)
-        reconciled = self._maybe_reconcile(group, updated, req.owned, out)
-        self._schedule_consumer_session_timeout(group, member_id)
-        full = req.member_epoch == 0 or (
-            req.rebalance_timeout_ms != -1
-            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
-            and req.owned is not None
-        )
-        changed = reconciled.assigned != member.assigned
-        return HeartbeatResponse(
-            E.none,
-            member_id=reconciled.member_id,
-            member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-            assignment=reconciled.assigned if full or changed else None,
-        )
+        return self._maybe_reconcile(group, updated, owned, out)
 
     def _get_or_subscribe_member(
         self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest, create: bool, out: list[Record]
@@ -447,9 +462,14 @@ class ConsumerGroupMembership(GroupStore):
                 epoch_record(CG_METADATA, group.group_id, group.group_epoch)]
 
     def _schedule_consumer_session_timeout(self, group: ConsumerGroup, member_id: str) -> None:
+        # a classic member keeps the session timeout of its JoinGroup, as Kafka's does
+        member = group.members.get(member_id)
+        timeout = self.config.consumer_session_timeout_ms
+        if member is not None and member.classic is not None:
+            timeout = member.classic.session_timeout_ms
         self.timers.schedule(
             _timer_key("session", group.group_id, member_id),
-            self.clock() + self.config.consumer_session_timeout_ms,
+            self.clock() + timeout,
             lambda: self._on_consumer_session_timeout(group, member_id),
         )
 

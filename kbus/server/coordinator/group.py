@@ -208,6 +208,19 @@ class Group:
         self.pending_sync_members.discard(member_id)
         return member
 
+    def clear_members(self, now_ms: int) -> None:
+        """The members moved to a consumer group (Kafka's online upgrade): this group stays, Empty, for the
+        offsets; the caller completed the members' parked requests."""
+        self.members.clear()
+        self.static_members.clear()
+        self.pending_members.clear()
+        self.pending_sync_members.clear()
+        self.leader_id = None
+        self.protocol_name = None
+        self.subscribed = None
+        self.state = GroupState.EMPTY
+        self.current_state_timestamp = now_ms
+
     def replace_static_member(
         self, instance_id: str, old_member_id: str, new_member_id: str, fenced: JoinResult, fenced_sync: SyncResult
     ) -> Member:

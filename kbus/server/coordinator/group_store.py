@@ -76,6 +76,8 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: disabled, upgrade, downgrade or bidirectional (Kafka's default)
+    consumer_migration_policy: str = "bidirectional"
     # share groups (KIP-932)
     share_session_timeout_ms: int = 45000
     share_heartbeat_interval_ms: int = 5000

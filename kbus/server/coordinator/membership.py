@@ -19,8 +19,9 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.server.coordinator.consumer_group import ConsumerGroup
 from kbus.server.coordinator.group import Group, GroupState, JoinResult, Member, SyncResult
-from kbus.server.coordinator.group_store import GroupStore
+from kbus.server.coordinator.migration import GroupMigration
 
 log = logging.getLogger("kbus.coordinator")
 
@@ -33,7 +34,12 @@ STATES_BY_LOWER = {s.value.lower(): s for s in GroupState}
 
 
 
-class GroupMembership(GroupStore):
+class GroupMembership(GroupMigration):
+    def _consumer_group_with_members(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group serving this group id's classic requests (Kafka 4's online migration)."""
+        cgroup = self.consumer_groups.get(group_id)
+        return cgroup if cgroup is not None and cgroup.members and not cgroup.dead else None
+
     # ================================================================ JoinGroup
 
     async def join_group(
@@ -71,9 +77,13 @@ class GroupMembership(GroupStore):
         cgroup = self.consumer_groups.get(group_id)
         if cgroup is not None:
             if cgroup.members:
-                # A consumer-protocol group with members: Kafka's online migration of classic members into it
-                # (group.consumer.migration.policy) is not implemented.
-                return JoinResult(E.inconsistent_group_protocol, member_id)
+                # A consumer-protocol group with members: the classic member joins it (Kafka 4's
+                # classicGroupJoinToConsumerGroup, whatever group.consumer.migration.policy says)
+                return await self.classic_join_to_consumer_group(
+                    cgroup, member_id, group_instance_id, require_known_member_id=require_known_member_id,
+                    client_id=client_id, client_host=client_host, rebalance_timeout_ms=rebalance_timeout_ms,
+                    session_timeout_ms=session_timeout_ms, protocol_type=protocol_type, protocols=protocols,
+                )
             del self.consumer_groups[group_id]  # an empty consumer group becomes classic, as in Kafka
         group = self.groups.get(group_id)
         if group is None:
@@ -515,6 +525,11 @@ class GroupMembership(GroupStore):
             return SyncResult(E.rebalance_in_progress)
         if error is not None:
             return SyncResult(error)
+        cgroup = self._consumer_group_with_members(group_id)
+        if cgroup is not None:
+            return self.classic_sync_to_consumer_group(
+                cgroup, generation_id, member_id, group_instance_id, protocol_type, protocol_name
+            )
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(E.unknown_member_id)
@@ -574,6 +589,9 @@ class GroupMembership(GroupStore):
             return E.none
         if error is not None:
             return error
+        cgroup = self._consumer_group_with_members(group_id)
+        if cgroup is not None:
+            return self.classic_heartbeat_to_consumer_group(cgroup, generation_id, member_id, group_instance_id)
         group = self.groups.get(group_id)
         if group is None:
             return E.unknown_member_id
@@ -596,6 +614,9 @@ class GroupMembership(GroupStore):
         error = self.validate_group_status(group_id, "leave")
         if error is not None:
             return error, []
+        cgroup = self._consumer_group_with_members(group_id)
+        if cgroup is not None:
+            return self.classic_leave_to_consumer_group(cgroup, members)
         group = self.groups.get(group_id)
         if group is None:
             return E.none, [E.unknown_member_id for _ in members]

@@ -152,6 +152,10 @@ class ConsumerMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # ClassicMemberMetadata (tag 0): a member using the classic protocol in a consumer group (Kafka 4's online
+    # migration): its session timeout and its JoinGroup protocols as (name, metadata)
+    classic_session_timeout_ms: int | None = None
+    classic_protocols: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +235,11 @@ class _CompactWriter:
         self.buf += raw
         return self
 
+    def compact_bytes(self, v: bytes) -> _CompactWriter:
+        self.uvarint(len(v) + 1)
+        self.buf += v
+        return self
+
     def topic_partitions(self, tps: TopicIdPartitions) -> _CompactWriter:
         self.uvarint(len(tps) + 1)
         for topic_id, partitions in tps:
@@ -265,7 +274,18 @@ def consumer_member_metadata_value(m: ConsumerMemberMetadataValue) -> bytes:
     for name in m.subscribed_topic_names:
         w.string(name)
     w.string(m.subscribed_topic_regex).i32(m.rebalance_timeout_ms).string(m.server_assignor)
-    return w.done()  # ClassicMemberMetadata (tag 0) is absent: a consumer-protocol member
+    if m.classic_session_timeout_ms is None:
+        return w.done()  # ClassicMemberMetadata (tag 0) is absent: a consumer-protocol member
+    tag = _CompactWriter()
+    tag.buf.clear()  # a struct inside the value: no version prefix
+    tag.i32(m.classic_session_timeout_ms)
+    tag.uvarint(len(m.classic_protocols) + 1)
+    for name, metadata in m.classic_protocols:
+        tag.string(name).compact_bytes(metadata).uvarint(0)
+    tag.uvarint(0)  # ClassicMemberMetadata's own tagged fields
+    w.uvarint(1).uvarint(0).uvarint(len(tag.buf))  # one tagged field: tag 0, its size
+    w.buf += tag.buf
+    return bytes(w.buf)
 
 
 def consumer_target_assignment_value(tps: TopicIdPartitions) -> bytes:
@@ -476,9 +496,22 @@ def decode_consumer_member_metadata_value(value: bytes) -> ConsumerMemberMetadat
     instance_id, rack_id, client_id, client_host = r.string(), r.string(), r.string() or "", r.string() or ""
     names = tuple(r.string() or "" for _ in range(max(r.array_len(), 0)))
     regex, rebalance_timeout, assignor = r.string(), r.i32(), r.string()
-    r.tagged_fields()
+    session_timeout: int | None = None
+    protocols: list[tuple[str, bytes]] = []
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        if tag != 0:
+            r._take(size)
+            continue
+        session_timeout = r.i32()  # ClassicMemberMetadata
+        for _ in range(max(r.array_len(), 0)):
+            name = r.string() or ""
+            protocols.append((name, r.bytes_() or b""))
+            r.tagged_fields()
+        r.tagged_fields()
     return ConsumerMemberMetadataValue(
-        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout, assignor
+        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout, assignor,
+        session_timeout, tuple(protocols),
     )
 
 

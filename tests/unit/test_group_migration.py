@@ -160,6 +160,63 @@ def test_a_classic_member_joins_a_consumer_group_and_the_group_survives_a_reload
     run_cg(body)
 
 
+async def upgraded(h: CG) -> tuple[str, str]:
+    """a and b classic, c consumer-protocol, all reconciled at epoch 3."""
+    a, b = await classic_pair(h)
+    await h.hb("c", 0)
+    for m in (a, b):
+        await join(h, m)  # eager: owning nothing
+        await h.sync(m, 3)
+    rc = await h.hb("c", 3, owned={})
+    assert len(rc.assignment.get("t", ())) == 2 if rc.assignment else False
+    return a, b
+
+
+def test_downgrade_when_the_last_consumer_member_leaves() -> None:
+    async def body(h: CG) -> None:
+        a, b = await upgraded(h)
+        group = h.coord.consumer_groups["g"]
+        kept = {m: set(group.members[m].assigned["t"]) for m in (a, b)}
+        r = await h.hb("c", -1)
+        assert r.error == E.none
+        assert "g" not in h.coord.consumer_groups
+        classic = h.coord.groups["g"]
+        assert classic.state is GroupState.PREPARING_REBALANCE and classic.generation_id == 3
+        assert {m: assigned(classic.members[m].assignment) for m in (a, b)} == kept
+        keys = h.log.record_keys()
+        assert keys[-1] == (GroupKey("g"), False)  # the classic group written after the consumer group's tombstones
+        assert (ConsumerGroupKey(3, "g", None), True) in keys  # the group epoch's tombstone
+        # the classic members join again through the classic protocol and a leader assigns
+        assert h.coord.heartbeat("g", 3, a, None) == E.rebalance_in_progress
+        ta = h.join("g", a, protocols=[("range", sub(owned={"t": kept[a]}))])
+        tb = h.join("g", b, protocols=[("range", sub(owned={"t": kept[b]}))])
+        await h.tick()
+        ra, rb = await ta, await tb
+        assert ra.generation_id == rb.generation_id == 4
+        leader = ra if ra.leader_id == a else rb
+        assert len(leader.members) == 2
+        other = b if leader.member_id == a else a
+        fsync = h.sync(other, 4)
+        await h.sync(leader.member_id, 4, {a: serialize_assignment({"t": frozenset({0, 1, 2})}, 1),
+                                           b: serialize_assignment({"t": frozenset({3, 4, 5})}, 1)})
+        assert assigned((await fsync).assignment) in ({0, 1, 2}, {3, 4, 5})
+        assert classic.state is GroupState.STABLE
+
+    run_cg(body)
+
+
+def test_no_downgrade_with_policy_upgrade() -> None:
+    async def body(h: CG) -> None:
+        a, _b = await upgraded(h)
+        await h.hb("c", -1)
+        group = h.coord.consumer_groups["g"]
+        assert "c" not in group.members and group.members[a].classic is not None
+        assert h.coord.heartbeat("g", 3, a, None) == E.rebalance_in_progress  # the epoch moved: join again
+        assert (await join(h, a)).generation_id == 4
+
+    run_cg(body, consumer_migration_policy="upgrade")
+
+
 def test_policy_disabled_keeps_the_classic_group() -> None:
     async def body(h: CG) -> None:
         a, _b = await classic_pair(h)

@@ -221,6 +221,19 @@ class Group:
         self.state = GroupState.EMPTY
         self.current_state_timestamp = now_ms
 
+    def adopt_members(self, generation: int, members: list[Member], now_ms: int) -> None:
+        """Kafka's ClassicGroup.fromConsumerGroup: the members of a consumer group downgraded to classic, Stable at
+        the group epoch with their assignments (the caller starts the rebalance that makes them join again)."""
+        self.generation_id = generation
+        self.protocol_type = CONSUMER_PROTOCOL_TYPE
+        self.leader_id = None
+        for member in members:
+            self.add(member)
+        self.protocol_name = self.select_protocol()
+        self.subscribed = self._compute_subscribed_topics()
+        self.state = GroupState.STABLE
+        self.current_state_timestamp = now_ms
+
     def replace_static_member(
         self, instance_id: str, old_member_id: str, new_member_id: str, fenced: JoinResult, fenced_sync: SyncResult
     ) -> Member:

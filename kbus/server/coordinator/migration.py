@@ -8,7 +8,8 @@ revocation before assignment) and the classic requests are its heartbeats. JoinG
 partitions of its ConsumerProtocol subscription and answers with its member epoch as the generation and no leader;
 SyncGroup hands back its assigned partitions as a ConsumerProtocol assignment; Heartbeat answers
 REBALANCE_IN_PROGRESS whenever it must join again to move (a newer group epoch, partitions to revoke, partitions
-released to it).
+released to it). When the last consumer-protocol member leaves or is fenced and only classic members remain, the
+group becomes a classic group again (the downgrade), Stable with their target assignments, and rebalances.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kbus.server.coordinator.consumer_group import (
     GroupError,
     MemberState,
     epoch_record,
+    group_tombstones,
     member_records,
     member_tombstones,
     target_record,
@@ -38,14 +40,26 @@ from kbus.server.coordinator.consumer_protocol import (
     serialize_assignment,
     version_of,
 )
-from kbus.server.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, JoinResult, SyncResult
-from kbus.server.coordinator.records import CG_METADATA, CG_TARGET_ASSIGNMENT_METADATA, group_metadata_key
+from kbus.server.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, JoinResult, Member, SyncResult
+from kbus.server.coordinator.records import (
+    CG_METADATA,
+    CG_TARGET_ASSIGNMENT_METADATA,
+    group_metadata_key,
+    group_metadata_value,
+)
 
 log = logging.getLogger("kbus.coordinator")
 
 class GroupMigration(ConsumerGroupMembership):
     def _upgrade_enabled(self) -> bool:
         return self.config.consumer_migration_policy in ("upgrade", "bidirectional")
+
+    def _downgrade_enabled(self) -> bool:
+        return self.config.consumer_migration_policy in ("downgrade", "bidirectional")
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        """The classic protocol's rebalance (membership.py's GroupMembership)."""
+        raise NotImplementedError
 
     # ================================================================ upgrade: classic group -> consumer group
 
@@ -118,6 +132,69 @@ class GroupMigration(ConsumerGroupMembership):
         log.info("[GroupId %s] Converted the classic group (generation %d, %d members) to a consumer group.",
                  group_id, generation, len(members))
         return group
+
+    # ================================================================ downgrade: consumer group -> classic group
+
+    def _fence_consumer_member(self, group: ConsumerGroup, member_id: str) -> list[Record]:
+        """Kafka's consumerGroupFenceMember: a member leaving (or timed out) that leaves only classic members
+        converts the group back to a classic group, when the policy allows."""
+        if self._downgrade_allowed(group, member_id):
+            return self._convert_to_classic_group(group, member_id)
+        return super()._fence_consumer_member(group, member_id)
+
+    def _downgrade_allowed(self, group: ConsumerGroup, leaving: str) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMember."""
+        if any(m.classic is None for mid, m in group.members.items() if mid != leaving):
+            return False
+        if len(group.members) <= 1:
+            return False  # empty after: an empty group becomes classic on the next JoinGroup anyway
+        if not self._downgrade_enabled():
+            log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
+                     "disabled.", group.group_id)
+            return False
+        if len(group.members) - 1 > self.config.max_size:
+            log.info("Cannot downgrade consumer group %s to classic group because its group size is greater than "
+                     "classic group max size.", group.group_id)
+            return False
+        return True
+
+    def _convert_to_classic_group(self, cgroup: ConsumerGroup, leaving: str) -> list[Record]:
+        """Kafka's convertToClassicGroup: the consumer group's records go (tombstones), the classic group is written
+        with every remaining member and its target assignment, and a rebalance starts so they all join again."""
+        group_id = cgroup.group_id
+        out: list[Record] = []
+        for member_id in cgroup.members:
+            out.extend(member_tombstones(group_id, member_id))
+        out.extend(group_tombstones(group_id))
+        now = self.clock()
+        members: list[Member] = []
+        targets = dict(cgroup.target)
+        for member_id, m in list(cgroup.members.items()):
+            self._remove_consumer_member(cgroup, member_id)
+            if member_id == leaving or m.classic is None:
+                continue
+            members.append(Member(member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                                  m.classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE, list(m.classic.protocols)))
+        cgroup.dead = True
+        del self.consumer_groups[group_id]
+        group = self.groups.get(group_id)
+        if group is None:
+            group = Group(group_id, cgroup.partition, current_state_timestamp=now)
+            self.groups[group_id] = group
+        group.adopt_members(cgroup.group_epoch, members, now)
+        for member in members:
+            try:
+                version = version_of(member.metadata(group.protocol_name))
+            except ConsumerProtocolError:
+                version = 0
+            member.assignment = serialize_assignment(targets.get(member.member_id, {}), version)
+        out.append((group_metadata_key(group_id), group_metadata_value(group.to_record())))
+        for member in members:
+            self._schedule_heartbeat(group, member)
+        log.info("[GroupId %s] Converted the consumer group (epoch %d) to a classic group with %d members.",
+                 group_id, cgroup.group_epoch, len(members))
+        self._prepare_rebalance(group, f"Downgrade group {group_id} from consumer to classic.")
+        return out
 
     # ================================================================ classic requests to a consumer group
 
@@ -304,7 +381,8 @@ class GroupMigration(ConsumerGroupMembership):
                 continue
             log.info("[GroupId %s] Member %s has left group through explicit `LeaveGroup` request.",
                      group.group_id, member.member_id)
-            out.extend(self._fence_consumer_member(group, member.member_id))
+            # Kafka's classicGroupLeaveToConsumerGroup removes the member without the downgrade check
+            out.extend(super()._fence_consumer_member(group, member.member_id))
             errors.append(E.none)
         if out:
             self._write_in_background(group.partition, out)

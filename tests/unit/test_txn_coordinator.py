@@ -358,3 +358,60 @@ def test_v2_state_survives_a_coordinator_failover() -> None:
         assert (meta.producer_epoch, meta.client_tv, meta.state) == (epoch + 1, 2, S.COMPLETE_COMMIT)
         assert await c2.end_transaction_bumping("t", pid, epoch, True, 2) == (E.none, pid, epoch + 1)
     run(go())
+
+
+def test_v2_failover_mid_commit_finishes_with_the_bumped_epoch_and_the_next_producer_id() -> None:
+    """Review of issue 22: PrepareCommit of an overflowing v2 end is written, its markers are not; the coordinator
+    taking over writes them at the bumped epoch (Short.MAX_VALUE) and moves the producer to the persisted next
+    producer id."""
+    async def go() -> None:
+        c, log, markers, _ = make()
+        await loaded(c)
+        _, pid, _epoch = await c.init_producer_id("t", 10_000)
+        c.txns["t"].producer_epoch = 32766
+        assert await c.add_partitions("t", pid, 32766, [("a", 0), ("b", 0)], client_tv=2) == E.none
+        sticky = markers.write_markers
+
+        async def b_never_written(producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+                                  partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+            out = await sticky(producer_id, producer_epoch, committed, coordinator_epoch, partitions)
+            return {**out, **({("b", 0): E.not_leader_or_follower} if ("b", 0) in partitions else {})}
+
+        markers.write_markers = b_never_written  # type: ignore[method-assign]
+        err, next_pid, next_epoch = await c.end_transaction_bumping("t", pid, 32766, True, 2)
+        assert (err, next_epoch) == (E.none, 0)
+        await asyncio.sleep(0.3)  # "a" is marked, "b" is retried
+        assert c.txns["t"].state == S.PREPARE_COMMIT
+        c.on_resignation(0)  # this coordinator goes before "b" got its marker: its retry loop stops
+        await c.settle()
+        c2, _, markers2, _ = make(log=log)
+        await loaded(c2)
+        await c2.settle()
+        assert markers2.calls and all(call[:3] == (pid, 32767, True) for call in markers2.calls)
+        meta = c2.txns["t"]
+        assert (meta.producer_id, meta.producer_epoch, meta.state) == (next_pid, 0, S.COMPLETE_COMMIT)
+        assert await c2.end_transaction_bumping("t", pid, 32766, True, 2) == (E.none, next_pid, 0)
+    run(go())
+
+
+@pytest.mark.parametrize("client_tv", [0, 2])
+def test_timeout_abort_at_the_last_epoch_still_fences(client_tv: int) -> None:
+    """Review of issue 22: a transaction at epoch Short.MAX_VALUE - 1 that times out is aborted with markers of a
+    higher epoch (Kafka's prepareFenceProducerEpoch refuses only Short.MAX_VALUE), so the producer cannot go on
+    writing or end it at its old epoch; it must re-initialise (and gets a new producer id)."""
+    async def go() -> None:
+        c, _log, markers, clock = make()
+        await loaded(c)
+        _, pid, _epoch = await c.init_producer_id("t", 10_000)
+        c.txns["t"].producer_epoch = 32766
+        assert await c.add_partitions("t", pid, 32766, [("a", 0)], client_tv=client_tv) == E.none
+        clock.now += 20_000
+        assert await c.abort_timed_out() == 1
+        await c.settle()
+        assert len(markers.calls) == 1 and markers.calls[0][1] > 32766  # the old epoch is fenced on "a"
+        assert await c.add_partitions("t", pid, 32766, [("a", 0)], client_tv=client_tv) == E.producer_fenced
+        for committed in (True, False):
+            assert (await c.end_transaction_bumping("t", pid, 32766, committed, client_tv))[0] == E.producer_fenced
+        err, new_pid, new_epoch = await c.init_producer_id("t", 10_000)
+        assert (err, new_epoch) == (E.none, 0) and new_pid != pid
+    run(go())

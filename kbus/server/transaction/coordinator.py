@@ -361,7 +361,10 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
         state = meta.state
         v2 = meta.client_tv >= 2  # the transaction being ended (or retried) bumps its epoch
         # a v2 retry: the end was written (its epoch bumped) but the producer never got the answer
-        retry_on_bump = v2 and meta.producer_id == producer_id and meta.producer_epoch == epoch + 1
+        # (not a Complete state at Short.MAX_VALUE: only a fence leaves one, as a v2 end that reaches it moves the
+        # producer to its next producer id; the fenced producer's end at the epoch below must stay fenced)
+        retry_on_bump = v2 and meta.producer_id == producer_id and meta.producer_epoch == epoch + 1 \
+            and not (meta.producer_epoch == MAX_EPOCH and state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT))
         # ... or the bump overflowed: the transaction completed under the new producer id at epoch 0
         retry_on_overflow = v2 and meta.last_producer_id == producer_id and epoch == MAX_EPOCH - 1 \
             and meta.producer_epoch == 0
@@ -434,8 +437,9 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
         producer's own EndTxn of it is not taken for a retry of an end it made (which answers the epoch after
         its own) and is fenced."""
         bumps = 2 if meta.client_tv >= 2 else 1
-        epoch = min(meta.producer_epoch + bumps, MAX_EPOCH) if meta.producer_epoch < MAX_EPOCH - 1 \
-            else meta.producer_epoch
+        # up to Short.MAX_VALUE, which no producer is ever given (Kafka's prepareFenceProducerEpoch): from the last
+        # usable epoch the markers still carry a higher one, and the producer's next InitProducerId gets a new id
+        epoch = min(meta.producer_epoch + bumps, MAX_EPOCH)
         target = self._copy(meta, producer_epoch=epoch, last_producer_epoch=epoch - 1,
                             state=S.PREPARE_EPOCH_FENCE, last_update_ms=self.clock())
         error = await self._transit(meta, target)

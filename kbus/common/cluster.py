@@ -3,7 +3,7 @@ brokers): read by the broker's metadata stores, the ZooKeeper codec and the tool
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class BrokerInfo:
     endpoints: tuple[BrokerEndpoint, ...] = ()  # every advertised listener
     # the feature levels it registered (name, min, max); a kbus from before features were registered has none
     supported_features: tuple[tuple[str, int, int], ...] = REGISTERED_FEATURES
+    # when it registered (BrokerIdZNode "timestamp", ms): the finalized features' epoch is the newest one's
+    registered_ms: int = field(default=0, compare=False)
 
     def endpoint(self, listener: str) -> BrokerEndpoint | None:
         """Where a client that reached some broker on `listener` finds this one (Kafka: Metadata answers with

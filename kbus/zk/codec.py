@@ -102,7 +102,11 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
         (str(name), int(levels.get("min_version", 0)), int(levels.get("max_version", 0)))
         for name, levels in (body.get("features") or {}).items() if isinstance(levels, dict)
     )
-    return BrokerInfo(broker_id, host or "", port, body.get("rack"), tuple(endpoints), features)
+    try:
+        registered_ms = int(body.get("timestamp") or 0)
+    except (TypeError, ValueError):
+        registered_ms = 0
+    return BrokerInfo(broker_id, host or "", port, body.get("rack"), tuple(endpoints), features, registered_ms)
 
 
 # ---- /brokers/topics/<t> (TopicZNode, version 3) ----

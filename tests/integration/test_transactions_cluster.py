@@ -147,18 +147,23 @@ def finalized(bootstrap: str) -> tuple[list[tuple[str, int]], int]:
 def test_transaction_version_2_waits_for_every_broker(cluster: Cluster, raw_zk: KazooClient) -> None:
     """A rolling upgrade: while a broker that registered no transaction.version support (a kbus from before it)
     is live, no broker finalizes transactions v2, so Kafka 4 clients keep v1 (whose requests every broker
-    serves); once it is gone (upgraded), they finalize it again with a higher epoch."""
-    assert finalized(next(iter(cluster.brokers.values())).bootstrap) == ([("transaction.version", 2)], 2)
+    serves); the withdrawal comes with a higher epoch, or Kafka 4 clients (which keep the features of the highest
+    epoch they saw) would not see it. Once it is gone, transactions v2 is finalized again (with the newest live
+    registration's epoch: clients that saw the withdrawal take it up at the next registration, such as that
+    broker's return upgraded)."""
+    levels, epoch = finalized(next(iter(cluster.brokers.values())).bootstrap)
+    assert levels == [("transaction.version", 2)]
     old = (b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
            b'"endpoints":["PLAINTEXT://127.0.0.1:1"],"jmx_port":-1,"port":1,"host":"127.0.0.1",'
-           b'"version":5,"timestamp":"1700000000000"}')  # fmt: skip
+           b'"version":5,"timestamp":"%d"}' % int(time.time() * 1000))  # fmt: skip
     raw_zk.create("/brokers/ids/99", old, ephemeral=True)
     try:
-        wait_until(lambda: all(finalized(b.bootstrap) == ([], 0) for b in cluster.brokers.values()), 30,
+        wait_until(lambda: all(finalized(b.bootstrap)[0] == [] for b in cluster.brokers.values()), 30,
                    "every broker to withdraw transaction.version 2")
+        assert all(finalized(b.bootstrap)[1] > epoch for b in cluster.brokers.values())
     finally:
         raw_zk.delete("/brokers/ids/99")
-    wait_until(lambda: all(finalized(b.bootstrap) == ([("transaction.version", 2)], 2)
+    wait_until(lambda: all(finalized(b.bootstrap) == ([("transaction.version", 2)], epoch)
                            for b in cluster.brokers.values()), 30, "transaction.version 2 finalized again")
 
 

@@ -415,3 +415,34 @@ def test_timeout_abort_at_the_last_epoch_still_fences(client_tv: int) -> None:
         err, new_pid, new_epoch = await c.init_producer_id("t", 10_000)
         assert (err, new_epoch) == (E.none, 0) and new_pid != pid
     run(go())
+
+
+def test_v2_implicit_add_during_end_txn_is_concurrent_then_fenced() -> None:
+    """Review of issue 22: a partition leader's implicit add (Produce v12) for the transaction being ended answers
+    CONCURRENT_TRANSACTIONS while the PrepareCommit is written and PRODUCER_FENCED once it is (the epoch is bumped),
+    never adding the partition to the ending transaction; at the bumped epoch it waits for the markers, then opens
+    the next transaction."""
+    async def go() -> None:
+        c, log, markers, _ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        assert await c.add_partitions("t", pid, epoch, [("a", 0)], client_tv=2) == E.none
+        gate = asyncio.Event()
+        append = log.append
+
+        async def slow_append(partition: int, records: bytes) -> int:
+            await gate.wait()
+            return await append(partition, records)
+
+        log.append = slow_append  # type: ignore[method-assign]
+        end = asyncio.ensure_future(c.end_transaction_bumping("t", pid, epoch, True, 2))
+        await asyncio.sleep(0.01)  # the PrepareCommit is being written
+        assert await c.add_partitions("t", pid, epoch, [("b", 0)], client_tv=2) == E.concurrent_transactions
+        gate.set()
+        assert await end == (E.none, pid, epoch + 1)
+        assert await c.add_partitions("t", pid, epoch, [("b", 0)], client_tv=2) == E.producer_fenced
+        await c.settle()
+        assert markers.calls == [(pid, epoch + 1, True, 3, {("a", 0)})]  # "b" was never part of it
+        assert await c.add_partitions("t", pid, epoch + 1, [("b", 0)], client_tv=2) == E.none
+        assert c.txns["t"].topic_partitions() == {("b", 0)}
+    run(go())

@@ -121,10 +121,13 @@ def main() -> int:
             for name, options in cases.items():
                 for fmt in ("kbus", "kafka"):  # interleaved: both see the same load
                     n, secs = batch_read(spark, fmt, bootstrap, topic, **options)
+                    by_timestamp = "startingOffsetsByTimestamp" in options
+                    assert n == (args.records - args.records // 2 if by_timestamp else args.records), (name, fmt, n)
                     results.setdefault((name, fmt), []).append((n, secs, 1))
             for fmt in ("kbus", "kafka"):
                 name = f"stream, AvailableNow, maxOffsetsPerTrigger={args.records // 5}"
                 got = stream_read(spark, fmt, bootstrap, topic, args.records // 5, workdir / f"ck-{fmt}-{run}")
+                assert got[0] == args.records and got[2] >= 5, (name, fmt, got)
                 results.setdefault((name, fmt), []).append(got)
         load = os.getloadavg()
         print(f"\n{args.records:,} records of {args.value_size} B in {args.partitions} partitions; standalone "

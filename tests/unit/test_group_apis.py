@@ -296,3 +296,32 @@ def test_no_coordinator_means_coordinator_not_available() -> None:
         assert r.error_code == E.coordinator_not_available
 
     asyncio.run(main())
+
+
+def test_offsets_v10_never_resolve_the_zero_topic_id() -> None:
+    """Review of issue 22: a topic without an id yet (created by an old ZooKeeper tool, until the controller gives
+    it one, kbus shows the zero UUID) is not what OffsetCommit/OffsetFetch v10's zero topic id names (Kafka resolves
+    only ids other than Uuid.ZERO_UUID): UNKNOWN_TOPIC_ID, nothing committed, and an all-topics fetch leaves it out."""
+    async def main() -> None:
+        b = FakeBroker()
+        b.topics = lambda: {"t": TopicMetadata("t", uuid.UUID(int=0), {})}  # type: ignore[method-assign]
+        await elected(b)
+        await b.group_coordinator.commit_offsets("g", "", None, -1, {("t", 0): apis.OffsetAndMetadata(5)})
+        zero = uuid.UUID(int=0)
+        cls = request_type(8, 10)
+        part = build(nested(cls, "OffsetCommitRequestPartition"), partition_index=1, committed_offset=9,
+                     committed_leader_epoch=-1, committed_metadata="")
+        topic = build(nested(cls, "OffsetCommitRequestTopic"), topic_id=zero, partitions=(part,))
+        r = await call(b, 8, 10, group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                       group_instance_id=None, topics=(topic,))
+        assert [(p.partition_index, p.error_code) for t in r.topics for p in t.partitions] == [(1, E.unknown_topic_id)]
+        cls = request_type(9, 10)
+        topic = build(nested(cls, "OffsetFetchRequestTopics"), topic_id=zero, partition_indexes=(0, 1))
+        group = build(nested(cls, "OffsetFetchRequestGroup"), group_id="g", topics=(topic,))
+        all_group = build(nested(cls, "OffsetFetchRequestGroup"), group_id="g", topics=None)
+        r = await call(b, 9, 10, groups=(group, all_group), require_stable=True)
+        got = [[(p.partition_index, p.committed_offset, p.error_code) for t in g.topics for p in t.partitions]
+               for g in r.groups]
+        assert got == [[(0, -1, E.unknown_topic_id), (1, -1, E.unknown_topic_id)], []]
+
+    asyncio.run(main())

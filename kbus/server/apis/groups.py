@@ -241,11 +241,13 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 def _topic_names_by_id(m: Managers) -> Mapping[uuid.UUID, str]:
-    return {t.topic_id: name for name, t in m.cluster.topics().items()}
+    return {t.topic_id: name for name, t in m.cluster.topics().items() if t.topic_id != _NO_TOPIC_ID}
 
 
 def _topic_ids(m: Managers) -> Mapping[str, uuid.UUID]:
-    return {name: t.topic_id for name, t in m.cluster.topics().items()}
+    """The topics v10 can name: not one an old ZooKeeper tool created without an id (shown with the zero UUID
+    until the controller gives it one; Kafka never resolves Uuid.ZERO_UUID)."""
+    return {name: t.topic_id for name, t in m.cluster.topics().items() if t.topic_id != _NO_TOPIC_ID}
 
 
 @api(8, 2, 10)

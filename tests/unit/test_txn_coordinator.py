@@ -446,3 +446,28 @@ def test_v2_implicit_add_during_end_txn_is_concurrent_then_fenced() -> None:
         assert await c.add_partitions("t", pid, epoch + 1, [("b", 0)], client_tv=2) == E.none
         assert c.txns["t"].topic_partitions() == {("b", 0)}
     run(go())
+
+
+def test_v2_empty_abort_starts_when_it_ends() -> None:
+    """Review of issue 22: Kafka's prepareAbortOrCommit(noPartitionAdded) gives an empty abort the update time as
+    its start (DescribeTransactions, the __transaction_state record): not -1 after InitProducerId, nor the previous
+    transaction's start."""
+    async def go() -> None:
+        c, log, _markers, clock = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        clock.now += 5
+        assert (await c.end_transaction_bumping("t", pid, epoch, False, 2))[0] == E.none
+        await c.settle()
+        assert c.txns["t"].start_ms == clock.now
+        assert await c.add_partitions("t", pid, epoch + 1, [("a", 0)], client_tv=2) == E.none
+        assert (await c.end_transaction_bumping("t", pid, epoch + 1, True, 2))[0] == E.none
+        await c.settle()
+        clock.now += 7
+        assert (await c.end_transaction_bumping("t", pid, epoch + 2, False, 2))[0] == E.none
+        await c.settle()
+        assert c.txns["t"].start_ms == clock.now
+        c2, *_ = make(log=log)
+        await loaded(c2)
+        assert c2.txns["t"].start_ms == clock.now
+    run(go())

@@ -406,8 +406,13 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
             next_pid = -1
             if bump and meta.producer_epoch >= MAX_EPOCH - 1:
                 next_pid = self._allocate()  # the bump takes the last epoch: a new producer id afterwards
+            now = self.clock()
             target = self._copy(meta, state=S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
-                                last_update_ms=self.clock(), client_tv=client_tv, next_producer_id=next_pid)
+                                last_update_ms=now, client_tv=client_tv, next_producer_id=next_pid)
+            if state != S.ONGOING:
+                # Kafka's prepareAbortOrCommit with noPartitionAdded: the empty transaction starts as it ends (not
+                # the last one's start, nor -1 after InitProducerId)
+                target.start_ms = now
             if bump:
                 target.producer_epoch, target.last_producer_epoch = meta.producer_epoch + 1, meta.producer_epoch
             error = await self._transit(meta, target)

@@ -33,8 +33,9 @@ class BrokerInfo:
     endpoints: tuple[BrokerEndpoint, ...] = ()  # every advertised listener
     # the feature levels it registered (name, min, max); a kbus from before features were registered has none
     supported_features: tuple[tuple[str, int, int], ...] = REGISTERED_FEATURES
-    # when it registered (BrokerIdZNode "timestamp", ms): the finalized features' epoch is the newest one's
-    registered_ms: int = field(default=0, compare=False)
+    # the ZooKeeper transaction that created its /brokers/ids/<id> (czxid): a later registration has a higher one,
+    # whatever the brokers' clocks say; the finalized features' epoch is the newest one's
+    registration_zxid: int = field(default=0, compare=False)
 
     def endpoint(self, listener: str) -> BrokerEndpoint | None:
         """Where a client that reached some broker on `listener` finds this one (Kafka: Metadata answers with

@@ -187,10 +187,10 @@ class KafkaZkClient:
 
     def get_broker(self, broker_id: int) -> BrokerInfo | None:
         try:
-            data, _ = self.zk.get(paths.broker(broker_id))
+            data, stat = self.zk.get(paths.broker(broker_id))
         except NoNodeError:
             return None
-        return codec.decode_broker(broker_id, data)
+        return codec.decode_broker(broker_id, data, stat.czxid)
 
     def get_all_brokers(self, watch: Watch = None) -> list[BrokerInfo]:
         out = []

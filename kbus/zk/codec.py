@@ -86,7 +86,7 @@ def encode_broker(endpoints: Sequence[Endpoint], rack: str | None = None, jmx_po
     return _dump(body)
 
 
-def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
+def decode_broker(broker_id: int, data: bytes, czxid: int = 0) -> BrokerInfo:
     body = _load(data) or {}
     protocols = body.get("listener_security_protocol_map") or {}
     endpoints = []
@@ -102,11 +102,7 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
         (str(name), int(levels.get("min_version", 0)), int(levels.get("max_version", 0)))
         for name, levels in (body.get("features") or {}).items() if isinstance(levels, dict)
     )
-    try:
-        registered_ms = int(body.get("timestamp") or 0)
-    except (TypeError, ValueError):
-        registered_ms = 0
-    return BrokerInfo(broker_id, host or "", port, body.get("rack"), tuple(endpoints), features, registered_ms)
+    return BrokerInfo(broker_id, host or "", port, body.get("rack"), tuple(endpoints), features, czxid)
 
 
 # ---- /brokers/topics/<t> (TopicZNode, version 3) ----

@@ -155,7 +155,7 @@ def test_transaction_version_2_waits_for_every_broker(cluster: Cluster, raw_zk: 
     assert levels == [("transaction.version", 2)]
     old = (b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
            b'"endpoints":["PLAINTEXT://127.0.0.1:1"],"jmx_port":-1,"port":1,"host":"127.0.0.1",'
-           b'"version":5,"timestamp":"%d"}' % int(time.time() * 1000))  # fmt: skip
+           b'"version":5,"timestamp":"1700000000000"}')  # an old timestamp: the order is ZooKeeper's  # fmt: skip
     raw_zk.create("/brokers/ids/99", old, ephemeral=True)
     try:
         wait_until(lambda: all(finalized(b.bootstrap)[0] == [] for b in cluster.brokers.values()), 30,

@@ -132,16 +132,17 @@ def test_finalized_features_are_what_every_live_broker_supports() -> None:
     from kbus.common.cluster import BrokerInfo
     from kbus.server.apis.api_versions import finalized_features
 
-    new, old = BrokerInfo(1, "h", 1, registered_ms=100), BrokerInfo(2, "h", 2, supported_features=(), registered_ms=300)
+    new = BrokerInfo(1, "h", 1, registration_zxid=100)
+    old = BrokerInfo(2, "h", 2, supported_features=(), registration_zxid=300)
     assert finalized_features([new]) == ([("transaction.version", 2)], 100)
-    newer = BrokerInfo(3, "h", 3, registered_ms=200)
+    newer = BrokerInfo(3, "h", 3, registration_zxid=200)
     assert finalized_features([new, newer]) == ([("transaction.version", 2)], 200)
     # a kbus from before transactions v2 joins (a rolling downgrade, an old node added): nothing finalized, with an
     # epoch ABOVE the last one, since a client ignores features of an epoch not above the highest it has seen
     # (Java's ApiVersions.update); the sum of the levels (0) left clients on transactions v2
     assert finalized_features([new, newer, old]) == ([], 300)
-    one = BrokerInfo(4, "h", 4, supported_features=(("transaction.version", 0, 1),), registered_ms=50)
+    one = BrokerInfo(4, "h", 4, supported_features=(("transaction.version", 0, 1),), registration_zxid=50)
     assert finalized_features([new, one]) == ([("transaction.version", 1)], 100)
-    # the registration's time is read back from the BrokerIdZNode
+    # the registration's zxid is the znode's czxid
     data = codec.encode_broker([codec.Endpoint("PLAINTEXT", "h", 1)])
-    assert codec.decode_broker(1, data).registered_ms >= 1_700_000_000_000
+    assert codec.decode_broker(1, data, 0x500000007).registration_zxid == 0x500000007

@@ -26,9 +26,10 @@ def finalized_features(brokers: list[BrokerInfo]) -> tuple[list[tuple[str, int]]
     (transaction.version 2) on only once no broker without it is left, and a kbus from before it counts as level
     0. A client keeps the features of the highest epoch it has seen and ignores the others (Java's ApiVersions),
     so the epoch must grow whenever the levels change, withdrawals included: it is the newest live registration's
-    time. A broker joining (an older kbus withdrawing the level) has the newest registration; a broker leaving
-    cannot raise the epoch, so clients that saw the withdrawal keep transactions v1 (which every kbus serves)
-    until the next registration, such as that broker's return upgraded."""
+    ZooKeeper zxid (its czxid, which no clock skew can reorder). A broker joining (an older kbus withdrawing the
+    level) has the newest registration; a broker leaving cannot raise the epoch, so clients that saw the
+    withdrawal keep transactions v1 (which every kbus serves) until the next registration, such as that broker's
+    return upgraded."""
     finalized = []
     for name, _, high in SUPPORTED_FEATURES:
         level = high
@@ -36,7 +37,7 @@ def finalized_features(brokers: list[BrokerInfo]) -> tuple[list[tuple[str, int]]
             level = min(level, next((top for n, _, top in b.supported_features if n == name), 0))
         if level > 0:
             finalized.append((name, level))
-    return finalized, max((b.registered_ms for b in brokers), default=0)
+    return finalized, max((b.registration_zxid for b in brokers), default=0)
 
 
 def feature_fields(ctx: RequestContext, brokers: list[BrokerInfo]) -> dict[str, Any]:

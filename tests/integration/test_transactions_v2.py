@@ -177,3 +177,35 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker: BrokerProcess) 
         c.close()
     # the old epoch cannot commit offsets any more
     assert commit_offset(9, epoch) in ("invalid_producer_epoch", "producer_fenced")
+
+
+def test_implicit_add_racing_end_txn_never_leaves_a_record_outside_the_transaction(broker: BrokerProcess) -> None:
+    """Review of issue 22: a Produce v12 to a partition new to the transaction, sent while the same transaction's
+    EndTxn v5 commits it (on another connection), either joins the transaction (committed with it) or is refused
+    (INVALID_PRODUCER_EPOCH once the epoch is bumped, INVALID_TXN_STATE if the marker beat its append; the
+    coordinator's CONCURRENT_TRANSACTIONS is retried) — never a record the transaction does not end, which would
+    hang the partition's last stable offset."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    topic, racer_topic, tid = new_topic(broker), new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}"
+    pid, epoch = init_producer(broker.bootstrap, tid)
+    joined: list[bytes] = []
+    with ThreadPoolExecutor(2) as pool:
+        for i in range(8):
+            assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"in")) == "none"
+            racer = f"racer-{i}".encode()
+            end = pool.submit(end_txn, broker.bootstrap, tid, pid, epoch, True)
+            if i % 2:
+                time.sleep(0.002 * i)  # vary which side comes first
+            produced = pool.submit(produce_v12, broker.bootstrap, tid, racer_topic,
+                                   transactional_batch(pid, epoch, 0, racer)).result()
+            assert end.result() == ("none", pid, epoch + 1)
+            assert produced in ("none", "invalid_producer_epoch", "invalid_txn_state"), produced
+            if produced == "none":
+                joined.append(racer)
+            epoch += 1
+            wait_state(broker, tid, "CompleteCommit")
+    # nothing left open on the racer's partition: a last transaction there is readable after what joined
+    assert produce_v12(broker.bootstrap, tid, racer_topic, transactional_batch(pid, epoch, 0, b"last")) == "none"
+    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True)[0] == "none"
+    assert read_committed(broker, racer_topic, len(joined) + 1) == [*joined, b"last"]

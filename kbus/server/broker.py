@@ -113,6 +113,7 @@ class Broker:
         self.managers = Managers(
             config, self.broker_id, self.cache, self.replicas, self.admin, groups=None,
             security=self.security, users=self.metadata, acls=self.acl_cache, quota_store=self.metadata,
+            group_configs=self.metadata,
             quotas=QuotaManagers(
                 RateConfig(config.quota_window_num, config.quota_window_size_seconds * 1000),
                 RateConfig(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000),
@@ -248,6 +249,7 @@ class Broker:
         self.share_persister = SharePersister(self.managers, self.share_coordinator, self.inter_broker_security,
                                               self.config.request_timeout_ms)
         self.managers.share.persister = self.share_persister
+        self.managers.share.group_config = self.metadata.group_config
         self._schedule_housekeeping()
 
     def _on_log_dir_failure(self, log_dir: Path) -> None:

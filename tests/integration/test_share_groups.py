@@ -464,3 +464,51 @@ def test_fuzzed_share_frames_are_answered_or_refused(broker_factory: Callable[..
     assert res.hangs == 0 and res.answered > 300 and not res.garbage_accepted, res.summary()
     assert broker.alive and fuzzing.healthy(host, int(port))
     assert fuzzing.broker_log_problems(broker.log_text()) == []
+
+
+def test_group_configs_share_auto_offset_reset_and_lock_duration(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """Kafka 4's group configs (IncrementalAlterConfigs/DescribeConfigs on a GROUP resource): with
+    share.auto.offset.reset=earliest a new share-partition starts at the log start, share.delivery.count.limit
+    applies to that group only; unknown keys and bad values are INVALID_CONFIG."""
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+    from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
+    from kio.schema.incremental_alter_configs.v1.request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+    from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
+
+    b = broker_factory({"offsets.topic.num.partitions": "1"})
+    topic, group, member = create_topic(b.bootstrap, 1), uid("sg"), str(uuid.uuid4())
+    produce(b.bootstrap, topic, [f"v{i}" for i in range(5)], 1)
+
+    async def alter(conn: KafkaConnection, **configs: str) -> Any:
+        resp = await conn.request(IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
+            resource_type=32, resource_name=group, configs=tuple(
+                AlterableConfig(name=k.replace("_", "."), config_operation=0, value=v) for k, v in configs.items())),),
+            validate_only=False), IncrementalAlterConfigsResponse)
+        return resp.responses[0]
+
+    async def body(conn: KafkaConnection) -> None:
+        tid = await topic_id(conn, topic)
+        assert (await alter(conn, share_auto_offset_reset="sometimes")).error_code == E.invalid_config
+        assert (await alter(conn, share_no_such_key="1")).error_code == E.invalid_config
+        r = await alter(conn, share_auto_offset_reset="earliest", share_delivery_count_limit="2")
+        assert r.error_code == E.none, r
+        resp = await conn.request(DescribeConfigsRequest(resources=(DescribeConfigsResource(
+            resource_type=32, resource_name=group, configuration_keys=None),), include_synonyms=False,
+            include_documentation=False), DescribeConfigsResponse)
+        configs = {c.name: (c.value, c.config_source) for c in resp.results[0].configs}
+        assert configs["share.auto.offset.reset"] == ("earliest", 8)  # GROUP_CONFIG
+        assert configs["share.record.lock.duration.ms"] == ("30000", 5)  # DEFAULT_CONFIG: the broker's
+        # the 5 records sent before anyone fetched are delivered (latest would skip them)
+        _, ranges, _ = await share_fetch(conn, group, member, 0, tid, max_wait_ms=2000)
+        assert ranges == [(0, 4, 1)], ranges
+        _, ranges, _ = await share_fetch(conn, group, member, 1, tid, acks=((0, 4, (2,)),), max_wait_ms=2000)
+        assert ranges == [(0, 4, 2)], ranges
+        # the group's delivery count limit is 2: released again, they are archived
+        _, ranges, _ = await share_fetch(conn, group, member, 2, tid, acks=((0, 4, (2,)),), max_wait_ms=300)
+        assert ranges == [], ranges
+
+    run(b.port, body)

@@ -3,6 +3,7 @@ DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DescribeC
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,8 @@ from kbus.common.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
+from kbus.common.group_config import DEFAULTS as GROUP_DEFAULTS
+from kbus.common.group_config import GROUP_CONFIGS, validate_group_configs
 from kbus.common.other_broker_configs import OTHER_BROKER_CONFIGS, ConfigType
 from kbus.common.topic_config import format_value, validate_topic_configs
 from kbus.common.topics import check_partitions_per_request, validate_topic_name
@@ -46,7 +49,8 @@ from kbus.server.apis.transactions import init_transactional_producer
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
+GROUP_CONFIG_SOURCE = 8  # Kafka 4's ConfigSource.GROUP_CONFIG
 # DescribeConfigs ConfigSource values
 ZERO_UUID = uuid.UUID(int=0)
 CONFIG_TYPE_STRING, CONFIG_TYPE_BOOLEAN, CONFIG_TYPE_INT, CONFIG_TYPE_LONG, CONFIG_TYPE_DOUBLE = 2, 1, 3, 5, 6
@@ -391,11 +395,14 @@ def _config_authorized(ctx: RequestContext, resource_type: int, name: str, op: O
     """Kafka: topic configs need the operation on the topic, broker configs on the cluster."""
     if resource_type == TOPIC:
         return ctx.authorized(op, ResourceType.TOPIC, name)
+    if resource_type == GROUP:
+        return ctx.authorized(op, ResourceType.GROUP, name)
     return ctx.authorized(op, ResourceType.CLUSTER)
 
 
 def _config_denied(resource_type: int) -> dict[str, Any]:
-    code = ErrorCode.topic_authorization_failed if resource_type == TOPIC else ErrorCode.cluster_authorization_failed
+    code = (ErrorCode.topic_authorization_failed if resource_type == TOPIC else ErrorCode.group_authorization_failed
+            if resource_type == GROUP else ErrorCode.cluster_authorization_failed)
     return {"error_code": code, "error_message": None}
 
 
@@ -419,6 +426,8 @@ async def describe_configs(m: Managers, ctx: RequestContext, request: Any) -> An
                 fields["configs"] = _topic_entries(
                     m, ctx, res.resource_name, keys, getattr(request, "include_synonyms", False)
                 )
+            elif res.resource_type == GROUP:
+                fields["configs"] = await _group_entries(m, ctx, res.resource_name, keys)
             elif res.resource_type == BROKER:
                 if res.resource_name not in ("", str(m.broker_id)):
                     raise InvalidRequestError(f"Unexpected broker id, expected {m.broker_id}")
@@ -436,6 +445,24 @@ async def describe_configs(m: Managers, ctx: RequestContext, request: Any) -> An
             fields.update(_admin_error(exc))
         results.append(ctx.nested("DescribeConfigsResult", **fields))
     return ctx.build(throttle_time=0, results=results)
+
+
+async def _group_entries(m: Managers, ctx: RequestContext, group: str, keys: set[str] | None) -> list[Any]:
+    """Kafka 4's group configs: the group's own value (GROUP_CONFIG) or the broker's (DEFAULT_CONFIG)."""
+    if not group:
+        raise InvalidRequestError("Group name must not be empty")
+    own = await asyncio.to_thread(m.group_configs.group_config, group) if m.group_configs is not None else {}
+    out = []
+    for key, (kind, broker_key) in sorted(GROUP_CONFIGS.items()):
+        if keys is not None and key not in keys:
+            continue
+        default = str(getattr(m.config, broker_key.replace(".", "_"))) if broker_key else GROUP_DEFAULTS[key]
+        value = own.get(key, default)
+        out.append(ctx.nested(
+            "DescribeConfigsResourceResult", name=key, value=value, read_only=False, is_default=key not in own,
+            config_source=GROUP_CONFIG_SOURCE if key in own else int(ConfigSource.DEFAULT_CONFIG),
+            is_sensitive=False, synonyms=[], config_type=int(ConfigType[kind]), documentation=None))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ AlterConfigs
@@ -476,6 +503,25 @@ async def _alter_broker(
     await m.admin.alter_broker_configs(entity, changes)
 
 
+async def _alter_group(m: Managers, res: Any, validate_only: bool, incremental: bool) -> None:
+    """A GROUP resource (KIP-932's share.* group configs), kept by the metadata store (/config/groups/<group>)."""
+    if not res.resource_name:
+        raise InvalidRequestError("Group name must not be empty")
+    store = m.group_configs
+    current = await asyncio.to_thread(store.group_config, res.resource_name) if store is not None else {}
+    changes: dict[str, str | None] = {} if incremental else dict.fromkeys(current)
+    for c in res.configs:
+        op = getattr(c, "config_operation", SET) if incremental else SET
+        if op in (APPEND, SUBTRACT):
+            raise InvalidRequestError(f"A {c.name} group config cannot be appended to or subtracted from")
+        changes[c.name] = c.value if op == SET else None
+    validate_group_configs(changes)
+    if store is None:
+        raise InvalidRequestError("This broker keeps no group configs")
+    if not validate_only:
+        await asyncio.to_thread(store.alter_group_config, res.resource_name, changes)
+
+
 async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incremental: bool) -> list[Any]:
     out = []
     for res in request.resources:
@@ -487,6 +533,9 @@ async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incre
         try:
             if not _config_authorized(ctx, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS):
                 fields.update(_config_denied(res.resource_type))
+            elif res.resource_type == GROUP:
+                await _alter_group(m, res, request.validate_only, incremental)
+                fields["error_code"] = ErrorCode.none
             elif res.resource_type not in (TOPIC, BROKER):
                 fields.update(
                     error_code=ErrorCode.invalid_request,

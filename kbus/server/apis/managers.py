@@ -140,6 +140,14 @@ class QuotaStore(Protocol):
     def set_quota_entity_config(self, entity: QuotaEntity, configs: dict[str, str]) -> None: ...
 
 
+class GroupConfigStore(Protocol):
+    """Group configs (kafka-configs --entity-type groups): ZooKeeper's /config/groups, or the local metadata
+    file; may block."""
+
+    def group_config(self, group: str) -> dict[str, str]: ...
+    def alter_group_config(self, group: str, changes: dict[str, str | None]) -> None: ...
+
+
 @dataclass
 class Managers:
     config: KafkaConfig
@@ -154,6 +162,7 @@ class Managers:
     users: UserCredentials | None = None
     acls: AclStore | None = None
     quota_store: QuotaStore | None = None
+    group_configs: GroupConfigStore | None = None
     # Kafka's QuotaManagers: produce/fetch/request quotas per (user, client-id); none configured by default
     quotas: QuotaManagers = field(default_factory=QuotaManagers)
     # Kafka's FetchManager: incremental fetch sessions (KIP-227), sized by the broker config

@@ -23,13 +23,14 @@ from kbus.protocol.codec import ms
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.share.manager import PersisterError, SessionError, SharePartitionManager
-from kbus.server.share.partition import Acquired, InvalidRecordState, SharePartition
+from kbus.server.share.partition import AckType, Acquired, InvalidRecordState, SharePartition
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
     from kbus.server.partition.partition import Partition
 
 log = logging.getLogger("kbus.share")
+RENEW = int(AckType.RENEW)
 TopicPartition = tuple[str, int]
 # what one partition's answer carries: error, acknowledge error, records, acquired ranges
 _Answer = tuple[int, int, bytes, list[Acquired]]
@@ -48,7 +49,11 @@ def _ids_by_name(m: Managers) -> Mapping[str, uuid.UUID]:
 
 
 async def _acknowledge(m: Managers, share: SharePartitionManager, group_id: str, member_id: str, topic: str,
-                       partition: int, batches: Iterable[Any]) -> int:
+                       partition: int, batches: Iterable[Any], *, renew: bool) -> int:
+    """`renew`: RENEW (4) is allowed (v2 with IsRenewAck, KIP-1222); before v2 it is not an acknowledge type."""
+    batches = list(batches)
+    if not renew and any(RENEW in b.acknowledge_types for b in batches):
+        return int(E.invalid_request)
     part, error = m.replicas.leader_partition(topic, partition)
     if part is None:
         return int(error)
@@ -76,7 +81,8 @@ async def _acknowledge(m: Managers, share: SharePartitionManager, group_id: str,
 
 
 async def _acquire(m: Managers, share: SharePartitionManager, group_id: str, member_id: str, part: Partition,
-                   topic: str, partition: int, max_records: int, max_bytes: int) -> tuple[bytes, list[Acquired]]:
+                   topic: str, partition: int, max_records: int, max_bytes: int, *,
+                   batch_optimized: bool) -> tuple[bytes, list[Acquired]]:
     topic_id = _ids_by_name(m).get(topic)
     if topic_id is None:
         return b"", []
@@ -96,6 +102,12 @@ async def _acquire(m: Managers, share: SharePartitionManager, group_id: str, mem
         if headers:
             data_first = max(headers[0].base_offset, start)
             data_last = min(headers[-1].last_offset, part.high_watermark - 1)
+            if batch_optimized:
+                # ShareAcquireMode 0 (KIP-1206, the default): MaxRecords is rounded up to the end of the batch it
+                # falls in, so no batch is split; record-limit (1) stops at MaxRecords exactly
+                limit = start + max_records - 1
+                end = next((h.last_offset for h in headers if h.last_offset >= limit), headers[-1].last_offset)
+                max_records = max(max_records, end - start + 1)
             acquired = sp.acquire(member_id, data_first, data_last, max_records, now)
             if acquired:
                 # only the batches holding acquired records go back
@@ -112,7 +124,7 @@ async def _acquire(m: Managers, share: SharePartitionManager, group_id: str, mem
     return data, acquired
 
 
-@api(78, 1, 1)
+@api(78, 1, 2)
 async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     share = m.share
     lock_timeout = datetime.timedelta(milliseconds=share.config.lock_duration_ms)
@@ -147,12 +159,16 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     except SessionError as exc:
         return top_error(exc.code, exc.message)
 
+    renew = ctx.api_version >= 2 and bool(req.is_renew_ack)
     answers: dict[TopicPartition, _Answer] = {}
     for (topic, partition), batches in acks.items():
         allowed = ctx.authorized(Operation.READ, ResourceType.TOPIC, topic)
-        code = await _acknowledge(m, share, group_id, member_id, topic, partition, batches) if allowed else int(
-            E.topic_authorization_failed)
+        code = await _acknowledge(m, share, group_id, member_id, topic, partition, batches,
+                                  renew=renew) if allowed else int(E.topic_authorization_failed)
         answers[(topic, partition)] = (0, code, b"", [])
+    if renew and session is not None:
+        # KIP-1222: a fetch carrying renew acknowledgements acquires nothing, it only extends the locks
+        return _fetch_response(ctx, m, answers, unknown, lock_timeout)
     if session is None:  # the final request: acknowledgements only, then the session and its locks go
         share.close_session(group_id, member_id)
         return _fetch_response(ctx, m, answers, unknown, lock_timeout)
@@ -160,6 +176,7 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     fetching = sorted(session.partitions)
     deadline = time.monotonic() + ms(req.max_wait) / 1000
     max_records = req.max_records if req.max_records > 0 else 500
+    batch_optimized = ctx.api_version < 2 or req.share_acquire_mode == 0
     while True:
         got_records = False
         remaining = max(req.max_bytes, 1)
@@ -178,7 +195,7 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
                 continue
             try:
                 data, acquired = await _acquire(m, share, group_id, member_id, part, topic, partition, max_records,
-                                          remaining)
+                                                remaining, batch_optimized=batch_optimized)
             except PersisterError as exc:
                 answers[(topic, partition)] = (exc.code, prior[1], b"", [])
                 continue
@@ -288,12 +305,15 @@ def _partition_data(ctx: RequestContext, m: Managers, topic: str, partition: int
     )
 
 
-@api(79, 1, 1)
+@api(79, 1, 2)
 async def share_acknowledge(m: Managers, ctx: RequestContext, req: Any) -> Any:
     share = m.share
 
+    lock_timeout = datetime.timedelta(milliseconds=share.config.lock_duration_ms)  # v2's AcquisitionLockTimeoutMs
+
     def top_error(code: int, message: str | None = None) -> Any:
-        return ctx.build(throttle_time=0, error_code=code, error_message=message, responses=[], node_endpoints=[])
+        return ctx.build(throttle_time=0, error_code=code, error_message=message, responses=[], node_endpoints=[],
+                         acquisition_lock_timeout=lock_timeout)
 
     group_id, member_id = req.group_id or "", req.member_id or ""
     if not group_id or not member_id:
@@ -319,7 +339,8 @@ async def share_acknowledge(m: Managers, ctx: RequestContext, req: Any) -> Any:
                 code = int(E.topic_authorization_failed)
             else:
                 code = await _acknowledge(m, share, group_id, member_id, name, p.partition_index,
-                                          p.acknowledgement_batches)
+                                          p.acknowledgement_batches,
+                                          renew=ctx.api_version >= 2 and bool(req.is_renew_ack))
             if name is not None:
                 codes.append(((name, p.partition_index), code))
             parts.append(ctx.nested("PartitionData", partition_index=p.partition_index, error_code=code,
@@ -328,4 +349,4 @@ async def share_acknowledge(m: Managers, ctx: RequestContext, req: Any) -> Any:
     if session is None:
         share.close_session(group_id, member_id)
     return ctx.build(throttle_time=0, error_code=E.none, error_message=None, responses=by_topic,
-                     node_endpoints=_node_endpoints(ctx, m, _moved(codes, m)))
+                     node_endpoints=_node_endpoints(ctx, m, _moved(codes, m)), acquisition_lock_timeout=lock_timeout)

@@ -129,12 +129,15 @@ async def alter_share_group_offsets(m: Managers, ctx: RequestContext, req: Any) 
 
     if not ctx.authorized(Operation.READ, ResourceType.GROUP, req.group_id):
         return top(E.group_authorization_failed)
-    error, message, group = _group(m, req.group_id)
+    if m.groups is None:
+        return top(E.coordinator_not_available)
+    error, message, group = await m.groups.ensure_share_group(req.group_id)
     if group is None:
         return top(error, message)
     if group.members:
         return top(E.non_empty_group, "The group is not empty.")
-    ids = m.groups.topic_image.ids if m.groups is not None else {}
+    ids = m.groups.topic_image.ids
+    altered: dict[str, frozenset[int]] = {}
     responses = []
     for t in req.topics:
         topic_id = ids.get(t.topic_name)
@@ -146,10 +149,14 @@ async def alter_share_group_offsets(m: Managers, ctx: RequestContext, req: Any) 
                 code = int(E.unknown_topic_or_partition)
             else:
                 code = await _reset(m, ShareStateKey(req.group_id, topic_id, p.partition_index), p.start_offset)
+                if code == E.none:
+                    altered[t.topic_name] = altered.get(t.topic_name, frozenset()) | {int(p.partition_index)}
             parts.append(ctx.nested("AlterShareGroupOffsetsResponsePartition", partition_index=p.partition_index,
                                     error_code=code, error_message=None))
         responses.append(ctx.nested("AlterShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
                                     topic_id=topic_id, partitions=parts))
+    if altered:
+        await m.groups.mark_initialized(group, altered)
     return ctx.build(throttle_time=0, error_code=E.none, error_message=None, responses=responses)
 
 

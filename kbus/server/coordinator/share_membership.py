@@ -280,6 +280,34 @@ class ShareGroupMembership(ConsumerGroupMembership):
                 tuple(m for _, m in sorted(group.members.items())))))
         return out
 
+    async def ensure_share_group(self, group_id: str) -> tuple[int, str | None, ShareGroup | None]:
+        """AlterShareGroupOffsets on a group id nobody uses creates the (empty) share group, as Kafka does."""
+        error = self.validate_group_status(group_id, "describe")
+        if error is not None:
+            return int(error), None, None
+        existed = group_id in self.share_groups
+        try:
+            group = self._get_or_maybe_create_share_group(group_id, create=True)
+        except GroupError as exc:
+            return exc.code, exc.message, None
+        if not existed:
+            code = await self._write_consumer_records(group.partition, [group_epoch_record(group)])
+            if code != E.none:
+                return code, None, None
+        return int(E.none), None, group
+
+    async def mark_initialized(self, group: ShareGroup, partitions: dict[str, frozenset[int]]) -> int:
+        """Share-partitions given a state outside the heartbeat (AlterShareGroupOffsets): the group's
+        ShareGroupStatePartitionMetadata names them too."""
+        initialized = dict(group.initialized)
+        for t, ps in partitions.items():
+            initialized[t] = initialized.get(t, frozenset()) | ps
+        if initialized == group.initialized:
+            return int(E.none)
+        group.initialized = initialized
+        return await self._write_consumer_records(
+            group.partition, [state_partition_metadata_record(self.topic_image, group)])
+
     async def delete_share_group(self, group_id: str) -> int:
         """DeleteGroups of a share group: only an empty one (its state in __share_group_state goes with it)."""
         group = self.share_groups.get(group_id)

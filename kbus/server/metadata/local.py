@@ -56,6 +56,7 @@ class LocalMetadataStore:
         # client quotas by entity path ("users/alice", "clients/<default>", "users/alice/clients/app"): only the
         # quota keys (SCRAM credentials live in _users, so neither can clobber the other)
         self._quotas: dict[str, dict[str, str]] = {}
+        self._group_configs: dict[str, dict[str, str]] = {}  # ZooKeeper's /config/groups, kept here
         self._quota_watchers: list[Callable[[QuotaEntity, dict[str, str]], None]] = []
         self._acl_watchers: list[Callable[[], None]] = []
         self._next_producer_id = 0
@@ -83,6 +84,8 @@ class LocalMetadataStore:
             self._users = {u: dict(c) for u, c in doc.get("users", {}).items()}
             self._quotas = {str(e): {str(k): str(v) for k, v in c.items()}
                             for e, c in doc.get("client_quotas", {}).items()}  # fmt: skip
+            self._group_configs = {str(g): {str(k): str(v) for k, v in c.items()}
+                                   for g, c in doc.get("group_configs", {}).items()}  # fmt: skip
             self._acls = {
                 AclBinding(ResourceType(a[0]), a[1], PatternType(a[2]), a[3], a[4], Operation(a[5]), Permission(a[6]))
                 for a in doc.get("acls", [])
@@ -294,6 +297,22 @@ class LocalMetadataStore:
                     out[entity] = dict(configs)
             return out
 
+    def group_config(self, group: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._group_configs.get(group, {}))
+
+    def alter_group_config(self, group: str, changes: dict[str, str | None]) -> None:
+        with self._lock:
+            configs = self._group_configs.setdefault(group, {})
+            for key, value in changes.items():
+                if value is None:
+                    configs.pop(key, None)
+                else:
+                    configs[key] = value
+            if not configs:
+                del self._group_configs[group]
+            self._save()
+
     def quota_entity_config(self, entity: QuotaEntity) -> dict[str, str]:
         with self._lock:
             return dict(self._quotas.get(entity.path, {}))
@@ -334,6 +353,7 @@ class LocalMetadataStore:
             },
             "users": self._users,
             "client_quotas": self._quotas,
+            "group_configs": self._group_configs,
             "acls": [
                 [int(a.resource_type), a.name, int(a.pattern), a.principal, a.host, int(a.operation), int(a.permission)]
                 for a in sorted(self._acls)

@@ -115,6 +115,15 @@ class MetadataStore(Protocol):
         """Set (value) or remove (None) dynamic configs of broker `entity` (an id or "<default>")."""
         ...
 
+    # ---- group configs (kafka-configs --entity-type groups; ZooKeeper /config/groups/<group>)
+    def group_config(self, group: str) -> dict[str, str]:
+        """The configs set on one group (KIP-932's share.* keys)."""
+        ...
+
+    def alter_group_config(self, group: str, changes: dict[str, str | None]) -> None:
+        """Set (value) or remove (None) configs of one group."""
+        ...
+
     # ---- operator requests answered by the controller
     def alter_reassignments(
         self, requests: dict[tuple[str, int], list[int] | None]

@@ -94,6 +94,21 @@ class ZkMetadataStore(ZkClusterView):
             configs[mechanism] = credential
         zk.change_entity_config("users", user, configs)
 
+    # ---- group configs (/config/groups/<group>, read when a share-partition is loaded) ------------------------
+
+    def group_config(self, group: str) -> dict[str, str]:
+        return self._client().get_entity_config("groups", sanitize(group))
+
+    def alter_group_config(self, group: str, changes: dict[str, str | None]) -> None:
+        zk = self._client()
+        configs = zk.get_entity_config("groups", sanitize(group))
+        for key, value in changes.items():
+            if value is None:
+                configs.pop(key, None)
+            else:
+                configs[key] = value
+        zk.change_entity_config("groups", sanitize(group), configs)
+
     # ---- client quotas (/config/users, /config/clients; changes followed through /config/changes) ----------
 
     def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]:

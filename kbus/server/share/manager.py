@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -69,6 +70,11 @@ class SessionError(Exception):
         self.message = message
 
 
+def _int(overrides: dict[str, str], key: str, default: int) -> int:
+    value = overrides.get(key)
+    return int(value) if value is not None and value.strip().isdigit() else default
+
+
 def next_epoch(epoch: int) -> int:
     return 1 if epoch >= 2**31 - 1 else epoch + 1
 
@@ -79,6 +85,8 @@ class SharePartitionManager:
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.persister: Persister | None = None  # None: in memory only (a broker without its share coordinator)
+        # a group's configs (KIP-932's share.* group configs), read when a share-partition is loaded; may block
+        self.group_config: Callable[[str], dict[str, str]] | None = None
         self._loading: dict[SharePartitionKey, asyncio.Future[SharePartition]] = {}
 
     @staticmethod
@@ -161,10 +169,15 @@ class SharePartitionManager:
 
     async def _load(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int,
                     log_start_offset: int, high_watermark: int) -> SharePartition:
-        start = log_start_offset if self.config.auto_offset_reset == "earliest" else high_watermark
-        sp = SharePartition(start, lock_duration_ms=self.config.lock_duration_ms,
-                            delivery_count_limit=self.config.delivery_count_limit,
-                            max_in_flight=self.config.max_in_flight)
+        overrides = await asyncio.to_thread(self.group_config, group_id) if self.group_config is not None else {}
+        reset = overrides.get("share.auto.offset.reset", self.config.auto_offset_reset)
+        start = log_start_offset if reset == "earliest" else high_watermark
+        sp = SharePartition(
+            start,
+            lock_duration_ms=_int(overrides, "share.record.lock.duration.ms", self.config.lock_duration_ms),
+            delivery_count_limit=_int(overrides, "share.delivery.count.limit", self.config.delivery_count_limit),
+            max_in_flight=_int(overrides, "share.partition.max.record.locks", self.config.max_in_flight),
+        )
         sp.leader_epoch = leader_epoch
         sp.state_key = ShareStateKey(group_id, topic_id, partition)
         if self.persister is None:

@@ -6,10 +6,12 @@ import java.util.List;
 import java.util.Properties;
 import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.WakeupException;
 
 /**
@@ -18,7 +20,7 @@ import org.apache.kafka.common.errors.WakeupException;
  * tests/group_member.py does: {@code started}, {@code assign}/{@code revoke} (with the partitions owned after),
  * {@code msg} per record and {@code committed} after each synchronous commit, which follows every polled batch:
  * at-least-once, the uncommitted window being the batch in hand. SIGTERM closes the consumer (leaves the group).
- * Usage: GroupMember HOST:PORT GROUP ASSIGNOR|- topic:NAME|regex:RE2J-PATTERN
+ * Usage: GroupMember HOST:PORT GROUP ASSIGNOR|-|classic topic:NAME|regex:RE2J-PATTERN
  */
 public final class GroupMember {
     private GroupMember() {}
@@ -36,7 +38,10 @@ public final class GroupMember {
 
     public static void main(String[] args) throws Exception {
         Env env = new Env(args[0], "member");
-        Properties p = GroupProtocolChecks.props(env, args[1], args[2].equals("-") ? null : args[2]);
+        // ASSIGNOR `classic`: a group.protocol=classic member (its default assignors, range then cooperative-sticky),
+        // for the online migration between the protocols (test_java_group_migration.py)
+        Properties p = args[2].equals("classic") ? env.consumerProps(args[1])
+                : GroupProtocolChecks.props(env, args[1], args[2].equals("-") ? null : args[2]);
         p.put("max.poll.records", "50");
         KafkaConsumer<String, String> c = env.consumer(p);
         ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
@@ -80,8 +85,14 @@ public final class GroupMember {
                     emit("{\"event\":\"msg\",\"topic\":\"" + r.topic() + "\",\"p\":" + r.partition() + ",\"o\":"
                             + r.offset() + ",\"v\":\"" + r.value() + "\"}");
                 if (!records.isEmpty()) {
-                    c.commitSync();
-                    emit("{\"event\":\"committed\"}");
+                    try {
+                        c.commitSync();
+                        emit("{\"event\":\"committed\"}");
+                    } catch (CommitFailedException | RebalanceInProgressException e) {
+                        // the member's epoch or generation moved on under the commit (a rebalance): what it read
+                        // since its last commit is uncommitted and may be read again by the partition's next owner
+                        emit("{\"event\":\"commit_failed\"}");
+                    }
                 }
             }
         } catch (WakeupException e) {

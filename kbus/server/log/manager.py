@@ -337,6 +337,8 @@ class LogManager:
         preferred = self._preferred_dirs.pop(tp, None) if tp is not None else None
         if preferred in usable:
             return preferred  # AlterReplicaLogDirs named it before the replica existed here
+        if len(usable) == 1:
+            return usable[0]  # counting every log per creation made a 10,000-partition topic quadratic
         counts = {d: 0 for d in usable}
         for d in self._log_dir_of.values():
             if d in counts:

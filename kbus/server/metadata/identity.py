@@ -80,8 +80,9 @@ def read_partition_topic_id(partition_dir: Path) -> uuid.UUID | None:
     return None
 
 
-def write_partition_topic_id(partition_dir: Path, topic_id: uuid.UUID | None) -> None:
+def write_partition_topic_id(partition_dir: Path, topic_id: uuid.UUID | None, *, sync: bool = True) -> None:
+    """Kafka's PartitionMetadataFile; with sync=False the caller makes it durable (a syncfs after a batch)."""
     if topic_id is None or read_partition_topic_id(partition_dir) == topic_id:
         return
     text = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
-    write_atomically(partition_dir / PARTITION_METADATA, f"version: 0\ntopic_id: {text}\n")
+    write_atomically(partition_dir / PARTITION_METADATA, f"version: 0\ntopic_id: {text}\n", sync=sync)

@@ -30,13 +30,18 @@ METADATA_FILE = "__kbus_metadata.json"
 PRODUCER_ID_BLOCK = 1000
 
 
-def write_atomically(path: Path, data: str) -> None:
+def write_atomically(path: Path, data: str, *, sync: bool = True) -> None:
+    """Through a temporary file and a rename; with `sync` (the default) file and directory are fsynced before
+    this returns. Without it the caller makes them durable itself (e.g. one syncfs for many such files)."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if not sync:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -217,6 +217,34 @@ def test_no_downgrade_with_policy_upgrade() -> None:
     run_cg(body, consumer_migration_policy="upgrade")
 
 
+def test_classic_members_that_do_not_sync_or_rejoin_in_time_are_fenced() -> None:
+    async def body(h: CG) -> None:
+        await h.hb("c", 0)
+        first = await h.join("g")
+        x = first.member_id
+        tx = h.join("g", x, protocols=[("range", sub())], rebalance=3000)
+        await h.tick()
+        assert (await tx).error == E.none
+        group = h.coord.consumer_groups["g"]
+        await h.tick(3100)  # joined but never synced within its rebalance timeout: fenced
+        assert x not in group.members
+        # a member told to join again (its heartbeat) that does not is fenced too
+        second = await h.join("g")
+        y = second.member_id
+        ty = h.join("g", y, protocols=[("range", sub())], rebalance=3000)
+        await h.tick()
+        assert (await ty).error == E.none
+        assert (await h.sync(y, group.members[y].member_epoch)).error == E.none
+        await h.hb("c", group.members["c"].member_epoch, subscribed_topic_names=("t", "u"))  # new group epoch
+        assert h.coord.heartbeat("g", group.members[y].member_epoch, y, None) == E.rebalance_in_progress
+        await h.tick(2000)
+        assert h.coord.heartbeat("g", group.members[y].member_epoch, y, None) == E.rebalance_in_progress
+        await h.tick(1100)  # 3 s after the first REBALANCE_IN_PROGRESS (the timer is not pushed back)
+        assert y not in group.members
+
+    run_cg(body)
+
+
 def test_policy_disabled_keeps_the_classic_group() -> None:
     async def body(h: CG) -> None:
         a, _b = await classic_pair(h)

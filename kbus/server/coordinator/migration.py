@@ -32,7 +32,7 @@ from kbus.server.coordinator.consumer_group import (
     member_tombstones,
     target_record,
 )
-from kbus.server.coordinator.consumer_membership import ConsumerGroupMembership, Record
+from kbus.server.coordinator.consumer_membership import ConsumerGroupMembership, Record, _timer_key
 from kbus.server.coordinator.consumer_protocol import (
     ConsumerProtocolError,
     parse_assignment,
@@ -224,7 +224,32 @@ class GroupMigration(ConsumerGroupMembership):
             error = await self._write_consumer_records(group.partition, out)
             if error != E.none:
                 return JoinResult(error, result.member_id)
+        if result.error == E.none and self.consumer_groups.get(group.group_id) is group:
+            # Kafka's join and sync timeouts: it joined, now it must sync within its rebalance timeout
+            self.timers.cancel(_timer_key("join", group.group_id, result.member_id))
+            self._schedule_classic_timeout(group, result.member_id, "sync", rebalance_timeout_ms)
         return result
+
+    def _schedule_classic_timeout(self, group: ConsumerGroup, member_id: str, kind: str, timeout_ms: int) -> None:
+        """A classic member that does not sync after its join, or join after being told to, within its rebalance
+        timeout is fenced (Kafka's scheduleConsumerGroupSyncTimeout / JoinTimeoutIfAbsent)."""
+
+        def expire() -> None:
+            if self.consumer_groups.get(group.group_id) is group and member_id in group.members:
+                log.info("[GroupId %s] Member %s fenced from the group because its %s timed out.", group.group_id,
+                         member_id, "SyncGroup" if kind == "sync" else "JoinGroup")
+                self._write_in_background(group.partition, self._fence_consumer_member(group, member_id))
+
+        self.timers.schedule(_timer_key(kind, group.group_id, member_id), self.clock() + max(timeout_ms, 0), expire)
+
+    def _schedule_join_timeout_if_absent(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        if self.timers.deadline(_timer_key("join", group.group_id, member.member_id)) is None:
+            self._schedule_classic_timeout(group, member.member_id, "join", member.rebalance_timeout_ms)
+
+    def _remove_consumer_member(self, group: ConsumerGroup, member_id: str) -> None:
+        super()._remove_consumer_member(group, member_id)
+        self.timers.cancel(_timer_key("join", group.group_id, member_id))
+        self.timers.cancel(_timer_key("sync", group.group_id, member_id))
 
     def _classic_join(
         self, group: ConsumerGroup, member_id: str, instance_id: str | None, require_known: bool, client_id: str,
@@ -335,7 +360,9 @@ class GroupMigration(ConsumerGroupMembership):
             return SyncResult(E.inconsistent_group_protocol)
         # A newer group epoch: join again first, unless the member is still revoking (its next join follows)
         if group.group_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._schedule_join_timeout_if_absent(group, member)
             return SyncResult(E.rebalance_in_progress)
+        self.timers.cancel(_timer_key("sync", group.group_id, member.member_id))
         self._schedule_consumer_session_timeout(group, member.member_id)
         try:
             version = version_of(first_metadata)
@@ -360,6 +387,7 @@ class GroupMigration(ConsumerGroupMembership):
             or member.state is MemberState.UNREVOKED_PARTITIONS
             or (member.state is MemberState.UNRELEASED_PARTITIONS and not _waiting_on_unreleased(group, member))
         ):
+            self._schedule_join_timeout_if_absent(group, member)
             return E.rebalance_in_progress
         return E.none
 

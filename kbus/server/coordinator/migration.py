@@ -410,9 +410,15 @@ class GroupMigration(ConsumerGroupMembership):
             log.info("[GroupId %s] Member %s has left group through explicit `LeaveGroup` request.",
                      group.group_id, member.member_id)
             # Kafka's classicGroupLeaveToConsumerGroup removes the member without the downgrade check
-            out.extend(super()._fence_consumer_member(group, member.member_id))
+            self._remove_consumer_member(group, member.member_id)
+            out.extend(member_tombstones(group.group_id, member.member_id))
             errors.append(E.none)
         if out:
+            # one new group epoch for all the members that left
+            group.subscription_metadata = self._subscription_metadata(group)
+            group.metadata_version = self.topic_image.version
+            group.group_epoch += 1
+            out.append(epoch_record(CG_METADATA, group.group_id, group.group_epoch))
             self._write_in_background(group.partition, out)
         return E.none, errors
 

@@ -120,13 +120,20 @@ def test_share_group_heartbeat_describe_list_and_reload(broker_factory: Callable
             r = await heartbeat(conn, group, m, 0, (topic,))
             assert r.error_code == E.none, r
             assert r.member_id == m and r.heartbeat_interval == datetime.timedelta(milliseconds=700)
-            # Kafka's simple share assignor: every member gets every partition
-            assert assigned(r) == {tid: {0, 1}}
+            # Kafka's simple share assignor: alone, the first member gets both partitions; later ones a share
+            if m == members[0]:
+                assert assigned(r) == {tid: {0, 1}}
             epochs.append(r.member_epoch)
         assert epochs == [1, 2, 3]
         # the first two members catch up with the group's epoch on their next heartbeat
         r = await heartbeat(conn, group, members[0], 1)
-        assert r.error_code == E.none and r.member_epoch == 3 and assigned(r) == {tid: {0, 1}}
+        assert r.error_code == E.none and r.member_epoch == 3 and r.assignment is not None
+        await heartbeat(conn, group, members[1], 2)
+        # 3 members, 2 partitions: each partition shared by ceil(3/2) = 2 members, members hold 2/1/1
+        d = await describe(conn, group)
+        held = {m.member_id: {p for tp in m.assignment.topic_partitions for p in tp.partitions} for m in d.members}
+        assert sorted(len(ps) for ps in held.values()) == [1, 1, 2], held
+        assert sorted(p for ps in held.values() for p in ps) == [0, 0, 1, 1], held
         # a heartbeat with nothing new carries no assignment
         r = await heartbeat(conn, group, members[0], 3)
         assert r.error_code == E.none and r.member_epoch == 3 and r.assignment is None
@@ -148,7 +155,7 @@ def test_share_group_heartbeat_describe_list_and_reload(broker_factory: Callable
         return d.group_epoch, sorted(m.member_epoch for m in d.members)
 
     group_epoch, member_epochs = run(b.port, step1)
-    assert group_epoch == 4 and member_epochs == [2, 3]
+    assert group_epoch == 4 and member_epochs == [3, 3]
 
     # a restarted broker loads the group from its records in __consumer_offsets
     b.restart()
@@ -168,6 +175,32 @@ def test_share_group_heartbeat_describe_list_and_reload(broker_factory: Callable
         assert (await describe(conn, uid("none"))).error_code == E.group_id_not_found
 
     run(b.port, step2)
+
+
+def test_simple_assignor_spreads_partitions_over_members(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """Kafka 4.1+'s simple share assignor: 2 members and 4 partitions get 2 partitions each, disjoint (not every
+    member every partition)."""
+    b = broker_factory({"offsets.topic.num.partitions": "1"})
+    topic, group = create_topic(b.bootstrap, 4), uid("sg")
+    a, c = str(uuid.uuid4()), str(uuid.uuid4())
+
+    async def body(conn: KafkaConnection) -> None:
+        tid = await topic_id(conn, topic)
+        r = await heartbeat(conn, group, a, 0, (topic,))
+        assert r.error_code == E.none and assigned(r) == {tid: {0, 1, 2, 3}}
+        r = await heartbeat(conn, group, c, 0, (topic,))
+        assert r.error_code == E.none and r.member_epoch == 2
+        got_c = assigned(r)[tid]
+        assert len(got_c) == 2, got_c
+        r = await heartbeat(conn, group, a, 1)
+        assert r.error_code == E.none and r.member_epoch == 2
+        got_a = assigned(r)[tid]
+        assert len(got_a) == 2 and got_a | got_c == {0, 1, 2, 3}, (got_a, got_c)
+        # sticky: the first member keeps two of the partitions it had, nothing moves on a plain heartbeat
+        r = await heartbeat(conn, group, a, 2)
+        assert r.error_code == E.none and r.assignment is None
+
+    run(b.port, body)
 
 
 async def share_fetch(conn: KafkaConnection, group: str, member: str, epoch: int, tid: uuid.UUID,

@@ -2,9 +2,10 @@
 assignment and its epoch, the members with their member epochs and assigned partitions.
 
 A share group has no revocation step: partitions are shared by the members, so a member takes its target
-assignment (and the assignment epoch) on its next heartbeat. The assignor is Kafka's `simple` share assignor:
-every member gets every partition of the topics it subscribes to, so records are spread by the share-partition
-leader's acquisition locks, not by the assignment.
+assignment (and the assignment epoch) on its next heartbeat. The assignor is Kafka's `simple` share assignor
+(share_assignor.py): partitions are spread over the members when there are more partitions than members and
+shared by several members when there are fewer; records of a shared partition are spread by the share-partition
+leader's acquisition locks.
 
 Pure state: no clocks, timers or I/O (the coordinator's `share_membership.py` drives it).
 """
@@ -39,11 +40,6 @@ class ShareGroupMember:
     member_epoch: int = 0
     previous_member_epoch: int = 0
     assigned: Assignment = field(default_factory=dict)
-
-
-def simple_assignment(subscribed: tuple[str, ...], counts: Mapping[str, int]) -> Assignment:
-    """Kafka's SimpleAssignor: every partition of every subscribed topic that exists."""
-    return {t: frozenset(range(counts[t])) for t in subscribed if counts.get(t, 0) > 0}
 
 
 @dataclass(slots=True)

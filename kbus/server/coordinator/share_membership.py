@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode as E
 from kbus.server.coordinator.consumer_group import GroupError
 from kbus.server.coordinator.consumer_membership import ConsumerGroupMembership
 from kbus.server.coordinator.group import GroupState
+from kbus.server.coordinator.share_assignor import simple_share_assignment
 from kbus.server.coordinator.share_group import (
     SHARE_ASSIGNOR,
     ShareGroup,
@@ -28,7 +29,6 @@ from kbus.server.coordinator.share_group import (
     group_tombstones,
     member_metadata_record,
     member_tombstones,
-    simple_assignment,
     state_partition_metadata_record,
     target_member_record,
 )
@@ -197,9 +197,10 @@ class ShareGroupMembership(ConsumerGroupMembership):
         )
 
     def _compute_share_target(self, group: ShareGroup, out: list[Record]) -> None:
-        counts = self.topic_image.counts
-        for member_id, m in group.members.items():
-            target = simple_assignment(m.subscribed_topic_names, counts)
+        targets = simple_share_assignment(
+            {mid: m.subscribed_topic_names for mid, m in group.members.items()}, self.topic_image.counts,
+            group.target)
+        for member_id, target in targets.items():
             if group.target.get(member_id) != target:
                 group.target[member_id] = target
                 out.append(target_member_record(self.topic_image, group.group_id, member_id, target))

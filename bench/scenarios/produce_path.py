@@ -6,6 +6,7 @@ Run it from each tree with that tree's code first on the path:
 
     (cd OTHER_TREE && "$OLDPWD/.venv/bin/python" "$OLDPWD/bench/scenarios/produce_path.py" 3000 1)
     .venv/bin/python bench/scenarios/produce_path.py 3000 1        # ROUNDS RECORDS_PER_REQUEST (1, or 150 = a 16 KB batch)
+    .venv/bin/python bench/scenarios/produce_path.py 300 1 1000 1  # ... PARTITIONS ACKS: one request over 1,000 partitions
 """
 
 from __future__ import annotations
@@ -40,17 +41,17 @@ def entity(name: str, /, **fields: Any) -> Any:
     return build(nested(request_type(0, 9), name), **fields)
 
 
-async def main(rounds: int, records: int) -> None:
+async def main(rounds: int, records: int, partitions: int = 1, acks: int = -1) -> None:
     config = KafkaConfig.load(
         None, [f"log.dirs={tempfile.mkdtemp()}", "zookeeper.connect=", "listeners=PLAINTEXT://127.0.0.1:0"]
     )
     broker = Broker(config)
     await broker.start()
-    await broker.ensure_topic("bench", 1, 1, {})
+    await broker.ensure_topic("bench", partitions, 1, {})
     batch = build_batch([(None, b"x" * 100)] * records)
-    body = build(request_type(0, 9), acks=-1, timeout=5000, topic_data=(
-        entity("TopicProduceData", name="bench", partition_data=(
-            entity("PartitionProduceData", index=0, records=batch),)),))  # fmt: skip
+    body = build(request_type(0, 9), acks=acks, timeout=5000, topic_data=(
+        entity("TopicProduceData", name="bench", partition_data=tuple(
+            entity("PartitionProduceData", index=i, records=batch) for i in range(partitions))),))  # fmt: skip
     frame = encode_request(body, 7, "bench")[4:]  # what the connection hands over: the frame without its size
     produce = API_TABLE[0].handler
 
@@ -68,9 +69,10 @@ async def main(rounds: int, records: int) -> None:
             await one()
         blocks.append((time.process_time() - t0) / BLOCK)
     await broker.stop()
-    print(f"{records} record(s) per request: {min(blocks) * 1e6:.1f} us/request "
+    print(f"{records} record(s) per partition, {partitions} partition(s), acks={acks}: {min(blocks) * 1e6:.1f} us/request "
           f"(least disturbed of {len(blocks)} blocks; median {sorted(blocks)[len(blocks) // 2] * 1e6:.1f})")
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 3000, int(sys.argv[2]) if len(sys.argv) > 2 else 1))
+    args = [int(a) for a in sys.argv[1:5]]
+    asyncio.run(main(*args) if args else main(3000, 1))

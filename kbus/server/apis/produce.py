@@ -25,7 +25,7 @@ from kbus.protocol.validation import RecordValidationError, ValidationPolicy, va
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import AppendOrder, RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
-from kbus.server.util.metrics import METRICS, labels_key
+from kbus.server.util.metrics import METRICS, Labels, labels_key
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
@@ -51,28 +51,32 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
         # Kafka: transactional records need the request's transactional id and Write on it; nothing is appended
         return _whole_request_error(ctx, request, acks, ErrorCode.transactional_id_authorization_failed)
     ready: list[_Ready] = []
+    valid_acks = acks in (0, 1, -1)
+    now_ms = int(time.time() * 1000)  # once per request: a request spread over 10,000 partitions pays it once
     for topic_data in request.topic_data:
         name = topic_data.name
         parts: list[_Outcome] = []
+        # per topic, not per partition: the ACL check and whether it is internal
+        writable = ctx.authorized(Operation.WRITE, ResourceType.TOPIC, name)
+        internal = is_internal(name)
         for pd in topic_data.partition_data:
             out = _Outcome(pd.index)
             parts.append(out)
             part, error = m.replicas.leader_partition(name, pd.index)
-            if acks not in (0, 1, -1):
+            if not valid_acks:
                 out.error_code = ErrorCode.invalid_required_acks
-            elif not ctx.authorized(Operation.WRITE, ResourceType.TOPIC, name):
+            elif not writable:
                 out.error_code = ErrorCode.topic_authorization_failed
             elif part is None:
                 out.error_code = error
-            elif is_internal(name):  # only the broker writes __consumer_offsets, as in Kafka
+            elif internal:  # only the broker writes __consumer_offsets, as in Kafka
                 out.error_code = ErrorCode.invalid_topic_exception
                 out.error_message = f"Cannot append to internal topic {name}"
             elif not pd.records:
                 out.error_code = ErrorCode.corrupt_message
             else:
                 try:
-                    records = validate_produce(pd.records, _policy(part), int(time.time() * 1000),
-                                               ctx.api_version)
+                    records = validate_produce(pd.records, _policy(part), now_ms, ctx.api_version)
                 except RecordValidationError as exc:
                     out.error_code = exc.error_code
                     out.error_message = str(exc)
@@ -102,7 +106,9 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
     if appended:
         parked = time.perf_counter()
         outcomes: list[BaseException | None]
-        if len(appended) == 1:  # one partition (nearly every request): its wait directly, no task and no gather
+        if acks != -1:  # nothing to wait for (wait_for_acks returns at once): no coroutine or task per partition
+            outcomes = [None] * len(appended)
+        elif len(appended) == 1:  # one partition (nearly every request): its wait directly, no task and no gather
             one = appended[0]
             assert one.result is not None
             try:
@@ -115,12 +121,16 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
                 *(m.replicas.wait_for_acks(r.part, r.result, acks, timeout_ms) for r in appended if r.result),
                 return_exceptions=True,
             )
+        keys: dict[str, Labels] = {}  # the metric labels, once per topic
         for r, outcome in zip(appended, outcomes, strict=True):
             assert r.result is not None
             if isinstance(outcome, BaseException):
                 r.out.failed(outcome)
             else:
-                r.out.appended(r.result, r.name)
+                key = keys.get(r.name)
+                if key is None:
+                    key = keys[r.name] = labels_key(topic=r.name)
+                r.out.appended(r.result, key)
         ctx.parked_s += time.perf_counter() - parked
     quotas = m.quotas
     if quotas.produce.enabled:
@@ -338,9 +348,9 @@ class _Outcome:
         self.error_code = error_code_for(exc)
         self.error_message = error_message(exc)
 
-    def appended(self, result: AppendResult, topic: str) -> None:
+    def appended(self, result: AppendResult, key: Labels) -> None:
+        """`key`: labels_key(topic=...) of the partition's topic."""
         if not result.duplicate:
-            key = labels_key(topic=topic)
             METRICS.inc_key("kbus_messages_in_total", key, result.num_records)
             METRICS.inc_key("kbus_bytes_in_total", key, result.size_bytes)
         self.error_code = ErrorCode.none

@@ -98,8 +98,10 @@ SCENARIOS = (
              "consumer-group rebalance time, classic vs KIP-848 protocol, kbus beside Kafka 4.x KRaft (printed)"),
     Scenario("request-path", (PY, S + "request_path.py"), (), "[N]",
              "CPU of one Produce + Fetch through the handlers in-process, no network (printed)"),
-    Scenario("produce-path", (PY, S + "produce_path.py"), (), "[ROUNDS] [RECORDS_PER_REQUEST]",
+    Scenario("produce-path", (PY, S + "produce_path.py"), (), "[ROUNDS] [RECORDS_PER_REQUEST] [PARTITIONS] [ACKS]",
              "CPU per Produce request in-process: decode, handler, encode (printed)"),
+    Scenario("acks-wait", (PY, S + "acks_wait.py"), (), "[BLOCKS]",
+             "CPU of one leader append + its acks=all wait answered by a follower's fetch, in-process (printed)"),
     Scenario("all", (S + "all.sh",), ("*.jsonl", "*.png"), "[ROUNDS]",
              "everything in the headline tables (1-2 hours on 2 cores)"),
 )

@@ -136,3 +136,29 @@ def test_the_high_watermark_waits_for_a_replica_whose_joining_is_being_written(t
         assert part.state.isr == [LEADER, FOLLOWER]
 
     asyncio.run(main())
+
+
+def test_acks_all_waiters_answer_on_the_high_watermark_time_out_and_leave_no_entry(tmp_path: Path) -> None:
+    """wait_for_high_watermark (acks=all) keeps one timer per waiter instead of asyncio.wait_for: answered when the
+    follower catches up, False after its timeout, and neither a timed-out nor a cancelled waiter stays listed."""
+
+    async def main() -> None:
+        port = FakeAlterIsr()
+        port.release.set()
+        part = leader(tmp_path, [LEADER, FOLLOWER], port)
+        end = part.log_end_offset
+        assert part.high_watermark < end
+        caught_up = asyncio.ensure_future(part.wait_for_high_watermark(end, 30))
+        timed_out = asyncio.ensure_future(part.wait_for_high_watermark(end + 1, 0.05))
+        cancelled = asyncio.ensure_future(part.wait_for_high_watermark(end + 1, 30))
+        await settle()
+        assert len(part._hw_waiters) == 3
+        assert await timed_out is False
+        cancelled.cancel()
+        await settle()
+        assert len(part._hw_waiters) == 1
+        part.follower_fetched(FOLLOWER, end)
+        assert await asyncio.wait_for(caught_up, 5) is True
+        assert part._hw_waiters == []
+
+    asyncio.run(main())

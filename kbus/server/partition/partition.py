@@ -281,14 +281,19 @@ class Partition:
         """acks=all: True once the high watermark reaches `offset`, False on timeout or lost leadership."""
         if self.high_watermark >= offset:
             return True
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
         self._hw_waiters.append((offset, fut))
+        # a timer on the future itself, not asyncio.wait_for (a second future, a task switch and callbacks per
+        # acks=all request); a waiter answered by _complete_hw_waiters or fail_waiters has left the list already,
+        # so only one that timed out or was cancelled is looked for in it (not a copy of the list per request)
+        timer = loop.call_later(timeout, _time_out, fut)
         try:
-            return await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            return False
+            return await fut
         finally:
-            self._hw_waiters = [(o, f) for o, f in self._hw_waiters if f is not fut]
+            timer.cancel()
+            if not fut.done() or fut.cancelled() or not fut.result():
+                self._hw_waiters = [(o, f) for o, f in self._hw_waiters if f is not fut]
 
     def _complete_hw_waiters(self) -> None:
         if not self._hw_waiters:
@@ -414,3 +419,9 @@ class Partition:
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("ISR change failed: %s", task.exception())
+
+
+def _time_out(fut: asyncio.Future[bool]) -> None:
+    """wait_for_high_watermark's timer: the replicas did not catch up in time."""
+    if not fut.done():
+        fut.set_result(False)

@@ -21,6 +21,7 @@ GROUP_CONFIGS: dict[str, tuple[str, str | None]] = {
 }
 DEFAULTS = {"share.auto.offset.reset": "latest", "share.isolation.level": "read_uncommitted"}
 AUTO_OFFSET_RESET = ("latest", "earliest")
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 
 def validate_group_configs(changes: Mapping[str, str | None]) -> None:
@@ -43,6 +44,6 @@ def validate_group_configs(changes: Mapping[str, str | None]) -> None:
             # Kafka also takes by_duration:<ISO-8601>; kbus does not
             raise InvalidConfigError(f"Invalid value {value} for configuration {name}: String must be one of: "
                                      "latest, earliest")
-        elif name == "share.isolation.level" and value != "read_uncommitted":
-            raise InvalidConfigError(f"Invalid value {value} for configuration {name}: kbus's share groups read "
-                                     "uncommitted only")
+        elif name == "share.isolation.level" and value not in ISOLATION_LEVELS:
+            raise InvalidConfigError(f"Invalid value {value} for configuration {name}: String must be one of: "
+                                     "read_committed, read_uncommitted")

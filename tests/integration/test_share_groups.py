@@ -545,3 +545,78 @@ def test_group_configs_share_auto_offset_reset_and_lock_duration(broker_factory:
         assert ranges == [], ranges
 
     run(b.port, body)
+
+
+def test_share_isolation_level_read_committed(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """share.isolation.level=read_committed (Kafka 4.4's group config): a share group delivers no record of an
+    aborted transaction and nothing past the last stable offset (an open transaction's records wait for its
+    commit); a read_uncommitted group on the same partition gets everything."""
+    from kio.schema.incremental_alter_configs.v1.request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+    from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
+
+    b = broker_factory({"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1"})
+    topic, committed, uncommitted = create_topic(b.bootstrap, 1), uid("sg"), uid("sg")
+    member = str(uuid.uuid4())
+
+    async def configure(conn: KafkaConnection) -> None:
+        for group, level in ((committed, "read_committed"), (uncommitted, "read_uncommitted")):
+            resp = await conn.request(IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
+                resource_type=32, resource_name=group, configs=(
+                    AlterableConfig(name="share.isolation.level", config_operation=0, value=level),
+                    AlterableConfig(name="share.auto.offset.reset", config_operation=0, value="earliest"))),),
+                validate_only=False), IncrementalAlterConfigsResponse)
+            assert resp.responses[0].error_code == E.none, resp
+
+    run(b.port, configure)
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": uid("txn"), "linger.ms": 0})
+    p.init_transactions(30)
+
+    def txn(values: list[str], end: str) -> None:
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, v.encode(), partition=0)
+        p.flush(30)
+        if end == "commit":
+            p.commit_transaction(30)
+        elif end == "abort":
+            p.abort_transaction(30)
+
+    txn(["c0", "c1"], "commit")  # offsets 0, 1; marker 2
+    txn(["a0", "a1"], "abort")  # 3, 4; marker 5
+    txn(["c2"], "commit")  # 6; marker 7
+    txn(["open"], "open")  # 8: the LSO stays at 8 until it commits
+
+    async def values(conn: KafkaConnection, group: str, epoch: int, tid: uuid.UUID,
+                     acks: tuple[tuple[int, int, tuple[int, ...]], ...] = ()) -> tuple[list[tuple[int, int, int]],
+                                                                                       set[str]]:
+        resp, ranges, _ = await share_fetch(conn, group, member, epoch, tid, acks=acks, max_wait_ms=1000)
+        acquired = {o for first, last, _ in ranges for o in range(first, last + 1)}
+        got = set()
+        for t in resp.responses:
+            for part in t.partitions:
+                data = part.records or b""
+                for h in iter_complete_batches(data):
+                    if not h.is_control:  # the transaction markers
+                        got |= {r.value.decode() for r in decode_records(data, h) if r.offset in acquired and r.value}
+        return ranges, got
+
+    async def body(conn: KafkaConnection) -> None:
+        tid = await topic_id(conn, topic)
+        ranges, got = await values(conn, committed, 0, tid)
+        assert got == {"c0", "c1", "c2"}, (ranges, got)
+        assert all(last < 8 for _, last, _ in ranges), ranges  # nothing past the LSO
+        assert not any(first <= o <= last for first, last, _ in ranges for o in (3, 4)), ranges
+        ack = tuple((first, last, (1,)) for first, last, _ in ranges)
+        # the open transaction commits: its record is delivered now, the aborted ones never
+        p.commit_transaction(30)
+        ranges, got = await values(conn, committed, 1, tid, ack)
+        assert got == {"open"}, (ranges, got)
+        # read_uncommitted: everything, aborted records included
+        _, got = await values(conn, uncommitted, 0, tid)
+        assert {"c0", "c1", "a0", "a1", "c2", "open"} <= got, got
+
+    run(b.port, body)

@@ -88,3 +88,16 @@ def test_share_snapshot_records_as_kafka_writes_them() -> None:
     # an update's batches override the snapshot's where they overlap, its start offset prunes
     assert st.combine(((100, 119, 0, 1),), ((105, 109, 2, 1),), 102) == (
         (102, 104, 0, 1), (105, 109, 2, 1), (110, 119, 0, 1))
+
+
+def test_read_committed_archives_aborted_records_among_the_acquired() -> None:
+    p = sp(locks=1000)
+    acquired = p.acquire("m", 0, 9, 100, now=0)
+    left = p.archive_acquired(acquired, [(3, 4), (8, 8)])
+    assert [(a.first, a.last) for a in left] == [(0, 2), (5, 7), (9, 9)]
+    assert [(r.first, r.last) for r in p.ranges if r.state is RecordState.ARCHIVED] == [(3, 4), (8, 8)]
+    # the aborted records are never offered again; accepting the rest moves the SPSO past all of them
+    p.acknowledge("m", 0, 2, (ACCEPT,), now=0)
+    p.acknowledge("m", 5, 7, (ACCEPT,), now=0)
+    p.acknowledge("m", 9, 9, (ACCEPT,), now=0)
+    assert p.start_offset == 10 and p.first_available() is None

@@ -26,7 +26,9 @@ from kbus.server.share.manager import PersisterError, SessionError, SharePartiti
 from kbus.server.share.partition import AckType, Acquired, InvalidRecordState, SharePartition
 
 if TYPE_CHECKING:
+    from kbus.protocol.record_batch import BatchHeader
     from kbus.server.apis.managers import Managers
+    from kbus.server.log.txn_index import AbortedTxn
     from kbus.server.partition.partition import Partition
 
 log = logging.getLogger("kbus.share")
@@ -80,6 +82,18 @@ async def _acknowledge(m: Managers, share: SharePartitionManager, group_id: str,
     return code
 
 
+def _aborted_batches(headers: list[BatchHeader], aborted: list[AbortedTxn]) -> list[tuple[int, int]]:
+    """The offset ranges of the data batches that belong to an aborted transaction: a transactional batch of the
+    transaction's producer between its first offset and its abort marker (what a read_committed consumer drops
+    with the Fetch's AbortedTransactions list)."""
+    out = []
+    for h in headers:
+        if h.is_transactional and not h.is_control and any(
+                a.producer_id == h.producer_id and a.first_offset <= h.base_offset <= a.last_offset for a in aborted):
+            out.append((h.base_offset, h.last_offset))
+    return out
+
+
 async def _acquire(m: Managers, share: SharePartitionManager, group_id: str, member_id: str, part: Partition,
                    topic: str, partition: int, max_records: int, max_bytes: int, *,
                    batch_optimized: bool) -> tuple[bytes, list[Acquired]]:
@@ -95,13 +109,15 @@ async def _acquire(m: Managers, share: SharePartitionManager, group_id: str, mem
     first = sp.first_available()
     start = sp.next_offset if first is None else first
     data, acquired = b"", []
-    if not (sp.in_flight() >= sp.max_in_flight and first is None) and start < part.high_watermark:
-        read = m.replicas.read(part, start, max_bytes, min_one_batch=True)
+    # share.isolation.level=read_committed: nothing past the last stable offset is acquired
+    bound = part.last_stable_offset if sp.read_committed else part.high_watermark
+    if not (sp.in_flight() >= sp.max_in_flight and first is None) and start < bound:
+        read = m.replicas.read(part, start, max_bytes, read_committed=sp.read_committed, min_one_batch=True)
         raw = read.records.to_bytes()
         headers = list(iter_complete_batches(raw))
         if headers:
             data_first = max(headers[0].base_offset, start)
-            data_last = min(headers[-1].last_offset, part.high_watermark - 1)
+            data_last = min(headers[-1].last_offset, bound - 1)
             if batch_optimized:
                 # ShareAcquireMode 0 (KIP-1206, the default): MaxRecords is rounded up to the end of the batch it
                 # falls in, so no batch is split; record-limit (1) stops at MaxRecords exactly
@@ -109,6 +125,8 @@ async def _acquire(m: Managers, share: SharePartitionManager, group_id: str, mem
                 end = next((h.last_offset for h in headers if h.last_offset >= limit), headers[-1].last_offset)
                 max_records = max(max_records, end - start + 1)
             acquired = sp.acquire(member_id, data_first, data_last, max_records, now)
+            if acquired and read.aborted_transactions:
+                acquired = sp.archive_acquired(acquired, _aborted_batches(headers, read.aborted_transactions))
             if acquired:
                 # only the batches holding acquired records go back
                 lo, hi = acquired[0].first, acquired[-1].last

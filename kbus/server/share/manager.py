@@ -178,6 +178,7 @@ class SharePartitionManager:
             delivery_count_limit=_int(overrides, "share.delivery.count.limit", self.config.delivery_count_limit),
             max_in_flight=_int(overrides, "share.partition.max.record.locks", self.config.max_in_flight),
         )
+        sp.read_committed = overrides.get("share.isolation.level") == "read_committed"
         sp.leader_epoch = leader_epoch
         sp.state_key = ShareStateKey(group_id, topic_id, partition)
         if self.persister is None:

@@ -70,6 +70,8 @@ class SharePartition:
         self.lock_duration_ms = lock_duration_ms
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
+        # share.isolation.level=read_committed: acquire up to the LSO only, archive aborted transactions' records
+        self.read_committed = False
         self.leader_epoch = -1
         # the durable state: its key in __share_group_state, epoch, the last snapshot written, writes one at a time
         self.state_key: ShareStateKey | None = None
@@ -168,6 +170,27 @@ class SharePartition:
                 out.append(Acquired(lo, hi, 1))
                 self._merge_and_advance()
         out.sort(key=lambda a: a.first)
+        return out
+
+    def archive_acquired(self, acquired: list[Acquired], aborted: list[tuple[int, int]]) -> list[Acquired]:
+        """read_committed (`share.isolation.level`): the records of aborted transactions among those just acquired
+        are archived, never delivered (Kafka's SharePartition.filterAbortedTransactionalAcquiredRecords); returns
+        what is left to deliver. `aborted`: the inclusive offset ranges of the aborted transactions' batches."""
+        if not aborted or not acquired:
+            return acquired
+        out: list[Acquired] = []
+        for a in acquired:
+            lo = a.first
+            for first, last in sorted(aborted):
+                if last < lo or first > a.last:
+                    continue
+                if first > lo:
+                    out.append(Acquired(lo, first - 1, a.delivery_count))
+                self._apply(max(first, lo), min(last, a.last), AckType.GAP, 0.0)
+                lo = min(last, a.last) + 1
+            if lo <= a.last:
+                out.append(Acquired(lo, a.last, a.delivery_count))
+        self._merge_and_advance()
         return out
 
     def skip_to(self, offset: int) -> None:

@@ -620,3 +620,33 @@ def test_share_isolation_level_read_committed(broker_factory: Callable[..., Brok
         assert {"c0", "c1", "a0", "a1", "c2", "open"} <= got, got
 
     run(b.port, body)
+
+
+def test_closed_connection_releases_its_share_session_records(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """A share consumer's connection closes while it holds records: they are available to the other members at
+    once (Kafka's SharePartitionManager releases the session on disconnect), not after the 30 s lock."""
+    b = broker_factory({"offsets.topic.num.partitions": "1", "group.share.record.lock.duration.ms": "30000"})
+    topic, group = create_topic(b.bootstrap, 1), uid("sg")
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+
+    async def holder(conn: KafkaConnection) -> uuid.UUID:
+        tid = await topic_id(conn, topic)
+        _, ranges, _ = await share_fetch(conn, group, first, 0, tid, max_wait_ms=300)  # SPSO at the end (latest)
+        assert ranges == []
+        produce(b.bootstrap, topic, [f"v{i}" for i in range(5)], 1)
+        _, ranges, _ = await share_fetch(conn, group, first, 1, tid, max_wait_ms=3000)
+        assert ranges == [(0, 4, 1)], ranges
+        return tid  # run() closes this connection without a final ShareFetch
+
+    tid = run(b.port, holder)
+
+    async def other(conn: KafkaConnection) -> None:
+        started = time.monotonic()
+        _, ranges, _ = await share_fetch(conn, group, second, 0, tid, max_wait_ms=3000)
+        assert ranges == [(0, 4, 2)], ranges
+        assert time.monotonic() - started < 10
+        # the first member's session is gone with its connection
+        resp, _, _ = await share_fetch(conn, group, first, 2, tid)
+        assert resp.error_code == E.share_session_not_found, resp
+
+    run(b.port, other)

@@ -173,7 +173,7 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
               for p in f.partitions}
     try:
         session = share.session(group_id, member_id, req.share_session_epoch, set(requested), forget,
-                                acknowledging=bool(acks))
+                                acknowledging=bool(acks), connection_id=ctx.connection_id)
     except SessionError as exc:
         return top_error(exc.code, exc.message)
 

@@ -196,6 +196,8 @@ class KafkaProtocol(asyncio.Protocol):
         self._lost = True
         self.server.untrack(self)
         self.release()
+        # the share sessions opened on this connection end, releasing their records (Kafka's SharePartitionManager)
+        self.managers.share.connection_closed(self.conn_id)
         if self.conn is not None:
             self.conn.abort()
         if exc is not None:

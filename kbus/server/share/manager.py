@@ -40,6 +40,7 @@ class ShareSession:
     member_id: str
     epoch: int  # the epoch the next request must carry
     partitions: set[TopicPartition] = field(default_factory=set)
+    connection_id: str = ""  # the connection that opened it: its close ends the session
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,7 @@ class SharePartitionManager:
     # ---------------------------------------------------------------- sessions
 
     def session(self, group_id: str, member_id: str, epoch: int, add: set[TopicPartition],
-                forget: set[TopicPartition], *, acknowledging: bool) -> ShareSession | None:
+                forget: set[TopicPartition], *, acknowledging: bool, connection_id: str = "") -> ShareSession | None:
         """The share session for a request with ShareSessionEpoch `epoch` (None: the final one, now closed).
         Kafka's SharePartitionManager.newContext: epoch 0 with acknowledgements is INVALID_REQUEST, an unknown
         session SHARE_SESSION_NOT_FOUND, a wrong epoch INVALID_SHARE_SESSION_EPOCH."""
@@ -107,7 +108,7 @@ class SharePartitionManager:
             old = self.sessions.pop(key, None)
             if old is not None:
                 self._release(old)
-            session = ShareSession(group_id, member_id, next_epoch(0), set(add))
+            session = ShareSession(group_id, member_id, next_epoch(0), set(add), connection_id)
             self.sessions[key] = session
             return session
         current = self.sessions.get(key)
@@ -130,6 +131,16 @@ class SharePartitionManager:
         session = self.sessions.pop((group_id, member_id), None)
         if session is not None:
             self._release(session)
+
+    def connection_closed(self, connection_id: str) -> None:
+        """A client connection closed: the share sessions it opened end and their members' acquired records are
+        available to the others at once, not when their locks expire (Kafka's SharePartitionManager does this with
+        its connection-disconnect listener). The release is in memory, as close_session's: the next change of the
+        share-partition writes it."""
+        if not connection_id:
+            return
+        for key in [k for k, s in self.sessions.items() if s.connection_id == connection_id]:
+            self._release(self.sessions.pop(key))
 
     def _release(self, session: ShareSession) -> None:
         for topic, partition in session.partitions:

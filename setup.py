@@ -23,10 +23,10 @@ from setuptools import Extension, setup
 
 # Per-request code with no monkeypatching, no interpreted subclasses and no dynamic attributes (mypyc's limits).
 # Left interpreted: kbus/server/util/eager.py (its coroutine trampoline: mypyc refuses its generator),
-# kbus/server/util/metrics.py (mypyc cannot generate its **labels signatures), and for now the Produce/Fetch handlers
-# (kbus/server/apis/produce.py, fetch.py), kbus/server/partition/partition.py and kbus/server/log/log.py: their unit
-# tests hand them fakes or patch their methods, which compiled code refuses (a compiled class's methods are
-# read-only, its arguments type-checked).
+# kbus/server/util/metrics.py (mypyc cannot generate its **labels signatures), and for now
+# kbus/server/partition/partition.py and kbus/server/log/log.py: their unit tests patch their methods, which compiled
+# code refuses (a compiled class's methods are read-only). Compiled code checks argument and return types at run
+# time: a test's fake must be of the declared class (tests/unit/test_api_handlers.py's FakePartition is a Partition).
 COMPILED = [
     "kbus/protocol/bounds.py",
     "kbus/protocol/codec.py",
@@ -36,7 +36,9 @@ COMPILED = [
     "kbus/protocol/produce_response.py",
     "kbus/protocol/record_batch.py",
     "kbus/protocol/validation.py",
+    "kbus/server/apis/fetch.py",
     "kbus/server/apis/metadata.py",
+    "kbus/server/apis/produce.py",
     "kbus/server/log/index.py",
     "kbus/server/log/producer_state.py",
     "kbus/server/log/segment.py",

@@ -8,7 +8,6 @@ import asyncio
 import io
 import os
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,23 +27,28 @@ from kbus.server.apis.registry import API_TABLE, RequestContext
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData
 from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
 from kbus.server.partition.errors import NotEnoughReplicasError, RequestTimedOutError
+from kbus.server.partition.partition import Partition
 from kbus.server.replication.replica_manager import PartitionRead
 
 ME, OTHER = 0, 1
 
 
 # ------------------------------------------------------------------------------------------------- fakes
-@dataclass
-class FakePartition:
-    topic: str
-    index: int
-    leader_epoch: int = 3
-    high_watermark: int = 10
-    last_stable_offset: int = 10
-    log_start_offset: int = 0
-    config: LogConfig = field(default_factory=LogConfig)
-    waiters: list[Any] = field(default_factory=list)
-    validation_policy: Any = None
+class FakePartition(Partition):
+    """A Partition by type (the compiled Produce/Fetch handlers check it; setup.py) with fixed offsets and no log:
+    Partition.__init__ is not run, and plain attributes stand for its properties over the log and the state."""
+
+    leader_epoch = 3  # type: ignore[assignment]
+    high_watermark = 10
+    last_stable_offset = 10  # type: ignore[assignment]
+    log_start_offset = 0  # type: ignore[assignment]
+    config = LogConfig()  # type: ignore[assignment]
+
+    def __init__(self, topic: str, index: int) -> None:  # no super().__init__: the fake has no log or state
+        self.topic, self.index = topic, index
+        self.config = LogConfig()
+        self.waiters: list[Any] = []
+        self.validation_policy = None
 
     def add_waiter(self, fut: Any, *, log_end: bool) -> None:
         self.waiters.append(fut)

@@ -17,6 +17,7 @@ from kbus.protocol import record_batch as rb
 from kbus.protocol.control import build_marker_batch
 from kbus.server.log import Log, LogConfig, OutOfOrderSequenceError
 from kbus.server.log.errors import InvalidProducerEpochError, InvalidTxnStateError
+from kbus.server.log.producer_state import VerificationGuard
 from kbus.server.transaction.verification import TransactionVerifier
 from tests.unit.test_txn_coordinator import loaded, make, run
 
@@ -224,8 +225,8 @@ def test_a_connection_that_broke_the_protocol_is_dropped() -> None:
 class GuardLog:
     """A partition log that knows no ongoing transaction: every transactional write needs a verification."""
 
-    def maybe_start_transaction_verification(self, pid: int, seq: int, epoch: int) -> object:
-        return object()
+    def maybe_start_transaction_verification(self, pid: int, seq: int, epoch: int) -> VerificationGuard:
+        return VerificationGuard()  # the compiled Produce handler checks the type
 
 
 class SlowVerifier:

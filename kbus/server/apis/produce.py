@@ -77,10 +77,10 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
             else:
                 try:
                     records = validate_produce(pd.records, _policy(part), now_ms, ctx.api_version)
-                except RecordValidationError as exc:
-                    out.error_code = exc.error_code
-                    out.error_message = str(exc)
-                    out.record_errors = [(e.batch_index, e.message) for e in exc.record_errors]
+                except RecordValidationError as refused:  # its own name: mypyc types a name once per function
+                    out.error_code = refused.error_code
+                    out.error_message = str(refused)
+                    out.record_errors = [(e.batch_index, e.message) for e in refused.record_errors]
                 else:
                     ready.append(_Ready(out, part, records, name))
         responses.append((name, parts))

@@ -57,7 +57,8 @@ def test_kill_9_mid_stream_then_restart_writes_everything_once(spark, broker, tm
     source, sink = f"eos-in-{uuid.uuid4().hex[:8]}", f"eos-out-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, source, 3)
     create_topic(broker.bootstrap, sink, 2)
-    produced = produce(broker.bootstrap, source, [(f"k{i % 7}", f"a{i}") for i in range(3000)])
+    # maxOffsetsPerTrigger=500: 3 micro-batches, 2 committed before the kill and the last one replayed after it
+    produced = produce(broker.bootstrap, source, [(f"k{i % 7}", f"a{i}") for i in range(1500)])
     checkpoint = tmp_path / "checkpoint"
     running = _submit(broker.bootstrap, source, sink, tmp_path, "run", tmp_path / "run.log")
     try:

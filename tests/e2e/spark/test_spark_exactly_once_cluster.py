@@ -68,7 +68,8 @@ def test_speculative_twin_and_worker_killed_mid_batch_write_every_record_once(
     source, sink = f"eosc-in-{uuid.uuid4().hex[:8]}", f"eosc-out-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, source, 4)
     create_topic(broker.bootstrap, sink, 2)
-    produced = produce(broker.bootstrap, source, [(f"k{i % 11}", f"c{i}") for i in range(2000)])
+    # maxOffsetsPerTrigger=400: batches 0, 1 and 2; the worker dies in batch 2, which the other worker then redoes
+    produced = produce(broker.bootstrap, source, [(f"k{i % 11}", f"c{i}") for i in range(1200)])
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "job.log"
     job = _submit(cluster.url, broker.bootstrap, source, sink, tmp_path, log)
     try:

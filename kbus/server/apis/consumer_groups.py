@@ -6,7 +6,8 @@ state lives in the group coordinator (kbus.server.coordinator.consumer_membershi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as E
 
@@ -17,12 +18,30 @@ from kbus.server.apis.groups import NOT_REQUESTED_OPERATIONS, client_host, group
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.coordinator.assignors import Assignment
 from kbus.server.coordinator.consumer_group import TopicImage
-from kbus.server.coordinator.consumer_membership import HeartbeatRequest
+from kbus.server.coordinator.consumer_membership import ConsumerGroupSummary, HeartbeatRequest, HeartbeatResponse
+from kbus.server.coordinator.share_membership import ShareHeartbeatResponse
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
+    from kbus.server.coordinator.coordinator import GroupCoordinator
 
 MEMBER_TYPE_CONSUMER = 1
+
+
+class GroupSummary(Protocol):
+    """What ConsumerGroupDescribe and ShareGroupDescribe both tell of a group (its members aside)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def group_epoch(self) -> int: ...
+    @property
+    def assignment_epoch(self) -> int: ...
+    @property
+    def assignor_name(self) -> str: ...
+
+
+S = TypeVar("S", bound=GroupSummary)
 
 
 def _owned(image: TopicImage, topic_partitions: Any) -> Assignment | None:
@@ -50,27 +69,92 @@ def topic_partitions(ctx: RequestContext, image: TopicImage, assignment: Assignm
     return out
 
 
+def heartbeat_error(ctx: RequestContext, code: int, message: str | None = None) -> Any:
+    """A ConsumerGroupHeartbeat/ShareGroupHeartbeat response that carries only an error."""
+    return ctx.build(throttle_time=0, error_code=code, error_message=message, member_id=None, member_epoch=0,
+                     heartbeat_interval=0, assignment=None)
+
+
+def heartbeat_denied(ctx: RequestContext, group_id: str, names: Sequence[str] | None) -> Any | None:
+    """Kafka's KafkaApis.handle{Consumer,Share}GroupHeartbeatRequest: READ on the group, DESCRIBE on every subscribed
+    topic (the error names those without it). The error response, or None when the member may go on."""
+    if not ctx.authorized(Operation.READ, ResourceType.GROUP, group_id):
+        return heartbeat_error(ctx, E.group_authorization_failed)
+    denied = sorted(t for t in names or () if not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t))
+    if denied:
+        return heartbeat_error(ctx, E.topic_authorization_failed,
+                               f"The group has subscribed to topics that are not authorized: {', '.join(denied)}.")
+    return None
+
+
+def heartbeat_response(ctx: RequestContext, image: TopicImage,
+                       result: HeartbeatResponse | ShareHeartbeatResponse) -> Any:
+    if result.error != E.none:
+        return heartbeat_error(ctx, result.error, result.error_message)
+    assignment = None
+    if result.assignment is not None:
+        assignment = ctx.nested("Assignment", topic_partitions=topic_partitions(
+            ctx, image, result.assignment, "TopicPartitions", with_names=False))
+    return ctx.build(
+        throttle_time=0,
+        error_code=E.none,
+        error_message=None,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=result.heartbeat_interval_ms,
+        assignment=assignment,
+    )
+
+
+def describe_groups(ctx: RequestContext, req: Any, coordinator: GroupCoordinator | None,
+                    describe: Callable[[GroupCoordinator, list[str]], list[tuple[str, int, str | None, S | None]]],
+                    members: Callable[[S, TopicImage], list[Any]]) -> Any:
+    """ConsumerGroupDescribe and ShareGroupDescribe: a group not authorized (DESCRIBE), or with no coordinator to ask,
+    gets that error; one the coordinator has no summary of carries the coordinator's error."""
+    include_ops = bool(req.include_authorized_operations)
+    allowed = [g for g in req.group_ids if ctx.authorized(Operation.DESCRIBE, ResourceType.GROUP, g)]
+    results = {} if coordinator is None else {r[0]: r for r in describe(coordinator, allowed)}
+    image = coordinator.topic_image if coordinator is not None else TopicImage()
+    described = []
+    for group_id in req.group_ids:
+        base: dict[str, Any] = {"group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+                                "assignor_name": "", "members": [],
+                                "authorized_operations": NOT_REQUESTED_OPERATIONS}
+        if group_id not in results:
+            code = int(E.coordinator_not_available if coordinator is None else E.group_authorization_failed)
+            described.append(ctx.nested("DescribedGroup", error_code=code, error_message=None, **base))
+            continue
+        _, code, message, summary = results[group_id]
+        if summary is None:
+            described.append(ctx.nested("DescribedGroup", error_code=code, error_message=message, **base))
+            continue
+        described.append(ctx.nested(
+            "DescribedGroup",
+            error_code=E.none,
+            error_message=None,
+            group_id=group_id,
+            group_state=summary.state,
+            group_epoch=summary.group_epoch,
+            assignment_epoch=summary.assignment_epoch,
+            assignor_name=summary.assignor_name,
+            members=members(summary, image),
+            authorized_operations=group_operations(ctx, group_id) if include_ops else NOT_REQUESTED_OPERATIONS,
+        ))
+    return ctx.build(throttle_time=0, groups=described)
+
+
 @api(68, 0, 1)
 async def consumer_group_heartbeat(m: Managers, ctx: RequestContext, req: Any) -> Any:
     coordinator = m.groups
-
-    def error(code: int, message: str | None = None) -> Any:
-        return ctx.build(throttle_time=0, error_code=code, error_message=message, member_id=None, member_epoch=0,
-                         heartbeat_interval=0, assignment=None)
-
     if "consumer" not in parse_rebalance_protocols(m.config.group_coordinator_rebalance_protocols):
-        return error(E.unsupported_version, "The consumer group protocol is disabled "
-                                            "(group.coordinator.rebalance.protocols).")
-    if not ctx.authorized(Operation.READ, ResourceType.GROUP, req.group_id):
-        return error(E.group_authorization_failed)
+        return heartbeat_error(ctx, E.unsupported_version, "The consumer group protocol is disabled "
+                                                           "(group.coordinator.rebalance.protocols).")
     names = req.subscribed_topic_names
-    if names:
-        denied = sorted(t for t in names if not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t))
-        if denied:
-            return error(E.topic_authorization_failed,
-                         f"The group has subscribed to topics that are not authorized: {', '.join(denied)}.")
+    denied = heartbeat_denied(ctx, req.group_id, names)
+    if denied is not None:
+        return denied
     if coordinator is None:
-        return error(E.coordinator_not_available)
+        return heartbeat_error(ctx, E.coordinator_not_available)
     image = coordinator.topic_image
     result = await coordinator.consumer_group_heartbeat(HeartbeatRequest(
         group_id=req.group_id,
@@ -87,49 +171,17 @@ async def consumer_group_heartbeat(m: Managers, ctx: RequestContext, req: Any) -
         client_host=client_host(ctx),
         api_version=ctx.api_version,
     ))
-    if result.error != E.none:
-        return error(result.error, result.error_message)
-    assignment = None
-    if result.assignment is not None:
-        assignment = ctx.nested("Assignment", topic_partitions=topic_partitions(
-            ctx, coordinator.topic_image, result.assignment, "TopicPartitions", with_names=False))
-    return ctx.build(
-        throttle_time=0,
-        error_code=E.none,
-        error_message=None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=result.heartbeat_interval_ms,
-        assignment=assignment,
-    )
+    return heartbeat_response(ctx, image, result)
 
 
 @api(69, 0, 1)
 async def consumer_group_describe(m: Managers, ctx: RequestContext, req: Any) -> Any:
-    coordinator = m.groups
-    include_ops = bool(req.include_authorized_operations)
-    described = []
-    allowed = [g for g in req.group_ids if ctx.authorized(Operation.DESCRIBE, ResourceType.GROUP, g)]
-    results = {} if coordinator is None else {r[0]: r for r in coordinator.describe_consumer_groups(allowed)}
-    image = coordinator.topic_image if coordinator is not None else TopicImage()
+    def members(summary: ConsumerGroupSummary, image: TopicImage) -> list[Any]:
+        def assignment(a: Assignment) -> Any:
+            return ctx.nested("Assignment", topic_partitions=topic_partitions(
+                ctx, image, a, "TopicPartitions", with_names=True))
 
-    def assignment(a: Assignment) -> Any:
-        return ctx.nested("Assignment", topic_partitions=topic_partitions(
-            ctx, image, a, "TopicPartitions", with_names=True))
-
-    for group_id in req.group_ids:
-        base: dict[str, Any] = {"group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-                                "assignor_name": "", "members": [],
-                                "authorized_operations": NOT_REQUESTED_OPERATIONS}
-        if group_id not in results:
-            code = int(E.coordinator_not_available if coordinator is None else E.group_authorization_failed)
-            described.append(ctx.nested("DescribedGroup", error_code=code, error_message=None, **base))
-            continue
-        _, code, message, summary = results[group_id]
-        if summary is None:
-            described.append(ctx.nested("DescribedGroup", error_code=code, error_message=message, **base))
-            continue
-        members = [
+        return [
             ctx.nested(
                 "Member",
                 member_id=s.member.member_id,
@@ -146,17 +198,5 @@ async def consumer_group_describe(m: Managers, ctx: RequestContext, req: Any) ->
             )
             for s in summary.members
         ]
-        described.append(ctx.nested(
-            "DescribedGroup",
-            error_code=E.none,
-            error_message=None,
-            group_id=group_id,
-            group_state=summary.state,
-            group_epoch=summary.group_epoch,
-            assignment_epoch=summary.assignment_epoch,
-            assignor_name=summary.assignor_name,
-            members=members,
-            authorized_operations=group_operations(ctx, group_id) if include_ops else NOT_REQUESTED_OPERATIONS,
-        ))
-    return ctx.build(throttle_time=0, groups=described)
 
+    return describe_groups(ctx, req, m.groups, lambda c, ids: c.describe_consumer_groups(ids), members)

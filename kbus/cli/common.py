@@ -20,6 +20,7 @@ __all__ = [
     "check_reachable",
     "fail",
     "load_properties",
+    "merged_properties",
     "parse_key_values",
     "validate_bootstrap",
     "warn",
@@ -74,3 +75,9 @@ class KafkaStyleCommand(TyperCommand):
             if arg in self.optional_values and (i + 1 == len(args) or args[i + 1].startswith("--")):
                 out.append(self.optional_values[arg])
         return super().parse_args(ctx, out)
+
+
+def merged_properties(path: str | None, items: list[str] | None, option: str) -> dict[str, str]:
+    """A tool's .properties file (if given) overridden by its `option` key=value pairs: Kafka's precedence for
+    --consumer.config/--consumer-property, --producer.config/--producer-property and the formatter's."""
+    return {**(load_properties(path) if path else {}), **parse_key_values(items, option)}

@@ -24,6 +24,7 @@ from kbus.cli.common import (
     check_reachable,
     fail,
     load_properties,
+    merged_properties,
     parse_key_values,
     validate_bootstrap,
     warn,
@@ -49,7 +50,7 @@ NOOP_FORMATTERS = {
 
 
 
-def _headers(msg: Message) -> list[tuple[str, bytes | None]] | None:
+def record_headers(msg: Message) -> list[tuple[str, bytes | None]] | None:
     """A record's headers as the formatter prints them (librdkafka gives a list of (name, bytes) pairs)."""
     raw = msg.headers()
     if not raw:
@@ -228,8 +229,7 @@ def console_consumer(
         noop = formatter in NOOP_FORMATTERS
         if formatter is not None and formatter not in FORMATTERS and not noop:
             raise UsageError(f"Formatter {formatter} is not supported; use DefaultMessageFormatter")
-        formatter_props = load_properties(formatter_config) if formatter_config else {}
-        fmt = DefaultMessageFormatter.from_properties({**formatter_props, **parse_key_values(prop, "--property")})
+        fmt = DefaultMessageFormatter.from_properties(merged_properties(formatter_config, prop, "--property"))
         file_props = load_properties(consumer_config) if consumer_config else {}
         cli_props = parse_key_values(consumer_property, "--consumer-property")
         conf, user_group = build_consumer_config(
@@ -362,7 +362,7 @@ def _run(
                 elif not noop:
                     ts_type, ts = msg.timestamp()
                     chunks.append(
-                        fmt.format_fields(partition, offset, ts_type, ts, msg.key(), msg.value(), _headers(msg))
+                        fmt.format_fields(partition, offset, ts_type, ts, msg.key(), msg.value(), record_headers(msg))
                     )
                 last_of_partition[(topic_name, partition)] = msg
                 taken += 1

@@ -11,19 +11,12 @@ import time
 from typing import Annotated
 
 import typer
-from confluent_kafka import AcknowledgeType, KafkaException, Message, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
 from kbus.cli.app import app
 from kbus.cli.client_config import ClientConfigError, build_client
-from kbus.cli.common import (
-    UsageError,
-    check_reachable,
-    fail,
-    load_properties,
-    parse_key_values,
-    validate_bootstrap,
-    warn,
-)
+from kbus.cli.common import UsageError, check_reachable, fail, merged_properties, validate_bootstrap, warn
+from kbus.cli.console_consumer import record_headers
 from kbus.cli.formatter import DefaultMessageFormatter
 
 POLL_S = 0.5
@@ -66,12 +59,10 @@ def console_share_consumer(
             raise UsageError("--max-messages must be >= 0")
         validate_bootstrap(bootstrap_server)
         assert bootstrap_server is not None
-        fmt = DefaultMessageFormatter.from_properties({
-            **(load_properties(formatter_config) if formatter_config else {}),
-            **parse_key_values(formatter_property, "--formatter-property")})
+        fmt = DefaultMessageFormatter.from_properties(
+            merged_properties(formatter_config, formatter_property, "--formatter-property"))
         conf: dict[str, object] = {
-            **(load_properties(command_config) if command_config else {}),
-            **parse_key_values(command_property, "--command-property"),
+            **merged_properties(command_config, command_property, "--command-property"),
             "bootstrap.servers": bootstrap_server,
             "group.id": group,
             "share.acknowledgement.mode": "explicit",
@@ -105,7 +96,7 @@ def console_share_consumer(
                 got = True
                 ts_type, ts = msg.timestamp()
                 out.write(fmt.format_fields(msg.partition() or 0, msg.offset() or 0, ts_type, ts, msg.key(),
-                                            msg.value(), _headers(msg)))
+                                            msg.value(), record_headers(msg)))
                 consumer.acknowledge(msg, ack)
                 count += 1
             out.flush()
@@ -121,10 +112,3 @@ def console_share_consumer(
             consumer.close()  # commits what is acknowledged and leaves the group
     warn(f"Processed a total of {count} messages")
 
-
-def _headers(msg: Message) -> list[tuple[str, bytes | None]] | None:
-    raw = msg.headers()
-    if not raw:
-        return None
-    pairs = raw.items() if isinstance(raw, dict) else raw
-    return [(k, v.encode() if isinstance(v, str) else v) for k, v in pairs]

@@ -20,6 +20,18 @@ from kbus.admin.wire import WireAdmin
 from kbus.cli.app import app
 from kbus.cli.client_config import translate, wire_security
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
+from kbus.cli.options import (
+    AdminTimeout,
+    AllTopics,
+    BootstrapServer,
+    CommandConfig,
+    DescribeOffsets,
+    GroupState,
+    ToDatetime,
+    ToEarliest,
+    ToLatest,
+    ToOffset,
+)
 
 MISSING = "-"
 DRY_RUN_WARNING = (
@@ -238,12 +250,8 @@ def _error(message: str) -> None:
 
 @app.command("consumer-groups", cls=_GroupsCommand)
 def consumer_groups(
-    bootstrap_server: Annotated[
-        str | None, typer.Option("--bootstrap-server", help="The broker(s) to connect to, host:port,...")
-    ] = None,
-    command_config: Annotated[
-        str | None, typer.Option("--command-config", help="Admin client .properties file")
-    ] = None,
+    bootstrap_server: BootstrapServer = None,
+    command_config: CommandConfig = None,
     list_: Annotated[bool, typer.Option("--list", help="List all consumer groups")] = False,
     describe: Annotated[bool, typer.Option("--describe", help="Describe groups: offsets and lag")] = False,
     delete: Annotated[bool, typer.Option("--delete", help="Delete groups (they must have no members)")] = False,
@@ -253,21 +261,17 @@ def consumer_groups(
     topic: Annotated[
         list[str] | None, typer.Option("--topic", help="With --reset-offsets: topic or topic:0,1 (repeatable)")
     ] = None,
-    all_topics: Annotated[bool, typer.Option("--all-topics", help="With --reset-offsets: every topic")] = False,
+    all_topics: AllTopics = False,
     members: Annotated[bool, typer.Option("--members", help="With --describe: list the members")] = False,
-    state: Annotated[
-        str | None, typer.Option("--state", help="With --describe: group state; with --list: filter by states")
-    ] = None,
-    offsets: Annotated[bool, typer.Option("--offsets", help="With --describe: offsets (the default)")] = False,
+    state: GroupState = None,
+    offsets: DescribeOffsets = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="With --describe --members: show assignments")] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Reset to the earliest offset")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest", help="Reset to the latest offset")] = False,
+    to_earliest: ToEarliest = False,
+    to_latest: ToLatest = False,
     to_current: Annotated[bool, typer.Option("--to-current", help="Reset to the current offset")] = False,
-    to_offset: Annotated[int | None, typer.Option("--to-offset", help="Reset to this offset")] = None,
+    to_offset: ToOffset = None,
     shift_by: Annotated[int | None, typer.Option("--shift-by", help="Move the offset by N (may be negative)")] = None,
-    to_datetime: Annotated[
-        str | None, typer.Option("--to-datetime", help="Reset to the first offset at or after YYYY-MM-DDTHH:mm:SS.sss")
-    ] = None,
+    to_datetime: ToDatetime = None,
     by_duration: Annotated[
         str | None, typer.Option("--by-duration", help="Reset to the offset this long ago (ISO-8601, e.g. PT1H)")
     ] = None,
@@ -277,7 +281,7 @@ def consumer_groups(
     export: Annotated[bool, typer.Option("--export", help="Print the reset plan as CSV")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show the new offsets (the default)")] = False,
     execute: Annotated[bool, typer.Option("--execute", help="Commit the new offsets")] = False,
-    timeout: Annotated[int, typer.Option("--timeout", help="Timeout for admin calls, in ms")] = 10000,
+    timeout: AdminTimeout = 10000,
 ) -> None:
     """List, describe, delete consumer groups and reset their offsets (kafka-consumer-groups.sh)."""
     if sum([list_, describe, delete, reset_offsets]) != 1:

@@ -15,6 +15,18 @@ from kbus.admin.wire import WireAdmin
 from kbus.cli.app import app
 from kbus.cli.client_config import translate, wire_security
 from kbus.cli.common import KafkaStyleCommand, UsageError, check_reachable, fail, load_properties
+from kbus.cli.options import (
+    AdminTimeout,
+    AllTopics,
+    BootstrapServer,
+    CommandConfig,
+    DescribeOffsets,
+    GroupState,
+    ToDatetime,
+    ToEarliest,
+    ToLatest,
+    ToOffset,
+)
 
 MISSING = "-"
 # Kafka's exception classes for the errors its tool prints them with
@@ -87,12 +99,8 @@ class _ShareGroupsCommand(KafkaStyleCommand):
 
 @app.command("share-groups", cls=_ShareGroupsCommand)
 def share_groups(
-    bootstrap_server: Annotated[
-        str | None, typer.Option("--bootstrap-server", help="The broker(s) to connect to, host:port,...")
-    ] = None,
-    command_config: Annotated[
-        str | None, typer.Option("--command-config", help="Admin client .properties file")
-    ] = None,
+    bootstrap_server: BootstrapServer = None,
+    command_config: CommandConfig = None,
     list_: Annotated[bool, typer.Option("--list", help="List all share groups")] = False,
     describe: Annotated[bool, typer.Option("--describe", help="Describe share groups: start offsets and lag")] = False,
     delete: Annotated[bool, typer.Option("--delete", help="Delete share groups (they must have no members)")] = False,
@@ -107,22 +115,18 @@ def share_groups(
     topic: Annotated[
         list[str] | None, typer.Option("--topic", help="Topic, or topic:0,1 with --reset-offsets (repeatable)")
     ] = None,
-    all_topics: Annotated[bool, typer.Option("--all-topics", help="With --reset-offsets: every topic")] = False,
+    all_topics: AllTopics = False,
     members: Annotated[bool, typer.Option("--members", help="With --describe: the members")] = False,
-    state: Annotated[
-        str | None, typer.Option("--state", help="With --describe: group state; with --list: filter by states")
-    ] = None,
-    offsets: Annotated[bool, typer.Option("--offsets", help="With --describe: offsets (the default)")] = False,
+    state: GroupState = None,
+    offsets: DescribeOffsets = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="With --describe: epochs")] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Reset to the earliest offset")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest", help="Reset to the latest offset")] = False,
-    to_offset: Annotated[int | None, typer.Option("--to-offset", help="Reset to this offset")] = None,
-    to_datetime: Annotated[
-        str | None, typer.Option("--to-datetime", help="Reset to the first offset at or after YYYY-MM-DDTHH:mm:SS.sss")
-    ] = None,
+    to_earliest: ToEarliest = False,
+    to_latest: ToLatest = False,
+    to_offset: ToOffset = None,
+    to_datetime: ToDatetime = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show the new offsets")] = False,
     execute: Annotated[bool, typer.Option("--execute", help="Reset the offsets")] = False,
-    timeout: Annotated[int, typer.Option("--timeout", help="Timeout for admin calls, in ms")] = 10000,
+    timeout: AdminTimeout = 10000,
 ) -> None:
     """List, describe, delete share groups and reset their offsets (kafka-share-groups.sh)."""
     if sum([list_, describe, delete, delete_offsets, reset_offsets]) != 1:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from tests.group_member import MemberProcess
 from tests.kbus_processes import BrokerProcess, Cluster
 from tests.zk_server import ZooKeeperServer, free_port
 
@@ -37,6 +38,15 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("broker")).start()
     yield b
     b.stop()
+
+
+@pytest.fixture
+def members() -> Iterator[list[MemberProcess]]:
+    """Group members in their own processes (tests/group_member.py) that a test started: killed when it ends."""
+    started: list[MemberProcess] = []
+    yield started
+    for m in started:
+        m.kill()
 
 
 @pytest.fixture

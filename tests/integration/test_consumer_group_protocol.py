@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Consumer
@@ -28,14 +28,6 @@ BROKER = {
 @pytest.fixture
 def kbroker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
     return broker_factory(BROKER)
-
-
-@pytest.fixture
-def members() -> Iterator[list[MemberProcess]]:
-    started: list[MemberProcess] = []
-    yield started
-    for m in started:
-        m.kill()
 
 
 def owned_sets(ms: list[MemberProcess]) -> list[set[int]]:

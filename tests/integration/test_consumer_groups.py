@@ -9,7 +9,6 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
@@ -46,14 +45,6 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
     req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
     res = admin.list_consumer_group_offsets([req])[group].result(15)
     return {tp.partition: (tp.offset, tp.metadata) for tp in res.topic_partitions}
-
-
-@pytest.fixture
-def members() -> Iterator[list[MemberProcess]]:
-    started: list[MemberProcess] = []
-    yield started
-    for m in started:
-        m.kill()
 
 
 def settled(members: list[MemberProcess], expect: dict[str, list[int]] | None = None) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections import Counter
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -30,7 +29,9 @@ from kio.schema.sync_group.v5.response import SyncGroupResponse
 from kbus.protocol.client import KafkaConnection
 from kbus.server.coordinator.consumer_protocol import parse_assignment, serialize_assignment
 from tests.group_member import MemberProcess, wait_until
-from tests.integration.test_consumer_group_protocol import BROKER, owned_sets, partitioned
+
+# the same broker (a short consumer-group session) as the consumer group protocol's tests
+from tests.integration.test_consumer_group_protocol import kbroker, owned_sets, partitioned  # noqa: F401 - a fixture
 from tests.integration.test_consumer_groups import create_topic, produce, uid
 from tests.kbus_processes import BrokerProcess
 
@@ -51,21 +52,8 @@ def group_type(broker: BrokerProcess, group: str) -> str | None:
     return asyncio.run(main())
 
 
-@pytest.fixture
-def kbroker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
-    return broker_factory(BROKER)
-
-
-@pytest.fixture
-def members() -> Iterator[list[MemberProcess]]:
-    started: list[MemberProcess] = []
-    yield started
-    for m in started:
-        m.kill()
-
-
 def test_rolling_upgrade_from_classic_to_consumer_members(
-    kbroker: BrokerProcess, members: list[MemberProcess]
+    kbroker: BrokerProcess, members: list[MemberProcess]  # noqa: F811
 ) -> None:
     bootstrap = kbroker.bootstrap
     topic = create_topic(bootstrap, 6)
@@ -106,7 +94,7 @@ def test_rolling_upgrade_from_classic_to_consumer_members(
     assert sorted(len(s) for s in owned_sets(modern)) == [3, 3]
 
 
-def test_downgrade_when_the_consumer_member_leaves(kbroker: BrokerProcess, members: list[MemberProcess]) -> None:
+def test_downgrade_when_the_consumer_member_leaves(kbroker: BrokerProcess, members: list[MemberProcess]) -> None:  # noqa: F811
     """A consumer-protocol member joins a classic group (upgrade), then leaves: the group is a classic group again
     (group.consumer.migration.policy=bidirectional) and its classic members rebalance among themselves."""
     bootstrap = kbroker.bootstrap
@@ -199,7 +187,7 @@ async def consumer_heartbeat(conn: KafkaConnection, group: str, member: str, epo
     ), ConsumerGroupHeartbeatResponse)
 
 
-def test_raw_frames_classic_member_in_a_consumer_group_and_both_conversions(kbroker: BrokerProcess) -> None:
+def test_raw_frames_classic_member_in_a_consumer_group_and_both_conversions(kbroker: BrokerProcess) -> None:  # noqa: F811
     bootstrap = kbroker.bootstrap
     topic = create_topic(bootstrap, 4)
     group = uid("g")

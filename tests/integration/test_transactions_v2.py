@@ -9,11 +9,9 @@ from __future__ import annotations
 import datetime
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsV3Response
 from kio.schema.api_versions.v4.request import ApiVersionsRequest
@@ -25,6 +23,7 @@ from kio.schema.produce.v11.response import ProduceResponse as ProduceResponseV1
 from kio.schema.types import TopicName, TransactionalId
 from kio.static.primitive import i16, i32
 
+from tests.integration.test_transaction_verification import broker, new_topic  # noqa: F401 - broker is a fixture
 from tests.kbus_processes import BrokerProcess
 from tests.txn_forgery import (
     call,
@@ -37,23 +36,6 @@ from tests.txn_forgery import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("txn-v2")).start()
-    # a transactional producer first, so that __transaction_state exists and its coordinator is loaded
-    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "warm-up"})
-    p.init_transactions(30)
-    yield b
-    b.stop()
-
-
-def new_topic(b: BrokerProcess, partitions: int = 1) -> str:
-    name = f"tv2-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
-    return name
 
 
 def wait_state(b: BrokerProcess, tid: str, state: str) -> tuple[int, int, str]:
@@ -84,7 +66,7 @@ def read_committed(b: BrokerProcess, topic: str, expected: int, timeout: float =
     return out
 
 
-def test_api_versions_finalize_transaction_version_2(broker: BrokerProcess) -> None:
+def test_api_versions_finalize_transaction_version_2(broker: BrokerProcess) -> None:  # noqa: F811
     r = call(broker.bootstrap, ApiVersionsRequest(client_software_name="t", client_software_version="1"),
              ApiVersionsResponse)
     assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
@@ -99,7 +81,7 @@ def test_api_versions_finalize_transaction_version_2(broker: BrokerProcess) -> N
     assert old.supported_features == () and len(old.finalized_features) == 1
 
 
-def test_each_end_bumps_the_epoch_and_produce_v12_adds_the_partition(broker: BrokerProcess) -> None:
+def test_each_end_bumps_the_epoch_and_produce_v12_adds_the_partition(broker: BrokerProcess) -> None:  # noqa: F811
     topic, tid = new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}"
     pid, epoch = init_producer(broker.bootstrap, tid)
     # no AddPartitionsToTxn: the Produce v12 itself adds the partition
@@ -118,7 +100,7 @@ def test_each_end_bumps_the_epoch_and_produce_v12_adds_the_partition(broker: Bro
     assert read_committed(broker, topic, 2) == [b"one", b"three"]
 
 
-def test_the_old_epoch_is_fenced_after_each_transaction(broker: BrokerProcess) -> None:
+def test_the_old_epoch_is_fenced_after_each_transaction(broker: BrokerProcess) -> None:  # noqa: F811
     topic, tid = new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}"
     pid, epoch = init_producer(broker.bootstrap, tid)
     assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"kept")) == "none"
@@ -141,7 +123,7 @@ def test_the_old_epoch_is_fenced_after_each_transaction(broker: BrokerProcess) -
     assert produce_v12(broker.bootstrap, tid, topic, old) == "invalid_producer_epoch"
 
 
-def test_produce_v11_still_needs_add_partitions(broker: BrokerProcess) -> None:
+def test_produce_v11_still_needs_add_partitions(broker: BrokerProcess) -> None:  # noqa: F811
     """A transactions-v1 client's Produce (v11 and below) is verified, never adds: unchanged."""
     topic, tid = new_topic(broker), f"v1-{uuid.uuid4().hex[:6]}"
     pid, epoch = init_producer(broker.bootstrap, tid)
@@ -156,7 +138,7 @@ def test_produce_v11_still_needs_add_partitions(broker: BrokerProcess) -> None:
     assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True)[0] == "invalid_txn_state"
 
 
-def test_txn_offset_commit_v5_adds_the_offsets_partition(broker: BrokerProcess) -> None:
+def test_txn_offset_commit_v5_adds_the_offsets_partition(broker: BrokerProcess) -> None:  # noqa: F811
     topic, tid, group = new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     pid, epoch = init_producer(broker.bootstrap, tid)
     assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"out")) == "none"
@@ -179,7 +161,7 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker: BrokerProcess) 
     assert commit_offset(9, epoch) in ("invalid_producer_epoch", "producer_fenced")
 
 
-def test_implicit_add_racing_end_txn_never_leaves_a_record_outside_the_transaction(broker: BrokerProcess) -> None:
+def test_implicit_add_racing_end_txn_never_leaves_a_record_outside_the_transaction(broker: BrokerProcess) -> None:  # noqa: F811
     """Review of issue 22: a Produce v12 to a partition new to the transaction, sent while the same transaction's
     EndTxn v5 commits it (on another connection), either joins the transaction (committed with it) or is refused
     (INVALID_PRODUCER_EPOCH once the epoch is bumped, INVALID_TXN_STATE if the marker beat its append; the

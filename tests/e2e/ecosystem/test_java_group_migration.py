@@ -7,67 +7,31 @@ in the same run, so the scenario is known valid on Kafka. Every member commits s
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.e2e.ecosystem.java_checks import VERSIONS, JavaChecks
-from tests.e2e.ecosystem.kafka_kraft import kafka4_kraft
+from tests.e2e.ecosystem.java_checks import JavaChecks
+
+# the same brokers (kbus and Kafka 4.x, with the same short consumer-group session), members and helpers
+from tests.e2e.ecosystem.test_java_group_protocol import (  # noqa: F401 - bootstrap, kafka4 are fixtures
+    VERSION,
+    bootstrap,
+    java_member,
+    kafka4,
+    owned,
+    produce_slowly,
+    reads,
+)
 from tests.group_member import MemberProcess, wait_until
 from tests.integration.test_consumer_groups import produce, uid
-from tests.kbus_processes import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-VERSION = VERSIONS[-1]  # the newest 4.x
-BROKER = {"group.consumer.session.timeout.ms": "6000", "group.consumer.heartbeat.interval.ms": "500"}
-
-
-@pytest.fixture(scope="module")
-def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    configs = {**BROKER, "group.consumer.min.session.timeout.ms": "6000",
-               "group.consumer.min.heartbeat.interval.ms": "500"}  # fmt: skip
-    with kafka4_kraft(tmp_path_factory.mktemp("kafka4"), configs) as bootstrap:
-        yield bootstrap
-
-
-@pytest.fixture(params=["kbus", "kafka4"])
-def bootstrap(request: pytest.FixtureRequest, broker_factory: Callable[..., BrokerProcess]) -> str:
-    if request.param == "kafka4":
-        return str(request.getfixturevalue("kafka4"))
-    return broker_factory(BROKER).bootstrap
-
-
-@pytest.fixture
-def members() -> Iterator[list[MemberProcess]]:
-    started: list[MemberProcess] = []
-    yield started
-    for m in started:
-        m.kill()
-
-
-def java_member(checks: JavaChecks, bootstrap: str, group: str, protocol: str, topic: str, name: str) -> MemberProcess:
-    cmd = checks.java("kbus.compat.GroupMember", bootstrap, group, protocol, f"topic:{topic}")
-    return MemberProcess(bootstrap, group, "", name=name, command=cmd)
-
-
-def owned(m: MemberProcess) -> set[str]:
-    return set(m.owned or [])
 
 
 def shared(ms: list[MemberProcess], partitions: set[str]) -> bool:
     """Every partition owned by exactly one member, every member owning some."""
     sets = [owned(m) for m in ms]
     return all(sets) and sorted(p for s in sets for p in s) == sorted(partitions)
-
-
-def reads(ms: list[MemberProcess]) -> Counter[str]:
-    return Counter(v for m in ms for v in m.values())
 
 
 def uncommitted(m: MemberProcess) -> set[str]:
@@ -87,14 +51,14 @@ def uncommitted(m: MemberProcess) -> set[str]:
 
 
 def test_java_rolling_upgrade_from_classic_to_consumer_members(
-    java_checks: dict[str, JavaChecks], bootstrap: str, members: list[MemberProcess]
+    java_checks: dict[str, JavaChecks], bootstrap: str, members: list[MemberProcess]  # noqa: F811
 ) -> None:
     topic, group = uid("jm"), uid("g")
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(15)
     every = {f"{topic}:{p}" for p in range(6)}
     checks = java_checks[VERSION]
-    classic = [java_member(checks, bootstrap, group, "classic", topic, f"classic-{n}") for n in ("a", "b")]
+    classic = [java_member(checks, bootstrap, group, "classic", f"topic:{topic}", f"classic-{n}") for n in ("a", "b")]
     members.extend(classic)
     wait_until(lambda: shared(classic, every), 90, "2 classic Java members to own the 6 partitions")
     first = [f"v{i}" for i in range(300)]
@@ -103,18 +67,8 @@ def test_java_rolling_upgrade_from_classic_to_consumer_members(
 
     # records stream in through the whole upgrade
     second = [f"w{i}" for i in range(1200)]
-
-    def slow_producer() -> None:
-        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        for i, v in enumerate(second):
-            p.produce(topic, value=v, partition=i % 6)
-            p.poll(0)
-            time.sleep(0.01)
-        p.flush(30)
-
-    thread = threading.Thread(target=slow_producer, daemon=True)
-    thread.start()
-    modern = [java_member(checks, bootstrap, group, "uniform", topic, f"consumer-{n}") for n in ("c", "d")]
+    thread = produce_slowly(bootstrap, topic, second, 0.01)
+    modern = [java_member(checks, bootstrap, group, "uniform", f"topic:{topic}", f"consumer-{n}") for n in ("c", "d")]
     members.extend(modern)
     wait_until(lambda: shared(members, every), 60, "the 2 classic and 2 consumer members to share the partitions")
     for m in classic:

@@ -46,14 +46,6 @@ def bootstrap(request: pytest.FixtureRequest, broker_factory: Callable[..., Brok
     return broker_factory(BROKER).bootstrap
 
 
-@pytest.fixture
-def members() -> Iterator[list[MemberProcess]]:
-    started: list[MemberProcess] = []
-    yield started
-    for m in started:
-        m.kill()
-
-
 def java_member(checks: JavaChecks, bootstrap: str, group: str, assignor: str | None, subscription: str,
                 name: str) -> MemberProcess:
     cmd = checks.java("kbus.compat.GroupMember", bootstrap, group, assignor or "-", subscription)
@@ -68,6 +60,23 @@ def settled(ms: list[MemberProcess], partitions: set[str], each: int) -> bool:
     """Every partition owned by exactly one member, each member owning `each`."""
     sets = [owned(m) for m in ms]
     return all(len(s) == each for s in sets) and sorted(p for s in sets for p in s) == sorted(partitions)
+
+
+def produce_slowly(bootstrap: str, topic: str, values: list[str], pause: float) -> threading.Thread:
+    """Records streaming in while the group changes: one value every `pause` seconds, round-robin over the topic's
+    6 partitions, from a daemon thread (already started; join it)."""
+
+    def run() -> None:
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        for i, v in enumerate(values):
+            p.produce(topic, value=v, partition=i % 6)
+            p.poll(0)
+            time.sleep(pause)
+        p.flush(30)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
 def reads(ms: list[MemberProcess]) -> Counter[str]:
@@ -106,17 +115,7 @@ def test_three_java_members_leave_and_crash_without_loss(
 
     # a member killed -9 while records stream in: its session times out, the survivor takes everything
     second = [f"w{i}" for i in range(600)]
-
-    def slow_producer() -> None:
-        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        for i, v in enumerate(second):
-            p.produce(topic, value=v, partition=i % 6)
-            p.poll(0)
-            time.sleep(0.005)
-        p.flush(30)
-
-    thread = threading.Thread(target=slow_producer, daemon=True)
-    thread.start()
+    thread = produce_slowly(bootstrap, topic, second, 0.005)
     wait_until(lambda: sum(1 for v in members[2].values() if v.startswith("w")) >= 50, 30,
                "the member to be killed to read some of the second batch")
     members[2].kill()

@@ -31,7 +31,10 @@ import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
  * num.standby.replicas=1), counts to OUTPUT. An HTTP server on PORT (also this instance's application.server)
  * answers GET /counts with one line per word this instance holds, "word count active|standby", read from its
  * local store partitions, standbys included (enableStaleStores): what an instance can answer when the active
- * instance of a key has died and the group has not rebalanced yet.
+ * instance of a key has died and the group has not rebalanced yet. The header Streams-State is the instance's
+ * KafkaStreams.State: while REBALANCING a task may be in hand-over (restored by the state updater, recycled between
+ * standby and active) and briefly in no store list, so an answer then can lack that task's keys; RUNNING means
+ * every assigned task is restored and owned by the stream thread.
  * Usage: QueryableCounts BOOTSTRAP APP_ID INPUT OUTPUT PORT STATE_DIR
  */
 public final class QueryableCounts {
@@ -68,6 +71,7 @@ public final class QueryableCounts {
 
         HttpServer http = HttpServer.create(new InetSocketAddress(self.host(), port), 0);
         http.createContext("/counts", exchange -> {
+            KafkaStreams.State before = streams.state();
             int status = 200;
             StringBuilder body = new StringBuilder();
             try {
@@ -87,6 +91,9 @@ public final class QueryableCounts {
                 body.append(e.getMessage()).append('\n');
             }
             byte[] bytes = body.toString().getBytes(StandardCharsets.UTF_8);
+            // the state before and after reading the stores ("RUNNING" only if it was so on both sides)
+            KafkaStreams.State after = streams.state();
+            exchange.getResponseHeaders().add("Streams-State", before == after ? after.name() : before + "->" + after);
             exchange.sendResponseHeaders(status, bytes.length);
             try (OutputStream out = exchange.getResponseBody()) {
                 out.write(bytes);

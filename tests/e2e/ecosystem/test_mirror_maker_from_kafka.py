@@ -55,6 +55,17 @@ def kbus_cluster(tmp_path: Path, zk_connect: str) -> Iterator[Cluster]:
     c.stop()
 
 
+# A kill -9 that lands in the source task's commit after its source offsets were written to the offsets topic
+# (mm2-offsets.kafka.internal on kbus, in the task's transaction) and before its EndTxn leaves that transaction open.
+# The restarted worker reads its offsets topic to the end before it joins its group and starts the task: Connect's
+# KafkaBasedLog with a read_committed consumer reads up to the end offset ListOffsets gives read_uncommitted (the high
+# watermark, past the open transaction), so it waits, and no new task fences the zombie. Its coordinator aborts it
+# at the producer's transaction.timeout.ms: with the default 60 s (plus the 10 s abort scan) the copy resumed after
+# the test's 60 s wait, as it would on Apache Kafka. The test's kill often lands there, as it follows the records'
+# append, just before the commit. A 10 s timeout and a 1 s scan keep that wait short.
+TXN_TIMEOUT_MS = "10000"
+
+
 def produce(bootstrap: str, topic: str, per_partition: range, partitions: int = PARTITIONS) -> None:
     """Each partition p gets the values of `per_partition`: value v at offset v, so offsets can be checked."""
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
@@ -126,6 +137,8 @@ def test_migrate_from_apache_kafka_to_kbus_and_back(
     kafka: ApacheKafka, kbus_cluster: Cluster, tmp_path: Path, mirror_maker: list[Worker]
 ) -> None:
     fetch_connect()
+    for b in kbus_cluster.brokers.values():  # a zombie's transaction is aborted within TXN_TIMEOUT_MS + 1 s
+        b.overrides["transaction.abort.timed.out.transaction.cleanup.interval.ms"] = "1000"
     kbus_cluster.start_all()
     kafka.wait_started()
     admin_kafka = AdminClient({"bootstrap.servers": kafka.bootstrap})
@@ -165,6 +178,7 @@ def test_migrate_from_apache_kafka_to_kbus_and_back(
         "refresh.topics.interval.seconds": "2", "refresh.groups.interval.seconds": "2",
         # exactly-once copies into kbus (KIP-618 in dedicated MM2): records and source positions in one transaction
         "kbus.exactly.once.source.support": "enabled", "dedicated.mode.enable.internal.rest": "true",
+        "kbus.producer.transaction.timeout.ms": TXN_TIMEOUT_MS,  # the worker's producer.*: its tasks' producers
         "listeners": f"http://127.0.0.1:{free_port()}"})  # fmt: skip
     mirror_maker.append(Worker.start("connect-mirror-maker.sh", [str(mm2)], 0, tmp_path))
 

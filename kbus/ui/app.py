@@ -3,6 +3,7 @@ attacker-controlled), every change a POST carrying a CSRF token, refused outrigh
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -32,6 +33,10 @@ from kbus.ui.security import CSRF_COOKIE, CSRF_FIELD, UiUser, check_basic, csrf_
 from kbus.ui.throughput import Throughput
 
 T = TypeVar("T")
+
+
+# how long a topic the UI created may take to show in the metadata it reads back
+_NEW_TOPIC_VISIBLE_S = 10.0
 
 
 @dataclass
@@ -297,6 +302,16 @@ class Console:
             rf = int(form["replication_factor"]) if form.get("replication_factor") else None
             configs = _key_values(form.get("configs", ""))
             self.admin.create_topic(name, partitions, rf, configs or None)
+            # the page this redirects to describes the topic, and a broker's metadata may not have it yet when the
+            # controller answers (it would show "does not exist" under the "Topic created" flash): wait a little
+            deadline = time.monotonic() + _NEW_TOPIC_VISIBLE_S
+            while time.monotonic() < deadline:
+                try:
+                    if self.admin.partitions_of(name):
+                        return
+                except AdminError:
+                    pass
+                time.sleep(0.1)
 
         done = await self.act(request, create)
         return done if isinstance(done, Response) else self.redirect(f"/topics/{quote(name, safe='')}", "Topic created")

@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
@@ -138,7 +139,18 @@ def submit(driver: webdriver.Chrome, css: str) -> None:
     """Click a form's button and wait for the page it leads to (a click does not always wait for the navigation)."""
     old = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.CSS_SELECTOR, css).click()
-    WebDriverWait(driver, 60).until(expected_conditions.staleness_of(old))
+
+    def replaced(_: webdriver.Chrome) -> bool:
+        try:
+            return bool(expected_conditions.staleness_of(old)(driver))
+        except WebDriverException as exc:
+            # mid-navigation chromium may answer "Node with given id does not belong to the document" for the old
+            # page's node instead of a stale-element error: the page is being replaced all the same
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
+
+    WebDriverWait(driver, 60).until(replaced)
 
 
 def make_topic(cluster: Cluster, name: str, partitions: int = 1) -> None:

@@ -302,14 +302,15 @@ class Console:
             rf = int(form["replication_factor"]) if form.get("replication_factor") else None
             configs = _key_values(form.get("configs", ""))
             self.admin.create_topic(name, partitions, rf, configs or None)
-            # the page this redirects to describes the topic, and a broker's metadata may not have it yet when the
-            # controller answers (it would show "does not exist" under the "Topic created" flash): wait a little
+            # the page this redirects to describes the topic through whichever broker the client asks, and the
+            # controller's metadata reaches the brokers one by one: wait (a little) until every broker has it with
+            # its leaders, or the page could say "does not exist" under the "Topic created" flash
             deadline = time.monotonic() + _NEW_TOPIC_VISIBLE_S
             while time.monotonic() < deadline:
                 try:
-                    if self.admin.partitions_of(name):
+                    if cluster.led_on_every_broker(self.wire, name):
                         return
-                except AdminError:
+                except (AdminError, ConnectionError):
                     pass
                 time.sleep(0.1)
 

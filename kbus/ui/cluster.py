@@ -9,7 +9,7 @@ from kbus.admin.kafka import EARLIEST, LATEST, KafkaAdmin
 from kbus.admin.log_dirs import describe_log_dirs
 from kbus.admin.models import ConfigEntry, GroupDescription, PartitionDescription, TopicDescription
 from kbus.admin.reassign import broker_racks, list_reassignments
-from kbus.admin.wire import WireAdmin
+from kbus.admin.wire import METADATA_KEY, AdminSession, WireAdmin, build, nested
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,27 @@ class TopicPage:
     topic: TopicDescription
     partitions: list[PartitionRow]
     configs: list[ConfigEntry]
+
+
+def led_on_every_broker(wire: WireAdmin, name: str) -> bool:
+    """Whether every broker's metadata has topic `name` with a leader for each partition. A page read after a
+    create goes to whichever broker the client picks, and the controller's UpdateMetadata reaches them one by one."""
+
+    async def work(session: AdminSession) -> bool:
+        nodes, _ = await wire.cluster(session)
+
+        def make(cls: type, version: int) -> object:
+            return build(cls, topics=[build(nested(cls, "MetadataRequestTopic"), name=name)],
+                         allow_auto_topic_creation=False)
+
+        for node in nodes:
+            resp, _ = await session.send(node.host, node.port, METADATA_KEY, (1, 12), make)
+            if not all(int(t.error_code) == 0 and t.partitions and all(int(p.leader_id) >= 0 for p in t.partitions)
+                       for t in resp.topics):
+                return False
+        return True
+
+    return wire.run(work)
 
 
 def topic_page(admin: KafkaAdmin, wire: WireAdmin, name: str) -> TopicPage:

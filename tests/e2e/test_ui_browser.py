@@ -27,6 +27,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
+from kbus.admin.wire import WireAdmin
+from kbus.ui.cluster import led_on_every_broker
 from tests.kbus_processes import KBUS, REPO, BrokerProcess, Cluster, kbus, wait_for, wait_for_port
 from tests.zk_server import ZooKeeperServer, free_port
 
@@ -219,6 +221,8 @@ def test_create_topic_and_alter_config_show_in_kbus_topics(
     fill(browser, "create-topic", name="ui-created", partitions="2", replication_factor="3")
     submit(browser, "form#create-topic button")
     assert text(browser, "#flash") == "Topic created"
+    # the topic's page, not an error page under the flash (the UI waits until every broker knows the topic)
+    assert browser.find_elements(By.CSS_SELECTOR, "form#alter-config"), text(browser, "body")
     fill(browser, "alter-config", key="retention.ms", value="4321000")
     submit(browser, "form#alter-config button[value=set]")
     assert text(browser, "#flash") == "retention.ms set"
@@ -228,6 +232,13 @@ def test_create_topic_and_alter_config_show_in_kbus_topics(
     assert out.returncode == 0, out.stderr
     assert "PartitionCount: 2\tReplicationFactor: 3" in out.stdout
     assert "retention.ms=4321000" in out.stdout
+
+
+def test_a_topic_counts_as_led_once_every_broker_has_its_leaders(cluster: Cluster) -> None:
+    wire = WireAdmin(cluster.bootstrap, 10.0)
+    assert not led_on_every_broker(wire, "ui-never-created")
+    make_topic(cluster, "ui-led", partitions=3)
+    wait_for(lambda: led_on_every_broker(wire, "ui-led"), timeout=30, what="ui-led on every broker")
 
 
 def test_message_browser_finds_by_key_and_by_timestamp(

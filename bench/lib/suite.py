@@ -60,7 +60,7 @@ SCENARIOS = (
              "scale curves: partitions 1-10,000, connections 10-5,000, message size 10 B-100 KB; charts"),
     Scenario("small-requests", (S + "small_requests.sh",), ("small_requests.jsonl",),
              "[ROUNDS] [--requests N]  env APIS",
-             "broker CPU per one-record Produce / Metadata request, 16 connections"),
+             "broker CPU per one-record Produce / Fetch / Metadata / OffsetCommit / Heartbeat request, 16 connections"),
     Scenario("shapes", (), ("scale.jsonl", "scale_*.png", "small_requests.jsonl", "shapes.md"),
              "[ROUNDS]  env SYSTEMS KBUS_BASE AXES ...",
              "scale + small-requests, then the shape table (kbus, Kafka, kbus-base = KBUS_BASE) and its charts"),

@@ -1,7 +1,11 @@
 """Broker CPU per small request: many connections each pipelining one-record Produce requests (acks=all, the
-librdkafka default, to a one-replica topic), or Metadata / ApiVersions requests, as fast as the broker answers.
-The frames are encoded once, so the client costs a socket write and a response read per request; the figure is
-the broker's utime+stime (/proc/PID/stat, all its threads) over the run divided by the requests answered.
+librdkafka default, to a one-replica topic), one-record Fetch requests (offset 0 of a topic holding one record per
+partition), Metadata, OffsetCommit or Heartbeat requests (a consumer group of one member joined and synced before
+the run: the commits and heartbeats are the member's, with its generation) or ApiVersions, as fast as the broker
+answers. The frames are encoded once, so the client costs a socket write and a response read per request; the
+figure is the broker's utime+stime (/proc/PID/stat, all its threads) over the run divided by the requests answered.
+Before the run one request of each frame is sent and its answer decoded: an error code fails the run (so a figure
+never measures an error path).
 
     .venv/bin/python bench/scenarios/small_requests.py -b 127.0.0.1:9092 --broker-pid PID --label kbus [--api produce]
 """
@@ -17,7 +21,8 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kbus.protocol.codec import build, encode_request, nested, request_type
+from kbus.protocol.client import KafkaConnection
+from kbus.protocol.codec import build, encode_request, nested, request_type, response_type
 from kbus.protocol.record_batch import build_batch
 import sys
 from pathlib import Path
@@ -25,21 +30,104 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/li
 from benchlib import cpu_seconds  # noqa: E402
 
 
-def frame(api: str, topic: str, partition: int) -> bytes:
-    if api == "produce":
-        def entity(name: str, /, **fields: object) -> object:
-            return build(nested(request_type(0, 9), name), **fields)
+# the versions of each request (librdkafka 2.x and the Java client send these or later)
+VERSIONS = {"produce": (0, 9), "fetch": (1, 12), "metadata": (3, 12), "offsetcommit": (8, 8), "heartbeat": (12, 4),
+            "apiversions": (18, 3)}  # fmt: skip
+FETCH_TOPIC = "small-fetch"  # one record per partition: a Fetch at offset 0 answers exactly one record
 
-        body = build(request_type(0, 9), acks=-1, timeout=5000, topic_data=(
+
+def body(api: str, topic: str, partition: int, member: tuple[str, int, str] = ("", -1, "")) -> object:
+    """The request of API for one partition; MEMBER: (group id, generation id, member id) for the group APIs."""
+    req = request_type(*VERSIONS[api])
+    assert req is not None
+
+    def entity(name: str, /, **fields: object) -> object:
+        return build(nested(req, name), **fields)
+
+    group, generation, member_id = member
+    if api == "produce":
+        return build(req, acks=-1, timeout=5000, topic_data=(
             entity("TopicProduceData", name=topic, partition_data=(
                 entity("PartitionProduceData", index=partition,
                        records=build_batch([(None, b"x" * 100)])),)),))  # fmt: skip
-    elif api == "metadata":
-        body = build(request_type(3, 12), topics=(build(nested(request_type(3, 12), "MetadataRequestTopic"),
-                                                        name=topic),))  # fmt: skip
+    if api == "fetch":
+        return build(req, replica_id=-1, max_wait=500, min_bytes=1, max_bytes=52428800, isolation_level=0,
+                     session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="", topics=(
+            entity("FetchTopic", topic=FETCH_TOPIC, partitions=(
+                entity("FetchPartition", partition=partition, fetch_offset=0, partition_max_bytes=1048576),)),))  # fmt: skip
+    if api == "metadata":
+        return build(req, topics=(entity("MetadataRequestTopic", name=topic),))
+    if api == "offsetcommit":
+        return build(req, group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, topics=(
+            entity("OffsetCommitRequestTopic", name=topic, partitions=(
+                entity("OffsetCommitRequestPartition", partition_index=partition, committed_offset=1,
+                       committed_metadata=""),)),))  # fmt: skip
+    if api == "heartbeat":
+        return build(req, group_id=group, generation_id=generation, member_id=member_id)
+    return build(req, client_software_name="bench", client_software_version="1")
+
+
+def frame(api: str, topic: str, partition: int, member: tuple[str, int, str] = ("", -1, "")) -> bytes:
+    return encode_request(body(api, topic, partition, member), 1, "small-requests")
+
+
+async def join_group(host: str, port: int, group: str) -> tuple[str, int, str]:
+    """A group of one member on a one-broker cluster (FindCoordinator v3, JoinGroup v5 twice, KIP-394's member id round, then SyncGroup v3), as a consumer."""
+    conn = KafkaConnection(host, port, "small-requests")
+    join = request_type(11, 5)
+    sync = request_type(14, 3)
+    assert join is not None and sync is not None
+    find = request_type(10, 3)
+    assert find is not None
+    for _ in range(60):  # the first FindCoordinator creates __consumer_offsets: COORDINATOR_NOT_AVAILABLE until then
+        found = await conn.request(build(find, key=group, key_type=0), response_type(10, 3))
+        if found.error_code == 0:
+            break
+        await asyncio.sleep(0.5)
     else:
-        body = build(request_type(18, 3), client_software_name="bench", client_software_version="1")
-    return encode_request(body, 1, "small-requests")
+        raise SystemExit(f"FindCoordinator: error {found.error_code}")
+    member_id = ""
+    for _ in range(10):
+        req = build(join, group_id=group, session_timeout=45000, rebalance_timeout=60000, member_id=member_id,
+                    protocol_type="consumer",
+                    protocols=(build(nested(join, "JoinGroupRequestProtocol"), name="range", metadata=b""),))  # fmt: skip
+        answer = await conn.request(req, response_type(11, 5), timeout=90)
+        member_id = answer.member_id
+        if answer.error_code == 0:
+            break
+        if answer.error_code != 79:  # MEMBER_ID_REQUIRED: join again with the id
+            raise SystemExit(f"JoinGroup: error {answer.error_code}")
+    generation = answer.generation_id
+    synced = await conn.request(build(sync, group_id=group, generation_id=generation, member_id=member_id,
+                                      assignments=(build(nested(sync, "SyncGroupRequestAssignment"),
+                                                         member_id=member_id, assignment=b""),)),
+                                response_type(14, 3))  # fmt: skip
+    if synced.error_code != 0:
+        raise SystemExit(f"SyncGroup: error {synced.error_code}")
+    await conn.close()
+    return group, generation, member_id
+
+
+def _error_codes(value: object) -> list[int]:
+    """Every error_code in a decoded response (nested entities too)."""
+    codes = []
+    for name in getattr(value, "__slots__", ()) or getattr(value, "__dataclass_fields__", ()):
+        field = getattr(value, name)
+        if name == "error_code":
+            codes.append(int(field))
+        for item in field if isinstance(field, tuple) else (field,):
+            if hasattr(item, "__dataclass_fields__"):
+                codes.extend(_error_codes(item))
+    return codes
+
+
+async def check(host: str, port: int, api: str, bodies: list[object]) -> None:
+    conn = KafkaConnection(host, port, "small-requests")
+    for b in bodies:
+        answer = await conn.request(b, response_type(*VERSIONS[api]))
+        if any(_error_codes(answer)):
+            raise SystemExit(f"{api}: the broker answered an error: {answer}")
+    await conn.close()
 
 
 async def connection(host: str, port: int, frames: list[bytes], count: int, window: int) -> int:
@@ -59,7 +147,14 @@ async def connection(host: str, port: int, frames: list[bytes], count: int, wind
 
 async def run(args: argparse.Namespace) -> dict[str, object]:
     host, port = args.bootstrap.rsplit(":", 1)
-    frames = [frame(args.api, args.topic, p) for p in range(args.partitions)]
+    member = ("", -1, "")
+    if args.api in ("offsetcommit", "heartbeat"):
+        member = await join_group(host, int(port), f"small-{args.api}-{os.getpid()}")
+    if args.api == "fetch":  # one record in each partition of FETCH_TOPIC (a new topic: nothing else in it)
+        await check(host, int(port), "produce", [body("produce", FETCH_TOPIC, p) for p in range(args.partitions)])
+    bodies = [body(args.api, args.topic, p, member) for p in range(args.partitions)]
+    await check(host, int(port), args.api, bodies)
+    frames = [frame(args.api, args.topic, p, member) for p in range(args.partitions)]
     per_conn = args.requests // args.connections
     warm = [connection(host, int(port), frames, min(per_conn, 200), args.window) for _ in range(args.connections)]
     await asyncio.gather(*warm)
@@ -80,7 +175,7 @@ def main() -> None:
     ap.add_argument("-b", "--bootstrap", required=True)
     ap.add_argument("--broker-pid", type=int, required=True)
     ap.add_argument("--label", required=True)
-    ap.add_argument("--api", choices=("produce", "metadata", "apiversions"), default="produce")
+    ap.add_argument("--api", choices=tuple(VERSIONS), default="produce")
     ap.add_argument("--topic", default="small")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--connections", type=int, default=16)
@@ -89,8 +184,11 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    if args.topic not in admin.list_topics(timeout=30).topics:
-        admin.create_topics([NewTopic(args.topic, args.partitions, 1)])[args.topic].result(60)
+    existing = admin.list_topics(timeout=30).topics
+    new = [NewTopic(t, args.partitions, 1) for t in (args.topic, FETCH_TOPIC) if t not in existing]
+    if new:
+        for future in admin.create_topics(new).values():
+            future.result(60)
         time.sleep(2)
     row = asyncio.run(run(args))
     line = json.dumps(row)

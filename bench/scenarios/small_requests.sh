@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Broker CPU per small request (bench/scenarios/small_requests.py: pipelined one-record Produce, Metadata, ApiVersions over
-# 16 connections): Apache Kafka, kbus and (with KBUS_BASE=DIR) the kbus of another checkout, interleaved round by
-# round on one ZooKeeper and the same config/server.properties. JSON lines in $OUT (default
-# $RESULTS/small_requests.jsonl).
-#   usage: bench/scenarios/small_requests.sh [ROUNDS] [small_requests.py args]   env: SYSTEMS, APIS (default "produce metadata")
+# Broker CPU per small request (bench/scenarios/small_requests.py: pipelined one-record Produce, Fetch, Metadata,
+# OffsetCommit, Heartbeat, ApiVersions over 16 connections): Apache Kafka, kbus and (with KBUS_BASE=DIR) the kbus of
+# another checkout, interleaved round by round on one ZooKeeper and the same config/server.properties. JSON lines in
+# $OUT (default $RESULTS/small_requests.jsonl).
+#   usage: bench/scenarios/small_requests.sh [ROUNDS] [small_requests.py args]
+#   env: SYSTEMS, APIS (default "produce fetch metadata offsetcommit heartbeat")
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . bench/lib/lib.sh
 rounds=${1:-3}; shift || true
 OUT=${OUT:-$RESULTS/small_requests.jsonl}
 SYSTEMS=${SYSTEMS:-kafka kbus${KBUS_BASE:+ kbus-base}}
-APIS=${APIS:-produce metadata}
+APIS=${APIS:-produce fetch metadata offsetcommit heartbeat}
 bench_start small
 start_systems
 for r in $(seq 1 "$rounds"); do

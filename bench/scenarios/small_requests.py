@@ -54,7 +54,8 @@ def body(api: str, topic: str, partition: int, member: tuple[str, int, str] = ("
         return build(req, replica_id=-1, max_wait=500, min_bytes=1, max_bytes=52428800, isolation_level=0,
                      session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="", topics=(
             entity("FetchTopic", topic=FETCH_TOPIC, partitions=(
-                entity("FetchPartition", partition=partition, fetch_offset=0, partition_max_bytes=1048576),)),))  # fmt: skip
+                entity("FetchPartition", partition=partition, fetch_offset=0,
+                       partition_max_bytes=1048576),)),))  # fmt: skip
     if api == "metadata":
         return build(req, topics=(entity("MetadataRequestTopic", name=topic),))
     if api == "offsetcommit":
@@ -72,7 +73,8 @@ def frame(api: str, topic: str, partition: int, member: tuple[str, int, str] = (
 
 
 async def join_group(host: str, port: int, group: str) -> tuple[str, int, str]:
-    """A group of one member on a one-broker cluster (FindCoordinator v3, JoinGroup v5 twice, KIP-394's member id round, then SyncGroup v3), as a consumer."""
+    """A group of one member on a one-broker cluster, as a consumer joins: FindCoordinator v3, JoinGroup v5 twice
+    (KIP-394's member id round), then SyncGroup v3."""
     conn = KafkaConnection(host, port, "small-requests")
     join = request_type(11, 5)
     sync = request_type(14, 3)
@@ -87,15 +89,18 @@ async def join_group(host: str, port: int, group: str) -> tuple[str, int, str]:
     else:
         raise SystemExit(f"FindCoordinator: error {found.error_code}")
     member_id = ""
-    for _ in range(10):
+    for _ in range(60):
         req = build(join, group_id=group, session_timeout=45000, rebalance_timeout=60000, member_id=member_id,
                     protocol_type="consumer",
-                    protocols=(build(nested(join, "JoinGroupRequestProtocol"), name="range", metadata=b""),))  # fmt: skip
+                    protocols=(build(nested(join, "JoinGroupRequestProtocol"), name="range",
+                                     metadata=b""),))  # fmt: skip
         answer = await conn.request(req, response_type(11, 5), timeout=90)
         member_id = answer.member_id
         if answer.error_code == 0:
             break
-        if answer.error_code != 79:  # MEMBER_ID_REQUIRED: join again with the id
+        if answer.error_code in (14, 15):  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE: retriable
+            await asyncio.sleep(0.5)
+        elif answer.error_code != 79:  # MEMBER_ID_REQUIRED: join again with the id
             raise SystemExit(f"JoinGroup: error {answer.error_code}")
     generation = answer.generation_id
     synced = await conn.request(build(sync, group_id=group, generation_id=generation, member_id=member_id,

@@ -415,6 +415,27 @@ def test_metadata_reports_a_dead_leader_and_refuses_bad_names() -> None:
     assert admin.calls == []
 
 
+def test_metadata_broker_list_follows_registrations_controller_and_cluster_id() -> None:
+    # the broker list is encoded once and reused (apis/metadata.py _HEAD_CACHE): every change must show at once
+    m, _, cluster, _ = managers()
+
+    def head() -> tuple[dict[int, int], int, str]:
+        r = call(m, 3, 12, topics=(part(3, 12, "MetadataRequestTopic", name="t"),), allow_auto_topic_creation=False)
+        return {b.node_id: b.port for b in r.brokers}, r.controller_id, r.cluster_id
+
+    assert head() == head() == ({ME: 9092, OTHER: 9093}, OTHER, "test-cluster")
+    cluster.live = [cluster.live[0], BrokerInfo(OTHER, "127.0.0.1", 9999)]  # re-registered on another port
+    assert head() == ({ME: 9092, OTHER: 9999}, OTHER, "test-cluster")
+    cluster.live = cluster.live[:1]
+    assert head() == ({ME: 9092}, OTHER, "test-cluster")
+    cluster.controller_id = lambda: ME  # type: ignore[method-assign]
+    cluster.cluster_id = "renamed"
+    assert head() == ({ME: 9092}, ME, "renamed")
+    for version in versions(3):  # every version's head from the same brokers: its own bytes
+        r = call(m, 3, version, topics=None if version >= 1 else (), allow_auto_topic_creation=False)
+        assert [b.node_id for b in r.brokers] == [ME]
+
+
 # ------------------------------------------------------------------------------------------------- admin
 def creatable(version: int, name: str, partitions: int = 1, rf: int = 1, **configs: str) -> Any:
     return part(19, version, "CreatableTopic", name=name, num_partitions=partitions, replication_factor=rf,

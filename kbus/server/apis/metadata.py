@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Operation, ResourceType
+from kbus.common.cluster import BrokerInfo
 from kbus.common.errors import KafkaError
 from kbus.common.topics import is_internal, validate_topic_name
 from kbus.protocol.codec import encode_entity
@@ -54,14 +55,51 @@ def _partitions(version: int, topic: TopicMetadata, live: frozenset[int]) -> byt
     return encoded
 
 
-def _topic_entry(ctx: RequestContext, m: Managers, topic: TopicMetadata, with_ops: bool) -> bytes:
+# The response without its topics (brokers on the listener, cluster id, controller, cluster operations), encoded,
+# of recent answers: (version, listener, cluster id, controller id, cluster operations) -> (brokers, bytes). The
+# metadata stores hand out a new BrokerInfo whenever a broker's registration changes (it is frozen), so the same
+# broker objects in the same order encode to the same bytes; anything else in the key changes the key. A client
+# polling the metadata of one topic then costs a lookup instead of kio building and writing the broker list.
+_HEAD_CACHE: dict[tuple[int, str, str | None, int, int], tuple[list[BrokerInfo], bytes]] = {}
+_HEAD_CACHE_MAX = 64
+
+
+def _same_brokers(a: list[BrokerInfo], b: list[BrokerInfo]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def _without_topics(ctx: RequestContext, m: Managers, brokers: list[BrokerInfo], cluster_ops: int) -> bytes:
+    cluster_id = m.cluster.cluster_id
+    controller_id = m.cluster.controller_id()
+    key = (ctx.api_version, ctx.listener.name, cluster_id, controller_id, cluster_ops)
+    cached = _HEAD_CACHE.get(key)
+    if cached is not None and _same_brokers(cached[0], brokers):
+        return cached[1]
+    encoded = encode_entity(ctx.build(
+        throttle_time=0,
+        brokers=[ctx.nested("MetadataResponseBroker", node_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
+                 for b, ep in on_listener(ctx, brokers)],
+        cluster_id=cluster_id,
+        controller_id=controller_id,
+        topics=(),
+        cluster_authorized_operations=cluster_ops,
+    ))  # fmt: skip
+    if len(_HEAD_CACHE) >= _HEAD_CACHE_MAX:
+        _HEAD_CACHE.clear()
+    _HEAD_CACHE[key] = (brokers, encoded)
+    return encoded
+
+
+def _topic_entry(
+    ctx: RequestContext, m: Managers, topic: TopicMetadata, with_ops: bool, live: frozenset[int]
+) -> bytes:
     return encode_topic(
         ctx.api_version,
         error_code=ErrorCode.none,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=is_internal(topic.name),
-        partitions=_partitions(ctx.api_version, topic, frozenset(b.broker_id for b in m.cluster.brokers())),
+        partitions=_partitions(ctx.api_version, topic, live),
         authorized_operations=(
             ctx.authorized_operations(ResourceType.TOPIC, topic.name) if with_ops else NOT_REQUESTED_OPERATIONS
         ),
@@ -82,6 +120,8 @@ def _by_id(req_topic: Any) -> bool:
 @api(3, 0, 12)
 async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
     topics = m.cluster.topics()
+    brokers = m.cluster.brokers()
+    live = frozenset(b.broker_id for b in brokers)
     requested = request.topics
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
@@ -100,7 +140,7 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
         all_topics, requested = False, []
     if all_topics:
         entries = [
-            _topic_entry(ctx, m, t, topic_ops)
+            _topic_entry(ctx, m, t, topic_ops, live)
             for t in sorted(topics.values(), key=lambda t: t.name)
             if ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name)  # Kafka hides the others
         ]
@@ -118,7 +158,7 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
                     # Kafka: the id is no secret, the name is: null name, the id as asked
                     entries.append(_error_topic(ctx, None, ErrorCode.topic_authorization_failed, req_topic.topic_id))
                 else:
-                    entries.append(_topic_entry(ctx, m, t, topic_ops))
+                    entries.append(_topic_entry(ctx, m, t, topic_ops, live))
                 continue
             topic = topics.get(name)
             if name and not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, name):
@@ -145,19 +185,6 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
             if topic is None:
                 entries.append(_error_topic(ctx, name, ErrorCode.unknown_topic_or_partition))
             else:
-                entries.append(_topic_entry(ctx, m, topic, topic_ops))
-    brokers = [
-        ctx.nested("MetadataResponseBroker", node_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
-        for b, ep in on_listener(ctx, m.cluster.brokers())
-    ]
-    without_topics = ctx.build(
-        throttle_time=0,
-        brokers=brokers,
-        cluster_id=m.cluster.cluster_id,
-        controller_id=m.cluster.controller_id(),
-        topics=(),
-        cluster_authorized_operations=(
-            ctx.authorized_operations(ResourceType.CLUSTER) if cluster_ops else NOT_REQUESTED_OPERATIONS
-        ),
-    )
-    return splice_topics(ctx.api_version, encode_entity(without_topics), entries)
+                entries.append(_topic_entry(ctx, m, topic, topic_ops, live))
+    cluster_ops_field = ctx.authorized_operations(ResourceType.CLUSTER) if cluster_ops else NOT_REQUESTED_OPERATIONS
+    return splice_topics(ctx.api_version, _without_topics(ctx, m, brokers, cluster_ops_field), entries)

@@ -18,10 +18,12 @@ from kio.serial import entity_reader, entity_writer
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.protocol.codec import RequestHeader, build, encode_response, nested, request_type, response_type
+from kbus.protocol.fetch_response import EncodedBody
 from kbus.server.apis import groups as apis
 from kbus.server.apis.registry import API_TABLE, RequestContext
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
 from kbus.server.metadata.types import TopicMetadata
+from kbus.server.quotas.manager import QuotaManagers
 from tests.unit.test_group_coordinator import FakeClock, MemoryLog
 
 T_ID = uuid.UUID(int=7)
@@ -38,6 +40,7 @@ class FakeBroker:
         self.clock = FakeClock()
         self.admin = self.cluster = self
         self.transactions = None
+        self.quotas = QuotaManagers()  # none configured: Heartbeat and OffsetCommit encode their own bodies
         self.groups: GroupCoordinator | None = GroupCoordinator(
             GroupConfig(offsets_topic_num_partitions=4, initial_rebalance_delay_ms=0, min_session_timeout_ms=1000),
             MemoryLog(),
@@ -98,6 +101,8 @@ async def call(broker: FakeBroker, api_key: int, version: int, /, **fields: Any)
     frame = encode_response(header, response)
     body_at = 4 + 4 + (1 if header.flexible and key != 18 else 0)
     decoded, _ = entity_reader(response_type(key, version))(frame, body_at)
+    if isinstance(response, EncodedBody):  # Heartbeat and OffsetCommit encode their own (checked against kio's)
+        return decoded
     assert decoded == response
     return response
 
@@ -323,5 +328,31 @@ def test_offsets_v10_never_resolve_the_zero_topic_id() -> None:
         got = [[(p.partition_index, p.committed_offset, p.error_code) for t in g.topics for p in t.partitions]
                for g in r.groups]
         assert got == [[(0, -1, E.unknown_topic_id), (1, -1, E.unknown_topic_id)], []]
+
+    asyncio.run(main())
+
+
+def test_with_a_request_quota_heartbeat_and_commit_answer_kio_objects_the_network_layer_throttles() -> None:
+    # Without request quotas both encode their own bodies (throttle time 0); with one, the network layer writes the
+    # quota's throttle time into the response object (processor._with_throttle_time), which a body would not take.
+    from kbus.common.quotas import QuotaEntity
+    from kbus.server.network.processor import _with_throttle_time
+
+    async def main() -> None:
+        b = FakeBroker()
+        await elected(b)
+        header = RequestHeader(12, 4, 7, "client", True)
+        req = request(12, 4, group_id="g", generation_id=1, member_id="m")
+        answer = await API_TABLE[12].handler(b, RequestContext(header, "127.0.0.1", 1, "c1"), req)  # type: ignore[arg-type]
+        assert isinstance(answer, EncodedBody)
+        b.quotas.request.update({QuotaEntity(client_id="client"): 10.0})
+        for key, version, fields in ((12, 4, {"generation_id": 1}), (8, 8, {"generation_id_or_member_epoch": -1})):
+            req = request(key, version, group_id="g", member_id="m", **fields)
+            ctx = RequestContext(RequestHeader(key, version, 7, "client", True), "127.0.0.1", 1, "c1")
+            answer = await API_TABLE[key].handler(b, ctx, req)  # type: ignore[arg-type]
+            assert not isinstance(answer, EncodedBody)
+            frame = encode_response(ctx.header, _with_throttle_time(answer, 500))
+            decoded, _ = entity_reader(response_type(key, version))(frame, 9)
+            assert decoded.throttle_time.total_seconds() == 0.5
 
     asyncio.run(main())

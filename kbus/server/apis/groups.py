@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
+from kbus.protocol.group_responses import encode_heartbeat_response, encode_offset_commit_response
 from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.share_offsets import reset_partitions
@@ -198,13 +199,16 @@ async def sync_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
 async def heartbeat(m: Managers, ctx: RequestContext, req: Any) -> Any:
     coordinator = _coordinator(m)
     if not _group(ctx, Operation.READ, req.group_id):
-        return ctx.build(throttle_time=0, error_code=E.group_authorization_failed)
-    if coordinator is None:
-        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
-    error = coordinator.heartbeat(
-        req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
-    )
-    return ctx.build(throttle_time=0, error_code=error)
+        error = int(E.group_authorization_failed)
+    elif coordinator is None:
+        error = int(E.coordinator_not_available)
+    else:
+        error = coordinator.heartbeat(
+            req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
+        )
+    if m.quotas.request.enabled:  # the network layer writes the request quota's throttle time into kio objects
+        return ctx.build(throttle_time=0, error_code=error)
+    return encode_heartbeat_response(ctx.api_version, error)  # by hand: kio's writer was a tenth of its CPU
 
 
 @api(13, 0, 5)
@@ -298,18 +302,20 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
             api_version=version,
         )
         errors.update(dict.fromkeys(denied_topics, E.topic_authorization_failed))
-    by_topic: dict[str, list[Any]] = defaultdict(list)
+    by_topic: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for (topic, partition), error in errors.items():
-        by_topic[topic].append(ctx.nested("OffsetCommitResponsePartition", partition_index=partition, error_code=error))
-    topics = [ctx.nested("OffsetCommitResponseTopic", name=name, topic_id=ids.get(name, _NO_TOPIC_ID),
-                         partitions=parts) for name, parts in by_topic.items()]
-    topics += [
-        ctx.nested("OffsetCommitResponseTopic", topic_id=topic_id, partitions=[
-            ctx.nested("OffsetCommitResponsePartition", partition_index=p, error_code=E.unknown_topic_id)
-            for p in partitions])
-        for topic_id, partitions in unknown_ids.items()
-    ]  # fmt: skip
-    return ctx.build(throttle_time=0, topics=topics)
+        by_topic[topic].append((partition, error))
+    topics: list[tuple[str | None, uuid.UUID | None, list[tuple[int, int]]]] = [
+        (name, ids.get(name, _NO_TOPIC_ID), parts) for name, parts in by_topic.items()
+    ]
+    topics += [(None, topic_id, [(p, int(E.unknown_topic_id)) for p in partitions])
+               for topic_id, partitions in unknown_ids.items()]  # fmt: skip
+    if m.quotas.request.enabled:  # the network layer writes the request quota's throttle time into kio objects
+        return ctx.build(throttle_time=0, topics=[
+            ctx.nested("OffsetCommitResponseTopic", name=name, topic_id=topic_id, partitions=[
+                ctx.nested("OffsetCommitResponsePartition", partition_index=p, error_code=e) for p, e in parts])
+            for name, topic_id, parts in topics])  # fmt: skip
+    return encode_offset_commit_response(version, topics)  # by hand: kio's writer was a tenth of its CPU
 
 
 def _describable_topics(ctx: RequestContext, topics: set[str]) -> set[str]:

@@ -23,6 +23,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -38,6 +39,9 @@ class RecordFormatError(ValueError):
     """A `__consumer_offsets` record kbus cannot decode (unknown version or truncated)."""
 
 
+# memoized: every request to a coordinator (Heartbeat, OffsetCommit, ...) maps its key to a partition, and the loop
+# below costs a few µs per key; a client's keys are few (bounded, so made-up keys cannot grow it)
+@lru_cache(maxsize=4096)
 def java_string_hashcode(s: str) -> int:
     """Java's String.hashCode: UTF-16 code units, h = 31*h + c, wrapped to a signed 32-bit int."""
     h = 0

@@ -1,0 +1,43 @@
+"""The hand-encoded Heartbeat and OffsetCommit responses are byte for byte what kio writes, for every version."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kbus.protocol.codec import build, encode_entity, nested, response_type
+from kbus.protocol.group_responses import encode_heartbeat_response, encode_offset_commit_response
+from kbus.server.apis.registry import API_TABLE
+
+TID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+
+
+def versions(key: int) -> range:
+    import kbus.server.apis.groups  # noqa: F401  # registers the handlers
+
+    spec = API_TABLE[key]
+    return range(spec.min_version, spec.max_version + 1)
+
+
+@pytest.mark.parametrize("version", versions(12))
+@pytest.mark.parametrize(("error", "throttle"), [(0, 0), (27, 0), (25, 1234)])
+def test_heartbeat_same_bytes_as_kio(version: int, error: int, throttle: int) -> None:
+    kio = build(response_type(12, version), throttle_time=throttle, error_code=error)
+    if version == 0:
+        throttle = 0  # v0 has no throttle time
+    assert encode_heartbeat_response(version, error, throttle).data == encode_entity(kio)
+
+
+@pytest.mark.parametrize("version", versions(8))
+@pytest.mark.parametrize("throttle", [0, 77])
+def test_offset_commit_same_bytes_as_kio(version: int, throttle: int) -> None:
+    cls = response_type(8, version)
+    topics = [("orders", TID, [(0, 0), (3, 22), (7, 0)]), ("ü-topic", None, [(1, 29)]), ("empty", TID, [])]
+    kio = build(cls, throttle_time=throttle, topics=[
+        build(nested(cls, "OffsetCommitResponseTopic"), name=name, topic_id=tid or uuid.UUID(int=0), partitions=[
+            build(nested(cls, "OffsetCommitResponsePartition"), partition_index=p, error_code=e) for p, e in parts])
+        for name, tid, parts in topics])  # fmt: skip
+    mine = encode_offset_commit_response(version, topics, throttle if version >= 3 else 0)
+    assert mine.data == encode_entity(kio)
+    assert encode_offset_commit_response(version, []).data == encode_entity(build(cls, throttle_time=0, topics=()))

@@ -165,9 +165,11 @@ class Broker:
         return self.replicas.leader_partition(topic, index)
 
     def append_records(
-        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False
+        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False,
+        transaction_version: int = 0,
     ) -> AppendResult:
-        return self.replicas.append_records(part, records, acks, from_coordinator=from_coordinator)
+        return self.replicas.append_records(part, records, acks, from_coordinator=from_coordinator,
+                                            transaction_version=transaction_version)
 
     async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None:
         await self.replicas.wait_for_acks(part, result, acks, timeout_ms)

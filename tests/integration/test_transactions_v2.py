@@ -191,3 +191,106 @@ def test_implicit_add_racing_end_txn_never_leaves_a_record_outside_the_transacti
     assert produce_v12(broker.bootstrap, tid, racer_topic, transactional_batch(pid, epoch, 0, b"last")) == "none"
     assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True)[0] == "none"
     assert read_committed(broker, racer_topic, len(joined) + 1) == [*joined, b"last"]
+
+
+def _producer_state(b: BrokerProcess, topic: str, pid: int) -> tuple[int, int, int]:
+    """(epoch, coordinator epoch, open transaction's first offset or -1) of `pid` on `topic`-0 (DescribeProducers)."""
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+    from kio.schema.describe_producers.v0.response import DescribeProducersResponse
+
+    r = call(b.bootstrap, DescribeProducersRequest(topics=(TopicRequest(name=TopicName(topic),
+                                                                        partition_indexes=(i32(0),)),)),
+             DescribeProducersResponse)
+    p = next(s for s in r.topics[0].partitions[0].active_producers if s.producer_id == pid)
+    return int(p.producer_epoch), int(p.coordinator_epoch), int(p.current_txn_start_offset)
+
+
+def _write_marker_v2(b: BrokerProcess, topic: str, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
+                     transaction_version: int) -> str:
+    """WriteTxnMarkers v2 (as a Kafka 4 coordinator sends it, KIP-1228) for `topic`-0; the partition's error."""
+    from kio.schema.types import ProducerId
+    from kio.schema.write_txn_markers.v2 import request as v2
+    from kio.schema.write_txn_markers.v2.response import WriteTxnMarkersResponse
+    from kio.static.primitive import i8
+
+    r = call(b.bootstrap, v2.WriteTxnMarkersRequest(markers=(v2.WritableTxnMarker(
+        producer_id=ProducerId(pid), producer_epoch=i16(epoch), transaction_result=commit,
+        coordinator_epoch=i32(coordinator_epoch), transaction_version=i8(transaction_version),
+        topics=(v2.WritableTxnMarkerTopic(name=TopicName(topic), partition_indexes=(i32(0),)),)),)),
+        WriteTxnMarkersResponse)
+    return str(r.markers[0].topics[0].partitions[0].error_code.name)
+
+
+def test_a_late_duplicate_marker_cannot_end_the_next_transaction(broker: BrokerProcess) -> None:  # noqa: F811
+    """WriteTxnMarkers v2's transaction version (KIP-1228): with transactions v2 every marker carries the epoch
+    its transaction's end bumped to, which the next transaction then writes with. A duplicate of the previous
+    marker arriving after that transaction's first batch has the same epoch: Kafka refuses it
+    (INVALID_PRODUCER_EPOCH) instead of letting it end part of the next transaction."""
+    r = call(broker.bootstrap, ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+             ApiVersionsResponse)
+    assert {int(k.api_key): int(k.max_version) for k in r.api_keys}[27] == 2
+    topic, tid = new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}"
+    pid, epoch = init_producer(broker.bootstrap, tid)
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"one")) == "none"
+    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True) == ("none", pid, epoch + 1)
+    wait_state(broker, tid, "CompleteCommit")
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch + 1, 0, b"two")) == "none"
+    bumped, coordinator_epoch, open_at = _producer_state(broker, topic, pid)
+    assert bumped == epoch + 1 and open_at == 2  # "one", its marker, then the open transaction
+    # the first transaction's commit marker again, late
+    late = _write_marker_v2(broker, topic, pid, epoch + 1, True, coordinator_epoch, transaction_version=2)
+    assert late == "invalid_producer_epoch"
+    assert _producer_state(broker, topic, pid)[2] == 2  # still open
+    # the second transaction ends as its producer says: aborted
+    assert end_txn(broker.bootstrap, tid, pid, epoch + 1, commit=False) == ("none", pid, epoch + 2)
+    wait_state(broker, tid, "CompleteAbort")
+    assert read_committed(broker, topic, 1) == [b"one"]
+
+
+def test_the_coordinator_sends_the_transaction_version_to_other_leaders(broker: BrokerProcess) -> None:  # noqa: F811
+    """A coordinator's markers for a partition another broker leads go as WriteTxnMarkers v2 with the transaction's
+    version once that broker's ApiVersions has v2 (kbus.server.transaction.service.BrokerMarkerWriter): the late
+    duplicate is refused there too, where v1 (no version) would have let it end the next transaction."""
+    import asyncio
+
+    from kbus.common.broker_config import KafkaConfig
+    from kbus.common.cluster import BrokerInfo
+    from kbus.protocol.client import PLAINTEXT
+    from kbus.server.transaction.service import BrokerMarkerWriter
+
+    host, port = broker.bootstrap.split(":")
+    leader = BrokerInfo(broker_id=1, host=host, port=int(port))
+
+    class Coordinator:  # the broker of another coordinator, as BrokerMarkerWriter sees its host
+        config = KafkaConfig.from_properties({})
+        broker_id = 99
+        inter_broker_security = PLAINTEXT
+
+        def partition_leader(self, topic: str, index: int) -> BrokerInfo:
+            return leader
+
+        def live_brokers(self) -> list[BrokerInfo]:
+            return [leader]
+
+    topic, tid = new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}"
+    pid, epoch = init_producer(broker.bootstrap, tid)
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"one")) == "none"
+    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True) == ("none", pid, epoch + 1)
+    wait_state(broker, tid, "CompleteCommit")
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch + 1, 0, b"two")) == "none"
+    _, coordinator_epoch, _ = _producer_state(broker, topic, pid)
+
+    async def late_marker(transaction_version: int) -> int:
+        writer = BrokerMarkerWriter(Coordinator(), 10_000, [], None)  # type: ignore[arg-type]
+        try:
+            errors = await writer.write_markers(pid, epoch + 1, True, coordinator_epoch, {(topic, 0)},
+                                                transaction_version)
+            return errors[(topic, 0)]
+        finally:
+            await writer.close()
+
+    assert asyncio.run(late_marker(2)) == 47  # INVALID_PRODUCER_EPOCH
+    assert _producer_state(broker, topic, pid)[2] == 2  # the second transaction is still open
+    assert end_txn(broker.bootstrap, tid, pid, epoch + 1, commit=True) == ("none", pid, epoch + 2)
+    wait_state(broker, tid, "CompleteCommit")
+    assert read_committed(broker, topic, 2) == [b"one", b"two"]

@@ -10,7 +10,11 @@ import pytest
 from kbus.protocol import record_batch as rb
 from kbus.protocol.control import ABORT, COMMIT, build_marker_batch, parse_marker
 from kbus.server.log import Log, LogConfig
-from kbus.server.log.errors import InvalidTxnStateError, TransactionCoordinatorFencedError
+from kbus.server.log.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    TransactionCoordinatorFencedError,
+)
 from kbus.server.log.txn_index import ENTRY_SIZE, AbortedTxn
 
 
@@ -132,3 +136,39 @@ def test_follower_indexes_aborts(tmp_path: Path) -> None:
     assert follower.collect_aborted_txns(0, 3) == [AbortedTxn(7, 0, 2, 3)]
     leader.close()
     follower.close()
+
+
+def test_transactions_v2_marker_needs_an_epoch_above_the_current_one(tmp_path: Path) -> None:
+    """KIP-890 part 2 / KIP-1228: a WriteTxnMarkers v2 marker with transaction version 2 carries the epoch the
+    coordinator bumped; one at the epoch the next transaction already writes with is a late duplicate of the
+    previous marker and must not end that transaction (Kafka's ProducerAppendInfo.checkProducerEpoch)."""
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(txn_batch(0, epoch=0))  # 0-1
+    lg.append_as_leader(marker(epoch=1, commit=True), from_coordinator=True, transaction_version=2)  # 2
+    lg.append_as_leader(txn_batch(0, epoch=1))  # 3-4: the next transaction, at the bumped epoch
+    with pytest.raises(InvalidProducerEpochError):  # the first marker again (a coordinator's retry, late)
+        lg.append_as_leader(marker(epoch=1, commit=False), from_coordinator=True, transaction_version=2)
+    with pytest.raises(InvalidProducerEpochError):
+        lg.append_as_leader(marker(epoch=0, commit=False), from_coordinator=True, transaction_version=2)
+    assert lg.log_end_offset == 5
+    assert lg.last_stable_offset(high_watermark=5) == 3  # still open
+    assert lg.collect_aborted_txns(0, 10) == []
+    lg.append_as_leader(marker(epoch=2, commit=False), from_coordinator=True, transaction_version=2)  # 5
+    assert lg.collect_aborted_txns(0, 10) == [AbortedTxn(7, 3, 5, 6)]
+    # with no transaction open, the same epoch is a retry of a marker already written (KAFKA-19999): written
+    lg.append_as_leader(marker(epoch=2, commit=False), from_coordinator=True, transaction_version=2)  # 6
+    assert lg.log_end_offset == 7
+    lg.close()
+
+
+def test_legacy_markers_keep_the_epoch_check_of_transactions_v1(tmp_path: Path) -> None:
+    """Before v2 (transaction version 0/1) a marker has the transaction's own epoch: equal is valid."""
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(txn_batch(0, epoch=3))  # 0-1
+    lg.append_as_leader(marker(epoch=3, commit=True), from_coordinator=True)  # 2
+    lg.append_as_leader(txn_batch(2, epoch=3))  # 3-4
+    with pytest.raises(InvalidProducerEpochError):
+        lg.append_as_leader(marker(epoch=2, commit=True), from_coordinator=True, transaction_version=1)
+    lg.append_as_leader(marker(epoch=3, commit=False), from_coordinator=True, transaction_version=1)  # 5
+    assert lg.collect_aborted_txns(0, 10) == [AbortedTxn(7, 3, 5, 6)]
+    lg.close()

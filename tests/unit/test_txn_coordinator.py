@@ -34,11 +34,14 @@ class FakeLog(TransactionLog):
 class FakeMarkers:
     def __init__(self) -> None:
         self.calls: list[tuple[int, int, bool, int, set[tuple[str, int]]]] = []
+        self.versions: list[int] = []  # the transaction version of each call
         self.errors: dict[tuple[str, int], int] = {}
 
     async def write_markers(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
-                            partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+                            partitions: set[tuple[str, int]], transaction_version: int = 0,
+                            ) -> dict[tuple[str, int], int]:
         self.calls.append((producer_id, producer_epoch, committed, coordinator_epoch, set(partitions)))
+        self.versions.append(transaction_version)
         out = {tp: self.errors.pop(tp, E.none) for tp in partitions}
         return out
 
@@ -249,6 +252,7 @@ def test_v2_end_bumps_the_epoch_and_the_markers_carry_it() -> None:
         assert await c.end_transaction_bumping("t", pid, epoch + 1, False, 2) == (E.none, pid, epoch + 2)
         await c.settle()
         assert markers.calls[-1] == (pid, epoch + 2, False, 3, {("a", 0)})
+        assert markers.versions == [2, 2]  # WriteTxnMarkers v2's transaction version: the partitions check strictly
     run(go())
 
 
@@ -306,6 +310,7 @@ def test_v1_end_keeps_the_epoch() -> None:
         assert await c.end_transaction_bumping("t", pid, epoch, True, 0) == (E.none, pid, epoch)
         await c.settle()
         assert markers.calls == [(pid, epoch, True, 3, {("a", 0)})]
+        assert markers.versions == [0]
     run(go())
 
 
@@ -373,8 +378,10 @@ def test_v2_failover_mid_commit_finishes_with_the_bumped_epoch_and_the_next_prod
         sticky = markers.write_markers
 
         async def b_never_written(producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
-                                  partitions: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
-            out = await sticky(producer_id, producer_epoch, committed, coordinator_epoch, partitions)
+                                  partitions: set[tuple[str, int]], transaction_version: int = 0,
+                                  ) -> dict[tuple[str, int], int]:
+            out = await sticky(producer_id, producer_epoch, committed, coordinator_epoch, partitions,
+                               transaction_version)
             return {**out, **({("b", 0): E.not_leader_or_follower} if ("b", 0) in partitions else {})}
 
         markers.write_markers = b_never_written  # type: ignore[method-assign]

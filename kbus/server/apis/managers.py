@@ -41,6 +41,7 @@ class Replicas(Protocol):
     def append_records(
         self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False,
         verify_transactions: bool = False, verification_guard: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendResult: ...
     async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None: ...
     def read(

@@ -67,10 +67,11 @@ async def init_transactional_producer(m: Managers, ctx: RequestContext, request:
 
 async def append_markers(
     broker: MarkerReplicas, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
-    partitions: set[TopicPartition], timeout_ms: int, listeners: list[MarkerListener],
+    partitions: set[TopicPartition], timeout_ms: int, listeners: list[MarkerListener], transaction_version: int = 0,
 ) -> dict[TopicPartition, int]:
     """Write one marker on each partition this broker leads (WriteTxnMarkers, acks=all); error code per
-    partition."""
+    partition. `transaction_version` 2: the marker ends a transactions-v2 transaction (its epoch bumped), which
+    the partition checks strictly (kbus.server.log.producer_state check_marker)."""
     batch = build_marker_batch(producer_id, producer_epoch, committed, coordinator_epoch)
     results: dict[TopicPartition, int] = {}
     written = []
@@ -80,7 +81,9 @@ async def append_markers(
             results[tp] = error
             continue
         try:
-            written.append((tp, part, broker.append_records(part, batch, -1, from_coordinator=True)))
+            result = broker.append_records(part, batch, -1, from_coordinator=True,
+                                           transaction_version=transaction_version)
+            written.append((tp, part, result))
         except Exception as exc:
             results[tp] = error_code_for(exc)
     for tp, part, result in written:
@@ -198,9 +201,10 @@ async def end_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return ctx.build(throttle_time=0, error_code=_fenced(ctx, error), producer_id=producer_id, producer_epoch=epoch)
 
 
-@api(27, 1, 1)
+@api(27, 1, 2)
 async def write_txn_markers(m: Managers, ctx: RequestContext, req: Any) -> Any:
-    """From another broker's transaction coordinator: write the markers on the partitions this broker leads."""
+    """From another broker's transaction coordinator: write the markers on the partitions this broker leads. v2
+    (KIP-1228) gives each marker its transaction version; before it, 0 (the legacy epoch check)."""
     service = m.transactions
     results = []
     # only brokers write markers (Kafka: ClusterAction on the cluster), never a client
@@ -214,7 +218,8 @@ async def write_txn_markers(m: Managers, ctx: RequestContext, req: Any) -> Any:
         else:
             errors = await append_markers(m.replicas, marker.producer_id, marker.producer_epoch,
                                           marker.transaction_result, marker.coordinator_epoch, wanted,
-                                          service.request_timeout_ms, service.marker_listeners)
+                                          service.request_timeout_ms, service.marker_listeners,
+                                          marker.transaction_version if ctx.api_version >= 2 else 0)
         results.append(ctx.nested("WritableTxnMarkerResult", producer_id=marker.producer_id, topics=[
             ctx.nested("WritableTxnMarkerTopicResult", name=t.name, partitions=[
                 ctx.nested("WritableTxnMarkerPartitionResult", partition_index=p, error_code=errors[(t.name, p)])

@@ -288,9 +288,11 @@ class Log:
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0, from_coordinator: bool = False,
         verify_transactions: bool = False, verification_guard: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendResult:
         """Validate, assign offsets from the log end, stamp LogAppendTime if configured, dedupe idempotent
-        retries, write. Only a transaction coordinator (WriteTxnMarkers) may write control batches.
+        retries, write. Only a transaction coordinator (WriteTxnMarkers) may write control batches;
+        `transaction_version` is its markers' (2: their epoch must be above the producer's, see check_marker).
         `verify_transactions` (a client's Produce with transaction.partition.verification.enable): a transactional
         batch that does not continue an ongoing transaction needs `verification_guard` from a verification."""
         buf = bytearray(records)
@@ -322,7 +324,7 @@ class Log:
                         return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
                                             duplicate=True)
                     if h.is_control:
-                        append.check_marker(h, markers[h.position])
+                        append.check_marker(h, markers[h.position], transaction_version)
                 rb.set_base_offset_and_epoch(buf, h.position, next_offset, h.batch_length, leader_epoch)
                 h.base_offset = next_offset
                 h.partition_leader_epoch = leader_epoch

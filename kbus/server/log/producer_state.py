@@ -33,6 +33,7 @@ NUM_BATCHES_TO_RETAIN = 5
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 _SNAPSHOT_VERSION = 1
 _INT32_MAX = 2**31 - 1
+_INT16_MAX = 2**15 - 1  # Short.MAX_VALUE: the epoch a fence at the last usable epoch leaves
 
 
 @dataclass(slots=True)
@@ -227,13 +228,28 @@ class ProducerAppend:
             )
         return None
 
-    def check_marker(self, h: BatchHeader, marker: EndTxnMarker) -> None:
-        """Kafka's appendEndTxnMarker checks: the marker's epoch and coordinator epoch may not go backwards."""
+    def check_marker(self, h: BatchHeader, marker: EndTxnMarker, transaction_version: int = 0) -> None:
+        """Kafka's appendEndTxnMarker checks: the marker's epoch and coordinator epoch may not go backwards.
+
+        `transaction_version` is the one WriteTxnMarkers v2 gives the marker (KIP-1228; 0 before v2). At 2 the
+        coordinator bumped the epoch before writing the marker, so a valid marker's epoch is above the current
+        one (Kafka's checkProducerEpoch): one equal to it is a late duplicate of the previous transaction's
+        marker, which must not end the next transaction (already writing at that epoch). The same epoch with no
+        transaction open is a retry of a marker already written (KAFKA-19999), as is Short.MAX_VALUE (a fence at
+        the last epoch cannot bump it): both are written again."""
         entry, _ = self._entry(h.producer_id)
-        if h.producer_epoch < entry.producer_epoch:
+        epoch, current = h.producer_epoch, entry.producer_epoch
+        if transaction_version >= 2:
+            if epoch <= current and not (epoch == current and (entry.current_txn_first_offset is None
+                                                               or epoch == _INT16_MAX)):
+                raise InvalidProducerEpochError(
+                    f"Transaction marker epoch {epoch} of producer {h.producer_id} is <= the current epoch "
+                    f"{current} (TV{transaction_version})"
+                )
+        elif epoch < current:
             raise InvalidProducerEpochError(
-                f"Transaction marker epoch {h.producer_epoch} of producer {h.producer_id} is older than the "
-                f"current epoch {entry.producer_epoch}"
+                f"Transaction marker epoch {epoch} of producer {h.producer_id} is older than the current epoch "
+                f"{current}"
             )
         if marker.coordinator_epoch < entry.coordinator_epoch:
             raise TransactionCoordinatorFencedError(

@@ -136,7 +136,7 @@ class Partition:
     # ------------------------------------------------------------------ leader: appends and the high watermark
     def append_as_leader(
         self, records: bytes | bytearray, *, from_coordinator: bool = False, verify_transactions: bool = False,
-        verification_guard: VerificationGuard | None = None,
+        verification_guard: VerificationGuard | None = None, transaction_version: int = 0,
     ) -> AppendResult:
         # Kafka's appendRecordsToLeader (leaderLogIfLocal): a caller that awaited something since it looked the
         # partition up (a Produce waiting on the transaction coordinator) may find this replica a follower now;
@@ -146,7 +146,8 @@ class Partition:
                                  f"{self.local_broker_id}")
         result = self.log.append_as_leader(records, leader_epoch=self.state.leader_epoch,
                                            from_coordinator=from_coordinator, verify_transactions=verify_transactions,
-                                           verification_guard=verification_guard)
+                                           verification_guard=verification_guard,
+                                           transaction_version=transaction_version)
         if not result.duplicate:
             self.epochs.assign(self.state.leader_epoch, result.first_offset)
             self.wake_followers()

@@ -164,6 +164,7 @@ class ReplicaManager:
     def append_records(
         self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False,
         verify_transactions: bool = False, verification_guard: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendResult:
         """Leader append, synchronous so that appends keep the order requests arrived in. acks=-1 is refused up
         front when the ISR is smaller than min.insync.replicas; wait_for_acks() then waits for the replicas."""
@@ -176,7 +177,8 @@ class ReplicaManager:
         try:
             return part.append_as_leader(records, from_coordinator=from_coordinator,
                                          verify_transactions=verify_transactions,
-                                         verification_guard=verification_guard)
+                                         verification_guard=verification_guard,
+                                         transaction_version=transaction_version)
         except OSError as e:
             raise self.storage_error(part, "appending to", e) from e
 

@@ -68,9 +68,11 @@ class TransactionLog(Protocol):
 class MarkerWriter(Protocol):
     async def write_markers(
         self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
-        partitions: set[TopicPartition],
+        partitions: set[TopicPartition], transaction_version: int,
     ) -> dict[TopicPartition, int]:
-        """Write one marker on each partition's leader; the error code per partition (0 when written)."""
+        """Write one marker on each partition's leader; the error code per partition (0 when written).
+        `transaction_version`: the transaction's (Kafka's clientTransactionVersion), which WriteTxnMarkers v2
+        carries so that the partitions check a transactions-v2 marker's bumped epoch strictly."""
         ...
 
 
@@ -460,7 +462,7 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
         while remaining and self.active and meta.partition in self.owned and self.txns.get(
                 meta.transactional_id) is meta:
             errors = await self.markers.write_markers(meta.producer_id, meta.producer_epoch, committed,
-                                                      self.epochs[meta.partition], remaining)
+                                                      self.epochs[meta.partition], remaining, meta.client_tv)
             for tp, code in errors.items():
                 if code == E.none or code == E.unknown_topic_or_partition:
                     remaining.discard(tp)  # written, or the partition is gone with its topic

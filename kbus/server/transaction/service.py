@@ -10,20 +10,18 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.api_versions.v0.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode
 from kio.schema.errors import ErrorCode as E
 from kio.schema.types import ProducerId, TopicName
-from kio.schema.write_txn_markers.v1.request import (
-    WritableTxnMarker,
-    WritableTxnMarkerTopic,
-    WriteTxnMarkersRequest,
-)
-from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
-from kio.static.primitive import i16, i32
+from kio.schema.write_txn_markers import v1, v2
+from kio.static.primitive import i8, i16, i32
 
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.protocol.client import ClientSecurity, KafkaConnection
+from kbus.protocol.errors import ProtocolError
 from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas, follow_leadership
 from kbus.server.log.log import AppendResult
 from kbus.server.metadata.types import TopicMetadata
@@ -35,6 +33,7 @@ from kbus.server.transaction.verification import TransactionVerifier
 log = logging.getLogger(__name__)
 
 MarkerListener = Callable[[TopicPartition, int, bool], None]  # (partition, producer id, committed)
+_WRITE_TXN_MARKERS = 27
 
 
 class MarkerReplicas(Protocol):
@@ -42,7 +41,8 @@ class MarkerReplicas(Protocol):
 
     def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]: ...
     def append_records(
-        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False
+        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False,
+        transaction_version: int = 0,
     ) -> AppendResult: ...
     async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None: ...
 
@@ -68,7 +68,7 @@ class LocalMarkerAppender(Protocol):
 
     async def __call__(
         self, broker: MarkerReplicas, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
-        partitions: set[TopicPartition], timeout_ms: int, listeners: list[MarkerListener],
+        partitions: set[TopicPartition], timeout_ms: int, listeners: list[MarkerListener], transaction_version: int,
     ) -> dict[TopicPartition, int]: ...
 
 
@@ -98,10 +98,11 @@ class BrokerMarkerWriter:
         self._timeout_ms = timeout_ms
         self._listeners = listeners
         self._connections: dict[int, KafkaConnection] = {}
+        self._marker_versions: dict[int, int] = {}  # the WriteTxnMarkers version each connected broker speaks
 
     async def write_markers(
         self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
-        partitions: set[TopicPartition],
+        partitions: set[TopicPartition], transaction_version: int,
     ) -> dict[TopicPartition, int]:
         broker = self._broker
         local: set[TopicPartition] = set()
@@ -120,43 +121,68 @@ class BrokerMarkerWriter:
                 remote.setdefault(leader.broker_id, set()).add(tp)
         if local:
             results.update(await self._append_local(broker, producer_id, producer_epoch, committed, coordinator_epoch,
-                                                local, self._timeout_ms, self._listeners))
-        sends = [self._send(b, tps, producer_id, producer_epoch, committed, coordinator_epoch)
+                                                local, self._timeout_ms, self._listeners, transaction_version))
+        sends = [self._send(b, tps, producer_id, producer_epoch, committed, coordinator_epoch, transaction_version)
                  for b, tps in remote.items()]
         for answer in await asyncio.gather(*sends):
             results.update(answer)
         return results
 
     async def _send(self, broker_id: int, tps: set[TopicPartition], producer_id: int, producer_epoch: int,
-                    committed: bool, coordinator_epoch: int) -> dict[TopicPartition, int]:
+                    committed: bool, coordinator_epoch: int, transaction_version: int) -> dict[TopicPartition, int]:
         by_topic: dict[str, list[int]] = {}
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)
-        request = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
-            producer_id=ProducerId(producer_id), producer_epoch=i16(producer_epoch), transaction_result=committed,
-            coordinator_epoch=i32(coordinator_epoch),
-            topics=tuple(WritableTxnMarkerTopic(name=TopicName(t), partition_indexes=tuple(i32(p) for p in ps))
-                         for t, ps in by_topic.items()),
-        ),))
+        timeout = self._timeout_ms / 1000 + 5
+        response: v1.response.WriteTxnMarkersResponse | v2.response.WriteTxnMarkersResponse
         try:
             conn = self._connection(broker_id)
             if conn is None:
                 return dict.fromkeys(tps, E.not_leader_or_follower)
-            response = await conn.request(request, WriteTxnMarkersResponse, timeout=self._timeout_ms / 1000 + 5)
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            if transaction_version >= 2 and await self._marker_version(broker_id, conn, timeout) >= 2:
+                response = await conn.request(v2.request.WriteTxnMarkersRequest(markers=(v2.request.WritableTxnMarker(
+                    producer_id=ProducerId(producer_id), producer_epoch=i16(producer_epoch),
+                    transaction_result=committed, coordinator_epoch=i32(coordinator_epoch),
+                    transaction_version=i8(transaction_version),
+                    topics=tuple(v2.request.WritableTxnMarkerTopic(name=TopicName(t),
+                                                                   partition_indexes=tuple(i32(p) for p in ps))
+                                 for t, ps in by_topic.items()),
+                ),)), v2.response.WriteTxnMarkersResponse, timeout=timeout)
+            else:
+                # v1 (or a broker without v2: Kafka's version negotiation drops the ignorable field the same
+                # way, and that broker checks the marker's epoch the legacy way)
+                response = await conn.request(v1.request.WriteTxnMarkersRequest(markers=(v1.request.WritableTxnMarker(
+                    producer_id=ProducerId(producer_id), producer_epoch=i16(producer_epoch),
+                    transaction_result=committed, coordinator_epoch=i32(coordinator_epoch),
+                    topics=tuple(v1.request.WritableTxnMarkerTopic(name=TopicName(t),
+                                                                   partition_indexes=tuple(i32(p) for p in ps))
+                                 for t, ps in by_topic.items()),
+                ),)), v1.response.WriteTxnMarkersResponse, timeout=timeout)
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, ProtocolError) as exc:
             log.info("WriteTxnMarkers to broker %d failed: %s", broker_id, exc)
             conn = self._connections.pop(broker_id, None)
+            self._marker_versions.pop(broker_id, None)  # it may come back another version
             if conn is not None:
                 await conn.close()
             return dict.fromkeys(tps, E.not_leader_or_follower)
         out: dict[TopicPartition, int] = {}
         for marker in response.markers:
             for topic in marker.topics:
-                for p in topic.partitions:
-                    out[(topic.name, p.partition_index)] = int(p.error_code)
+                for result in topic.partitions:
+                    out[(topic.name, result.partition_index)] = int(result.error_code)
         for tp in tps:
             out.setdefault(tp, E.unknown_server_error)
         return out
+
+    async def _marker_version(self, broker_id: int, conn: KafkaConnection, timeout: float) -> int:
+        """The highest WriteTxnMarkers version (up to 2) the broker speaks, asked once per connection
+        (ApiVersions), as Kafka's NetworkClient negotiates: a kbus from before v2 closes the connection on it."""
+        version = self._marker_versions.get(broker_id)
+        if version is None:
+            answer = await conn.request(ApiVersionsRequest(), ApiVersionsResponse, timeout=timeout)
+            top = next((int(k.max_version) for k in answer.api_keys if k.api_key == _WRITE_TXN_MARKERS), 1)
+            version = self._marker_versions[broker_id] = min(top, 2)
+        return version
 
     def _connection(self, broker_id: int) -> KafkaConnection | None:
         conn = self._connections.get(broker_id)
@@ -180,6 +206,7 @@ class BrokerMarkerWriter:
         for conn in self._connections.values():
             await conn.close()
         self._connections.clear()
+        self._marker_versions.clear()
 
 
 class TransactionService:

@@ -333,7 +333,11 @@ def test_v2_bump_past_the_last_epoch_moves_to_a_new_producer_id() -> None:
     run(go())
 
 
-def test_v2_timeout_abort_fences_the_producer() -> None:
+def test_v2_timeout_abort_bumps_the_epoch_once() -> None:
+    """Kafka 4's abortTimedOutTransactions with transactions v2: prepareFenceProducerEpoch's bumped epoch is only
+    the fence's; the abort (prepareAbortOrCommit) bumps the current epoch once, so the producer's own abort of the
+    timed-out transaction is a retry of that end, answered with the epoch to go on with (a 4.x client keeps
+    working), while a commit of it is INVALID_TXN_STATE."""
     async def go() -> None:
         c, _log, markers, clock = make()
         await loaded(c)
@@ -342,9 +346,51 @@ def test_v2_timeout_abort_fences_the_producer() -> None:
         clock.now += 20_000
         assert await c.abort_timed_out() == 1
         await c.settle()
-        assert markers.calls == [(pid, epoch + 2, False, 3, {("a", 0)})]
-        # the producer's own abort is not taken for a retry of an end it made: fenced
-        assert (await c.end_transaction_bumping("t", pid, epoch, False, 2))[0] == E.producer_fenced
+        assert markers.calls == [(pid, epoch + 1, False, 3, {("a", 0)})] and markers.versions == [2]
+        meta = c.txns["t"]
+        assert (meta.producer_epoch, meta.last_producer_epoch, meta.state) == (epoch + 1, epoch, S.COMPLETE_ABORT)
+        assert (await c.end_transaction_bumping("t", pid, epoch, True, 2))[0] == E.invalid_txn_state
+        assert await c.end_transaction_bumping("t", pid, epoch, False, 2) == (E.none, pid, epoch + 1)
+        # the old epoch is fenced; the next transaction runs at the returned one
+        assert await c.add_partitions("t", pid, epoch, [("a", 0)], client_tv=2) == E.producer_fenced
+        assert await c.add_partitions("t", pid, epoch + 1, [("a", 0)], client_tv=2) == E.none
+        assert await c.end_transaction_bumping("t", pid, epoch + 1, True, 2) == (E.none, pid, epoch + 2)
+    run(go())
+
+
+def test_v2_timeout_abort_at_the_last_epoch_moves_to_a_new_producer_id() -> None:
+    """Kafka 4 allocates the next producer id when the fence's abort takes the last epoch (isProducerEpochExhausted):
+    the markers carry Short.MAX_VALUE, then the producer goes on with the new id at epoch 0, which its retried
+    abort of the old id and epoch is answered with."""
+    async def go() -> None:
+        c, _log, markers, clock = make()
+        await loaded(c)
+        _, pid, _epoch = await c.init_producer_id("t", 10_000)
+        c.txns["t"].producer_epoch = 32766
+        await c.add_partitions("t", pid, 32766, [("a", 0)], client_tv=2)
+        clock.now += 20_000
+        assert await c.abort_timed_out() == 1
+        await c.settle()
+        assert markers.calls == [(pid, 32767, False, 3, {("a", 0)})]
+        meta = c.txns["t"]
+        new_pid = meta.producer_id
+        assert new_pid != pid and (meta.producer_epoch, meta.state) == (0, S.COMPLETE_ABORT)
+        assert await c.end_transaction_bumping("t", pid, 32766, False, 2) == (E.none, new_pid, 0)
+    run(go())
+
+
+def test_v2_init_producer_id_fences_an_open_transaction_with_one_bump() -> None:
+    """A new incarnation's InitProducerId aborts the open v2 transaction through the same fence (one bump), and its
+    retry bumps again, as Kafka 4 does."""
+    async def go() -> None:
+        c, _log, markers, _ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        await c.add_partitions("t", pid, epoch, [("a", 0)], client_tv=2)
+        assert (await c.init_producer_id("t", 10_000))[0] == E.concurrent_transactions
+        await c.settle()
+        assert markers.calls == [(pid, epoch + 1, False, 3, {("a", 0)})]
+        assert await c.init_producer_id("t", 10_000) == (E.none, pid, epoch + 2)
     run(go())
 
 
@@ -401,11 +447,13 @@ def test_v2_failover_mid_commit_finishes_with_the_bumped_epoch_and_the_next_prod
     run(go())
 
 
-@pytest.mark.parametrize("client_tv", [0, 2])
-def test_timeout_abort_at_the_last_epoch_still_fences(client_tv: int) -> None:
-    """Review of issue 22: a transaction at epoch Short.MAX_VALUE - 1 that times out is aborted with markers of a
-    higher epoch (Kafka's prepareFenceProducerEpoch refuses only Short.MAX_VALUE), so the producer cannot go on
-    writing or end it at its old epoch; it must re-initialise (and gets a new producer id)."""
+def test_timeout_abort_at_the_last_epoch_still_fences() -> None:
+    """Review of issue 22: a transactions-v1 transaction at epoch Short.MAX_VALUE - 1 that times out is aborted
+    with markers of a higher epoch (Kafka's prepareFenceProducerEpoch refuses only Short.MAX_VALUE), so the producer
+    cannot go on writing or end it at its old epoch; it must re-initialise (and gets a new producer id). (A v2 one
+    moves to a new producer id with the abort: test_v2_timeout_abort_at_the_last_epoch_moves_to_a_new_producer_id.)"""
+    client_tv = 0
+
     async def go() -> None:
         c, _log, markers, clock = make()
         await loaded(c)

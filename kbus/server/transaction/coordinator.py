@@ -439,16 +439,26 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
         return E.invalid_txn_state, -1, -1  # Empty: nothing was added to a transaction
 
     async def _fence_and_abort(self, meta: TransactionMetadata) -> int:
-        """Bump the epoch (so the old producer is fenced on every partition by the abort markers) and abort. A
-        transactions-v2 transaction is bumped twice, as Kafka's fence followed by its v2 end bumps it: so the
-        producer's own EndTxn of it is not taken for a retry of an end it made (which answers the epoch after
-        its own) and is fenced."""
-        bumps = 2 if meta.client_tv >= 2 else 1
-        # up to Short.MAX_VALUE, which no producer is ever given (Kafka's prepareFenceProducerEpoch): from the last
-        # usable epoch the markers still carry a higher one, and the producer's next InitProducerId gets a new id
-        epoch = min(meta.producer_epoch + bumps, MAX_EPOCH)
-        target = self._copy(meta, producer_epoch=epoch, last_producer_epoch=epoch - 1,
-                            state=S.PREPARE_EPOCH_FENCE, last_update_ms=self.clock())
+        """Abort the open transaction with a bumped epoch (a timeout, or a new incarnation's InitProducerId), so the
+        old producer is fenced on every partition by the abort markers.
+
+        Transactions v1: Kafka's prepareFenceProducerEpoch bump, up to Short.MAX_VALUE, which no producer is ever
+        given (from the last usable epoch the markers still carry a higher one, and the producer's next
+        InitProducerId gets a new id). Transactions v2: Kafka 4's fence followed by its v2 end bumps the epoch once
+        (prepareAbortOrCommit bumps the current epoch; the fence's bumped epoch only marks the end as a fence), and
+        a bump that takes the last epoch moves the producer to a new producer id once the markers are written. The
+        producer's own abort of the transaction is then a retry of that end (the epoch below the current one), which
+        answers the epoch to go on with: a 4.x producer keeps working after a timeout, where v1 fences it."""
+        epoch = meta.producer_epoch
+        if meta.client_tv >= 2:
+            next_pid = self._allocate() if epoch >= MAX_EPOCH - 1 else -1
+            target = self._copy(meta, producer_epoch=min(epoch + 1, MAX_EPOCH), last_producer_epoch=epoch,
+                                next_producer_id=next_pid, state=S.PREPARE_EPOCH_FENCE,
+                                last_update_ms=self.clock())
+        else:
+            bumped = min(epoch + 1, MAX_EPOCH)
+            target = self._copy(meta, producer_epoch=bumped, last_producer_epoch=bumped - 1,
+                                state=S.PREPARE_EPOCH_FENCE, last_update_ms=self.clock())
         error = await self._transit(meta, target)
         if error == E.none:
             meta.pending = S.COMPLETE_ABORT

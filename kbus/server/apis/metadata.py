@@ -145,12 +145,14 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
             if ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name)  # Kafka hides the others
         ]
     else:
-        by_id = {t.topic_id: t for t in topics.values()}
+        by_id: dict[uuid.UUID, TopicMetadata] | None = None  # built only if a topic is asked for by id
         for req_topic in requested:
             name = req_topic.name
             # A non-zero id names the topic whatever the name says: the Java client sends the name's default ""
             # beside the id (Kafka's MetadataRequest.Builder(topicIds); KafkaApis looks such topics up by id).
             if getattr(req_topic, "topic_id", None) is not None:
+                if by_id is None:
+                    by_id = {t.topic_id: t for t in topics.values()}
                 t = by_id.get(req_topic.topic_id)
                 if t is None:
                     entries.append(_error_topic(ctx, None, ErrorCode.unknown_topic_id, req_topic.topic_id))

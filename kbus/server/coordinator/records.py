@@ -359,8 +359,9 @@ def decode_share_state_partition_metadata_value(value: bytes) -> list[tuple[uuid
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    w = _Writer().i16(OFFSET_COMMIT_KEY_VERSION).string(group).string(topic).i32(partition)
-    return bytes(w.buf)
+    # one pack (not a _Writer call per field): every OffsetCommit writes one per partition
+    g, t = group.encode("utf-8"), topic.encode("utf-8")
+    return struct.pack(f">hh{len(g)}sh{len(t)}si", OFFSET_COMMIT_KEY_VERSION, len(g), g, len(t), t, partition)
 
 
 def group_metadata_key(group: str) -> bytes:
@@ -373,9 +374,9 @@ def offset_commit_value(value: OffsetAndMetadata) -> bytes:
         w = _Writer().i16(1).i64(value.offset).string(value.metadata).i64(value.commit_timestamp)
         w.i64(value.expire_timestamp)
         return bytes(w.buf)
-    w = _Writer().i16(OFFSET_COMMIT_VALUE_VERSION).i64(value.offset).i32(value.leader_epoch)
-    w.string(value.metadata).i64(value.commit_timestamp)
-    return bytes(w.buf)
+    md = value.metadata.encode("utf-8")
+    return struct.pack(f">hqih{len(md)}sq", OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, len(md), md,
+                       value.commit_timestamp)  # fmt: skip
 
 
 def group_metadata_value(value: GroupMetadataRecord) -> bytes:

@@ -64,6 +64,8 @@ SCENARIOS = (
     Scenario("shapes", (), ("scale.jsonl", "scale_*.png", "small_requests.jsonl", "shapes.md"),
              "[ROUNDS]  env SYSTEMS KBUS_BASE AXES ...",
              "scale + small-requests, then the shape table (kbus, Kafka, kbus-base = KBUS_BASE) and its charts"),
+    Scenario("onerec-consume", (S + "onerec_consume.sh",), ("onerec_consume.jsonl",), "[ROUNDS] [N] [SIZE]",
+             "librdkafka consumer reading N (200,000) one-record batches (linger.ms=0's log): msg/s, broker CPU/msg"),
     Scenario("security", (S + "security.sh",), ("security.jsonl", "security-report.md"), "[ROUNDS] [kbench args]",
              "PLAINTEXT vs SSL vs SASL_SSL (SCRAM) on one kbus broker"),
     Scenario("transactions", (S + "txn.sh",), ("txn-results.jsonl",), "[ROUNDS] [txn.py args: -n --commit-ms]",
@@ -213,6 +215,8 @@ def _table(path: Path) -> str:
         return _capture([PY, S + "summarize_fetch_sessions.py", f])
     if n == "validation.jsonl":
         return _capture([PY, S + "summarize_validation.py", f])
+    if n == "onerec_consume.jsonl":
+        return _capture([PY, S + "summarize_onerec.py", f])
     if n.startswith("cores"):
         return _capture([PY, S + "cores.py", "report", f])
     if n == "security.jsonl":
@@ -226,7 +230,8 @@ def _default_command(name: str) -> str:
                              ("scale", "scale"), ("small_requests", "small-requests"), ("ops", "ops"),
                              ("fetch_sessions", "fetch-sessions"), ("security", "security"), ("txn-results",
                              "transactions"), ("txn-verification", "txn-verification"), ("replication", "replication"),
-                             ("validation", "validation"), ("cores", "cores"), ("quota", "quotas"), ("fuzz", "fuzz"),
+                             ("validation", "validation"), ("cores", "cores"), ("onerec", "onerec-consume"),
+                             ("quota", "quotas"), ("fuzz", "fuzz"),
                              ("arch-refactor", "compare"), ("logdirs", "compare")):
         if name.startswith(prefix):
             return f"bench/run {scenario}"

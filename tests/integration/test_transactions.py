@@ -36,10 +36,11 @@ def producer(bootstrap: str, tid: str, **extra: object) -> Producer:
     return p
 
 
-def read(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 20) -> list[bytes]:
+def read(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 20, **conf: object
+         ) -> list[bytes]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
                   "isolation.level": isolation, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                  "enable.partition.eof": True, "fetch.wait.max.ms": 100})
+                  "enable.partition.eof": True, "fetch.wait.max.ms": 100, **conf})
     c.assign([TopicPartition(topic, 0, 0)])
     out: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -75,6 +76,27 @@ def test_commit_and_abort(txn_broker: BrokerProcess) -> None:
     assert committed == [f"committed-{i}".encode() for i in range(6)]
     everything = read(bs, topic, "read_uncommitted", 9)
     assert len(everything) == 9 and b"aborted-0" in everything
+
+
+def test_read_committed_over_one_record_batches_in_small_fetches(txn_broker: BrokerProcess) -> None:
+    # linger.ms=0 leaves one batch per record; 700-byte fetches end mid-transaction and next to markers, so each
+    # fetch's range ends and aborted-transaction list are computed many times over (kbus.server.log.segment.read)
+    bs, topic = txn_broker.bootstrap, topic_name()
+    p = producer(bs, f"tx-{topic}", **{"linger.ms": 0, "batch.num.messages": 1})
+    committed: list[bytes] = []
+    for t in range(6):
+        p.begin_transaction()
+        values = [f"{t}-{i}".encode() for i in range(30)]
+        for v in values:
+            p.produce(topic, v)
+        p.flush()
+        if t % 2:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed += values
+    assert read(bs, topic, "read_committed", len(committed), **{"max.partition.fetch.bytes": 700}) == committed
+    assert len(read(bs, topic, "read_uncommitted", 180, **{"max.partition.fetch.bytes": 700})) == 180
 
 
 def test_open_transaction_holds_back_read_committed(txn_broker: BrokerProcess) -> None:

@@ -104,7 +104,7 @@ class FakeReplicas:
         if fetch_offset >= part.high_watermark or self.records_fd < 0:
             data = EMPTY_FETCH
         else:
-            data = FetchData(self.records_fd, 0, self.records_size, fetch_offset)
+            data = FetchData(self.records_fd, 0, self.records_size, fetch_offset, next_offset=part.high_watermark)
         aborted = [] if kw.get("read_committed") else None
         return PartitionRead(part.high_watermark, part.last_stable_offset, part.log_start_offset, data, aborted)
 

@@ -541,6 +541,29 @@ def test_read_limits_match_a_brute_force_walk(tmp_path: Path) -> None:
         assert got == expected, (offset, max_bytes, max_offset, min_one)
 
 
+def test_read_offset_count_matches_the_records_returned(tmp_path: Path) -> None:
+    # one-record batches (producers with linger.ms=0) among bigger ones, over several segments: the count a Fetch
+    # reports (kbus_messages_out_total) comes from the range's two ends, not from a header read per batch
+    import random
+
+    rng = random.Random(7)
+    lg = open_log(tmp_path, index_interval_bytes=256, segment_bytes=6_000)
+    for i in range(600):
+        lg.append_as_leader(batch(1 if rng.random() < 0.7 else rng.randint(2, 5), value=b"q" * rng.randint(1, 120),
+                                  key_prefix=f"{i}-"))
+    assert len(lg.segments) > 5
+    for _ in range(400):
+        offset = rng.randrange(lg.log_end_offset)
+        max_bytes = rng.randint(1, 8_000)
+        max_offset = rng.choice([None, rng.randrange(offset + 1, lg.log_end_offset + 1)])
+        read = lg.read(offset, max_bytes, max_offset=max_offset, min_one_batch=rng.random() < 0.8)
+        headers = list(rb.iter_batches(read.to_bytes(), verify_crc=True))
+        assert read.offset_count == sum(h.records_count for h in headers), (offset, max_bytes, max_offset)
+        if headers:
+            assert (read.first_offset, read.next_offset) == (headers[0].base_offset, headers[-1].next_offset)
+            assert headers[0].last_offset >= offset and (max_offset is None or headers[-1].last_offset < max_offset)
+
+
 def test_follower_accepts_batches_with_offset_gaps(tmp_path: Path) -> None:
     # a compacted batch: 2 records left of 5 offsets (last offset delta 4)
     data = bytearray(batch(2))

@@ -93,9 +93,13 @@ def test_segment_append_find_read_truncate(tmp_path: Path) -> None:
     h = seg.find_batch(1007)
     assert h is not None and (h.base_offset, h.position) == (1006, 3 * size)
     assert seg.find_batch(1020) is None
-    assert seg.read(1007, 2 * size, None, True) == (3 * size, 2 * size, 1006)
-    assert seg.read(1007, 1, None, False) == (3 * size, 0, 1006)
-    assert seg.read(1007, 10**6, 1010, True) == (3 * size, 2 * size, 1006)
+    # (position, size, first base offset, offset after the last batch)
+    assert seg.read(1007, 2 * size, None, True) == (3 * size, 2 * size, 1006, 1010)
+    assert seg.read(1007, 1, None, False) == (3 * size, 0, 1006, 1006)
+    assert seg.read(1007, 1, None, True) == (3 * size, size, 1006, 1008)  # KIP-74: the first batch whatever its size
+    assert seg.read(1007, 10**6, 1010, True) == (3 * size, 2 * size, 1006, 1010)  # up to the high watermark
+    assert seg.read(1007, 10**6, None, True) == (3 * size, 7 * size, 1006, 1020)  # to the segment's end
+    assert seg.read(1007, 3 * size - 1, None, True) == (3 * size, 2 * size, 1006, 1010)  # ends mid-batch: whole ones
     removed = seg.truncate_to(1011)  # drops the batch holding 1011 (1010-1011) and everything after
     assert removed == 5 * size and seg.size == 5 * size and seg.next_offset == 1010
     assert seg.max_timestamp == 40

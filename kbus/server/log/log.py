@@ -93,6 +93,13 @@ class FetchData:
     size: int
     first_offset: int = -1  # base offset of the first batch (-1 when empty)
     segment_base_offset: int = -1
+    next_offset: int = -1  # the offset after the last batch: the range spans next_offset - first_offset offsets
+
+    @property
+    def offset_count(self) -> int:
+        """How many offsets the batches span: their record count unless compaction left gaps in them (found
+        without reading a header per batch)."""
+        return max(self.next_offset - self.first_offset, 0) if self.size > 0 else 0
 
     def to_bytes(self) -> bytes:
         if self.size <= 0:
@@ -508,10 +515,10 @@ class Log:
             found = seg.read(offset, max_bytes, max_offset, min_one_batch)
             if found is None:
                 continue  # offset sits past this segment's batches (e.g. a gap): try the next segment
-            position, size, first_offset = found
+            position, size, first_offset, next_offset = found
             if size == 0:
                 return EMPTY_FETCH
-            return FetchData(seg.fd, position, size, first_offset, seg.base_offset)
+            return FetchData(seg.fd, position, size, first_offset, seg.base_offset, next_offset)
         return EMPTY_FETCH
 
     # --- transactions -----------------------------------------------------------------------------------

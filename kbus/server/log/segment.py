@@ -376,41 +376,50 @@ class LogSegment:
 
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
-    ) -> tuple[int, int, int] | None:
-        """(position, size, first base offset) of whole batches from the one holding ``offset``; None if that
-        is past this segment. Size is 0 when the limits exclude even the first batch.
+    ) -> tuple[int, int, int, int] | None:
+        """(position, size, first base offset, next offset) of whole batches from the one holding ``offset``;
+        None if that is past this segment. Size is 0 when the limits exclude even the first batch. The next
+        offset is the one after the last batch in the range (the first batch's base offset when size is 0), so
+        the range spans next - first offsets without a header read per batch.
 
         Cost does not grow with the number of batches returned: both ends are found through the offset index
         plus a walk of at most about one index interval.
         """
         end = self.size  # appends may continue: look only at what was there when the read began
+        end_offset = self.next_offset  # appends run on the event loop as reads do: this is the offset at `end`
         first = self.find_batch(offset, end)
         if first is None:
             return None
-        start = first.position
-        limit = end
+        start, first_offset = first.position, first.base_offset
+        limit, limit_offset = end, end_offset
         if max_offset is not None:
             # batches holding max_offset or later are excluded (the high watermark is a batch boundary)
             stop = self.find_batch(max_offset, end)
             if stop is not None:
-                limit = stop.position
+                limit, limit_offset = stop.position, stop.base_offset
         first_size = first.batch_length + LOG_OVERHEAD
         if limit <= start:
-            return start, 0, first.base_offset
+            return start, 0, first_offset, first_offset
         target = start + max_bytes
         if target >= limit:
-            return start, limit - start, first.base_offset
+            return start, limit - start, first_offset, limit_offset
         if first_size > max_bytes:
-            return start, first_size if min_one_batch else 0, first.base_offset
+            if min_one_batch:
+                return start, first_size, first_offset, first.next_offset
+            return start, 0, first_offset, first_offset
         # the last batch boundary at or below target: from the nearest indexed batch start, walk forward
         boundary = max(self.index.position_floor(target), start)
+        boundary_offset = first_offset if boundary == start else -1
         window = min(_WALK_WINDOW, max(4096, 2 * self.config.index_interval_bytes))
         for h in self.walk(boundary, limit, window_size=window):
-            batch_end = h.position + h.batch_length + LOG_OVERHEAD
-            if batch_end > target:
+            if h.end_position > target:
+                boundary_offset = h.base_offset  # h starts at boundary: the first batch left out
                 break
-            boundary = batch_end
-        return start, boundary - start, first.base_offset
+            boundary = h.end_position
+            boundary_offset = h.next_offset
+        if boundary_offset < 0:  # nothing readable at the indexed position (not expected): stop at the first batch
+            boundary, boundary_offset = start + first_size, first.next_offset
+        return start, boundary - start, first_offset, boundary_offset
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and everything after; returns bytes removed."""

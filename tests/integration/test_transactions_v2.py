@@ -294,3 +294,25 @@ def test_the_coordinator_sends_the_transaction_version_to_other_leaders(broker: 
     assert end_txn(broker.bootstrap, tid, pid, epoch + 1, commit=True) == ("none", pid, epoch + 2)
     wait_state(broker, tid, "CompleteCommit")
     assert read_committed(broker, topic, 2) == [b"one", b"two"]
+
+
+def test_each_transaction_starts_its_sequence_at_0(broker: BrokerProcess) -> None:  # noqa: F811
+    """Kafka 4 (checked against Apache Kafka 4.4 with these frames): the first batch of a v2 transaction on a
+    partition must have sequence 0, both where the last transaction's marker bumped the producer's epoch (its
+    batches gone) and where the producer never wrote: a later batch arriving first is OUT_OF_ORDER_SEQUENCE_NUMBER
+    (retriable for the client), not written ahead of its predecessor."""
+    topic, other, tid = new_topic(broker), new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}"
+    pid, epoch = init_producer(broker.bootstrap, tid)
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"one")) == "none"
+    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True)[0] == "none"
+    wait_state(broker, tid, "CompleteCommit")
+    epoch += 1
+    late = transactional_batch(pid, epoch, 3, b"late")
+    assert produce_v12(broker.bootstrap, tid, topic, late) == "out_of_order_sequence_number"
+    assert produce_v12(broker.bootstrap, tid, other, late) == "out_of_order_sequence_number"
+    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"two")) == "none"
+    assert produce_v12(broker.bootstrap, tid, other, transactional_batch(pid, epoch, 0, b"two")) == "none"
+    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True)[0] == "none"
+    wait_state(broker, tid, "CompleteCommit")
+    assert read_committed(broker, topic, 2) == [b"one", b"two"]
+    assert read_committed(broker, other, 1) == [b"two"]

@@ -13,6 +13,7 @@ from kbus.server.log import Log, LogConfig
 from kbus.server.log.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
+    OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
 from kbus.server.log.txn_index import ENTRY_SIZE, AbortedTxn
@@ -171,4 +172,39 @@ def test_legacy_markers_keep_the_epoch_check_of_transactions_v1(tmp_path: Path) 
         lg.append_as_leader(marker(epoch=2, commit=True), from_coordinator=True, transaction_version=1)
     lg.append_as_leader(marker(epoch=3, commit=False), from_coordinator=True, transaction_version=1)  # 5
     assert lg.collect_aborted_txns(0, 10) == [AbortedTxn(7, 3, 5, 6)]
+    lg.close()
+
+
+def test_transactions_v2_next_transaction_starts_at_sequence_0(tmp_path: Path) -> None:
+    """A transactions-v2 marker bumps the producer's epoch and clears its batches; the next transaction writes at
+    that epoch, and its first batch must have sequence 0 (Kafka's inSequence(NO_SEQUENCE, seq)), not any."""
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(txn_batch(0, epoch=0))  # 0-1
+    lg.append_as_leader(marker(epoch=1, commit=True), from_coordinator=True, transaction_version=2)  # 2
+    with pytest.raises(OutOfOrderSequenceError):
+        lg.append_as_leader(txn_batch(2, epoch=1))
+    lg.append_as_leader(txn_batch(0, epoch=1))  # 3-4
+    lg.append_as_leader(txn_batch(2, epoch=1))  # 5-6
+    assert lg.log_end_offset == 7
+    lg.close()
+
+
+@pytest.mark.parametrize("supports_epoch_bump", [True, False])
+def test_transactions_v2_first_batch_of_a_producer_new_here_has_sequence_0(
+    tmp_path: Path, supports_epoch_bump: bool
+) -> None:
+    """Kafka 4's checkSequence: a transactions-v2 write (its verification supports the epoch bump) from a producer
+    with no batch on the partition must start at sequence 0; before v2 any first sequence is taken (Kafka >= 2.5:
+    the producer's earlier batches may have been removed by retention)."""
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    guard = lg.maybe_start_transaction_verification(7, 2, 0, supports_epoch_bump)
+    batch = txn_batch(2, epoch=0)
+    if supports_epoch_bump:
+        with pytest.raises(OutOfOrderSequenceError):
+            lg.append_as_leader(batch, verify_transactions=True, verification_guard=guard)
+        guard = lg.maybe_start_transaction_verification(7, 0, 0, supports_epoch_bump)
+        lg.append_as_leader(txn_batch(0, epoch=0), verify_transactions=True, verification_guard=guard)
+    else:
+        lg.append_as_leader(batch, verify_transactions=True, verification_guard=guard)
+    assert lg.log_end_offset == 2
     lg.close()

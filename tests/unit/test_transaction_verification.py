@@ -225,7 +225,8 @@ def test_a_connection_that_broke_the_protocol_is_dropped() -> None:
 class GuardLog:
     """A partition log that knows no ongoing transaction: every transactional write needs a verification."""
 
-    def maybe_start_transaction_verification(self, pid: int, seq: int, epoch: int) -> VerificationGuard:
+    def maybe_start_transaction_verification(self, pid: int, seq: int, epoch: int,
+                                             supports_epoch_bump: bool = False) -> VerificationGuard:
         return VerificationGuard()  # the compiled Produce handler checks the type
 
 

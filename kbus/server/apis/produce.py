@@ -96,7 +96,8 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
                    or ctx.api_version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD))
     order = ctx.append_order
     waits = order is not None and order.must_wait()
-    to_verify = [] if waits or not verify else _start_verification(ready)
+    to_verify = [] if waits or not verify else _start_verification(
+        ready, ctx.api_version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD)
     if waits or to_verify:
         assert order is not None or not waits
         await _append_in_order(m, ctx, order, ready, acks, verify, transactional_id, waits)
@@ -195,15 +196,17 @@ def _append(m: Managers, r: _Ready, acks: int, verify: bool) -> bool:
     return True
 
 
-def _start_verification(ready: list[_Ready]) -> list[_Ready]:
+def _start_verification(ready: list[_Ready], supports_epoch_bump: bool) -> list[_Ready]:
     """Kafka's maybeStartTransactionVerification per partition: the transactional partitions whose producer has
-    no ongoing transaction there yet, each given the guard its append must present."""
+    no ongoing transaction there yet, each given the guard its append must present. `supports_epoch_bump`: a
+    transactions-v2 client's request (Produce v12+)."""
     to_verify = []
     for r in ready:
         if r.producer is None:
             continue
         try:
-            r.guard = r.part.log.maybe_start_transaction_verification(r.producer[0], r.sequence, r.producer[1])
+            r.guard = r.part.log.maybe_start_transaction_verification(r.producer[0], r.sequence, r.producer[1],
+                                                                      supports_epoch_bump)
         except Exception as exc:
             r.out.failed(exc)
             continue
@@ -243,7 +246,8 @@ async def _append_in_order(
             await asyncio.wait((previous,))  # never cancels it (our own cancellation stays ours)
             # leadership may have moved meanwhile, and the earlier request may have opened the transaction
             ready = _still_leader(m, ready)
-            to_verify = _start_verification(ready) if verify else []
+            to_verify = _start_verification(
+                ready, ctx.api_version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD) if verify else []
         else:
             to_verify = [r for r in ready if r.guard is not None]
         failed: set[int] = set()

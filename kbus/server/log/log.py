@@ -282,15 +282,17 @@ class Log:
     # --- appends ----------------------------------------------------------------------------------------
 
     def maybe_start_transaction_verification(
-        self, producer_id: int, sequence: int, epoch: int
+        self, producer_id: int, sequence: int, epoch: int, supports_epoch_bump: bool = False
     ) -> VerificationGuard | None:
         """Kafka's maybeStartTransactionVerification: None when the producer's transaction is already ongoing
-        here (nothing to verify), else the guard its verification starts (or the one already under way)."""
+        here (nothing to verify), else the guard its verification starts (or the one already under way).
+        `supports_epoch_bump`: a transactions-v2 client's write (its first batch here must have sequence 0)."""
         with self._lock:
             state = self.producer_state
             if state.has_ongoing_transaction(producer_id, epoch):
                 return None
-            return state.maybe_create_verification_state_entry(producer_id, sequence, epoch, self._time_ms()).guard
+            return state.maybe_create_verification_state_entry(producer_id, sequence, epoch, self._time_ms(),
+                                                               supports_epoch_bump).guard
 
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0, from_coordinator: bool = False,

@@ -128,6 +128,9 @@ class VerificationStateEntry:
     timestamp: int
     lowest_sequence: int
     epoch: int
+    # Kafka's supportsEpochBump: a transactions-v2 client's write (Produce v12+), whose first batch on a partition
+    # where the producer has no batch must have sequence 0
+    supports_epoch_bump: bool = False
     guard: VerificationGuard = field(default_factory=VerificationGuard)
 
     def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
@@ -200,6 +203,14 @@ class ProducerAppend:
         if h.base_sequence == NO_SEQUENCE:
             return None
         verifying = manager.verification_states.get(h.producer_id) if manager.verification_states else None
+        if verifying is not None and verifying.supports_epoch_bump and h.base_sequence != 0 \
+                and (current is None or not current.batches):
+            # Kafka 4's checkSequence: a transactions-v2 producer's first batch where it has no batch starts at 0
+            # (a later one arriving first, its predecessor lost or still being retried, is refused)
+            raise OutOfOrderSequenceError(
+                f"Invalid sequence number for producer {h.producer_id}: {h.base_sequence} (incoming seq. number). "
+                f"Expected sequence 0 for transactions v2 idempotent producer with no existing state."
+            )
         if verifying is not None and h.base_sequence > verifying.lowest_sequence:
             raise OutOfOrderSequenceError(
                 f"Out of order sequence number for producer {h.producer_id}: {h.base_sequence} (incoming seq. "
@@ -220,8 +231,11 @@ class ProducerAppend:
             last_seq = current.last_seq
         else:
             last_seq = NO_SEQUENCE
+        # with no batch of this epoch known (a transactions-v2 marker bumped the epoch and cleared them) the last
+        # sequence is NO_SEQUENCE and only 0 follows it (Kafka's inSequence(-1, seq)); any sequence only when the
+        # producer's epoch is unknown here (Kafka >= 2.5: its batches may have been removed by retention)
         known_epoch = current is not None and current.producer_epoch != NO_PRODUCER_EPOCH
-        if known_epoch and last_seq != NO_SEQUENCE and not _in_sequence(last_seq, h.base_sequence):
+        if known_epoch and not _in_sequence(last_seq, h.base_sequence):
             raise OutOfOrderSequenceError(
                 f"Out of order sequence number for producer {h.producer_id}: {h.base_sequence} (incoming seq. "
                 f"number), {last_seq} (current end sequence number)"
@@ -294,11 +308,12 @@ class ProducerStateManager:
             and entry.producer_epoch == producer_epoch
 
     def maybe_create_verification_state_entry(
-        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int, supports_epoch_bump: bool = False
     ) -> VerificationStateEntry:
         entry = self.verification_states.get(producer_id)
         if entry is None:
-            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch,
+                                                                                   supports_epoch_bump)
         entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
         return entry
 

@@ -316,3 +316,25 @@ def test_each_transaction_starts_its_sequence_at_0(broker: BrokerProcess) -> Non
     wait_state(broker, tid, "CompleteCommit")
     assert read_committed(broker, topic, 2) == [b"one", b"two"]
     assert read_committed(broker, other, 1) == [b"two"]
+
+
+def test_a_retried_init_producer_id_gets_the_same_epoch(broker: BrokerProcess) -> None:  # noqa: F811
+    """KIP-360's InitProducerId with the producer's id and epoch, retried after its answer was lost: Kafka answers
+    the epoch it bumped to again (the given epoch is the last one), not PRODUCER_FENCED."""
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+    from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+    from kio.schema.types import ProducerId
+
+    tid = f"v2-{uuid.uuid4().hex[:6]}"
+    pid, epoch = init_producer(broker.bootstrap, tid)
+
+    def reinit(at_epoch: int) -> tuple[str, int, int]:
+        r = call(broker.bootstrap, InitProducerIdRequest(
+            transactional_id=TransactionalId(tid), transaction_timeout=datetime.timedelta(seconds=60),
+            producer_id=ProducerId(pid), producer_epoch=i16(at_epoch)), InitProducerIdResponse)
+        return r.error_code.name, int(r.producer_id), int(r.producer_epoch)
+
+    assert reinit(epoch) == ("none", pid, epoch + 1)
+    assert reinit(epoch) == ("none", pid, epoch + 1)  # the retry
+    assert reinit(epoch + 1) == ("none", pid, epoch + 2)
+    assert reinit(epoch)[0] == "producer_fenced"  # older than the last bump

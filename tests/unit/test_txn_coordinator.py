@@ -526,3 +526,40 @@ def test_v2_empty_abort_starts_when_it_ends() -> None:
         await loaded(c2)
         assert c2.txns["t"].start_ms == clock.now
     run(go())
+
+
+def test_init_producer_id_retry_of_a_bump_gets_the_same_epoch() -> None:
+    """Kafka's prepareIncrementProducerEpoch (KIP-360): InitProducerId with the producer's id and epoch bumps it;
+    a retry of that call (its answer lost: the epoch it gives is now the last one) gets the same epoch again, not
+    PRODUCER_FENCED nor a second bump; an older epoch is fenced, and a new incarnation (no epoch given) forgets the
+    last epoch, so the previous instance cannot pass for a retry."""
+    async def go() -> None:
+        c, *_ = make()
+        await loaded(c)
+        _, pid, epoch = await c.init_producer_id("t", 10_000)
+        assert await c.init_producer_id("t", 10_000, pid, epoch) == (E.none, pid, epoch + 1)
+        assert await c.init_producer_id("t", 10_000, pid, epoch + 1) == (E.none, pid, epoch + 2)
+        assert await c.init_producer_id("t", 10_000, pid, epoch + 1) == (E.none, pid, epoch + 2)  # the retry
+        assert (await c.init_producer_id("t", 10_000, pid, epoch))[0] == E.producer_fenced
+        assert await c.init_producer_id("t", 10_000) == (E.none, pid, epoch + 3)  # a new incarnation
+        assert (await c.init_producer_id("t", 10_000, pid, epoch + 2))[0] == E.producer_fenced
+        assert (await c.init_producer_id("t", 10_000, pid + 1, epoch + 3))[0] == E.producer_fenced
+    run(go())
+
+
+def test_init_producer_id_retry_after_a_v2_end_moved_the_producer_id() -> None:
+    """A v2 end that took the last epoch moved the producer to a new id; its InitProducerId from the old id and
+    the last epoch it saw (Short.MAX_VALUE - 1, Kafka's isValidProducerId with isEpochExhausted) is a retry: the
+    new id at epoch 0. Kafka keeps that epoch as the last one through the completion (prepareComplete)."""
+    async def go() -> None:
+        c, *_ = make()
+        await loaded(c)
+        _, pid, _epoch = await c.init_producer_id("t", 10_000)
+        c.txns["t"].producer_epoch = 32766
+        assert await c.add_partitions("t", pid, 32766, [("a", 0)], client_tv=2) == E.none
+        _, new_pid, _ = await c.end_transaction_bumping("t", pid, 32766, True, 2)
+        await c.settle()
+        assert c.txns["t"].last_producer_epoch == 32766
+        assert await c.init_producer_id("t", 10_000, pid, 32766) == (E.none, new_pid, 0)
+        assert await c.init_producer_id("t", 10_000, new_pid, 0) == (E.none, new_pid, 1)
+    run(go())

@@ -257,24 +257,33 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
             self.txns[transactional_id] = meta
         if meta.pending is not None:
             return E.concurrent_transactions, -1, -1
-        if expected_pid >= 0:
-            # KIP-360: a producer re-initialising must be the current one (or retrying the last bump)
-            current = expected_pid == meta.producer_id and expected_epoch == meta.producer_epoch
-            retried = expected_pid == meta.last_producer_id and expected_epoch == meta.last_producer_epoch
-            if not (current or retried):
-                return E.producer_fenced, -1, -1
+        expected = expected_pid >= 0  # KIP-360: a producer re-initialising after an error gives its id and epoch
+        # Kafka's isValidProducerId: the current producer id, or the previous one from its exhausted last epoch (a
+        # retry of the bump that moved it to a new id); the epoch is checked below
+        if expected and not (meta.producer_epoch == -1 or expected_pid == meta.producer_id
+                             or (expected_pid == meta.last_producer_id and expected_epoch >= MAX_EPOCH - 1)):
+            return E.producer_fenced, -1, -1
         if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return E.concurrent_transactions, -1, -1
         if meta.state == S.ONGOING:
             # a new incarnation of the producer: fence the old one and abort its transaction; the client retries
             await self._fence_and_abort(meta)
             return E.concurrent_transactions, -1, -1
-        if meta.producer_epoch >= MAX_EPOCH - 1:
-            new_pid, new_epoch, last_pid = self._allocate(), 0, meta.producer_id
+        epoch = meta.producer_epoch
+        if epoch >= MAX_EPOCH - 1 and (not expected or expected_epoch == epoch):
+            # Kafka's prepareProducerIdRotation
+            new_pid, new_epoch, last_pid, last_epoch = self._allocate(), 0, meta.producer_id, epoch if expected else -1
+        elif not expected or epoch == -1 or expected_epoch == epoch:
+            # Kafka's prepareIncrementProducerEpoch; a new incarnation (no expected epoch) forgets the last epoch,
+            # so an older instance cannot pass for a retry of its bump
+            new_pid, new_epoch, last_pid, last_epoch = meta.producer_id, epoch + 1, -1, epoch if expected else -1
+        elif expected_epoch == meta.last_producer_epoch:
+            # a retry of the bump this producer made (its answer lost): the same epoch again, not a new bump
+            return E.none, meta.producer_id, epoch
         else:
-            new_pid, new_epoch, last_pid = meta.producer_id, meta.producer_epoch + 1, -1
+            return E.producer_fenced, -1, -1
         target = self._copy(meta, producer_id=new_pid, producer_epoch=new_epoch, last_producer_id=last_pid,
-                            last_producer_epoch=meta.producer_epoch, timeout_ms=timeout_ms, state=S.EMPTY,
+                            last_producer_epoch=last_epoch, timeout_ms=timeout_ms, state=S.EMPTY,
                             partitions={}, start_ms=-1, last_update_ms=self.clock(), client_tv=0,
                             next_producer_id=-1)
         error = await self._transit(meta, target)
@@ -456,8 +465,9 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
                                 next_producer_id=next_pid, state=S.PREPARE_EPOCH_FENCE,
                                 last_update_ms=self.clock())
         else:
-            bumped = min(epoch + 1, MAX_EPOCH)
-            target = self._copy(meta, producer_epoch=bumped, last_producer_epoch=bumped - 1,
+            # no last epoch (Kafka's endTransactionWithTV1 on a fence): the fenced producer's InitProducerId at its
+            # old epoch is not a retry of a bump it made
+            target = self._copy(meta, producer_epoch=min(epoch + 1, MAX_EPOCH), last_producer_epoch=-1,
                                 state=S.PREPARE_EPOCH_FENCE, last_update_ms=self.clock())
         error = await self._transit(meta, target)
         if error == E.none:
@@ -486,7 +496,9 @@ class TransactionCoordinator(StateCoordinator[list[TransactionMetadata]]):
         if meta.next_producer_id >= 0:
             # the v2 bump took the last epoch: the markers are written, the producer goes on with the new id
             target.producer_id, target.producer_epoch, target.next_producer_id = meta.next_producer_id, 0, -1
-            target.last_producer_id, target.last_producer_epoch = meta.producer_id, meta.producer_epoch
+            # the last epoch stays the one before the bump (Short.MAX_VALUE - 1), the last the producer saw (Kafka's
+            # prepareComplete): its InitProducerId retry from there is recognised
+            target.last_producer_id = meta.producer_id
         meta.pending = None
         if await self._transit(meta, target) != E.none:
             log.warning("Could not write the completion of transaction %r", meta.transactional_id)

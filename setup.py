@@ -27,9 +27,12 @@ from setuptools import Extension, setup
 # kbus/server/partition/partition.py and kbus/server/log/log.py: their unit tests patch their methods, which compiled
 # code refuses (a compiled class's methods are read-only). Compiled code checks argument and return types at run
 # time: a test's fake must be of the declared class (tests/unit/test_api_handlers.py's FakePartition is a Partition).
+# kbus/server/network/processor.py's KafkaProtocol subclasses asyncio.Protocol (an interpreted class), so mypyc makes
+# it a regular Python class with compiled methods: bench/lib/latprobe.py can still wrap its data_received.
 COMPILED = [
     "kbus/protocol/bounds.py",
     "kbus/protocol/codec.py",
+    "kbus/protocol/connection.py",
     "kbus/protocol/fetch_request_decode.py",
     "kbus/protocol/fetch_response.py",
     "kbus/protocol/metadata_response.py",
@@ -42,6 +45,8 @@ COMPILED = [
     "kbus/server/log/index.py",
     "kbus/server/log/producer_state.py",
     "kbus/server/log/segment.py",
+    "kbus/server/network/processor.py",
+    "kbus/server/network/sendfile.py",
     "kbus/server/network/socket_server.py",
     "kbus/server/replication/fetch_session.py",
     "kbus/server/replication/replica_manager.py",

@@ -52,6 +52,11 @@ def frame_size(prefix: bytes, max_frame_bytes: int) -> int:
     """The payload size a frame's 4-byte prefix announces; ProtocolError when it is negative or larger than
     socket.request.max.bytes (the connection is then closed before anything is buffered)."""
     size: int = _I32.unpack(prefix)[0]
+    return checked_frame_size(size, max_frame_bytes)
+
+
+def checked_frame_size(size: int, max_frame_bytes: int) -> int:
+    """frame_size for a prefix already unpacked (the connection reads it in place from its buffer)."""
     if size < 0 or size > max_frame_bytes:
         raise ProtocolError(f"frame of {size} bytes outside [0, socket.request.max.bytes={max_frame_bytes}]")
     return size

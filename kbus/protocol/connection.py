@@ -32,8 +32,8 @@ from kbus.protocol.codec import (
     ProtocolError,
     RequestHeader,
     UnsupportedVersionError,
+    checked_frame_size,
     decode_request,
-    frame_size,
     parse_request_header,
 )
 from kbus.protocol.fetch_request_decode import FETCH_KEY, decode_fetch_request
@@ -42,6 +42,7 @@ from kbus.protocol.fetch_request_decode import MIN_VERSION as FETCH_MIN_VERSION
 from kbus.protocol.splice import OutFrame
 
 _API_KEY = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 SASL_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size default
 
 
@@ -125,6 +126,9 @@ class _Slot:
     data: OutFrame | None = None
 
 
+_NO_FLAGS = ApiFlags()  # an API the catalog does not know (its request is refused once decoded)
+
+
 class Connection:
     def __init__(
         self,
@@ -142,7 +146,10 @@ class Connection:
         self._apis = apis
         self._max_frame = max_frame_bytes
         self._max_pipelined = max_pipelined
-        self._buf = bytearray()
+        # The unread input is self._buf[self._pos:]. A read that starts on a frame boundary is kept as the bytes
+        # object it came in (no copy); only a frame split across reads is gathered in a bytearray.
+        self._buf: bytes | bytearray = b""
+        self._pos = 0
         self._eof = False
         self._closing: str | None = None  # why no further request is read (set once)
         self._violation_seen = False
@@ -159,15 +166,42 @@ class Connection:
     # ---- input
     def receive_data(self, data: bytes) -> None:
         """Bytes from the peer; b"" means end of stream."""
-        if data:
-            if not self._eof and self._closing is None:
-                self._buf += data
-        else:
+        if not data:
             self._eof = True
+            return
+        if self._eof or self._closing is not None:
+            return
+        buf, pos = self._buf, self._pos
+        if pos == len(buf):  # everything before was consumed: the common case of whole requests per read
+            self._buf, self._pos = data, 0  # bytes: immutable, kept without a copy
+        elif type(buf) is bytearray:
+            if pos:
+                del buf[:pos]  # from the front: CPython moves the bytearray's start, not its bytes
+                self._pos = 0
+            buf += data
+        else:  # the rest of a frame arrives: gather it with the unread tail of the last read
+            gathered = bytearray(memoryview(buf)[pos:])
+            gathered += data
+            self._buf, self._pos = gathered, 0
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return len(self._buf) - self._pos
+
+    def _consume(self, start: int, end: int) -> bytes:
+        """The unread input's bytes [start, end) (offsets into it), as bytes; everything before `end` is read."""
+        buf, pos = self._buf, self._pos
+        if type(buf) is bytes:
+            out = buf[pos + start : pos + end]
+        else:
+            with memoryview(buf) as view:  # one copy (a bytearray slice would make two)
+                out = bytes(view[pos + start : pos + end])
+        pos += end
+        if pos == len(buf):
+            self._buf, self._pos = b"", 0  # the chunk is released at once
+        else:
+            self._pos = pos
+        return out
 
     @property
     def in_flight(self) -> int:
@@ -195,10 +229,11 @@ class Connection:
             return Closed(self._closing, self._violation_seen)
         if self._closing is not None or (self._eof and not self._has_frame_bytes()):
             return self._finish()
-        if len(self._buf) < 4:
+        available = len(self._buf) - self._pos
+        if available < 4:
             return NEED_DATA
         try:
-            size = frame_size(bytes(self._buf[:4]), self._max_frame)
+            size = checked_frame_size(_I32.unpack_from(self._buf, self._pos)[0], self._max_frame)
             if not self.authenticated and size > SASL_MAX_RECEIVE_SIZE:
                 raise ProtocolError(
                     f"frame of {size} bytes before authentication (sasl.server.max.receive.size="
@@ -209,52 +244,50 @@ class Connection:
         if self._expect_raw_token:
             if self._inflight:
                 return PAUSED
-            if len(self._buf) < 4 + size:
+            if available < 4 + size:
                 return NEED_DATA
-            token = bytes(self._buf[4 : 4 + size])
-            del self._buf[: 4 + size]
+            token = self._consume(4, 4 + size)
             self._expect_raw_token = False
             return SaslToken(self._open_slot(pipelined=False), token)
         if self._inflight and not self._inflight[-1].pipelined:
             return PAUSED  # a request that runs alone is in flight: read nothing behind it yet
-        if len(self._buf) < 6:
+        if available < 6:
             return NEED_DATA
-        (key,) = _API_KEY.unpack_from(self._buf, 4)
-        flags = self._apis.flags(key) or ApiFlags()
+        (key,) = _API_KEY.unpack_from(self._buf, self._pos + 4)
+        flags = self._apis.flags(key) or _NO_FLAGS
         if self._inflight and (not flags.pipelined or len(self._inflight) >= self._max_pipelined):
             return PAUSED
-        if len(self._buf) < 4 + size:
+        if available < 4 + size:
             return NEED_DATA
-        with memoryview(self._buf) as view:  # one copy of the frame (a bytearray slice would make two)
-            frame = bytes(view[4 : 4 + size])
-        del self._buf[: 4 + size]
-        return self._decode(frame, flags)
+        return self._decode(self._consume(4, 4 + size), flags)
 
     def _has_frame_bytes(self) -> bool:
         # at EOF a complete frame still buffered is served (a client may half-close after its last request)
-        if len(self._buf) < 4:
-            if self._buf:
+        available = len(self._buf) - self._pos
+        if available < 4:
+            if available:
                 self.close("truncated frame size")
             return False
-        (size,) = struct.unpack_from(">i", self._buf, 0)
-        if 0 <= size <= len(self._buf) - 4:
+        (size,) = _I32.unpack_from(self._buf, self._pos)
+        if 0 <= size <= available - 4:
             return True
-        self.close(f"truncated frame ({len(self._buf) - 4} of {size} bytes)")
+        self.close(f"truncated frame ({available - 4} of {size} bytes)")
         return False
 
     def _decode(self, frame: bytes, flags: ApiFlags) -> Event:
         try:
             header, body_at = parse_request_header(frame, supported=self._apis.supports)
-        except UnsupportedVersionError as exc:
-            if exc.header.api_key == API_VERSIONS_KEY:  # KIP-511: answered with the versions we do speak
-                return Request(self._open_slot(False), exc.header, None, unsupported_version=True)
-            return self._violation(str(exc))
+        except UnsupportedVersionError as unsupported:  # its own name: compiled code types a name once
+            if unsupported.header.api_key == API_VERSIONS_KEY:  # KIP-511: answered with the versions we do speak
+                return Request(self._open_slot(False), unsupported.header, None, unsupported_version=True)
+            return self._violation(str(unsupported))
         except ProtocolError as exc:
             return self._violation(str(exc))
         if not self._gate_allows(flags):
             return self._violation(
                 f"unexpected request (API key {header.api_key}) before authentication or after the session expired"
             )
+        body: Any  # a FetchRequest or a kio request (declared: compiled code types a name by its first value)
         try:
             if header.api_key == FETCH_KEY and FETCH_MIN_VERSION <= header.api_version <= FETCH_MAX_VERSION:
                 # by hand: kio's reader costs ~1 µs per partition listed (kbus.protocol.fetch_request_decode)
@@ -276,7 +309,7 @@ class Connection:
         if self._closing is None:
             self._violation_seen = True
         self.close(reason)
-        self._buf.clear()
+        self._buf, self._pos = b"", 0
         return self._finish()
 
     def _finish(self) -> Event:
@@ -323,5 +356,5 @@ class Connection:
         self._inflight.clear()
         self._slots.clear()
         self._ready.clear()
-        self._buf.clear()
+        self._buf, self._pos = b"", 0
         return pending

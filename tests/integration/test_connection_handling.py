@@ -109,3 +109,66 @@ def test_metadata_answers_with_the_endpoints_of_the_listener_the_client_used(bro
         seen[port] = [(x.host, x.port) for x in md.brokers.values()]
     assert seen == {external: [("127.0.0.1", external)], internal: [("localhost", internal)]}
     assert b.alive
+
+
+def read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def read_response_id(sock: socket.socket) -> int:
+    size, corr = struct.unpack(">ii", read_exactly(sock, 8))
+    read_exactly(sock, size - 4)
+    return corr
+
+
+def test_many_clients_with_split_and_batched_requests_and_one_bad_frame_each_closing_only_its_own(broker):
+    """100 connections at once: requests cut into pieces at every kind of boundary (a byte per send, a cut inside
+    the size prefix, two and a half requests in one send) are all answered in order; a frame over
+    socket.request.max.bytes and a malformed frame close their own connections and no other."""
+    topic = new_topic(broker.bootstrap)
+    clients = []
+    for _ in range(100):
+        sock = socket.create_connection(("127.0.0.1", broker.port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # every send its own segment
+        sock.settimeout(15)
+        clients.append(sock)
+    huge, bad = clients[10], clients[20]
+    huge.sendall(struct.pack(">i", 104857600 + 1) + b"\x00" * 100)  # one byte over the default maximum
+    bad.sendall(struct.pack(">i", 10) + struct.pack(">hhi", 0, 9, 2) + b"\x00\x01")  # client_id cut short
+    good = [s for s in clients if s is not huge and s is not bad]
+    expected: dict[int, list[int]] = {}
+    for i, sock in enumerate(good):
+        frames = [produce_frame(topic, 1000 * i + n) for n in range(3)]
+        stream = b"".join(frames)
+        kind = i % 3
+        if kind == 0:  # one byte per send for the first frame, the rest at once
+            for b in range(len(frames[0])):
+                sock.send(stream[b : b + 1])
+            sock.sendall(stream[len(frames[0]) :])
+        elif kind == 1:  # cut inside the second frame's size prefix
+            cut = len(frames[0]) + 2
+            sock.sendall(stream[:cut])
+            sock.sendall(stream[cut:])
+        else:  # two and a half frames, then the rest
+            cut = len(frames[0]) + len(frames[1]) + len(frames[2]) // 2
+            sock.sendall(stream[:cut])
+            sock.sendall(stream[cut:])
+        expected[i] = [1000 * i + n for n in range(3)]
+    for i, sock in enumerate(good):
+        assert [read_response_id(sock) for _ in range(3)] == expected[i]
+    for sock in (huge, bad):
+        assert sock.recv(100) == b""  # closed by the broker, nothing answered
+    for i, sock in enumerate(good):  # and every other connection still serves
+        sock.sendall(produce_frame(topic, 5000 + i))
+        assert read_response_id(sock) == 5000 + i
+    for sock in clients:
+        sock.close()
+    assert end_offset(broker.bootstrap, topic) == 3 * len(good) + len(good)
+    log = broker.log_text()
+    assert "Traceback" not in log and "socket.request.max.bytes" in log

@@ -267,3 +267,107 @@ def test_raw_sasl_token_after_handshake_v0() -> None:
     conn.send_response(hs.seq, response(1))
     ev = conn.next_event()
     assert isinstance(ev, SaslToken) and ev.token == token
+
+
+# ---- the input buffer: a read kept as it came, frames split across reads gathered, nothing kept past a violation
+def requests_of(conn: Connection, answer: bool = True) -> list[Request]:
+    """Every request the connection hands out for what it was given so far (answered, so none blocks the next)."""
+    out: list[Request] = []
+    while True:
+        ev = conn.next_event()
+        if isinstance(ev, Request):
+            out.append(ev)
+            if answer:
+                conn.send_response(ev.seq, response(ev.header.correlation_id))
+            continue
+        assert ev is NEED_DATA, ev
+        return out
+
+
+def stream() -> bytes:
+    """Three requests of three APIs back to back: a Produce, a Metadata (runs alone) and an ApiVersions."""
+    return produce(1) + metadata(2) + api_versions(3)
+
+
+def test_a_stream_split_into_two_reads_at_every_byte_boundary() -> None:
+    data = stream()
+    whole = connection()
+    whole.receive_data(data)
+    expected = [(r.header, r.body, r.size) for r in requests_of(whole)]
+    assert [h.correlation_id for h, _, _ in expected] == [1, 2, 3]
+    for cut in range(len(data) + 1):
+        conn = connection()
+        got = []
+        for piece in (data[:cut], data[cut:]):
+            if piece:  # b"" would be the end of the stream
+                conn.receive_data(piece)
+            got += requests_of(conn)
+        assert [(r.header, r.body, r.size) for r in got] == expected, f"cut at byte {cut}"
+        assert conn.buffered == 0
+
+
+def test_a_stream_fed_one_byte_per_read_and_in_three_pieces() -> None:
+    data = stream()
+    conn = connection()
+    got: list[Request] = []
+    for i in range(len(data)):
+        conn.receive_data(data[i : i + 1])
+        got += requests_of(conn)
+    assert corr_ids(got) == [1, 2, 3] and conn.buffered == 0  # type: ignore[arg-type]
+    first = len(produce(1))
+    for a in range(first - 6, first + 6):  # around the first frame's end: inside it, on it, in the next prefix
+        for b in range(a, a + 12):
+            conn = connection()
+            got = []
+            for piece in (data[:a], data[a:b], data[b:]):
+                if piece:
+                    conn.receive_data(piece)
+                got += requests_of(conn)
+            assert corr_ids(got) == [1, 2, 3], (a, b)  # type: ignore[arg-type]
+
+
+def test_several_requests_in_one_read_with_the_next_one_cut_short() -> None:
+    conn = connection()
+    tail = produce(4)
+    conn.receive_data(produce(1) + produce(2) + produce(3) + tail[:7])
+    assert corr_ids(requests_of(conn, answer=False)) == [1, 2, 3]  # type: ignore[arg-type]
+    assert conn.buffered == 7
+    conn.receive_data(tail[7:] + produce(5))
+    assert corr_ids(requests_of(conn, answer=False)) == [4, 5]  # type: ignore[arg-type]
+    assert conn.buffered == 0
+
+
+def test_a_paused_connection_keeps_the_unread_requests_of_a_read() -> None:
+    conn = connection()
+    conn.receive_data(metadata(1) + produce(2) + produce(3)[:5])
+    (ev, paused) = drain(conn)
+    assert corr_ids([ev]) == [1] and paused is PAUSED
+    conn.receive_data(produce(3)[5:])  # the rest of the third arrives while the first is in flight
+    conn.send_response(ev.seq, response(1))  # type: ignore[union-attr]
+    assert corr_ids(requests_of(conn)) == [2, 3]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_huge_frame_is_refused_from_its_size_alone(split: bool) -> None:
+    """socket.request.max.bytes: the size prefix closes the connection; no byte of the frame is buffered."""
+    conn = connection()
+    prefix = struct.pack(">i", (1 << 20) + 1)
+    if split:
+        conn.receive_data(prefix[:2])
+        assert conn.next_event() is NEED_DATA
+        conn.receive_data(prefix[2:] + b"\x00" * 1000)
+    else:
+        conn.receive_data(prefix + b"\x00" * 1000)
+    ev = conn.next_event()
+    assert isinstance(ev, Closed) and ev.violation and "socket.request.max.bytes" in (ev.reason or "")
+    assert conn.buffered == 0
+    conn.receive_data(b"\x00" * 4096)  # whatever the client goes on sending is dropped, not buffered
+    assert conn.buffered == 0 and isinstance(conn.next_event(), Closed)
+
+
+def test_a_frame_of_exactly_the_maximum_size_is_read() -> None:
+    listener = ListenerName("PLAINTEXT", SecurityProtocol.PLAINTEXT)
+    conn = Connection(listener, FakeCatalog(), max_frame_bytes=len(metadata(1)) - 4)
+    conn.receive_data(metadata(1))
+    ev = conn.next_event()
+    assert isinstance(ev, Request) and ev.header.correlation_id == 1

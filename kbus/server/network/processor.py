@@ -40,6 +40,7 @@ from kbus.protocol.connection import (
     Request,
     SaslToken,
 )
+from kbus.protocol.fetch_request_decode import FETCH_KEY
 from kbus.protocol.splice import OutFrame, RecordSplicer
 from kbus.server.apis.registry import API_TABLE, CATALOG, AppendOrder, RequestContext
 from kbus.server.apis.sasl import raw_token
@@ -49,7 +50,7 @@ from kbus.server.network.sendfile import SendfileWriter
 from kbus.server.security.manager import ListenerSecurity, SecurityManager
 from kbus.server.security.principal import certificate_principal
 from kbus.server.util import eager
-from kbus.server.util.metrics import METRICS, labels_key
+from kbus.server.util.metrics import METRICS, Labels, labels_key
 
 if TYPE_CHECKING:
     from kbus.common.broker_config import KafkaConfig
@@ -80,6 +81,15 @@ def unsupported_version_response(header: RequestHeader) -> bytes:
 
 
 _THROTTLED_TYPES: dict[type, bool] = {}
+_API_LABELS: dict[int, Labels] = {}
+
+
+def _api_labels(api_key: int) -> Labels:
+    """The request metrics' label set of an API, made once (it was sorted into a tuple on every request)."""
+    key = _API_LABELS.get(api_key)
+    if key is None:
+        key = _API_LABELS[api_key] = labels_key(api=API_TABLE[api_key].name)
+    return key
 
 
 def _with_throttle_time(response: object, throttle_ms: int) -> object:
@@ -133,6 +143,7 @@ class KafkaProtocol(asyncio.Protocol):
         self._unmute: asyncio.TimerHandle | None = None
         self._pumping = False  # inside _pump (see there)
         self._pump_again = False
+        self._reading = False  # inside data_received: its responses need no second idle-clock update
         self._append_order = AppendOrder()  # pipelined Produce requests append in the order they came
 
     # ---- transport callbacks
@@ -182,7 +193,11 @@ class KafkaProtocol(asyncio.Protocol):
             return
         self.server.idle.update(self.conn_id, now_ms())
         self.conn.receive_data(data)
-        self._pump()
+        self._reading = True
+        try:
+            self._pump()
+        finally:
+            self._reading = False
 
     def eof_received(self) -> bool:
         if self.conn is None:
@@ -293,7 +308,8 @@ class KafkaProtocol(asyncio.Protocol):
         transport = self.transport
         if not frames or transport is None or transport.is_closing():
             return
-        self.server.idle.update(self.conn_id, now_ms())
+        if not self._reading:  # a response answered later (acks=all, a long poll) is activity of its own
+            self.server.idle.update(self.conn_id, now_ms())
         try:
             if self._writer is not None:
                 self._writer.write(frames)
@@ -398,9 +414,8 @@ class KafkaProtocol(asyncio.Protocol):
             authorizer=self.server.security.authorizer,
             size=request.size,
         )
-        if self._writer is not None:
+        if self._writer is not None and header.api_key == FETCH_KEY:  # only Fetch leaves records in files
             ctx.splicer = RecordSplicer(header.flexible)
-        started = time.perf_counter()
         response = await spec.handler(self.managers, ctx, request.body)
         throttle_ms = ctx.throttle_time_ms
         if self.managers.quotas.request.enabled:  # all a request pays when no request_percentage is set
@@ -414,8 +429,8 @@ class KafkaProtocol(asyncio.Protocol):
             data = encode_response(header, response)
             if ctx.splicer is not None:
                 data = ctx.splicer.splice(data)
-        key = labels_key(api=spec.name)
-        METRICS.observe_key("kbus_request_latency_seconds", key, time.perf_counter() - started)
+        key = _api_labels(spec.key)
+        METRICS.observe_key("kbus_request_latency_seconds", key, time.perf_counter() - ctx.started)
         METRICS.inc_key("kbus_requests_total", key)
         return data, throttle_ms
 

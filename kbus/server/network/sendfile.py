@@ -20,6 +20,13 @@ from kbus.server.util.metrics import METRICS
 _IOV_MAX = 64
 
 
+def _all_bytes(frames: list[OutFrame]) -> bool:
+    for frame in frames:  # noqa: SIM110 - a loop, not all() over a generator: this runs for every response
+        if type(frame) is not bytes:
+            return False
+    return True
+
+
 class SendfileWriter:
     def __init__(
         self,
@@ -45,7 +52,7 @@ class SendfileWriter:
     def write(self, frames: list[OutFrame]) -> None:
         if self._closed or not frames:
             return
-        if not self._queue and all(isinstance(f, bytes) for f in frames):
+        if not self._queue and _all_bytes(frames):
             self._transport.writelines(frames)  # type: ignore[arg-type]  # all bytes, checked above
             return
         for frame in frames:

@@ -208,3 +208,17 @@ def test_transactions_v2_first_batch_of_a_producer_new_here_has_sequence_0(
         lg.append_as_leader(batch, verify_transactions=True, verification_guard=guard)
     assert lg.log_end_offset == 2
     lg.close()
+
+
+def test_non_transactional_write_of_a_newer_epoch_inside_a_transaction_is_refused(tmp_path: Path) -> None:
+    """Kafka's appendDataBatch refuses a non-transactional batch while the producer's transaction is open whatever
+    the batch's epoch: a newer epoch does not end the transaction (only its marker does)."""
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(txn_batch(0, epoch=0))  # 0-1, open
+    idem = rb.build_batch([(b"k", b"v")], producer_id=7, producer_epoch=1, base_sequence=0)
+    with pytest.raises(InvalidTxnStateError):
+        lg.append_as_leader(idem)
+    lg.append_as_leader(marker(epoch=1, commit=False), from_coordinator=True, transaction_version=2)  # 2
+    lg.append_as_leader(idem)  # 3: the transaction is over
+    assert lg.log_end_offset == 4
+    lg.close()

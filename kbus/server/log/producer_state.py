@@ -194,8 +194,9 @@ class ProducerAppend:
                 f"Epoch of producer {h.producer_id} is {h.producer_epoch}, which is smaller than the last seen "
                 f"epoch {entry.producer_epoch}"
             )
-        if not h.is_transactional and entry.current_txn_first_offset is not None \
-                and h.producer_epoch == entry.producer_epoch:
+        if not h.is_transactional and entry.current_txn_first_offset is not None:
+            # whatever its epoch (Kafka's appendDataBatch): a newer epoch does not end the open transaction, only
+            # its marker does, so a non-transactional write would sit inside it
             raise InvalidTxnStateError(
                 f"Expected transactional write from producer {h.producer_id} at offset "
                 f"{entry.current_txn_first_offset} but found a non-transactional batch"

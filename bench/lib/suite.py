@@ -92,6 +92,11 @@ SCENARIOS = (
              "[--records N] [--runs N] [--rss-records N] [--driver-scope]",
              "Spark writes on a standalone cluster: kbus exactly once (per task) vs at least once vs "
              "format(\"kafka\"), driver peak RSS at two sizes (printed)"),
+    Scenario("spark-eos-faults", (PY, S + "spark_eos_faults.py"), ("spark_eos_faults.jsonl",),
+             "[--records N] [--tasks N] [--batch-records N [N ...]] [--stall S]",
+             "ONE exactly-once streaming write on a standalone cluster with a speculative twin, a worker and the "
+             "driver killed -9 mid-batch: read_committed check of every record, driver RSS at two batch sizes; "
+             "prints a verdict"),
     Scenario("spark-source-scale", (PY, S + "spark_source_scale.py"), (), "[--records N] [--partitions N] [--runs N]",
              "a 100-partition topic read by a standalone cluster, batch and streaming, kbus vs format(\"kafka\") "
              "(printed)"),

@@ -39,6 +39,7 @@ class StandaloneCluster:
     master_ui_port: int = 0
     master: Daemon | None = None
     workers: list[Daemon] = field(default_factory=list)
+    worker_hosts: dict[int, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -72,19 +73,7 @@ class StandaloneCluster:
             {"SPARK_DAEMON_MEMORY": "256m"},
         )
         for i in range(workers):
-            port, ui = free_port(), free_port()
-            host = hosts[i] if i < len(hosts) else "127.0.0.1"
-            work = self.root / f"worker{i}"
-            work.mkdir(exist_ok=True)
-            self.workers.append(
-                self._spark_class(
-                    f"worker{i}",
-                    ["org.apache.spark.deploy.worker.Worker", "--host", host, "--port", str(port),
-                     "--webui-port", str(ui), "--cores", "1", "--memory", "1g", "--work-dir", str(work), self.url],
-                    ui,
-                    {"SPARK_DAEMON_MEMORY": "256m", "SPARK_WORKER_DIR": str(work), "SPARK_LOCAL_IP": host},
-                )
-            )
+            self.workers.append(self._worker(i, hosts[i] if i < len(hosts) else "127.0.0.1"))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for d in [self.master, *self.workers]:
@@ -95,6 +84,33 @@ class StandaloneCluster:
                 return
             time.sleep(1)
         raise TimeoutError(f"{workers} workers did not register with {self.url}: {self.state()}")
+
+    def _worker(self, i: int, host: str) -> Daemon:
+        port, ui = free_port(), free_port()
+        work = self.root / f"worker{i}"
+        work.mkdir(exist_ok=True)
+        self.worker_hosts[i] = host
+        return self._spark_class(
+            f"worker{i}",
+            ["org.apache.spark.deploy.worker.Worker", "--host", host, "--port", str(port),
+             "--webui-port", str(ui), "--cores", "1", "--memory", "1g", "--work-dir", str(work), self.url],
+            ui,
+            {"SPARK_DAEMON_MEMORY": "256m", "SPARK_WORKER_DIR": str(work), "SPARK_LOCAL_IP": host},
+        )
+
+    def restart_worker(self, index: int, timeout: float = 120) -> None:
+        """The machine comes back: a new worker JVM on the same host (new ports), registered with the master."""
+        worker = self.workers[index] = self._worker(index, self.worker_hosts[index])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if worker.proc.poll() is not None:
+                raise RuntimeError(f"{worker.name} exited {worker.proc.returncode}: {worker.log.read_text()[-2000:]}")
+            state = self.state() or {}
+            if any(w.get("state") == "ALIVE" and str(w.get("webuiaddress", "")).endswith(f":{worker.ui_port}")
+                   for w in state.get("workers", [])):
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"worker{index} did not register again with {self.url}: {self.state()}")
 
     def state(self) -> dict | None:
         """The master's /json view (workers, apps), or None while it is not answering."""
@@ -174,7 +190,10 @@ class EventLog:
             for line in path.read_text(encoding="utf-8").splitlines():
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the last line of a driver killed -9 mid-write
                 kind = event["Event"]
                 if kind == "SparkListenerExecutorAdded":
                     urls = event["Executor Info"].get("Log Urls", {})

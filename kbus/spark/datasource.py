@@ -24,7 +24,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from kbus.spark.fetch import KafkaInputPartition, read_range
+from kbus.spark.fetch import KafkaInputPartition, KafkaInputPartitions, read_ranges
 from kbus.spark.metadata import KbusDataLossError, OffsetReader, check_brokers
 from kbus.spark.offsets import (
     OffsetRange,
@@ -32,6 +32,7 @@ from kbus.spark.offsets import (
     SparkOffset,
     TopicPartition,
     from_spark_offset,
+    pack_ranges,
     rate_limit,
     split_ranges,
     to_spark_offset,
@@ -59,20 +60,32 @@ from kbus.spark.task_txn import TaskWrite, write_partition
 log = logging.getLogger(__name__)
 
 
-def _input_partitions(options: SourceOptions, ranges: list[OffsetRange]) -> list[KafkaInputPartition]:
-    return [
-        KafkaInputPartition(
-            topic=r.topic,
-            partition=r.partition,
-            start=r.start,
-            end=r.end,
-            client_config=options.client_config,
-            fail_on_data_loss=options.fail_on_data_loss,
-            include_headers=options.include_headers,
-            poll_timeout_ms=options.poll_timeout_ms,
-        )
-        for r in split_ranges(ranges, options.min_partitions)
-    ]
+def _input_partition(options: SourceOptions, r: OffsetRange) -> KafkaInputPartition:
+    return KafkaInputPartition(
+        topic=r.topic,
+        partition=r.partition,
+        start=r.start,
+        end=r.end,
+        client_config=options.client_config,
+        fail_on_data_loss=options.fail_on_data_loss,
+        include_headers=options.include_headers,
+        poll_timeout_ms=options.poll_timeout_ms,
+    )
+
+
+def _input_partitions(
+    options: SourceOptions, ranges: list[OffsetRange]
+) -> list[KafkaInputPartition | KafkaInputPartitions]:
+    """One task per range (Spark's rule), more with minPartitions; with minRecordsPerTask (and no minPartitions)
+    small ranges share a task."""
+    split = split_ranges(ranges, options.min_partitions)
+    if options.min_partitions or options.min_records_per_task <= 1:
+        return [_input_partition(options, r) for r in split]
+    out: list[KafkaInputPartition | KafkaInputPartitions] = []
+    for group in pack_ranges(split, options.min_records_per_task):
+        parts = [_input_partition(options, r) for r in group]
+        out.append(parts[0] if len(parts) == 1 else KafkaInputPartitions(parts))
+    return out
 
 
 class KbusBatchReader(DataSourceReader):
@@ -98,10 +111,8 @@ class KbusBatchReader(DataSourceReader):
         return parts or [KafkaInputPartition(topic="", partition=0, start=0, end=0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
-        if partition.end <= partition.start:
-            return iter(())
-        return read_range(partition)
+        assert isinstance(partition, KafkaInputPartition | KafkaInputPartitions)
+        return read_ranges(partition)
 
 
 class KbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -183,8 +194,8 @@ class KbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _input_partitions(self.options, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
-        return read_range(partition)
+        assert isinstance(partition, KafkaInputPartition | KafkaInputPartitions)
+        return read_ranges(partition)
 
     def commit(self, end: SparkOffset) -> None:
         # Nothing to do: like Spark's Kafka source, the checkpoint (not a consumer group) owns the offsets.

@@ -87,6 +87,13 @@ class KafkaInputPartition(InputPartition):
 
 
 @dataclass
+class KafkaInputPartitions(InputPartition):
+    """Several small ranges read by one task, one after another through the same consumer (minRecordsPerTask)."""
+
+    parts: list[KafkaInputPartition]
+
+
+@dataclass
 class _Idle:
     consumer: Consumer
     since: float
@@ -195,6 +202,15 @@ def read_range(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
             consumers.checkin(config, consumer)
         else:
             _close(consumer)  # after an error nothing is known about its state
+
+
+def read_ranges(parts: KafkaInputPartition | KafkaInputPartitions) -> Iterator[pa.RecordBatch]:
+    """One task's input partition: a range, or a group of ranges."""
+    if isinstance(parts, KafkaInputPartition):
+        yield from read_range(parts)
+        return
+    for part in parts.parts:
+        yield from read_range(part)
 
 
 def _consume(consumer: Consumer, part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:

@@ -19,6 +19,8 @@ from kbus.common.topics import is_internal
 
 EARLIEST = -2  # Spark's JSON sentinels for "earliest" / "latest" inside per-partition offsets
 LATEST = -1
+# Streaming's default minRecordsPerTask: one Arrow batch of the reader (kbus.spark.fetch.MAX_BATCH_ROWS).
+MIN_RECORDS_PER_TASK = 20_000
 
 # Kafka client settings Spark refuses because the source/sink manages them itself.
 _FORBIDDEN_CLIENT_KEYS = {
@@ -76,6 +78,8 @@ class SourceOptions:
     include_headers: bool
     max_offsets_per_trigger: int | None
     min_partitions: int | None
+    # kbus only: small offset ranges of a micro-batch are read together, this many records per task at least
+    min_records_per_task: int
     poll_timeout_ms: int
     timestamp_strategy: Literal["error", "latest"]
 
@@ -125,6 +129,19 @@ def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
     if raw.strip().lower() in ("true", "false"):
         return raw.strip().lower() == "true"
     raise KbusOptionError(f"option '{name}' must be true or false, got '{raw}'")
+
+
+def _non_negative_int(opts: dict[str, str], name: str, default: int) -> int:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise KbusOptionError(f"option '{name}' must be 0 or a positive integer, got '{raw}'")
+    return value
 
 
 def _positive_int(opts: dict[str, str], name: str) -> int | None:
@@ -243,6 +260,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         include_headers=_bool(opts, "includeHeaders", False),
         max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger") if streaming else None,
         min_partitions=_positive_int(opts, "minPartitions"),
+        min_records_per_task=_non_negative_int(opts, "minRecordsPerTask", MIN_RECORDS_PER_TASK if streaming else 0),
         poll_timeout_ms=poll_timeout,
         timestamp_strategy=strategy,  # type: ignore[arg-type]
     )

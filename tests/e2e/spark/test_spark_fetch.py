@@ -110,3 +110,18 @@ def test_missing_offsets_follow_fail_on_data_loss(broker, cache) -> None:  # typ
     assert [o for o, _ in _read(broker.bootstrap, topic, 0, 0, 3, fail_on_data_loss=False)] == []
     # a failed read closes its consumer; the cache goes on with a new one
     assert _read(broker.bootstrap, topic, 0, 15, 20) == [(o, f"v{o}".encode()) for o in range(15, 20)]
+
+
+def test_a_task_of_several_small_ranges_reads_each(broker, cache) -> None:  # type: ignore[no-untyped-def]
+    topic = f"spark-fetch-group-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 3)
+    for p in range(3):
+        produce(broker.bootstrap, topic, [(None, f"p{p}-{i}") for i in range(40)], partition=p)
+    config = {"bootstrap.servers": broker.bootstrap, "group.id": f"kbus-spark-test-{topic}"}
+    spans = [(2, 5, 25), (0, 0, 40), (1, 39, 40)]
+    group = fetch.KafkaInputPartitions([
+        fetch.KafkaInputPartition(topic=topic, partition=p, start=s, end=e, client_config=config) for p, s, e in spans
+    ])
+    got = [(p, o, v) for b in fetch.read_ranges(group) for p, o, v in
+           zip(*(b.column(c).to_pylist() for c in ("partition", "offset", "value")), strict=True)]
+    assert got == [(p, o, f"p{p}-{o}".encode()) for p, s, e in spans for o in range(s, e)]

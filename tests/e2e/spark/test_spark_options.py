@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from kbus.spark.offsets import OffsetRange, from_spark_offset, rate_limit, split_ranges, to_spark_offset
+from kbus.spark.offsets import (
+    OffsetRange,
+    from_spark_offset,
+    pack_ranges,
+    rate_limit,
+    split_ranges,
+    to_spark_offset,
+)
 from kbus.spark.options import (
     EARLIEST,
     LATEST,
@@ -172,3 +179,26 @@ def test_register_warns_when_workers_run_another_python() -> None:
         warnings.simplefilter("error")
         kbus.spark.register(fake("/usr/bin/python3-elsewhere", master="spark://127.0.0.1:7077"))
     assert registered == [KbusDataSource, KbusDataSource, KbusDataSource]
+
+
+def test_min_records_per_task_packs_small_ranges_of_a_micro_batch() -> None:
+    from kbus.spark.datasource import _input_partitions
+    from kbus.spark.fetch import KafkaInputPartition, KafkaInputPartitions
+
+    ranges = [OffsetRange("t", p, 0, 2000) for p in range(10)] + [OffsetRange("t", 10, 0, 50_000)]
+    groups = pack_ranges([*ranges, OffsetRange("t", 11, 7, 7)], 5000)
+    assert [[r.partition for r in g] for g in groups] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [10], [9]]
+
+    stream = parse_source_options({**BS, "subscribe": "t"}, streaming=True)
+    assert stream.min_records_per_task == 20_000  # streaming's default; batch reads keep one task per range
+    assert parse_source_options({**BS, "subscribe": "t"}, streaming=False).min_records_per_task == 0
+    tasks = _input_partitions(stream, ranges)
+    assert len(tasks) == 2
+    assert isinstance(tasks[0], KafkaInputPartitions) and [p.partition for p in tasks[0].parts] == list(range(10))
+    assert isinstance(tasks[1], KafkaInputPartition) and (tasks[1].start, tasks[1].end) == (0, 50_000)
+    # 0 turns it off, and minPartitions (parallelism asked for) wins over it
+    for extra in ({"minRecordsPerTask": "0"}, {"minPartitions": "11"}):
+        options = parse_source_options({**BS, "subscribe": "t", **extra}, streaming=True)
+        assert [type(t) for t in _input_partitions(options, ranges)] == [KafkaInputPartition] * 11
+    with pytest.raises(KbusOptionError, match="minRecordsPerTask"):
+        parse_source_options({**BS, "subscribe": "t", "minRecordsPerTask": "-1"}, streaming=True)

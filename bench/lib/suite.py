@@ -97,7 +97,8 @@ SCENARIOS = (
              "ONE exactly-once streaming write on a standalone cluster with a speculative twin, a worker and the "
              "driver killed -9 mid-batch: read_committed check of every record, driver RSS at two batch sizes; "
              "prints a verdict"),
-    Scenario("spark-source-scale", (PY, S + "spark_source_scale.py"), (), "[--records N] [--partitions N] [--runs N]",
+    Scenario("spark-source-scale", (PY, S + "spark_source_scale.py"), (),
+             "[--records N] [--partitions N] [--runs N] [--cases batch,stream]",
              "a 100-partition topic read by a standalone cluster, batch and streaming, kbus vs format(\"kafka\") "
              "(printed)"),
     Scenario("group-rebalance", (PY, S + "group_rebalance.py"), (),

@@ -3,7 +3,7 @@ partitions read by a standalone cluster (a master and 2 workers x 1 core) in bat
 from startingOffsetsByTimestamp) and streaming (Trigger.AvailableNow with maxOffsetsPerTrigger, to the noop sink).
 
     bench/run spark-source-scale [--records 2000000] [--partitions 100] [--runs 2]
-        [--kafka-connector 4.2.0]
+        [--kafka-connector 4.2.0] [--cases batch,stream]
 
 It starts its own kbus broker and the cluster and stops them. records/s per core = records / seconds / 2 (the
 cluster's cores; the broker and the driver share the same machine). Results: a markdown table on stdout (see

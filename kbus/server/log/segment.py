@@ -392,8 +392,9 @@ class LogSegment:
             return None
         start, first_offset = first.position, first.base_offset
         limit, limit_offset = end, end_offset
-        if max_offset is not None:
-            # batches holding max_offset or later are excluded (the high watermark is a batch boundary)
+        if max_offset is not None and max_offset < end_offset:
+            # batches holding max_offset or later are excluded (the high watermark is a batch boundary); at or past
+            # the segment's next offset no batch here holds it, so no walk (a backlog read, or HW = log end)
             stop = self.find_batch(max_offset, end)
             if stop is not None:
                 limit, limit_offset = stop.position, stop.base_offset

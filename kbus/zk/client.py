@@ -42,6 +42,10 @@ from kbus.zk.znode_acls import KafkaKazooClient
 
 log = logging.getLogger(__name__)
 Watch = Callable[[WatchedEvent], None] | None
+# partitions per multi op when a controller creates partition states: each is two creates of at most ~600 bytes
+# (paths of a 249-character topic name, the state JSON, ACLs), so a batch stays well under ZooKeeper's default
+# 1 MB jute.maxbuffer, which bounds a request
+CREATE_STATES_BATCH = 500
 
 
 class ZooKeeperConnectionError(KafkaError):
@@ -302,18 +306,39 @@ class KafkaZkClient:
             return None
         return codec.decode_partition_state(data, stat.version, stat.mzxid)
 
-    def get_partition_states(self, items: Sequence[tuple[str, int]], watch: Watch = None) -> list[LeaderAndIsr | None]:
-        """Many state reads pipelined (a leader change touches every partition a broker led)."""
-        pending = [self.zk.get_async(paths.partition_state(t, p), watch=watch) for t, p in items]
-        out: list[LeaderAndIsr | None] = []
-        for (topic, partition), result in zip(items, pending, strict=True):
+    def get_partition_states(
+        self, items: Sequence[tuple[str, int]], watch: Watch = None, *, absent_likely: bool = False
+    ) -> list[LeaderAndIsr | None]:
+        """Many state reads pipelined (a leader change touches every partition a broker led). A state not created
+        yet is None, and with `watch` its creation is watched for (getData leaves no watch on a missing znode;
+        exists does). `absent_likely` (a new topic's partitions, before the controller wrote them) skips the
+        first read and asks exists first; all three steps are pipelined, so 10,000 new partitions cost three
+        round trips, not 10,000."""
+        out: list[LeaderAndIsr | None] = [None] * len(items)
+        missing = list(range(len(items)))
+        if not absent_likely:
+            missing = self._read_states(items, missing, watch, out)
+        if not missing or watch is None:
+            return out
+        probes = [(i, self.zk.exists_async(paths.partition_state(*items[i]), watch=watch)) for i in missing]
+        present = [i for i, probe in probes if probe.get() is not None]  # created meanwhile: read it
+        self._read_states(items, present, watch, out)  # deleted again before the read: None (and the watch fired)
+        return out
+
+    def _read_states(
+        self, items: Sequence[tuple[str, int]], which: list[int], watch: Watch, out: list[LeaderAndIsr | None]
+    ) -> list[int]:
+        """Pipelined reads of items[i] for i in `which` into out[i]; returns the indices that have no znode."""
+        pending = [(i, self.zk.get_async(paths.partition_state(*items[i]), watch=watch)) for i in which]
+        absent: list[int] = []
+        for i, result in pending:
             try:
                 data, stat = result.get()
-                out.append(codec.decode_partition_state(data, stat.version, stat.mzxid))
             except NoNodeError:
-                # not created yet: wait for its creation instead
-                out.append(self.get_partition_state(topic, partition, watch=watch))
-        return out
+                absent.append(i)
+                continue
+            out[i] = codec.decode_partition_state(data, stat.version, stat.mzxid)
+        return absent
 
     def create_partition_state(
         self, topic: str, partition: int, state: LeaderAndIsr, epoch_version: int | None = None
@@ -331,8 +356,40 @@ class KafkaZkClient:
     def create_partition_states(
         self, items: Sequence[tuple[str, int, LeaderAndIsr]], epoch_version: int | None = None
     ) -> list[LeaderAndIsr | None]:
-        """Many state creations pipelined on the session (ZooKeeper applies one session's requests in order),
-        so a controller handling hundreds of partitions pays one round trip, not hundreds."""
+        """New partitions' state znodes (and their /partitions/<p> parents), fenced by /controller_epoch when
+        `epoch_version` is given. Written as multi ops of up to CREATE_STATES_BATCH partitions each: a
+        10,000-partition topic is about 20 ZooKeeper transactions instead of 20,000 requests (kazoo sends one
+        request per turn of its connection loop, so the count, not the bytes, is what costs). A multi is
+        all-or-nothing: when one fails (a znode of its batch exists already, e.g. written by a controller that
+        died midway, or its topic was deleted) nothing of it was written, and that batch is written again one
+        partition at a time, which tolerates existing parents and says per partition what was written. None
+        where the state could not be created (it exists already, or its topic is gone)."""
+        out: list[LeaderAndIsr | None] = []
+        topics = dict.fromkeys(topic for topic, _, _ in items)
+        for pending in [self.zk.create_async(paths.topic_partitions(t), b"") for t in topics]:
+            with contextlib.suppress(NodeExistsError, NoNodeError):  # no topic: every create below fails
+                pending.get()
+        batches = [items[i : i + CREATE_STATES_BATCH] for i in range(0, len(items), CREATE_STATES_BATCH)]
+        commits = []
+        for batch in batches:  # pipelined: ZooKeeper applies one session's requests in order
+            tx = self.zk.transaction()
+            if epoch_version is not None:
+                tx.check(paths.CONTROLLER_EPOCH, epoch_version)
+            for topic, partition, state in batch:
+                tx.create(paths.topic_partition(topic, partition), b"")
+                tx.create(paths.partition_state(topic, partition), codec.encode_partition_state(state))
+            commits.append(tx.commit_async())
+        for batch, pending in zip(batches, commits, strict=True):
+            if not _failed(pending.get(), epoch_version):
+                out.extend(_written(state, 0) for _, _, state in batch)
+            else:
+                out.extend(self._create_partition_states_one_by_one(batch, epoch_version))
+        return out
+
+    def _create_partition_states_one_by_one(
+        self, items: Sequence[tuple[str, int, LeaderAndIsr]], epoch_version: int | None
+    ) -> list[LeaderAndIsr | None]:
+        """Each state in a multi of its own (after its parents, existing ones fine), all pipelined."""
         parents = dict.fromkeys(
             p
             for topic, partition, _ in items

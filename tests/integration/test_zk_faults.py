@@ -291,8 +291,8 @@ def test_a_reread_older_than_the_stored_state_never_replaces_it(stores):
     real_read = client.get_partition_states
     expanded: list[object] = []
 
-    def read_then_expand(items, watch=None):  # type: ignore[no-untyped-def]
-        out = real_read(items, watch=watch)
+    def read_then_expand(items, watch=None, **kwargs):  # type: ignore[no-untyped-def]
+        out = real_read(items, watch=watch, **kwargs)
         if ("race", 0) in items and not expanded:
             # the leader's worker thread wins the race: the expansion is written and stored after the read
             expanded.append(leader.alter_isr("race", 0, [1, 2]))

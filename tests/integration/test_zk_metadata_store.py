@@ -244,8 +244,8 @@ def test_preferred_leaders_return_once_back_in_sync(stores):
     topic = one.create_topic("pref", 4, 2, {})
     preferred = {p: s.replicas[0] for p, s in topic.partitions.items()}
     assert sorted(set(preferred.values())) == [1, 2]
-    one.stop()
-    wait_for(lambda: all(s.leader == 2 for s in two.topics()["pref"].partitions.values()))
+    one.stop()  # (broker 2 may not have read the new topic yet: it does when it takes over)
+    wait_for(lambda: "pref" in two.topics() and all(s.leader == 2 for s in two.topics()["pref"].partitions.values()))
     back = stores(1, **fast)
     time.sleep(1.5)  # several imbalance checks: broker 1 is alive but not in sync, so nothing moves yet
     assert all(s.leader == 2 for s in two.topics()["pref"].partitions.values())

@@ -475,7 +475,8 @@ class ZkClusterView:
         changed = before is None or before[0] != assignment
         if before is None or reread:
             self._refresh_config(name)
-        changed |= self._refresh_states([(name, partition) for partition in missing])
+        # partitions without a known state are mostly ones the controller has not written yet: exists first
+        changed |= self._refresh_states([(name, partition) for partition in missing], absent_likely=not reread)
         if changed:
             # callers outside the event thread (a reassignment started by a request) notify listeners themselves:
             # they must not read the cached view from before this change (the watch that follows sees no change)
@@ -483,10 +484,10 @@ class ZkClusterView:
                 self._topics_view = None
         return changed
 
-    def _refresh_states(self, items: list[tuple[str, int]]) -> bool:
+    def _refresh_states(self, items: list[tuple[str, int]], *, absent_likely: bool = False) -> bool:
         if not items:
             return False
-        fresh = self._client().get_partition_states(items, watch=self._on_watch)
+        fresh = self._client().get_partition_states(items, watch=self._on_watch, absent_likely=absent_likely)
         changed = False
         with self._cond:
             for (name, partition), state in zip(items, fresh, strict=True):

@@ -1,0 +1,108 @@
+"""The controller's partition-state creation in ZooKeeper multi ops (KafkaZkClient.create_partition_states), against
+a real ZooKeeper: a batch is one transaction, a fenced or failing batch writes nothing of itself, and a batch that
+meets an existing znode is written again partition by partition without touching what was there."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from kbus.zk import client as zk_client
+from kbus.zk import paths
+from kbus.zk.client import ControllerMovedError, KafkaZkClient
+from kbus.zk.codec import LeaderAndIsr, TopicAssignment
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.integration]
+
+
+@pytest.fixture
+def kzk(zk_connect: str, raw_zk: KazooClient) -> Iterator[KafkaZkClient]:
+    client = KafkaZkClient.connect(zk_connect, 10.0, 10.0)
+    client.ensure_persistent_paths()
+    yield client
+    client.close()
+
+
+def make_topic(kzk: KafkaZkClient, name: str, partitions: int) -> None:
+    kzk.create_topic(name, TopicAssignment({p: [1] for p in range(partitions)}, uuid.uuid4()), {})
+
+
+def state(leader: int = 1, epoch: int = 1) -> LeaderAndIsr:
+    return LeaderAndIsr(leader, 0, (leader,), epoch, 0)
+
+
+def test_states_are_written_one_transaction_per_batch(kzk, raw_zk, monkeypatch):
+    monkeypatch.setattr(zk_client, "CREATE_STATES_BATCH", 4)
+    make_topic(kzk, "t", 10)
+    written = kzk.create_partition_states([("t", p, state()) for p in range(10)])
+    assert [w is not None and w.zk_version == 0 for w in written] == [True] * 10
+    czxids = []
+    for p in range(10):
+        data, stat = raw_zk.get(paths.partition_state("t", p))
+        body = json.loads(data)
+        assert body == {"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 0, "isr": [1]}
+        assert raw_zk.get(paths.topic_partition("t", p))[1].czxid == stat.czxid  # parent in the same transaction
+        czxids.append(stat.czxid)
+    # batches of 4: partitions 0-3, 4-7 and 8-9 each created by one ZooKeeper transaction
+    assert len(set(czxids[0:4])) == len(set(czxids[4:8])) == len(set(czxids[8:10])) == 1
+    assert len(set(czxids)) == 3
+
+
+def test_a_fenced_batch_writes_nothing(kzk, raw_zk):
+    """A controller whose epoch moved on (its /controller_epoch check fails) must leave no znode of its batch,
+    not even the /partitions/<p> parents."""
+    make_topic(kzk, "fenced", 6)
+    kzk.try_become_controller(1)
+    _, version = kzk.get_controller_epoch()
+    with pytest.raises(ControllerMovedError):
+        kzk.create_partition_states([("fenced", p, state()) for p in range(6)], epoch_version=version + 1)
+    assert raw_zk.get_children(paths.topic_partitions("fenced")) == []
+    written = kzk.create_partition_states([("fenced", p, state()) for p in range(6)], epoch_version=version)
+    assert all(w is not None for w in written)
+    assert sorted(raw_zk.get_children(paths.topic_partitions("fenced")), key=int) == [str(p) for p in range(6)]
+
+
+def test_a_batch_meeting_an_existing_state_is_retried_partition_by_partition(kzk, raw_zk, monkeypatch):
+    """Partition 2's state exists already (an earlier controller died midway): its batch's multi fails as a whole,
+    then every other partition is written one by one and partition 2 keeps the state it had. Running the whole
+    creation again (a new controller acting on the same view) changes nothing."""
+    monkeypatch.setattr(zk_client, "CREATE_STATES_BATCH", 4)
+    make_topic(kzk, "half", 8)
+    first = kzk.create_partition_states([("half", 2, state(leader=7))])
+    assert first[0] is not None
+    items = [("half", p, state()) for p in range(8)]
+    written = kzk.create_partition_states(items)
+    assert [w is None for w in written] == [p == 2 for p in range(8)]
+    assert json.loads(raw_zk.get(paths.partition_state("half", 2))[0])["leader"] == 7
+    for p in (0, 1, 3, 4, 5, 6, 7):
+        assert json.loads(raw_zk.get(paths.partition_state("half", p))[0])["leader"] == 1
+    versions = {p: raw_zk.get(paths.partition_state("half", p))[1].version for p in range(8)}
+    assert kzk.create_partition_states(items) == [None] * 8  # idempotent: nothing overwritten
+    assert {p: raw_zk.get(paths.partition_state("half", p))[1].version for p in range(8)} == versions
+
+
+def test_states_of_a_deleted_topic_are_not_created(kzk, raw_zk):
+    """The topic went between the controller's decision and its write: nothing is created under it."""
+    written = kzk.create_partition_states([("gone", p, state()) for p in range(3)])
+    assert written == [None, None, None]
+    assert raw_zk.exists(paths.topic("gone")) is None
+
+
+def test_missing_states_are_watched_for_and_present_ones_read(kzk, raw_zk):
+    """get_partition_states(absent_likely=True): exists first, pipelined; a state created meanwhile is read, and
+    a missing one fires the watch when the controller creates it."""
+    make_topic(kzk, "w", 3)
+    kzk.create_partition_states([("w", 1, state(leader=4))])
+    fired: list[str] = []
+    got = kzk.get_partition_states([("w", p) for p in range(3)], watch=lambda e: fired.append(e.path),
+                                   absent_likely=True)  # fmt: skip
+    assert got[0] is None and got[2] is None and got[1] is not None and got[1].leader == 4
+    kzk.create_partition_states([("w", 0, state()), ("w", 2, state())])
+    from tests.kbus_processes import wait_for
+
+    wait_for(lambda: {paths.partition_state("w", 0), paths.partition_state("w", 2)} <= set(fired), timeout=5,
+             what="the creation watches")  # fmt: skip

@@ -606,3 +606,20 @@ def test_reads_while_appends_continue_see_only_whole_batches(tmp_path: Path) -> 
     t.join()
     assert not errors
     assert [r.offset for r in all_records(lg)] == list(range(lg.log_end_offset))
+
+
+@pytest.mark.parametrize("start", [None, 0, 42])
+def test_a_new_directory_opens_like_an_existing_empty_one(tmp_path: Path, start: int | None) -> None:
+    """Log.open skips listing a directory it has just created: the log it gives is the one an existing empty
+    directory gives, and it takes appends and reopens the same way."""
+    (tmp_path / "old-0").mkdir()
+    logs = [Log.open(tmp_path / n, LogConfig(), log_start_offset=start, time_ms=Clock()) for n in ("new-0", "old-0")]
+    fresh, existing = logs
+    assert sorted(p.name for p in fresh.dir.iterdir()) == sorted(p.name for p in existing.dir.iterdir())
+    for lg in logs:
+        assert (lg.log_start_offset, lg.log_end_offset, lg.recovery_point) == (start or 0, start or 0, start or 0)
+        lg.append_as_leader(batch(3), leader_epoch=0)
+        lg.close()
+    reopened = [Log.open(tmp_path / name, LogConfig(), time_ms=Clock()) for name in ("new-0", "old-0")]
+    assert [(lg.log_start_offset, lg.log_end_offset) for lg in reopened] == [((start or 0), (start or 0) + 3)] * 2
+    assert offsets_of(reopened[0].read(start or 0, 1 << 20).to_bytes()) == [((start or 0), (start or 0) + 2)]

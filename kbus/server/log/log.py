@@ -150,11 +150,15 @@ class Log:
         time_ms: TimeFn = now_ms,
     ) -> Log:
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True)
+            fresh = True  # made just now, so empty: nothing to list, recover or replay
+        except FileExistsError:
+            fresh = False
         self = cls(directory, config, time_ms)
         with self._lock:
             try:
-                self._load(recovery_point, log_start_offset, clean_shutdown)
+                self._load(recovery_point, log_start_offset, clean_shutdown, fresh=fresh)
             except BaseException:
                 for seg in self._segments:  # a log that fails to load must not keep its files open
                     with contextlib.suppress(OSError):
@@ -162,7 +166,18 @@ class Log:
                 raise
         return self
 
-    def _load(self, recovery_point: int, log_start_offset: int | None, clean_shutdown: bool) -> None:
+    def _load(self, recovery_point: int, log_start_offset: int | None, clean_shutdown: bool, *,
+              fresh: bool = False) -> None:  # fmt: skip
+        """`fresh`: the directory was created by this open. A new partition's log skips the five listings of its
+        (empty) directory, half the file-system calls of creating it (10,000 of them for a 10,000-partition
+        topic)."""
+        if fresh:
+            start = log_start_offset if log_start_offset is not None else 0
+            self._add_segment(LogSegment.create(self.dir, max(start, 0), self.config))
+            self.log_end_offset = self._active.next_offset
+            self.log_start_offset = self._segments[0].base_offset
+            self.recovery_point = self.log_end_offset
+            return  # no producer snapshots to load: the producer state starts empty
         complete_interrupted_swaps(self.dir)
         # leftovers of interrupted deletes and of cleaning that did not reach the swap
         for p in self.dir.iterdir():

@@ -106,3 +106,22 @@ def test_missing_states_are_watched_for_and_present_ones_read(kzk, raw_zk):
 
     wait_for(lambda: {paths.partition_state("w", 0), paths.partition_state("w", 2)} <= set(fired), timeout=5,
              what="the creation watches")  # fmt: skip
+
+
+def test_the_controller_watches_the_states_it_created(stores, raw_zk):
+    """The controller's view skips watching a new topic's states for their creation (it writes them itself) and
+    reads them once written: a later change by someone else (a leader's ISR write) still reaches it through
+    the watch, not only through the periodic reconciliation (switched off here)."""
+    from tests.kbus_processes import wait_for
+
+    store = stores(1, reconcile_interval_s=600.0)
+    assert store.is_controller()
+    store.create_topic("watched", 3, 1, {})
+    wait_for(lambda: all(store.partition_state("watched", p) is not None for p in range(3)), timeout=10,
+             what="the states in the view")  # fmt: skip
+    wait_for(store._events.empty, timeout=10, what="the re-reads that arm the watches")
+    path = paths.partition_state("watched", 1)
+    _, stat = raw_zk.get(path)
+    body = {"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 5, "isr": [1]}
+    raw_zk.set(path, json.dumps(body).encode(), version=stat.version)
+    wait_for(lambda: store.partition_state("watched", 1).leader_epoch == 5, timeout=5, what="the change seen")

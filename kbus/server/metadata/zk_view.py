@@ -475,14 +475,28 @@ class ZkClusterView:
         changed = before is None or before[0] != assignment
         if before is None or reread:
             self._refresh_config(name)
-        # partitions without a known state are mostly ones the controller has not written yet: exists first
-        changed |= self._refresh_states([(name, partition) for partition in missing], absent_likely=not reread)
+        if before is None and not reread and self._writes_states_next():
+            # A new topic, and this broker's controller writes its states later in this same pass (Controller.act
+            # runs after the refreshes): watching for their creation first would cost an exists per partition
+            # and queue as many notifications ahead of the controller's own writes. They are read (and watched)
+            # in the next pass instead, as if each had been announced.
+            for partition in missing:
+                self._events.put(("state", name, partition))
+        else:
+            # partitions without a known state are mostly ones the controller has not written yet: exists first
+            changed |= self._refresh_states([(name, partition) for partition in missing], absent_likely=not reread)
         if changed:
             # callers outside the event thread (a reassignment started by a request) notify listeners themselves:
             # they must not read the cached view from before this change (the watch that follows sees no change)
             with self._cond:
                 self._topics_view = None
         return changed
+
+    def _writes_states_next(self) -> bool:
+        """On the event thread of the controller: Controller.act follows the refreshes of this pass."""
+        with self._cond:
+            controller = self._controller_epoch is not None
+        return controller and threading.current_thread() is self._thread
 
     def _refresh_states(self, items: list[tuple[str, int]], *, absent_likely: bool = False) -> bool:
         if not items:

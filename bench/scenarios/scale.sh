@@ -6,6 +6,7 @@
 #   usage: bench/scenarios/scale.sh [ROUNDS]
 #   env:   AXES="partitions connections msgsize"  PARTITIONS="1 10 100 1000 10000"
 #          CONNECTIONS="10 100 1000 5000"  SIZES="10 100 1000 10000 100000"  SYSTEMS="kafka kbus"
+#          PHASES="create load" (partitions axis: "create" alone times only the topic creations)
 #          KBUS_BASE=DIR: also kbus-base, the kbus of another checkout (an older commit: before/after, same run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,6 +18,7 @@ AXES=${AXES:-partitions connections msgsize}
 PARTITIONS=${PARTITIONS:-1 10 100 1000 10000}
 CONNECTIONS=${CONNECTIONS:-10 100 1000 5000}
 SIZES=${SIZES:-10 100 1000 10000 100000}
+PHASES=${PHASES:-create load}
 $PY -c 'import matplotlib' 2>/dev/null || $PY -m pip install -q -e ".[bench]"  # the charts
 ulimit -n "$(ulimit -Hn)"  # 5,000 connections and 11,111 partitions' files, for the brokers and the client
 since=$(date +%Y-%m-%dT%H:%M:%S)
@@ -47,8 +49,12 @@ for r in $(seq "$rounds"); do
       connections) for c in $CONNECTIONS; do point connections --connections "$c" --topic scale-conn; done ;;
       msgsize) for s in $SIZES; do point msgsize --size "$s"; done ;;
       partitions)  # every topic first (memory per partition before traffic grows the heaps), then the requests
-        [ "$r" = 1 ] && for n in $PARTITIONS; do point partitions --phase create --partitions "$n"; done
-        for n in $PARTITIONS; do point partitions --phase load --partitions "$n"; done ;;
+        if [[ " $PHASES " = *" create "* ]] && [ "$r" = 1 ]; then
+          for n in $PARTITIONS; do point partitions --phase create --partitions "$n"; done
+        fi
+        if [[ " $PHASES " = *" load "* ]]; then
+          for n in $PARTITIONS; do point partitions --phase load --partitions "$n"; done
+        fi ;;
     esac
   done
 done

@@ -64,7 +64,7 @@ SCENARIOS = (
     Scenario("shapes", (), ("scale.jsonl", "scale_*.png", "small_requests.jsonl", "shapes.md"),
              "[ROUNDS]  env SYSTEMS KBUS_BASE AXES ...",
              "scale + small-requests, then the shape table (kbus, Kafka, kbus-base = KBUS_BASE) and its charts"),
-    Scenario("onerec-consume", (S + "onerec_consume.sh",), ("onerec_consume.jsonl",), "[ROUNDS] [N] [SIZE]",
+    Scenario("onerec-consume", (S + "onerec_consume.sh",), ("onerec_consume*.jsonl",), "[ROUNDS] [N] [SIZE]",
              "librdkafka consumer reading N (200,000) one-record batches (linger.ms=0's log): msg/s, broker CPU/msg"),
     Scenario("security", (S + "security.sh",), ("security.jsonl", "security-report.md"), "[ROUNDS] [kbench args]",
              "PLAINTEXT vs SSL vs SASL_SSL (SCRAM) on one kbus broker"),
@@ -221,7 +221,7 @@ def _table(path: Path) -> str:
         return _capture([PY, S + "summarize_fetch_sessions.py", f])
     if n == "validation.jsonl":
         return _capture([PY, S + "summarize_validation.py", f])
-    if n == "onerec_consume.jsonl":
+    if n.startswith("onerec_consume"):
         return _capture([PY, S + "summarize_onerec.py", f])
     if n.startswith("cores"):
         return _capture([PY, S + "cores.py", "report", f])

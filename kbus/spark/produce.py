@@ -18,6 +18,7 @@ import contextlib
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -168,10 +169,43 @@ class RowDigest:
         self.digest = total & 0xFFFFFFFFFFFFFFFF
         self.records += len(values)
 
+    def add_columns(self, keys: _Column, values: _Column) -> None:
+        """The same digest from a batch's columns (`_column`): without nulls, one C-level pass per column."""
+        if values.data is None:
+            raise KbusOptionError("the data to write needs a 'value' column (string or binary)")
+        if keys.nulls or values.nulls or keys.data is None:
+            self.add(keys.data or [None] * len(values.data), values.data)
+            return
+        crc = zlib.crc32
+        key_crcs: Iterator[int] = map(crc, keys.data)
+        row_crcs: Iterator[int] = map(crc, values.data, key_crcs)
+        self.digest = (self.digest + sum(row_crcs)) & 0xFFFFFFFFFFFFFFFF
+        self.records += len(values.data)
+
     def add_batches(self, batches: Iterator[pa.RecordBatch]) -> None:
         for batch in batches:
-            columns = batch.to_pydict()
-            self.add(columns.get("key") or [None] * batch.num_rows, columns["value"])
+            self.add_columns(_column(batch, "key", as_bytes=True), _column(batch, "value", as_bytes=True))
+
+
+@dataclass
+class _Column:
+    data: list[Any] | None  # None: the batch has no such column
+    nulls: int
+
+
+def _column(batch: pa.RecordBatch, name: str, *, as_bytes: bool = False) -> _Column:
+    """A column as a Python list. as_bytes (key, value): a string column as its UTF-8 bytes, what Spark's sink
+    writes, through a cast to binary (the same buffers, no copy), so neither the digest nor the producer encodes
+    each row again."""
+    i = batch.schema.get_field_index(name)
+    if i < 0:
+        return _Column(None, 0)
+    col = batch.column(i)
+    if as_bytes and pa.types.is_string(col.type):
+        col = col.cast(pa.binary())
+    elif as_bytes and pa.types.is_large_string(col.type):
+        col = col.cast(pa.large_binary())
+    return _Column(col.to_pylist(), col.null_count)
 
 
 def produce_batches(batches: Iterator[pa.RecordBatch], client_config: dict[str, str], topic: str | None,
@@ -182,15 +216,15 @@ def produce_batches(batches: Iterator[pa.RecordBatch], client_config: dict[str, 
     deliveries = _Deliveries()
     count = 0
     for batch in batches:
-        columns = batch.to_pydict()
         n = batch.num_rows
-        values = columns["value"]
-        keys = columns.get("key") or [None] * n
-        topics = [topic] * n if topic is not None else columns["topic"]
-        partitions = columns.get("partition") or [None] * n
-        headers = columns.get("headers") or [None] * n
+        value_col, key_col = _column(batch, "value", as_bytes=True), _column(batch, "key", as_bytes=True)
+        values = value_col.data or []
+        keys = key_col.data or [None] * n
+        topics = [topic] * n if topic is not None else _column(batch, "topic").data or [None] * n
+        partitions = _column(batch, "partition").data or [None] * n
+        headers = _column(batch, "headers").data or [None] * n
         if digest is not None:
-            digest.add(keys, values)
+            digest.add_columns(key_col, value_col)
         for i in range(n):
             if topics[i] is None:
                 raise KbusOptionError("a row has a null 'topic' and no 'topic' option is set")

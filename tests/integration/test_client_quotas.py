@@ -9,21 +9,28 @@ initial burst (the rate is measured over at least (quota.window.num - 1) windows
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import json
 import re
 import subprocess
 import time
 import urllib.request
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kbus.protocol.client import KafkaConnection
+from kbus.protocol.codec import build, nested, request_type, response_type
+from kbus.protocol.record_batch import build_batch
 from tests.kbus_processes import free_port, kbus
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper]
 QUOTA = 100 * 1024  # bytes per second
 RUN_S = 3.0
+PRODUCE, FETCH, METADATA = 0, 1, 3  # api keys
 VALUE = b"x" * 1000
 
 
@@ -197,3 +204,60 @@ def test_controller_mutation_rate_throttles_topic_creation(zk_broker) -> None:
     admin.create_topics([NewTopic("mutated", 20, 1)])["mutated"].result(30)
     admin.poll(1)
     assert throttles and 8.0 <= max(throttles) <= 9.0, throttles
+
+
+def test_request_percentage_throttle_time_reaches_hand_encoded_responses(zk_broker) -> None:
+    """Produce, Fetch and Metadata are answered with bodies kbus encodes by hand, not kio objects; under a request
+    quota each still carries the throttle time (Kafka's sendResponseMaybeThrottle / handleProduceRequest /
+    handleFetchRequest), in flexible and older versions, read back from the real frames with kio."""
+    b = zk_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic("quota-h", 1, 1)])["quota-h"].result(30)
+    ok(kbus("configs", "--bootstrap-server", b, "--alter", "--entity-type", "clients", "--entity-name", "tight",
+            "--add-config", "request_percentage=0.01"))  # fmt: skip
+    batch = build_batch([(None, b"v")])
+
+    def metadata(version: int) -> Any:
+        req = request_type(METADATA, version)
+        return build(req, topics=[build(nested(req, "MetadataRequestTopic"), name="quota-h")],
+                     allow_auto_topic_creation=False)  # fmt: skip
+
+    def produce(version: int) -> Any:
+        req = request_type(PRODUCE, version)
+        part = build(nested(req, "PartitionProduceData"), index=0, records=batch)
+        return build(req, acks=1, timeout=5000, topic_data=[build(nested(req, "TopicProduceData"), name="quota-h",
+                                                                     partition_data=[part])])  # fmt: skip
+
+    def fetch(version: int) -> Any:
+        req = request_type(FETCH, version)
+        part = build(nested(req, "FetchPartition"), partition=0, fetch_offset=0, current_leader_epoch=-1,
+                     last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)  # fmt: skip
+        return build(req, replica_id=-1, max_wait=10, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
+                     topics=[build(nested(req, "FetchTopic"), topic="quota-h", partitions=[part])])  # fmt: skip
+
+    wanted = {(METADATA, 12): metadata(12), (METADATA, 4): metadata(4), (PRODUCE, 9): produce(9),
+              (PRODUCE, 3): produce(3), (FETCH, 12): fetch(12), (FETCH, 4): fetch(4)}  # fmt: skip
+    host, port = b.split(":")
+
+    async def run() -> dict[tuple[int, int], int]:
+        conn = KafkaConnection(host, int(port), "tight")
+        seen: dict[tuple[int, int], int] = {}
+        deadline = time.monotonic() + 30
+        try:
+            while len(seen) < len(wanted) and time.monotonic() < deadline:
+                for (key, version), req in wanted.items():
+                    if (key, version) in seen:
+                        continue
+                    resp = await conn.request(req, response_type(key, version), timeout=30)
+                    throttle_ms = resp.throttle_time // datetime.timedelta(milliseconds=1)
+                    if key == METADATA:
+                        assert [t.name for t in resp.topics] == ["quota-h"]  # the body around it is intact
+                    if throttle_ms > 0:
+                        seen[(key, version)] = throttle_ms
+        finally:
+            await conn.close()
+        return seen
+
+    seen = asyncio.run(run())
+    assert set(seen) == set(wanted), seen
+    assert max(seen.values()) <= 1000, seen  # bounded to one quota window, as Kafka bounds it

@@ -49,7 +49,7 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
         or not ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
     ):
         # Kafka: transactional records need the request's transactional id and Write on it; nothing is appended
-        return _whole_request_error(ctx, request, acks, ErrorCode.transactional_id_authorization_failed)
+        return _whole_request_error(m, ctx, request, acks, ErrorCode.transactional_id_authorization_failed)
     ready: list[_Ready] = []
     valid_acks = acks in (0, 1, -1)
     now_ms = int(time.time() * 1000)  # once per request: a request spread over 10,000 partitions pays it once
@@ -87,7 +87,7 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
     producers = {r.producer for r in ready if r.producer is not None}
     if len(producers) > 1:
         # Kafka's InvalidPidMappingException for the whole request
-        return _whole_request_error(ctx, request, acks, ErrorCode.invalid_producer_id_mapping)
+        return _whole_request_error(m, ctx, request, acks, ErrorCode.invalid_producer_id_mapping)
     verifier = m.transactions.verifier if m.transactions is not None else None
     # transactions v2 (Produce v12+): the partitions are added to the transaction here, whatever the
     # verification setting (the client sends no AddPartitionsToTxn)
@@ -138,10 +138,12 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
         # Kafka records the whole request's size once the appends are answered; the throttle goes in the
         # response and the network mutes the connection for it (for acks=0 too, with no response)
         ctx.throttle_time_ms = quotas.produce.record_and_throttle(ctx.principal.name, ctx.client_id, ctx.size)
+    if acks == 0:
+        # Kafka's handleProduceRequest: the request quota is not enforced for acks=0 (nothing answers it)
+        ctx.quota_exempt = True
+        return None
     if quotas.request.enabled:
         ctx.throttle_time_ms = max(ctx.throttle_time_ms, request_quota_throttle(m, ctx))
-    if acks == 0:
-        return None
     endpoints: dict[int, NodeEndpoint] = {}
     if ctx.api_version >= LEADER_HINTS_VERSION:
         for name, parts in responses:
@@ -309,9 +311,13 @@ _BATCH_HEADER = 61
 _PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at offset 43 of a v2 batch
 
 
-def _whole_request_error(ctx: RequestContext, request: Any, acks: int, error: ErrorCode) -> EncodedBody | None:
-    """Kafka's error response for a whole Produce request: every partition gets the error."""
+def _whole_request_error(
+    m: Managers, ctx: RequestContext, request: Any, acks: int, error: ErrorCode
+) -> EncodedBody | None:
+    """Kafka's error response for a whole Produce request: every partition gets the error, and the request
+    quota's throttle time (sendErrorResponseMaybeThrottle; the network layer cannot write it into these bytes)."""
     if acks == 0:
+        ctx.quota_exempt = True
         return None
     results = []
     for td in request.topic_data:
@@ -321,7 +327,8 @@ def _whole_request_error(ctx: RequestContext, request: Any, acks: int, error: Er
             out.error_code = error
             outs.append(out.result())
         results.append((td.name, outs))
-    return encode_produce_response(ctx.api_version, results, throttle_time_ms=0)
+    ctx.throttle_time_ms = max(ctx.throttle_time_ms, request_quota_throttle(m, ctx))
+    return encode_produce_response(ctx.api_version, results, throttle_time_ms=ctx.throttle_time_ms)
 
 
 class _Outcome:

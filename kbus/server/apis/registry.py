@@ -132,7 +132,7 @@ class RequestContext:
     size: int = 0
     throttle_time_ms: int = 0
     parked_s: float = 0.0
-    quota_exempt: bool = False  # a follower's fetch: no client quota applies (Kafka's maybeRecordExempt)
+    quota_exempt: bool = False  # no request quota: a follower's fetch (Kafka's maybeRecordExempt), an acks=0 Produce
     request_time_recorded: bool = False  # request_percentage is recorded once per request (apis/throttling.py)
     started: float = field(default_factory=time.perf_counter)  # when the request was dispatched
 

@@ -41,7 +41,9 @@ from kbus.protocol.connection import (
     SaslToken,
 )
 from kbus.protocol.fetch_request_decode import FETCH_KEY
+from kbus.protocol.fetch_response import EncodedBody
 from kbus.protocol.splice import OutFrame, RecordSplicer
+from kbus.protocol.throttle_field import with_throttle_time
 from kbus.server.apis.registry import API_TABLE, CATALOG, AppendOrder, RequestContext
 from kbus.server.apis.sasl import raw_token
 from kbus.server.apis.throttling import request_quota_throttle
@@ -92,12 +94,14 @@ def _api_labels(api_key: int) -> Labels:
     return key
 
 
-def _with_throttle_time(response: object, throttle_ms: int) -> object:
+def _with_throttle_time(header: RequestHeader, response: object, throttle_ms: int) -> object:
     """The response with its throttle_time_ms set, when its version has the field."""
+    if isinstance(response, EncodedBody):  # encoded by its handler (Metadata, Fetch, Heartbeat, OffsetCommit)
+        return with_throttle_time(header.api_key, header.api_version, response, throttle_ms)
     cls = type(response)
     has = _THROTTLED_TYPES.get(cls)
     if has is None and not dataclasses.is_dataclass(cls):
-        has = _THROTTLED_TYPES[cls] = False  # a body encoded by its handler, which set its own throttle time
+        has = _THROTTLED_TYPES[cls] = False
     if has is None:
         has = _THROTTLED_TYPES[cls] = any(f.name == "throttle_time" for f in dataclasses.fields(cls))  # type: ignore[arg-type]
     if not has:
@@ -423,7 +427,7 @@ class KafkaProtocol(asyncio.Protocol):
             if request_throttle > throttle_ms:
                 throttle_ms = request_throttle
                 if response is not None:
-                    response = _with_throttle_time(response, throttle_ms)
+                    response = _with_throttle_time(header, response, throttle_ms)
         data: OutFrame | None = None
         if response is not None:
             data = encode_response(header, response)

@@ -80,23 +80,27 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> l
     return out
 
 
-def pack_ranges(ranges: Iterable[OffsetRange], min_records: int) -> list[list[OffsetRange]]:
+def pack_ranges(ranges: Iterable[OffsetRange], min_records: int, min_tasks: int = 8) -> list[list[OffsetRange]]:
     """Ranges smaller than `min_records` gathered, in order, into groups of at least that many records, each group
     one task. A task of a Python data source has a fixed cost (a Python worker round trip; ~40 ms of executor CPU
     on the benchmark's machine) that a micro-batch of 100 partitions x 2,000 records paid 100 times.
-    Ranges of `min_records` or more stay alone; empty ranges are dropped."""
+    Ranges of `min_records` or more stay alone; empty ranges are dropped. `min_tasks` keeps a micro-batch spread
+    over a cluster: with that many ranges or fewer nothing is gathered, and groups hold at most about 1/min_tasks
+    of the records."""
+    ranges = [r for r in ranges if r.size > 0]
+    if len(ranges) <= min_tasks:
+        return [[r] for r in ranges]
+    target = max(1, min(min_records, sum(r.size for r in ranges) // min_tasks))
     groups: list[list[OffsetRange]] = []
     pending: list[OffsetRange] = []
     pending_size = 0
     for r in ranges:
-        if r.size <= 0:
-            continue
-        if r.size >= min_records:
+        if r.size >= target:
             groups.append([r])
             continue
         pending.append(r)
         pending_size += r.size
-        if pending_size >= min_records:
+        if pending_size >= target:
             groups.append(pending)
             pending, pending_size = [], 0
     if pending:

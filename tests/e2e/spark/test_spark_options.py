@@ -199,14 +199,18 @@ def test_min_records_per_task_packs_small_ranges_of_a_micro_batch() -> None:
     ranges = [OffsetRange("t", p, 0, 2000) for p in range(10)] + [OffsetRange("t", 10, 0, 50_000)]
     groups = pack_ranges([*ranges, OffsetRange("t", 11, 7, 7)], 5000)
     assert [[r.partition for r in g] for g in groups] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [10], [9]]
+    # a micro-batch of 8 ranges or fewer keeps a task per range (Spark's rule), and a small one keeps ~8 tasks
+    assert pack_ranges(ranges[:8], 5000) == [[r] for r in ranges[:8]]
+    assert len(pack_ranges([OffsetRange("t", p, 0, 100) for p in range(40)], 20_000)) == 8
 
     stream = parse_source_options({**BS, "subscribe": "t"}, streaming=True)
     assert stream.min_records_per_task == 20_000  # streaming's default; batch reads keep one task per range
     assert parse_source_options({**BS, "subscribe": "t"}, streaming=False).min_records_per_task == 0
-    tasks = _input_partitions(stream, ranges)
-    assert len(tasks) == 2
-    assert isinstance(tasks[0], KafkaInputPartitions) and [p.partition for p in tasks[0].parts] == list(range(10))
-    assert isinstance(tasks[1], KafkaInputPartition) and (tasks[1].start, tasks[1].end) == (0, 50_000)
+    tasks = _input_partitions(stream, ranges)  # 70,000 records: groups of 70,000 / 8 at most
+    assert len(tasks) == 3
+    assert isinstance(tasks[0], KafkaInputPartitions) and [p.partition for p in tasks[0].parts] == list(range(5))
+    assert isinstance(tasks[1], KafkaInputPartitions) and [p.partition for p in tasks[1].parts] == list(range(5, 10))
+    assert isinstance(tasks[2], KafkaInputPartition) and (tasks[2].start, tasks[2].end) == (0, 50_000)
     # 0 turns it off, and minPartitions (parallelism asked for) wins over it
     for extra in ({"minRecordsPerTask": "0"}, {"minPartitions": "11"}):
         options = parse_source_options({**BS, "subscribe": "t", **extra}, streaming=True)

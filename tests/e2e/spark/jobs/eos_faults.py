@@ -70,6 +70,7 @@ query = (
     .option("startingOffsets", "earliest")
     .option("maxOffsetsPerTrigger", "400" if fault == "cluster" else "3000")
     .option("kafka.max.partition.fetch.bytes", "4096")  # small fetches: a task's rows come in many batches
+    .option("minRecordsPerTask", "0")  # one task per source partition: the faults need several tasks per batch
     .load()
     .selectExpr("key", "CONCAT(CAST(value AS STRING), '@', CAST(partition AS STRING), '/', CAST(offset AS STRING))"
                 " AS value")

@@ -8,10 +8,13 @@
 #   scripts/python-apps.sh NAME     NAME: quixstreams | faust-streaming | kaskade (the versions pinned below)
 #   scripts/python-apps.sh --all    every one of them (scripts/test.sh)
 #
-# A finished venv carries a `.complete` marker; a second call prints it at once.
+# A finished venv carries a `.complete` marker naming the path it was made at; a second call prints it at once. A
+# venv's scripts start with the absolute path of its python, so one made through another path (a symlinked .cache
+# of a checkout since deleted) is made again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
+# the physical path: a worktree's .cache may be a symlink to another checkout's, and a venv's scripts carry the path
+cache=$(mkdir -p .cache && cd .cache && pwd -P)
 
 # The newest releases PyPI serves (checked November 2026); the README's compatibility matrix names these.
 declare -A PINS=(
@@ -25,8 +28,8 @@ die() { echo "python-apps: $*" >&2; exit 2; }
 install_one() {
   local name=$1 spec=${PINS[$1]:-}
   [ -n "$spec" ] || die "unknown app: $name (known: ${!PINS[*]})"
-  local dir=$root/.cache/python-apps/${spec/==/-}
-  if [ ! -f "$dir/.complete" ]; then
+  local dir=$cache/python-apps/${spec/==/-}
+  if [ "$(cat "$dir/.complete" 2>/dev/null)" != "$dir" ]; then
     rm -rf "$dir"
     "${PYTHON:-python3}" -m venv "$dir"
     if ! { "$dir/bin/python" -m pip install -q --upgrade pip && "$dir/bin/python" -m pip install -q "$spec"; } \
@@ -34,7 +37,7 @@ install_one() {
       tail -20 "$dir.log" >&2
       die "pip could not install $spec (log: .cache/python-apps/${spec/==/-}.log)"
     fi
-    touch "$dir/.complete"
+    echo "$dir" >"$dir/.complete"
   fi
   echo "$dir/bin"
 }

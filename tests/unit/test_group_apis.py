@@ -351,7 +351,7 @@ def test_with_a_request_quota_heartbeat_and_commit_answer_kio_objects_the_networ
             ctx = RequestContext(RequestHeader(key, version, 7, "client", True), "127.0.0.1", 1, "c1")
             answer = await API_TABLE[key].handler(b, ctx, req)  # type: ignore[arg-type]
             assert not isinstance(answer, EncodedBody)
-            frame = encode_response(ctx.header, _with_throttle_time(answer, 500))
+            frame = encode_response(ctx.header, _with_throttle_time(ctx.header, answer, 500))
             decoded, _ = entity_reader(response_type(key, version))(frame, 9)
             assert decoded.throttle_time.total_seconds() == 0.5
 

@@ -221,6 +221,18 @@ def _write_marker_v2(b: BrokerProcess, topic: str, pid: int, epoch: int, commit:
     return str(r.markers[0].topics[0].partitions[0].error_code.name)
 
 
+def _second_transaction_open(b: BrokerProcess) -> tuple[str, str, int, int]:
+    """(topic, transactional id, producer id, first epoch): "one" committed (its end bumped the epoch), then the
+    next transaction's first batch "two" written at epoch + 1 and left open."""
+    topic, tid = new_topic(b), f"v2-{uuid.uuid4().hex[:6]}"
+    pid, epoch = init_producer(b.bootstrap, tid)
+    assert produce_v12(b.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"one")) == "none"
+    assert end_txn(b.bootstrap, tid, pid, epoch, commit=True) == ("none", pid, epoch + 1)
+    wait_state(b, tid, "CompleteCommit")
+    assert produce_v12(b.bootstrap, tid, topic, transactional_batch(pid, epoch + 1, 0, b"two")) == "none"
+    return topic, tid, pid, epoch
+
+
 def test_a_late_duplicate_marker_cannot_end_the_next_transaction(broker: BrokerProcess) -> None:  # noqa: F811
     """WriteTxnMarkers v2's transaction version (KIP-1228): with transactions v2 every marker carries the epoch
     its transaction's end bumped to, which the next transaction then writes with. A duplicate of the previous
@@ -229,12 +241,7 @@ def test_a_late_duplicate_marker_cannot_end_the_next_transaction(broker: BrokerP
     r = call(broker.bootstrap, ApiVersionsRequest(client_software_name="t", client_software_version="1"),
              ApiVersionsResponse)
     assert {int(k.api_key): int(k.max_version) for k in r.api_keys}[27] == 2
-    topic, tid = new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}"
-    pid, epoch = init_producer(broker.bootstrap, tid)
-    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"one")) == "none"
-    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True) == ("none", pid, epoch + 1)
-    wait_state(broker, tid, "CompleteCommit")
-    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch + 1, 0, b"two")) == "none"
+    topic, tid, pid, epoch = _second_transaction_open(broker)
     bumped, coordinator_epoch, open_at = _producer_state(broker, topic, pid)
     assert bumped == epoch + 1 and open_at == 2  # "one", its marker, then the open transaction
     # the first transaction's commit marker again, late
@@ -272,12 +279,7 @@ def test_the_coordinator_sends_the_transaction_version_to_other_leaders(broker: 
         def live_brokers(self) -> list[BrokerInfo]:
             return [leader]
 
-    topic, tid = new_topic(broker), f"v2-{uuid.uuid4().hex[:6]}"
-    pid, epoch = init_producer(broker.bootstrap, tid)
-    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch, 0, b"one")) == "none"
-    assert end_txn(broker.bootstrap, tid, pid, epoch, commit=True) == ("none", pid, epoch + 1)
-    wait_state(broker, tid, "CompleteCommit")
-    assert produce_v12(broker.bootstrap, tid, topic, transactional_batch(pid, epoch + 1, 0, b"two")) == "none"
+    topic, tid, pid, epoch = _second_transaction_open(broker)
     _, coordinator_epoch, _ = _producer_state(broker, topic, pid)
 
     async def late_marker(transaction_version: int) -> int:

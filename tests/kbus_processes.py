@@ -15,6 +15,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from tests.ports import free_port
+
 REPO = Path(__file__).resolve().parent.parent
 KBUS = str(Path(sys.executable).parent / "kbus")  # the console script of the venv running the tests
 
@@ -36,12 +38,6 @@ TEST_DEFAULTS = {
     "group.min.session.timeout.ms": "1000",
     "log.flush.offset.checkpoint.interval.ms": "1000",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 STARTED_LINE = "] started (kbus, cluster.id="  # main.serve's "[KafkaServer id=N] started (kbus, cluster.id=...)"

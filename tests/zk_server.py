@@ -13,13 +13,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.ports import free_port as free_port  # re-exported: the tests import it from here
+
 KBUS = str(Path(sys.executable).with_name("kbus"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_config(base: Path, port: int, tick_ms: int = 1000, extra: tuple[str, ...] = ()) -> Path:

@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.e2e.ecosystem.kafka_jars import REPO, default_version
+from tests.e2e.ecosystem.kafka_jars import REPO, default_version, fetch
 
 POM = Path(__file__).resolve().parent / "java" / "pom.xml"
 RESULT = re.compile(r"^RESULT (?P<name>\S+) (?P<status>PASS|FAIL) ?(?P<detail>.*)$")
@@ -80,3 +80,26 @@ def build(version: str) -> JavaChecks:
     if out.returncode != 0:
         raise RuntimeError(f"building the Java checks for kafka-clients {version} failed:\n{out.stdout}\n{out.stderr}")
     return JavaChecks(version, REPO / ".cache" / "java-checks" / version)
+
+
+@dataclass(frozen=True)
+class SingleFileCheck:
+    """A one-file Java check (java-txn/, java-share/) compiled with javac against kafka-clients' jars; it prints
+    `RESULT PASS` or `RESULT FAIL ...` and the same check runs against kbus and against Apache Kafka."""
+
+    classes: Path
+    clients: Path
+
+    @classmethod
+    def compile(cls, source: Path, out: Path, version: str) -> SingleFileCheck:
+        clients = fetch("--clients", version)
+        subprocess.run(["javac", "-d", str(out), "-cp", f"{clients}/*", str(source)], check=True, timeout=120)
+        return cls(out, clients)
+
+    def run(self, main: str, *args: str, timeout: float) -> str:
+        """Runs `main` with `args`, asserts its one RESULT line says PASS; returns its stdout."""
+        done = subprocess.run(["java", "-Xmx256m", "-cp", f"{self.classes}:{self.clients}/*", main, *args],
+                              capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        results = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
+        assert results == ["RESULT PASS"], f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        return done.stdout

@@ -8,7 +8,6 @@ and no record is delivered more than group.share.delivery.count.limit (3) times.
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.ecosystem.kafka_jars import default_version, fetch
+from tests.e2e.ecosystem.java_checks import SingleFileCheck
+from tests.e2e.ecosystem.kafka_jars import default_version
 from tests.e2e.ecosystem.kafka_kraft import kafka4_kraft
 from tests.kbus_processes import BrokerProcess
 
@@ -33,23 +33,13 @@ SHARE_CONFIGS = {
 
 
 @pytest.fixture(scope="module")
-def check_classes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    clients = fetch("--clients", default_version("4"))
-    out = tmp_path_factory.mktemp("share-check")
-    subprocess.run(["javac", "-d", str(out), "-cp", f"{clients}/*", str(SOURCE)], check=True, timeout=120)
-    return out, clients
+def check_classes(tmp_path_factory: pytest.TempPathFactory) -> SingleFileCheck:
+    return SingleFileCheck.compile(SOURCE, tmp_path_factory.mktemp("share-check"), default_version("4"))
 
 
-def run_check(classes: tuple[Path, Path], bootstrap: str) -> str:
-    out, clients = classes
+def run_check(check: SingleFileCheck, bootstrap: str) -> str:
     tag = uuid.uuid4().hex[:8]
-    done = subprocess.run(
-        ["java", "-Xmx256m", "-cp", f"{out}:{clients}/*", "ShareGroupCheck", bootstrap, f"share-{tag}",
-         f"sg-{tag}", str(LIMIT), str(LOCK_MS)],
-        capture_output=True, text=True, timeout=240)
-    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
-    assert results == ["RESULT PASS"], f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
+    return check.run("ShareGroupCheck", bootstrap, f"share-{tag}", f"sg-{tag}", str(LIMIT), str(LOCK_MS), timeout=240)
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +53,12 @@ def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bootstrap
 
 
-def test_share_consumers_on_apache_kafka_4(check_classes: tuple[Path, Path], kafka4: str) -> None:
+def test_share_consumers_on_apache_kafka_4(check_classes: SingleFileCheck, kafka4: str) -> None:
     """The check itself, on Kafka: the test is valid when this passes."""
     run_check(check_classes, kafka4)
 
 
-def test_share_consumers_on_kbus(check_classes: tuple[Path, Path], tmp_path: Path) -> None:
+def test_share_consumers_on_kbus(check_classes: SingleFileCheck, tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path, dict(SHARE_CONFIGS)).start()
     try:
         run_check(check_classes, broker.bootstrap)

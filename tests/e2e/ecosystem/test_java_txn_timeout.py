@@ -5,14 +5,14 @@ in KRaft mode, so it is known valid on Kafka."""
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.ecosystem.kafka_jars import default_version, fetch
+from tests.e2e.ecosystem.java_checks import SingleFileCheck
+from tests.e2e.ecosystem.kafka_jars import default_version
 from tests.e2e.ecosystem.kafka_kraft import kafka4_kraft
 from tests.kbus_processes import BrokerProcess
 
@@ -25,22 +25,13 @@ SWEEP = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
 
 
 @pytest.fixture(scope="module")
-def check_classes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    clients = fetch("--clients", default_version("4"))
-    out = tmp_path_factory.mktemp("txn-check")
-    subprocess.run(["javac", "-d", str(out), "-cp", f"{clients}/*", str(SOURCE)], check=True, timeout=120)
-    return out, clients
+def check_classes(tmp_path_factory: pytest.TempPathFactory) -> SingleFileCheck:
+    return SingleFileCheck.compile(SOURCE, tmp_path_factory.mktemp("txn-check"), default_version("4"))
 
 
-def run_check(classes: tuple[Path, Path], bootstrap: str) -> None:
-    out, clients = classes
+def run_check(check: SingleFileCheck, bootstrap: str) -> None:
     tag = uuid.uuid4().hex[:8]
-    done = subprocess.run(
-        ["java", "-Xmx256m", "-cp", f"{out}:{clients}/*", "TimeoutAbortCheck", bootstrap, f"txn-{tag}",
-         f"tid-{tag}", str(TIMEOUT_MS)],
-        capture_output=True, text=True, timeout=180)
-    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
-    assert results == ["RESULT PASS"], f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    check.run("TimeoutAbortCheck", bootstrap, f"txn-{tag}", f"tid-{tag}", str(TIMEOUT_MS), timeout=180)
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +40,12 @@ def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bootstrap
 
 
-def test_timeout_abort_on_apache_kafka_4(check_classes: tuple[Path, Path], kafka4: str) -> None:
+def test_timeout_abort_on_apache_kafka_4(check_classes: SingleFileCheck, kafka4: str) -> None:
     """The check itself, on Kafka: the test is valid when this passes."""
     run_check(check_classes, kafka4)
 
 
-def test_timeout_abort_on_kbus(check_classes: tuple[Path, Path], tmp_path: Path) -> None:
+def test_timeout_abort_on_kbus(check_classes: SingleFileCheck, tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path, dict(SWEEP)).start()
     try:
         run_check(check_classes, broker.bootstrap)

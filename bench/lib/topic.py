@@ -33,7 +33,9 @@ def main() -> int:
     if args.replica_assignment:
         brokers = [int(b) for b in args.replica_assignment.split(",")]
         args.replication_factor = len(brokers)
-        new = NewTopic(args.topic, replica_assignment=[brokers] * args.partitions, config=cfg)
+        # num_partitions given too: confluent-kafka 2.16 refuses its default (-1) beside an assignment ("a default
+        # partition count and a replica assignment are mutually exclusive")
+        new = NewTopic(args.topic, args.partitions, replica_assignment=[brokers] * args.partitions, config=cfg)
     else:
         new = NewTopic(args.topic, args.partitions, args.replication_factor, config=cfg)
     admin.create_topics([new], operation_timeout=args.timeout)[args.topic].result(args.timeout)

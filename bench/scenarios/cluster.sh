@@ -2,7 +2,7 @@
 # Replicated: one Debian ZooKeeper, 3 Apache Kafka brokers (chroot /kafka) and 3 kbus brokers (chroot /kbus) on
 # loopback, same server.properties keys; each round creates a RF=3 topic (min.insync.replicas=2) on each cluster
 # and runs bench/lib/kbench.py with acks=all, Kafka then kbus. Labels kafka-3x-rf3 and kbus-3x-rf3 in $OUT; broker
-# CPU is the partition leader's process (it also serves both followers' fetches).
+# CPU is the partition leader's process (it also serves both followers' fetches), cluster CPU all three brokers'.
 #   usage: bench/scenarios/cluster.sh [ROUNDS] [extra kbench args]
 # Env: SYSTEMS (default "kafka kbus"; kbus-base: the kbus of the checkout in KBUS_BASE), OUT.
 set -euo pipefail
@@ -45,6 +45,7 @@ for r in $(seq "$rounds"); do
       --config min.insync.replicas=2 >/dev/null
     echo "== round $r: $who, 3 brokers, RF=3, leader $leader" >&2
     $PY "$KBENCH" all -b "${boot[$who]}" --topic "$topic" --broker-pid "${bpid[$who$leader]}" \
+      --cluster-pids "${bpid[${who}1]},${bpid[${who}2]},${bpid[${who}3]}" \
       --label "$who-3x-rf3" --replication-factor 3 --out "$OUT" --quiet --delete "$@" >/dev/null ||
       echo "   (run reported invalid: see $OUT)" >&2
   done

@@ -25,10 +25,12 @@ METRICS = [
     ("consume MB/s", "consume", "mb_per_s", "{:.1f}"),
     ("broker CPU µs/msg produced", "produce", "broker_cpu_us_per_msg", "{:.2f}"),
     ("broker CPU µs/msg consumed", "consume", "broker_cpu_us_per_msg", "{:.2f}"),
+    ("all brokers' CPU µs/msg produced", "produce", "cluster_cpu_us_per_msg", "{:.2f}"),
     ("e2e p50 ms @10k msg/s", "latency", "p50_ms", "{:.1f}"),
     ("e2e p99 ms @10k msg/s", "latency", "p99_ms", "{:.1f}"),
     ("e2e p99.9 ms @10k msg/s", "latency", "p999_ms", "{:.1f}"),
     ("broker CPU s in the latency phase", "latency", "broker_cpu_s", "{:.2f}"),
+    ("all brokers' CPU s in the latency phase", "latency", "cluster_cpu_s", "{:.2f}"),
     ("broker RSS MB at the end", "latency", "broker_rss_mb", "{:.0f}"),
 ]
 
@@ -75,9 +77,10 @@ def main() -> None:
                 v = med(by_label[lbl], phase, key)
                 s = "-" if v is None else fmt.format(v)
                 # kbus-3x-rf3 is compared with kafka-3x-rf3: the same suffix on the baseline
-                base_label = args.baseline + ("-" + lbl.split("-", 1)[1] if "-" in lbl else "")
-                if base_label not in by_label:
-                    base_label = args.baseline
+                # (kbus-base-3x-rf3 too: the longest suffix the baseline has a label for)
+                words = lbl.split("-")
+                base_label = next((c for c in (args.baseline + "-" + "-".join(words[i:]) for i in
+                                               range(1, len(words))) if c in by_label), args.baseline)
                 base = by_label.get(base_label)
                 if v is not None and base and lbl != base_label:
                     b = med(base, phase, key)

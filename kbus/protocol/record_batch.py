@@ -541,8 +541,14 @@ def build_batch(
         raise ValueError("a record batch needs at least one record")
     now_ms = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     normalized = [_normalize(r, now_ms) for r in records]
-    base_ts = min(ts for _, _, ts, _ in normalized)
-    max_ts = max(ts for _, _, ts, _ in normalized)
+    # one pass for both bounds (a coordinator's commit is a batch of one record: generators cost more than it)
+    base_ts = max_ts = normalized[0][2]
+    for n in normalized:
+        ts = n[2]
+        if ts < base_ts:
+            base_ts = ts
+        elif ts > max_ts:
+            max_ts = ts
     body = bytearray()
     for i, (key, value, ts, headers) in enumerate(normalized):
         _encode_record(body, i, ts - base_ts, key, value, headers)

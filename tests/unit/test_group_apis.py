@@ -7,6 +7,7 @@ encoded with the wire codec and decoded back, so a field a version cannot carry 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import io
 import uuid
 from typing import Any
@@ -17,7 +18,14 @@ from kio.serial import entity_reader, entity_writer
 
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
-from kbus.protocol.codec import RequestHeader, build, encode_response, nested, request_type, response_type
+from kbus.protocol.codec import (
+    RequestHeader,
+    build,
+    encode_response,
+    nested,
+    request_type,
+    response_type,
+)
 from kbus.protocol.fetch_response import EncodedBody
 from kbus.server.apis import groups as apis
 from kbus.server.apis.registry import API_TABLE, RequestContext
@@ -354,5 +362,63 @@ def test_with_a_request_quota_heartbeat_and_commit_answer_kio_objects_the_networ
             frame = encode_response(ctx.header, _with_throttle_time(ctx.header, answer, 500))
             decoded, _ = entity_reader(response_type(key, version))(frame, 9)
             assert decoded.throttle_time.total_seconds() == 0.5
+
+    asyncio.run(main())
+
+
+class _DenyTopic:
+    """An authorizer allowing everything but `denied` (a topic or a group name)."""
+
+    def __init__(self, denied: str) -> None:
+        self.denied = denied
+
+    def authorize(self, principal: object, host: str, operation: object, resource_type: object, name: str) -> bool:
+        return name != self.denied
+
+
+@pytest.mark.parametrize("version", spec(8))
+def test_offset_commit_every_version(version: int) -> None:
+    """What an OffsetCommit stores and answers: a topic the principal may not read is refused per partition, an
+    unknown partition too, the rest is stored with its leader epoch (v6+), metadata and, for v2-v4, its retention."""
+    cls = request_type(8, version)
+
+    def topic(name: str, parts: list[int]) -> Any:
+        named = {"topic_id": T_ID if name == "t" else uuid.UUID(int=99)} if version >= 10 else {"name": name}
+        fields = set(nested(cls, "OffsetCommitRequestPartition").__dataclass_fields__)
+        return build(nested(cls, "OffsetCommitRequestTopic"), **named, partitions=tuple(
+            build(nested(cls, "OffsetCommitRequestPartition"), **{k: v for k, v in {
+                "partition_index": p, "committed_offset": 10 + p, "committed_leader_epoch": 4,
+                "committed_metadata": f"m{p}"}.items() if k in fields}) for p in parts))  # fmt: skip
+
+    async def main() -> None:
+        b = FakeBroker()
+        await elected(b)
+        b.topics = lambda: {"t": TopicMetadata("t", T_ID, {}),  # type: ignore[method-assign]
+                            "secret": TopicMetadata("secret", uuid.UUID(int=99), {})}  # fmt: skip
+        fields = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                  "retention_time": datetime.timedelta(milliseconds=60_000),
+                  "topics": (topic("t", [0, 1, 5]), topic("secret", [0]))}  # fmt: skip
+        req = request(8, version, **{k: v for k, v in fields.items() if k in cls.__dataclass_fields__})
+        header = RequestHeader(8, version, 7, "client", bool(cls.__flexible__))
+        ctx = RequestContext(header, "127.0.0.1", 50000, "c1", authorizer=_DenyTopic("secret"))  # type: ignore[arg-type]
+        response = await API_TABLE[8].handler(b, ctx, req)  # type: ignore[arg-type]
+        frame = encode_response(header, response)
+        r, _ = entity_reader(response_type(8, version))(frame, 8 + (1 if header.flexible else 0))
+        got = {(t.topic_id if version >= 10 else t.name, p.partition_index, p.error_code)
+               for t in r.topics for p in t.partitions}  # fmt: skip
+        t, secret = (T_ID, uuid.UUID(int=99)) if version >= 10 else ("t", "secret")
+        assert got == {(t, 0, E.none), (t, 1, E.none), (t, 5, E.unknown_topic_or_partition),
+                       (secret, 0, E.topic_authorization_failed)}  # fmt: skip
+        _error, stored = b.group_coordinator.fetch_offsets("g", None)
+        now = b.clock()
+        epoch = 4 if version >= 6 else -1
+        expire = now + 60_000 if version <= 4 else None
+        assert stored == {("t", 0): apis.OffsetAndMetadata(10, epoch, "m0", now, expire),
+                          ("t", 1): apis.OffsetAndMetadata(11, epoch, "m1", now, expire)}  # fmt: skip
+        ctx = RequestContext(header, "127.0.0.1", 50000, "c1", authorizer=_DenyTopic("g"))  # type: ignore[arg-type]
+        response = await API_TABLE[8].handler(b, ctx, req)  # type: ignore[arg-type]
+        frame = encode_response(header, response)
+        r, _ = entity_reader(response_type(8, version))(frame, 8 + (1 if header.flexible else 0))
+        assert {p.error_code for t in r.topics for p in t.partitions} == {E.group_authorization_failed}
 
     asyncio.run(main())

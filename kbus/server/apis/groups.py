@@ -262,11 +262,18 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
     version = ctx.api_version
     retention_ms = ms(req.retention_time) if 2 <= version <= 4 else -1
     now = coordinator.clock() if coordinator is not None else 0
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    # Kafka: only -1 (DEFAULT_RETENTION_TIME) means the broker's retention; any other value, negative too, expires
+    # at now + retention
+    expire = now + retention_ms if retention_ms != -1 else None
+    with_epoch = version >= 6  # committed_leader_epoch
     by_id = version >= _FIRST_VERSION_WITH_TOPIC_IDS
     names_by_id = _topic_names_by_id(m) if by_id else {}
     ids: dict[str, uuid.UUID] = {}  # topic name -> the id the request used for it
     unknown_ids: dict[uuid.UUID, list[int]] = defaultdict(list)
+    # authorized per topic, not per partition: the offsets to commit, and the errors of the partitions refused
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    refused: dict[tuple[str, int], int] = {}
+    group_allowed = _group(ctx, Operation.READ, req.group_id)
     for t in req.topics:
         if by_id:
             found = names_by_id.get(t.topic_id)
@@ -277,39 +284,42 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
             name = found
         else:
             name = t.name
+        if not group_allowed or not ctx.authorized(Operation.READ, ResourceType.TOPIC, name):
+            denied = int(E.group_authorization_failed if not group_allowed else E.topic_authorization_failed)
+            for p in t.partitions:
+                refused[(name, p.partition_index)] = denied
+            continue
         for p in t.partitions:
+            epoch = p.committed_leader_epoch if with_epoch else -1
             offsets[(name, p.partition_index)] = OffsetAndMetadata(
-                offset=p.committed_offset,
-                leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                metadata=p.committed_metadata or "",
-                commit_timestamp=now,
-                # Kafka: only -1 (DEFAULT_RETENTION_TIME) means the broker's retention; any other value, negative
-                # too, expires at now + retention
-                expire_timestamp=now + retention_ms if retention_ms != -1 else None,
+                p.committed_offset, epoch, p.committed_metadata or "", now, expire
             )
-    denied_topics = {tp for tp in offsets if not ctx.authorized(Operation.READ, ResourceType.TOPIC, tp[0])}
-    if not _group(ctx, Operation.READ, req.group_id):
-        errors: dict[tuple[str, int], int] = dict.fromkeys(offsets, E.group_authorization_failed)
-    elif coordinator is None:
+    errors: dict[tuple[str, int], int] = {}
+    if offsets and coordinator is None:
         errors = dict.fromkeys(offsets, E.coordinator_not_available)
-    else:
+    elif offsets and coordinator is not None:
         errors = await coordinator.commit_offsets(
             req.group_id,
             req.member_id,
-            getattr(req, "group_instance_id", None),
+            req.group_instance_id if version >= 7 else None,
             req.generation_id_or_member_epoch,
-            {tp: om for tp, om in offsets.items() if tp not in denied_topics},
+            offsets,
             api_version=version,
         )
-        errors.update(dict.fromkeys(denied_topics, E.topic_authorization_failed))
-    by_topic: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    if refused:
+        errors.update(refused)
+    by_topic: dict[str, list[tuple[int, int]]] = {}
     for (topic, partition), error in errors.items():
-        by_topic[topic].append((partition, error))
+        parts = by_topic.get(topic)
+        if parts is None:
+            by_topic[topic] = parts = []
+        parts.append((partition, error))
     topics: list[tuple[str | None, uuid.UUID | None, list[tuple[int, int]]]] = [
         (name, ids.get(name, _NO_TOPIC_ID), parts) for name, parts in by_topic.items()
     ]
-    topics += [(None, topic_id, [(p, int(E.unknown_topic_id)) for p in partitions])
-               for topic_id, partitions in unknown_ids.items()]  # fmt: skip
+    if unknown_ids:
+        topics += [(None, topic_id, [(p, int(E.unknown_topic_id)) for p in partitions])
+                   for topic_id, partitions in unknown_ids.items()]  # fmt: skip
     if m.quotas.request.enabled:  # the network layer writes the request quota's throttle time into kio objects
         return ctx.build(throttle_time=0, topics=[
             ctx.nested("OffsetCommitResponseTopic", name=name, topic_id=topic_id, partitions=[

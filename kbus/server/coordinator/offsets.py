@@ -90,10 +90,13 @@ class GroupOffsets(GroupStore):
         longer than offset.metadata.max.bytes are refused, for plain and transactional commits alike."""
         result: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        exists = self._partition_exists
+        max_bytes = self.config.offset_metadata_max_bytes
         for tp, om in offsets.items():
-            if self._partition_exists is not None and not self._partition_exists(*tp):
+            if exists is not None and not exists(*tp):
                 result[tp] = E.unknown_topic_or_partition
-            elif len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+            # a str of n characters is at most 4n UTF-8 bytes: only a long one needs encoding to be measured
+            elif len(om.metadata) * 4 > max_bytes and len(om.metadata.encode("utf-8")) > max_bytes:
                 result[tp] = E.offset_metadata_too_large
             else:
                 valid[tp] = om
@@ -106,9 +109,11 @@ class GroupOffsets(GroupStore):
         if not valid:
             return result
         now = self.clock()
-        records = [(offset_commit_key(group.group_id, t, p), offset_commit_value(om)) for (t, p), om in valid.items()]
+        group_id = group.group_id
+        records = [(offset_commit_key(group_id, t, p), offset_commit_value(om)) for (t, p), om in valid.items()]
+        pending = group.pending_offset_commits  # a Counter; get() does not go through its __missing__ (Python)
         for tp in valid:
-            group.pending_offset_commits[tp] += 1
+            pending[tp] = pending.get(tp, 0) + 1
         try:
             await self.log.append(group.partition, build_batch(records, timestamp_ms=now))
             error: int = E.none
@@ -116,9 +121,11 @@ class GroupOffsets(GroupStore):
             error = self._append_error(group.partition, exc, for_offsets=True)
         finally:
             for tp in valid:
-                group.pending_offset_commits[tp] -= 1
-                if group.pending_offset_commits[tp] <= 0:
-                    del group.pending_offset_commits[tp]
+                left = pending.get(tp, 0) - 1
+                if left > 0:
+                    pending[tp] = left
+                else:
+                    pending.pop(tp, None)
         if error == E.none and self.groups.get(group.group_id) is group:
             group.offsets.update(valid)
         result.update(dict.fromkeys(valid, error))

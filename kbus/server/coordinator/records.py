@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -60,8 +61,10 @@ def partition_for(group_id: str, num_partitions: int) -> int:
 # ---------------------------------------------------------------- the values
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
+class OffsetAndMetadata(NamedTuple):
+    """One committed offset. A named tuple, not a frozen dataclass: every OffsetCommit makes one per partition, and
+    a frozen dataclass's __init__ (object.__setattr__ per field) cost about three times as much."""
+
     offset: int
     leader_epoch: int = -1
     metadata: str = ""

@@ -23,10 +23,10 @@ from setuptools import Extension, setup
 
 # Per-request code with no monkeypatching, no interpreted subclasses and no dynamic attributes (mypyc's limits).
 # Left interpreted: kbus/server/util/eager.py (its coroutine trampoline: mypyc refuses its generator),
-# kbus/server/util/metrics.py (mypyc cannot generate its **labels signatures), and for now
-# kbus/server/partition/partition.py and kbus/server/log/log.py: their unit tests patch their methods, which compiled
-# code refuses (a compiled class's methods are read-only). Compiled code checks argument and return types at run
-# time: a test's fake must be of the declared class (tests/unit/test_api_handlers.py's FakePartition is a Partition).
+# kbus/server/util/metrics.py (mypyc cannot generate its **labels signatures). A compiled class's methods are
+# read-only and it cannot be subclassed by interpreted code, so tests inject faults below it (os.fsync) or build the
+# real object (tests/unit/test_api_handlers.py's fake_partition is a Partition over a Log that is never opened).
+# Compiled code checks argument and return types at run time: a test's fake must be of the declared class.
 # kbus/server/network/processor.py's KafkaProtocol subclasses asyncio.Protocol (an interpreted class), so mypyc makes
 # it a regular Python class with compiled methods: bench/lib/latprobe.py can still wrap its data_received.
 COMPILED = [
@@ -43,11 +43,13 @@ COMPILED = [
     "kbus/server/apis/metadata.py",
     "kbus/server/apis/produce.py",
     "kbus/server/log/index.py",
+    "kbus/server/log/log.py",
     "kbus/server/log/producer_state.py",
     "kbus/server/log/segment.py",
     "kbus/server/network/processor.py",
     "kbus/server/network/sendfile.py",
     "kbus/server/network/socket_server.py",
+    "kbus/server/partition/partition.py",
     "kbus/server/replication/fetch_session.py",
     "kbus/server/replication/replica_manager.py",
 ]

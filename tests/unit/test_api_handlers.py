@@ -17,6 +17,7 @@ from kio.serial import entity_reader, entity_writer
 
 import kbus.server.apis  # noqa: F401 - fills the dispatch table
 from kbus.common.broker_config import KafkaConfig
+from kbus.common.clock import now_ms
 from kbus.common.errors import TopicExistsError
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.codec import RequestHeader, build, encode_response, nested, request_type, response_type
@@ -24,7 +25,7 @@ from kbus.protocol.fetch_response import EncodedBody
 from kbus.protocol.record_batch import build_batch
 from kbus.server.apis.managers import Managers
 from kbus.server.apis.registry import API_TABLE, RequestContext
-from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData
+from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData, Log
 from kbus.server.metadata.types import BrokerInfo, PartitionState, TopicMetadata
 from kbus.server.partition.errors import NotEnoughReplicasError, RequestTimedOutError
 from kbus.server.partition.partition import Partition
@@ -34,27 +35,14 @@ ME, OTHER = 0, 1
 
 
 # ------------------------------------------------------------------------------------------------- fakes
-class FakePartition(Partition):
-    """A Partition by type (the compiled Produce/Fetch handlers check it; setup.py) with fixed offsets and no log:
-    Partition.__init__ is not run, and plain attributes stand for its properties over the log and the state."""
-
-    leader_epoch = 3  # type: ignore[assignment]
-    high_watermark = 10
-    last_stable_offset = 10  # type: ignore[assignment]
-    log_start_offset = 0  # type: ignore[assignment]
-    config = LogConfig()  # type: ignore[assignment]
-
-    def __init__(self, topic: str, index: int) -> None:  # no super().__init__: the fake has no log or state
-        self.topic, self.index = topic, index
-        self.config = LogConfig()
-        self.waiters: list[Any] = []
-        self.validation_policy = None
-
-    def add_waiter(self, fut: Any, *, log_end: bool) -> None:
-        self.waiters.append(fut)
-
-    def remove_waiter(self, fut: Any) -> None:
-        self.waiters.remove(fut)
+def fake_partition(topic: str, index: int) -> Partition:
+    """A real Partition (the compiled Produce/Fetch handlers take nothing else, and a compiled class cannot be
+    subclassed here) led by this broker at epoch 3, over a Log that is never opened: no directory, no file, no fd.
+    The handlers' reads and appends go to FakeReplicas; only the offsets are set, the high watermark at 10."""
+    log = Log(Path("/nonexistent-kbus-test-log") / f"{topic}-{index}", LogConfig(), now_ms)
+    part = Partition(topic, index, log, PartitionState(ME, 3, [ME], [ME]), ME)
+    part.high_watermark = 10  # the LSO follows it (no transaction), the log start stays 0
+    return part
 
 
 class FakeReplicas:
@@ -63,9 +51,9 @@ class FakeReplicas:
     def __init__(self, records_file: Path | None = None) -> None:
         self.leader_throttling = False
         self.partitions = {
-            ("t", 0): FakePartition("t", 0),
-            ("t", 1): FakePartition("t", 1),
-            ("__consumer_offsets", 0): FakePartition("__consumer_offsets", 0),
+            ("t", 0): fake_partition("t", 0),
+            ("t", 1): fake_partition("t", 1),
+            ("__consumer_offsets", 0): fake_partition("__consumer_offsets", 0),
         }
         self.stopping = False
         self.appended: list[tuple[str, int, bytes, int]] = []
@@ -529,10 +517,10 @@ def test_the_validation_policy_is_built_once_per_topic_config() -> None:
 
     from kbus.server.apis.produce import _policy
 
-    part = FakePartition("t", 0)
-    first = _policy(part)  # type: ignore[arg-type]
+    part = fake_partition("t", 0)
+    first = _policy(part)
     assert first.topic_partition == "t-0" and not first.log_append_time
-    assert _policy(part) is first  # type: ignore[arg-type]
-    part.config = replace(part.config, message_timestamp_type="LogAppendTime")  # a topic config change
-    changed = _policy(part)  # type: ignore[arg-type]
+    assert _policy(part) is first
+    part.log.update_config(replace(part.config, message_timestamp_type="LogAppendTime"))  # a topic config change
+    changed = _policy(part)
     assert changed is not first and changed.log_append_time

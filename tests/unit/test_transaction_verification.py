@@ -17,7 +17,6 @@ from kbus.protocol import record_batch as rb
 from kbus.protocol.control import build_marker_batch
 from kbus.server.log import Log, LogConfig, OutOfOrderSequenceError
 from kbus.server.log.errors import InvalidProducerEpochError, InvalidTxnStateError
-from kbus.server.log.producer_state import VerificationGuard
 from kbus.server.transaction.verification import TransactionVerifier
 from tests.unit.test_txn_coordinator import loaded, make, run
 
@@ -222,14 +221,6 @@ def test_a_connection_that_broke_the_protocol_is_dropped() -> None:
 # ---------------------------------------------------------------- the Produce handler
 
 
-class GuardLog:
-    """A partition log that knows no ongoing transaction: every transactional write needs a verification."""
-
-    def maybe_start_transaction_verification(self, pid: int, seq: int, epoch: int,
-                                             supports_epoch_bump: bool = False) -> VerificationGuard:
-        return VerificationGuard()  # the compiled Produce handler checks the type
-
-
 class SlowVerifier:
     """Answers once `release` is set, with `errors`."""
 
@@ -278,8 +269,8 @@ def test_a_produce_waiting_for_verification_keeps_the_connections_order() -> Non
     from tests.unit.test_api_handlers import managers
 
     async def go() -> None:
+        # t-0's log knows no ongoing transaction: every transactional write to it needs a verification
         m, replicas, _, _ = managers()
-        replicas.partitions[("t", 0)].log = GuardLog()  # type: ignore[attr-defined]
         verifier = SlowVerifier({})
         m.transactions = FakeService(verifier)  # type: ignore[assignment]
         order = AppendOrder()
@@ -308,7 +299,6 @@ def test_a_failed_verification_appends_nothing(answer: E, expected: tuple[E, str
 
     async def go() -> None:
         m, replicas, _, _ = managers()
-        replicas.partitions[("t", 0)].log = GuardLog()  # type: ignore[attr-defined]
         verifier = SlowVerifier({("t", 0): answer})
         verifier.release.set()
         m.transactions = FakeService(verifier)  # type: ignore[assignment]
@@ -328,7 +318,6 @@ def test_leadership_moving_during_the_verification_answers_not_leader() -> None:
 
     async def go() -> None:
         m, replicas, _, _ = managers()
-        replicas.partitions[("t", 0)].log = GuardLog()  # type: ignore[attr-defined]
         verifier = SlowVerifier({})
         m.transactions = FakeService(verifier)  # type: ignore[assignment]
         produce = asyncio.ensure_future(produce_call(m, AppendOrder(), txn_batch(0), 0, "tx"))

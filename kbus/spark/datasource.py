@@ -50,6 +50,7 @@ from kbus.spark.options import (
 from kbus.spark.produce import (
     ProduceSummary,
     check_sink_schema,
+    new_producer,
     produce_batches,
     produce_transaction,
     stage_batches,
@@ -212,7 +213,8 @@ def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch], save_id: st
         return write_partition(iterator, options, save_id)  # exactly once, in the task's own transaction
     if options.transaction_scope == "batch":
         return stage_batches(iterator)  # produced by the driver's commit, in one transaction
-    return ProduceSummary(produce_batches(iterator, options.client_config, options.topic))
+    producer, deliveries = new_producer(options.client_config)
+    return ProduceSummary(produce_batches(iterator, options.topic, producer, deliveries))
 
 
 def _log_tasks(messages: list[WriterCommitMessage | None], batch_id: int | None) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,10 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, Stri
 from kbus.spark.options import KbusOptionError
 
 # The Java producer's partitioner, so a key lands in the same partition whether Spark or a Java client wrote it.
-_PRODUCE_DEFAULTS = {"partitioner": "murmur2_random", "linger.ms": 5}
+# Delivery reports only for failures: a task only needs to know that one failed, and a report per record (a Python
+# callback and a message object each) cost about a fifth of a writing task's CPU.
+_PRODUCE_DEFAULTS: dict[str, str | int | bool] = {"partitioner": "murmur2_random", "linger.ms": 5,
+                                                  "delivery.report.only.error": True}
 
 _BYTES_OR_STRING = (BinaryType, StringType)
 
@@ -118,7 +121,7 @@ def produce_transaction(staged: Sequence[object], client_config: dict[str, str],
                        if k.startswith(("bootstrap.", "security.", "sasl.", "ssl.", "client."))}
     consumer = Consumer({**consumer_config, "group.id": group, "isolation.level": "read_committed",
                          "enable.auto.commit": False})
-    producer = Producer({**_PRODUCE_DEFAULTS, **client_config})
+    producer, deliveries = new_producer(client_config)
     try:
         producer.init_transactions(60)  # fences (and aborts) a transaction a killed driver left open
         if batch_id is not None:
@@ -126,7 +129,7 @@ def produce_transaction(staged: Sequence[object], client_config: dict[str, str],
             if committed >= batch_id + 1:
                 return 0  # this micro-batch's transaction committed before the crash: never write it twice
         producer.begin_transaction()
-        count = produce_batches(_unstage(staged), {}, topic, producer=producer)
+        count = produce_batches(_unstage(staged), topic, producer, deliveries)
         if batch_id is not None:
             done = TopicPartition(marker.topic, marker.partition, batch_id + 1,
                                   metadata=f"kbus spark sink batch {batch_id}")
@@ -141,7 +144,9 @@ def produce_transaction(staged: Sequence[object], client_config: dict[str, str],
         consumer.close()
 
 
-class _Deliveries:
+class Deliveries:
+    """The producer's delivery callback (one per producer, not per record): remembers the first failure."""
+
     def __init__(self) -> None:
         self.first_error: KafkaError | None = None
         self.failed = 0
@@ -150,6 +155,12 @@ class _Deliveries:
         if err is not None:
             self.failed += 1
             self.first_error = self.first_error or err
+
+
+def new_producer(config: Mapping[str, str | int | bool]) -> tuple[Producer, Deliveries]:
+    """A producer with the sink's defaults under `config`, and the callback that collects its failed deliveries."""
+    deliveries = Deliveries()
+    return Producer({**_PRODUCE_DEFAULTS, **config, "on_delivery": deliveries}), deliveries
 
 
 class RowDigest:
@@ -208,43 +219,68 @@ def _column(batch: pa.RecordBatch, name: str, *, as_bytes: bool = False) -> _Col
     return _Column(col.to_pylist(), col.null_count)
 
 
-def produce_batches(batches: Iterator[pa.RecordBatch], client_config: dict[str, str], topic: str | None,
-                    *, producer: Producer | None = None, digest: RowDigest | None = None) -> int:
-    """Produce every row; returns the count once all are acknowledged, raises on any failed delivery."""
-    if producer is None:
-        producer = Producer({**_PRODUCE_DEFAULTS, **client_config})
-    deliveries = _Deliveries()
+def produce_batches(batches: Iterator[pa.RecordBatch], topic: str | None, producer: Producer, deliveries: Deliveries,
+                    *, digest: RowDigest | None = None, flush: bool = True) -> int:
+    """Produce every row; returns the count. With flush (at least once), once all are acknowledged, raising on any
+    failed delivery; without it (a transaction: commit_transaction flushes, and fails if any delivery did) the
+    caller checks `deliveries` after its commit."""
     count = 0
     for batch in batches:
         n = batch.num_rows
         value_col, key_col = _column(batch, "value", as_bytes=True), _column(batch, "key", as_bytes=True)
         values = value_col.data or []
         keys = key_col.data or [None] * n
-        topics = [topic] * n if topic is not None else _column(batch, "topic").data or [None] * n
-        partitions = _column(batch, "partition").data or [None] * n
-        headers = _column(batch, "headers").data or [None] * n
         if digest is not None:
             digest.add_columns(key_col, value_col)
-        for i in range(n):
-            if topics[i] is None:
-                raise KbusOptionError("a row has a null 'topic' and no 'topic' option is set")
-            partition = partitions[i] if partitions[i] is not None else -1  # -1: librdkafka's partitioner picks
-            row_headers = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else None
-            while True:
-                try:
-                    producer.produce(
-                        topics[i], values[i], keys[i], partition=partition, headers=row_headers, on_delivery=deliveries
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.1)  # local queue full: let deliveries drain
+        partitions = _column(batch, "partition").data
+        headers = _column(batch, "headers").data
+        if topic is not None and partitions is None and headers is None:
+            _produce_values(producer, topic, keys, values)  # the common case: one loop, no per-row checks
+        else:
+            topics = [topic] * n if topic is not None else _column(batch, "topic").data or [None] * n
+            _produce_rows(producer, topics, keys, values, partitions or [None] * n, headers or [None] * n)
         count += n
         producer.poll(0)
         if deliveries.first_error is not None:
             break
+    if not flush:
+        return count
     remaining = producer.flush()
     if deliveries.first_error is not None:
         raise KafkaException(deliveries.first_error)
     if remaining:
         raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, f"{remaining} records were not acknowledged"))
     return count
+
+
+def _produce_values(producer: Producer, topic: str, keys: list[Any], values: list[Any]) -> None:
+    produce = producer.produce
+    for key, value in zip(keys, values, strict=True):
+        try:
+            produce(topic, value, key)
+        except BufferError:
+            _produce_when_room(producer, topic, value, key, -1, None)
+
+
+def _produce_rows(producer: Producer, topics: list[Any], keys: list[Any], values: list[Any], partitions: list[Any],
+                  headers: list[Any]) -> None:
+    for topic, key, value, partition, row_headers in zip(topics, keys, values, partitions, headers, strict=True):
+        if topic is None:
+            raise KbusOptionError("a row has a null 'topic' and no 'topic' option is set")
+        p = partition if partition is not None else -1  # -1: librdkafka's partitioner picks
+        h = [(x["key"], x["value"]) for x in row_headers] if row_headers else None
+        try:
+            producer.produce(topic, value, key, partition=p, headers=h)
+        except BufferError:
+            _produce_when_room(producer, topic, value, key, p, h)
+
+
+def _produce_when_room(producer: Producer, topic: str, value: Any, key: Any, partition: int,
+                       headers: list[tuple[str, Any]] | None) -> None:
+    while True:
+        producer.poll(0.1)  # local queue full: let deliveries drain
+        try:
+            producer.produce(topic, value, key, partition=partition, headers=headers)
+            return
+        except BufferError:
+            continue

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from itertools import chain
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
 
 from kbus.spark.options import SinkOptions
-from kbus.spark.produce import _PRODUCE_DEFAULTS, RowDigest, produce_batches
+from kbus.spark.produce import RowDigest, new_producer, produce_batches
 
 # A task's transaction stays open while it writes; longer than transaction.timeout.ms and the coordinator aborts it
 # (librdkafka's default is 60 s; Kafka's transaction.max.timeout.ms default is 15 min).
@@ -122,10 +122,10 @@ def write_partition(batches: Iterator[pa.RecordBatch], options: SinkOptions, sav
     rows = chain([first], rows)
     topic = options.topic if options.topic is not None else first.column("topic")[0].as_py()
     marker_tp = TopicPartition(topic, 0)
-    config = {**_PRODUCE_DEFAULTS, "transaction.timeout.ms": str(DEFAULT_TRANSACTION_TIMEOUT_MS),
+    config = {"transaction.timeout.ms": str(DEFAULT_TRANSACTION_TIMEOUT_MS),
               **options.client_config, "transactional.id": task_transactional_id(options.sink_id, partition)}
     timeout_ms = int(config["transaction.timeout.ms"])
-    producer = Producer(config)
+    producer, deliveries = new_producer(config)
     consumer = Consumer(_consumer_config(options.client_config, marker_group(options.sink_id, partition)))
     started = time.monotonic()
     try:
@@ -145,7 +145,7 @@ def write_partition(batches: Iterator[pa.RecordBatch], options: SinkOptions, sav
                 f"{marker_group(options.sink_id, 0)}..)")
         producer.begin_transaction()
         digest = RowDigest()
-        produce_batches(rows, {}, options.topic, producer=producer, digest=digest)
+        produce_batches(rows, options.topic, producer, deliveries, digest=digest)
         marker = Marker(write.owner, write.batch, digest.records, digest.digest)
         done = TopicPartition(topic, 0, write.batch + 1, metadata=marker.metadata())
         producer.send_offsets_to_transaction([done], consumer.consumer_group_metadata(), 60)

@@ -35,6 +35,7 @@ COMPILED = [
     "kbus/protocol/connection.py",
     "kbus/protocol/fetch_request_decode.py",
     "kbus/protocol/fetch_response.py",
+    "kbus/protocol/group_requests.py",
     "kbus/protocol/metadata_response.py",
     "kbus/protocol/produce_response.py",
     "kbus/protocol/record_batch.py",

@@ -1,7 +1,8 @@
 """The group coordinator's request path in-process, for before/after comparisons on a busy machine: a real standalone
 Broker (its `__consumer_offsets` under a temp dir, one replica), a consumer group of one member joined and synced
 through the handlers, then OffsetCommit v8 (one partition) and Heartbeat v4 frames taken as the network layer takes
-them: header parsed, body decoded, handler run, response encoded. No sockets and no client: what is left of a
+them: read by the connection's state machine (header parsed, body decoded: by kio, or by hand where the connection
+does), handler run, response encoded and handed back to the connection. No sockets and no client: what is left of a
 one-record request's broker CPU once the socket and the event loop are taken out. Prints the CPU time per request
 of the least disturbed block of 100 (and of the decode, handler and encode parts). Run it from each tree with that
 tree's python:
@@ -23,14 +24,13 @@ import kbus.server.apis  # noqa: F401 - fills the dispatch table
 from kbus.common.broker_config import KafkaConfig
 from kbus.protocol.codec import (
     build,
-    decode_request,
     encode_request,
     encode_response,
     nested,
-    parse_request_header,
     request_type,
 )
-from kbus.server.apis.registry import API_TABLE, RequestContext
+from kbus.protocol.connection import Connection, Request
+from kbus.server.apis.registry import API_TABLE, CATALOG, PLAINTEXT_LISTENER, RequestContext
 from kbus.server.broker import Broker
 
 BLOCK = 100
@@ -48,11 +48,26 @@ def entity(key: int, version: int, name: str, /, **fields: Any) -> Any:
     return build(nested(cls, name), **fields)
 
 
+CONN = Connection(PLAINTEXT_LISTENER, CATALOG, max_frame_bytes=1 << 20)
+
+
+def read(data: bytes) -> Request:
+    """One request through the connection, as the network layer reads it."""
+    CONN.receive_data(len(data).to_bytes(4, "big") + data)
+    event = CONN.next_event()
+    assert isinstance(event, Request), event
+    return event
+
+
 async def serve(target: Any, data: bytes) -> tuple[Any, bytes]:
-    header, at = parse_request_header(data, supported=lambda k, v: True)
-    body = decode_request(data, header, at)
-    response = await API_TABLE[header.api_key].handler(target, RequestContext(header, "127.0.0.1", 1, "c"), body)
-    return response, encode_response(header, response)
+    request = read(data)
+    header = request.header
+    response = await API_TABLE[header.api_key].handler(target, RequestContext(header, "127.0.0.1", 1, "c"),
+                                                        request.body)  # fmt: skip
+    out = encode_response(header, response)
+    CONN.send_response(request.seq, out)
+    CONN.data_to_send()
+    return response, out
 
 
 async def best(rounds: int, step: Callable[[], Awaitable[object]]) -> float:
@@ -102,8 +117,9 @@ async def main(rounds: int) -> None:
     heartbeat = frame(12, 4, group_id=group, generation_id=generation, member_id=member_id)
     out = []
     for name, data in (("offsetcommit v8", commit), ("heartbeat v4", heartbeat)):
-        header, at = parse_request_header(data, supported=lambda k, v: True)
-        body = decode_request(data, header, at)
+        request = read(data)
+        CONN.send_response(request.seq, None)
+        header, body = request.header, request.body
         handler = API_TABLE[header.api_key].handler
         ctx = RequestContext(header, "127.0.0.1", 1, "c")
         response = await handler(target, ctx, body)
@@ -111,8 +127,9 @@ async def main(rounds: int) -> None:
             await serve(target, data)
 
         async def decode(data: bytes = data) -> object:
-            header, at = parse_request_header(data, supported=lambda k, v: True)
-            return decode_request(data, header, at)
+            request = read(data)
+            CONN.send_response(request.seq, None)
+            return request.body
 
         async def handle(handler: Any = handler, header: Any = header, body: Any = body) -> object:
             return await handler(target, RequestContext(header, "127.0.0.1", 1, "c"), body)

@@ -145,8 +145,13 @@ def _clamp_retention_time(frame: bytes, pos: int) -> bytes:
     if -_TIMEDELTA_MAX_MS <= value <= _TIMEDELTA_MAX_MS:
         return frame
     out = bytearray(frame)
-    _I64.pack_into(out, pos, max(-_TIMEDELTA_MAX_MS, min(value, _TIMEDELTA_MAX_MS)))
+    _I64.pack_into(out, pos, clamp_retention_ms(value))
     return bytes(out)
+
+
+def clamp_retention_ms(value: int) -> int:
+    """OffsetCommit v2-v4's retentionTimeMs as kbus reads it (see _clamp_retention_time)."""
+    return max(-_TIMEDELTA_MAX_MS, min(value, _TIMEDELTA_MAX_MS))
 
 
 def decode_request(frame: bytes, header: RequestHeader, body_offset: int) -> Any:

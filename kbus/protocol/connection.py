@@ -39,6 +39,14 @@ from kbus.protocol.codec import (
 from kbus.protocol.fetch_request_decode import FETCH_KEY, decode_fetch_request
 from kbus.protocol.fetch_request_decode import MAX_VERSION as FETCH_MAX_VERSION
 from kbus.protocol.fetch_request_decode import MIN_VERSION as FETCH_MIN_VERSION
+from kbus.protocol.group_requests import (
+    HEARTBEAT_KEY,
+    HEARTBEAT_VERSIONS,
+    OFFSET_COMMIT_KEY,
+    OFFSET_COMMIT_VERSIONS,
+    decode_heartbeat_request,
+    decode_offset_commit_request,
+)
 from kbus.protocol.splice import OutFrame
 
 _API_KEY = struct.Struct(">h")
@@ -287,11 +295,17 @@ class Connection:
             return self._violation(
                 f"unexpected request (API key {header.api_key}) before authentication or after the session expired"
             )
-        body: Any  # a FetchRequest or a kio request (declared: compiled code types a name by its first value)
+        body: Any  # a hand-decoded or a kio request (declared: compiled code types a name by its first value)
+        key, version = header.api_key, header.api_version
         try:
-            if header.api_key == FETCH_KEY and FETCH_MIN_VERSION <= header.api_version <= FETCH_MAX_VERSION:
+            if key == FETCH_KEY and FETCH_MIN_VERSION <= version <= FETCH_MAX_VERSION:
                 # by hand: kio's reader costs ~1 µs per partition listed (kbus.protocol.fetch_request_decode)
-                body = decode_fetch_request(frame, header.api_version, body_at)
+                body = decode_fetch_request(frame, version, body_at)
+            elif key == HEARTBEAT_KEY and HEARTBEAT_VERSIONS[0] <= version <= HEARTBEAT_VERSIONS[1]:
+                # by hand: a consumer's periodic requests (kbus.protocol.group_requests)
+                body = decode_heartbeat_request(frame, version, body_at)
+            elif key == OFFSET_COMMIT_KEY and OFFSET_COMMIT_VERSIONS[0] <= version <= OFFSET_COMMIT_VERSIONS[1]:
+                body = decode_offset_commit_request(frame, version, body_at)
             else:
                 body = decode_request(frame, header, body_at)
         except ProtocolError as exc:

@@ -21,12 +21,15 @@ from kbus.common.cluster import BrokerInfo
 from kbus.protocol.codec import (
     RequestHeader,
     build,
+    encode_request,
     encode_response,
     nested,
+    parse_request_header,
     request_type,
     response_type,
 )
 from kbus.protocol.fetch_response import EncodedBody
+from kbus.protocol.group_requests import decode_offset_commit_request
 from kbus.server.apis import groups as apis
 from kbus.server.apis.registry import API_TABLE, RequestContext
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
@@ -377,9 +380,11 @@ class _DenyTopic:
 
 
 @pytest.mark.parametrize("version", spec(8))
-def test_offset_commit_every_version(version: int) -> None:
-    """What an OffsetCommit stores and answers: a topic the principal may not read is refused per partition, an
-    unknown partition too, the rest is stored with its leader epoch (v6+), metadata and, for v2-v4, its retention."""
+@pytest.mark.parametrize("hand_decoded", [False, True])
+def test_offset_commit_every_version(version: int, hand_decoded: bool) -> None:
+    """What an OffsetCommit stores and answers, from a request read by kio or by kbus.protocol.group_requests (the
+    connection's decoder): a topic the principal may not read is refused per partition, an unknown partition too,
+    the rest is stored with its leader epoch (v6+), metadata and, for v2-v4, its retention."""
     cls = request_type(8, version)
 
     def topic(name: str, parts: list[int]) -> Any:
@@ -399,6 +404,10 @@ def test_offset_commit_every_version(version: int) -> None:
                   "retention_time": datetime.timedelta(milliseconds=60_000),
                   "topics": (topic("t", [0, 1, 5]), topic("secret", [0]))}  # fmt: skip
         req = request(8, version, **{k: v for k, v in fields.items() if k in cls.__dataclass_fields__})
+        if hand_decoded:
+            frame = encode_request(req, 1, "c")[4:]
+            header, at = parse_request_header(frame, supported=lambda k, v: True)
+            req = decode_offset_commit_request(frame, version, at)
         header = RequestHeader(8, version, 7, "client", bool(cls.__flexible__))
         ctx = RequestContext(header, "127.0.0.1", 50000, "c1", authorizer=_DenyTopic("secret"))  # type: ignore[arg-type]
         response = await API_TABLE[8].handler(b, ctx, req)  # type: ignore[arg-type]

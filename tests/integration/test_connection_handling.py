@@ -1,11 +1,14 @@
 """Connection handling against a real broker process: malformed frames behind pipelined requests, client resets,
-one advertised endpoint per listener."""
+one advertised endpoint per listener, Kafka's socket buffer sizes."""
 
 from __future__ import annotations
 
 import datetime
+import re
+import shutil
 import socket
 import struct
+import subprocess
 import uuid
 
 import pytest
@@ -15,7 +18,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 
 from kbus.protocol.codec import encode_request
 from kbus.protocol.record_batch import build_batch
-from tests.kbus_processes import free_port
+from tests.kbus_processes import free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -109,6 +112,30 @@ def test_metadata_answers_with_the_endpoints_of_the_listener_the_client_used(bro
         seen[port] = [(x.host, x.port) for x in md.brokers.values()]
     assert seen == {external: [("127.0.0.1", external)], internal: [("localhost", internal)]}
     assert b.alive
+
+
+def server_side_buffers(port: int, client_port: int) -> tuple[int, int] | None:
+    """(receive, send) buffer sizes of the broker's end of one loopback connection as the kernel has them (`ss -tm`:
+    rb, tb; Linux keeps twice what SO_RCVBUF / SO_SNDBUF asked for); None until the connection is listed."""
+    out = subprocess.run(
+        ["ss", "-tmnH", "state", "established", f"( sport = :{port} and dport = :{client_port} )"],
+        capture_output=True, text=True, check=True, timeout=10,
+    ).stdout  # fmt: skip
+    m = re.search(r"\brb(\d+),t\d+,tb(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="reads the broker's socket buffers with ss (iproute2)")
+def test_accepted_connections_get_the_socket_buffer_sizes_of_the_config(broker, broker_factory):
+    # Kafka's Acceptor: SO_RCVBUF = socket.receive.buffer.bytes on the listening socket (accepted connections inherit
+    # it), SO_SNDBUF = socket.send.buffer.bytes on each accepted one, both 102400 by default. kbus used to leave both
+    # to the kernel's autotuning (a send buffer of ~4 MB at once), whatever the config said.
+    custom = broker_factory({"socket.send.buffer.bytes": "65536", "socket.receive.buffer.bytes": "98304"})
+    for b, expected in ((broker, (2 * 102400, 2 * 102400)), (custom, (2 * 98304, 2 * 65536))):
+        with socket.create_connection(("127.0.0.1", b.port), timeout=10) as s:
+            ends = (b.port, s.getsockname()[1])
+            wait_for(lambda ends=ends: server_side_buffers(*ends), 10, "the broker's end of the connection")
+            assert server_side_buffers(*ends) == expected, b.overrides
 
 
 def read_exactly(sock: socket.socket, n: int) -> bytes:

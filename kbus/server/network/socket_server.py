@@ -77,7 +77,9 @@ class KafkaServer:
         """Bind every listener without accepting yet: a port that is taken fails here, before the broker
         registers itself anywhere (Kafka binds its SocketServer before registering in ZooKeeper)."""
         for listener in self.config.listeners:
-            for sock in await _listening_sockets(listener.host or None, listener.port):
+            for sock in await _listening_sockets(
+                listener.host or None, listener.port, self.config.socket_receive_buffer_bytes
+            ):
                 self._sockets.append((listener.name, sock))
 
     def listen(self) -> None:
@@ -161,6 +163,7 @@ class KafkaServer:
     async def _accept_loop(self, listener: str, lsock: socket.socket, security: ListenerSecurity) -> None:
         loop = asyncio.get_running_loop()
         blocked_key = labels_key(listener=listener)
+        send_buffer = self.config.socket_send_buffer_bytes
         batch = 0
         while True:
             try:
@@ -172,9 +175,11 @@ class KafkaServer:
                         sock, addr = lsock.accept()
                         sock.setblocking(False)  # as sock_accept's are
                         batch += 1
+                        _set_send_buffer(sock, send_buffer)
                     except BlockingIOError:
                         batch = 0
                         sock, addr = await loop.sock_accept(lsock)
+                        _set_send_buffer(sock, send_buffer)
                 else:
                     batch = 0
                     await asyncio.sleep(0)
@@ -341,9 +346,22 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-async def _listening_sockets(host: str | None, port: int) -> list[socket.socket]:
+def _set_send_buffer(sock: socket.socket, size: int) -> None:
+    """socket.send.buffer.bytes on an accepted connection (Kafka's Acceptor: SO_SNDBUF unless -1, the OS default).
+
+    A fixed SO_SNDBUF also turns off the kernel's send-buffer autotuning, which otherwise lets each connection's
+    buffer grow to net.ipv4.tcp_wmem's maximum (4 MB here, against Kafka's default 100 KB, doubled by Linux).
+    Values <= 0 keep the OS default (Kafka takes only -1 so; other values fail each of its connections)."""
+    if size > 0:
+        with contextlib.suppress(OSError):  # a client that hung up already: its loss is noticed when served
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+
+
+async def _listening_sockets(host: str | None, port: int, receive_buffer: int = -1) -> list[socket.socket]:
     """What asyncio's create_server binds for (host, port): every address getaddrinfo gives (both families for an
-    empty host), SO_REUSEADDR, IPv6 sockets v6-only; non-blocking, not listening yet (start() listens)."""
+    empty host), SO_REUSEADDR, IPv6 sockets v6-only; non-blocking, not listening yet (start() listens).
+    `receive_buffer` (socket.receive.buffer.bytes; <= 0: the OS default) is SO_RCVBUF, set on the listening socket
+    before bind as Kafka's Acceptor does, so accepted connections inherit it and their TCP window scale fits it."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     out: list[socket.socket] = []
@@ -362,6 +380,8 @@ async def _listening_sockets(host: str | None, port: int) -> list[socket.socket]
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if receive_buffer > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
             sock.bind(address)
             sock.setblocking(False)
     except OSError:

@@ -641,3 +641,47 @@ def test_a_newer_election_wins_over_an_older_load() -> None:
         await h2.coord.shutdown()
 
     run(t)
+
+
+def test_a_timer_moved_to_a_later_deadline_fires_then_and_only_once() -> None:
+    """A heartbeat moves its member's timer on without a new heap entry (Timers.schedule): the timer fires at the
+    last deadline it was given, not at the first; an earlier deadline, a cancel and a re-schedule still hold."""
+    from kbus.server.coordinator.timers import Timers
+
+    timers, fired = Timers(), []
+    timers.schedule("hb", 100, lambda: fired.append("first"))
+    timers.schedule("hb", 250, lambda: fired.append("moved"))
+    assert timers.deadline("hb") == 250 and timers.next_deadline() == 100  # the old entry, passed by run_due
+    assert timers.run_due(100) == 0 and fired == []
+    assert timers.next_deadline() == 250
+    assert timers.run_due(249) == 0 and timers.run_due(250) == 1 and fired == ["moved"]
+    assert timers.run_due(10_000) == 0 and len(timers) == 0
+    timers.schedule("hb", 500, lambda: fired.append("late"))
+    timers.schedule("hb", 300, lambda: fired.append("early"))  # earlier: a new entry, the old one is stale
+    assert timers.run_due(300) == 1 and timers.run_due(500) == 0 and fired == ["moved", "early"]
+    timers.schedule("hb", 600, lambda: fired.append("cancelled"))
+    timers.schedule("hb", 700, lambda: fired.append("cancelled"))
+    timers.cancel("hb")
+    timers.schedule("hb", 800, lambda: fired.append("again"))
+    assert timers.run_due(10_000) == 1 and fired == ["moved", "early", "again"]
+
+
+def test_groups_keep_their_partition_when_offsets_partitions_are_added() -> None:
+    """Kafka reads __consumer_offsets' partition count once (GroupMetadataManager's lazy val): a group maps to the
+    same partition after partitions are added; before the topic exists the configured count is used, unread."""
+    counts: list[int | None] = [None]
+    coordinator = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=50), MemoryLog(), FakeClock(),
+                                   offsets_partitions=lambda: counts[0])  # fmt: skip
+    assert coordinator.partition_for("group-a") == java_partition("group-a", 50)
+    counts[0] = 7
+    assert coordinator.partition_for("group-a") == java_partition("group-a", 7)
+    counts[0] = 9
+    assert coordinator.partition_for("group-a") == java_partition("group-a", 7)
+
+
+def java_partition(group: str, count: int) -> int:
+    h = 0
+    for c in group:
+        h = (31 * h + ord(c)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h & 0x80000000 else h
+    return abs(h) % count

@@ -100,6 +100,7 @@ class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[S
         self.config = config
         self.log = offsets_log
         self._offsets_partitions = offsets_partitions
+        self._offsets_count: int | None = None  # __consumer_offsets' partition count, once the topic exists
         self.clock = clock_ms
         self.timers = Timers()
         self.groups: dict[str, Group] = {}
@@ -138,7 +139,11 @@ class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[S
         )
 
     def partition_for(self, group_id: str) -> int:
-        count = self._offsets_partitions() if self._offsets_partitions is not None else None
+        count = self._offsets_count
+        if count is None and self._offsets_partitions is not None:
+            # read once the topic exists, as Kafka's GroupMetadataManager reads it once (a lazy val): every request
+            # to the coordinator maps its group here, and the metadata lookup was half of that
+            count = self._offsets_count = self._offsets_partitions()
         return partition_for(group_id, count or self.config.offsets_topic_num_partitions)
 
     def on_election(self, partition: int) -> None:

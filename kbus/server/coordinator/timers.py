@@ -24,6 +24,12 @@ class Timers:
         self.on_change: Callable[[], None] | None = None
 
     def schedule(self, key: Hashable, deadline_ms: int, fn: Callable[[], None]) -> None:
+        live = self._live.get(key)
+        if live is not None and deadline_ms >= live[0]:
+            # a later deadline for a live timer (a member's heartbeat, every few seconds per member): its heap entry
+            # stays, run_due moves it on when it comes up; no new entry and no wake-up of the driver
+            self._live[key] = (deadline_ms, live[1], fn)
+            return
         seq = next(self._seq)
         self._live[key] = (deadline_ms, seq, fn)
         heapq.heappush(self._heap, (deadline_ms, seq, key))
@@ -42,6 +48,7 @@ class Timers:
         return None if entry is None else entry[0]
 
     def next_deadline(self) -> int | None:
+        """The earliest deadline, or earlier: a timer moved on (schedule) shows its old one until run_due passes it."""
         while self._heap:
             deadline, seq, key = self._heap[0]
             live = self._live.get(key)
@@ -56,6 +63,9 @@ class Timers:
             _deadline, seq, key = heapq.heappop(self._heap)
             live = self._live.get(key)
             if live is None or live[1] != seq:
+                continue
+            if live[0] > now_ms:  # moved on to a later deadline: its entry goes back in for that one
+                heapq.heappush(self._heap, (live[0], seq, key))
                 continue
             del self._live[key]
             fired += 1

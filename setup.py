@@ -37,6 +37,7 @@ COMPILED = [
     "kbus/protocol/fetch_response.py",
     "kbus/protocol/group_requests.py",
     "kbus/protocol/metadata_response.py",
+    "kbus/protocol/produce_request_decode.py",
     "kbus/protocol/produce_response.py",
     "kbus/protocol/record_batch.py",
     "kbus/protocol/validation.py",

@@ -47,6 +47,9 @@ from kbus.protocol.group_requests import (
     decode_heartbeat_request,
     decode_offset_commit_request,
 )
+from kbus.protocol.produce_request_decode import MAX_VERSION as PRODUCE_MAX_VERSION
+from kbus.protocol.produce_request_decode import MIN_VERSION as PRODUCE_MIN_VERSION
+from kbus.protocol.produce_request_decode import PRODUCE_KEY, decode_produce_request
 from kbus.protocol.splice import OutFrame
 
 _API_KEY = struct.Struct(">h")
@@ -94,7 +97,7 @@ class ApiCatalog(Protocol):
 class Request:
     seq: int  # this request's place in the response order
     header: RequestHeader
-    body: Any  # the decoded kio request; None when `unsupported_version` (KIP-511 ApiVersions fallback)
+    body: Any  # the decoded request; None when `unsupported_version` (KIP-511 ApiVersions fallback)
     unsupported_version: bool = False
     size: int = 0  # the request's bytes after the size field (Kafka's request.sizeInBytes, for produce quotas)
 
@@ -301,6 +304,10 @@ class Connection:
             if key == FETCH_KEY and FETCH_MIN_VERSION <= version <= FETCH_MAX_VERSION:
                 # by hand: kio's reader costs ~1 µs per partition listed (kbus.protocol.fetch_request_decode)
                 body = decode_fetch_request(frame, version, body_at)
+            elif key == PRODUCE_KEY and PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
+                # by hand: kio's reader and its bounds pre-pass cost more than the rest of a one-record Produce's
+                # decode (kbus.protocol.produce_request_decode)
+                body = decode_produce_request(frame, version, body_at)
             elif key == HEARTBEAT_KEY and HEARTBEAT_VERSIONS[0] <= version <= HEARTBEAT_VERSIONS[1]:
                 # by hand: a consumer's periodic requests (kbus.protocol.group_requests)
                 body = decode_heartbeat_request(frame, version, body_at)

@@ -30,18 +30,27 @@ _I64 = struct.Struct(">q")
 _CURRENT_LEADER = struct.Struct(">BBBiiB")  # tagged-field count, tag, size, leader id, leader epoch, its tags
 
 
-@dataclass(frozen=True, slots=True)
 class PartitionProduceResult:
-    """One partition of a Produce response."""
+    """One partition of a Produce response. The Produce handler fills it in as the request proceeds and encodes
+    it as it is: a plain class, not a frozen dataclass, as mypyc compiles its __init__ (a dataclass's generated
+    one stays interpreted) and one object per partition is all a response needs."""
 
-    index: int
-    error_code: int
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    record_errors: Sequence[tuple[int, str | None]] = ()  # (batch_index, batch_index_error_message), v8+
-    error_message: str | None = None  # v8+
-    current_leader: tuple[int, int] = (-1, -1)  # v10+: (leader id, leader epoch) after NOT_LEADER_OR_FOLLOWER
+    __slots__ = ("base_offset", "current_leader", "error_code", "error_message", "index", "log_append_time_ms",
+                 "log_start_offset", "record_errors")  # fmt: skip
+
+    def __init__(
+        self, index: int, error_code: int = 0, base_offset: int = -1, log_append_time_ms: int = -1,
+        log_start_offset: int = -1, record_errors: Sequence[tuple[int, str | None]] = (),
+        error_message: str | None = None, current_leader: tuple[int, int] = (-1, -1),
+    ) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.record_errors = record_errors  # (batch_index, batch_index_error_message), v8+
+        self.error_message = error_message  # v8+
+        self.current_leader = current_leader  # v10+: (leader id, leader epoch) after NOT_LEADER_OR_FOLLOWER
 
 
 @dataclass(frozen=True, slots=True)

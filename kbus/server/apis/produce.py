@@ -1,6 +1,8 @@
 """Produce (0): each partition's batch is validated as Kafka's LogValidator does (kbus.protocol.validation: one
 compiled pass over its records), then goes to the log as bytes; the response is encoded by hand
-(kbus.protocol.produce_response), as it is paid once per request."""
+(kbus.protocol.produce_response), as it is paid once per request. The request is the connection's hand-decoded
+ProduceRequest (kbus.protocol.produce_request_decode) or kio's (tests); each partition's answer is one
+PartitionProduceResult, filled in as the request proceeds and encoded as it is."""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
     request, and every later one on the connection, appends once it is answered (`AppendOrder`)."""
     acks = request.acks
     timeout_ms = ms(request.timeout)
-    responses: list[tuple[str, list[_Outcome]]] = []
+    responses: list[tuple[str, list[PartitionProduceResult]]] = []
     transactional_id: str | None = request.transactional_id
     if any(_transactional(pd.records) for td in request.topic_data for pd in td.partition_data) and (
         transactional_id is None
@@ -55,12 +57,12 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
     now_ms = int(time.time() * 1000)  # once per request: a request spread over 10,000 partitions pays it once
     for topic_data in request.topic_data:
         name = topic_data.name
-        parts: list[_Outcome] = []
+        parts: list[PartitionProduceResult] = []
         # per topic, not per partition: the ACL check and whether it is internal
         writable = ctx.authorized(Operation.WRITE, ResourceType.TOPIC, name)
         internal = is_internal(name)
         for pd in topic_data.partition_data:
-            out = _Outcome(pd.index)
+            out = PartitionProduceResult(pd.index)
             parts.append(out)
             part, error = m.replicas.leader_partition(name, pd.index)
             if not valid_acks:
@@ -126,12 +128,12 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
         for r, outcome in zip(appended, outcomes, strict=True):
             assert r.result is not None
             if isinstance(outcome, BaseException):
-                r.out.failed(outcome)
+                _failed(r.out, outcome)
             else:
                 key = keys.get(r.name)
                 if key is None:
                     key = keys[r.name] = labels_key(topic=r.name)
-                r.out.appended(r.result, key)
+                _appended(r.out, r.result, key)
         ctx.parked_s += time.perf_counter() - parked
     quotas = m.quotas
     if quotas.produce.enabled:
@@ -150,14 +152,12 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
             for o in parts:
                 if o.error_code == ErrorCode.not_leader_or_follower:
                     _leader_hint(m, ctx, name, o, endpoints)
-    return encode_produce_response(
-        ctx.api_version, [(name, [o.result() for o in parts]) for name, parts in responses],
-        throttle_time_ms=ctx.throttle_time_ms, node_endpoints=list(endpoints.values()),
-    )
+    return encode_produce_response(ctx.api_version, responses, throttle_time_ms=ctx.throttle_time_ms,
+                                   node_endpoints=list(endpoints.values()))
 
 
-def _leader_hint(m: Managers, ctx: RequestContext, topic: str, out: _Outcome, endpoints: dict[int, NodeEndpoint]
-                 ) -> None:
+def _leader_hint(m: Managers, ctx: RequestContext, topic: str, out: PartitionProduceResult,
+                 endpoints: dict[int, NodeEndpoint]) -> None:
     """KIP-951 (Produce v10+, Kafka's getCurrentLeader): the partition's current leader and epoch as this broker
     knows them, and the leader's endpoint on the client's listener, so the client need not refresh its metadata."""
     meta = m.cluster.topic(topic)
@@ -176,7 +176,7 @@ class _Ready:
 
     __slots__ = ("guard", "name", "out", "part", "producer", "records", "result", "sequence")
 
-    def __init__(self, out: _Outcome, part: Partition, records: bytes, name: str) -> None:
+    def __init__(self, out: PartitionProduceResult, part: Partition, records: bytes, name: str) -> None:
         self.out, self.part, self.records, self.name = out, part, records, name
         self.result: AppendResult | None = None
         self.guard: VerificationGuard | None = None
@@ -193,7 +193,7 @@ def _append(m: Managers, r: _Ready, acks: int, verify: bool) -> bool:
         r.result = m.replicas.append_records(r.part, r.records, acks, verify_transactions=verify,
                                              verification_guard=r.guard)
     except Exception as exc:
-        r.out.failed(exc)
+        _failed(r.out, exc)
         return False
     return True
 
@@ -210,7 +210,7 @@ def _start_verification(ready: list[_Ready], supports_epoch_bump: bool) -> list[
             r.guard = r.part.log.maybe_start_transaction_verification(r.producer[0], r.sequence, r.producer[1],
                                                                       supports_epoch_bump)
         except Exception as exc:
-            r.out.failed(exc)
+            _failed(r.out, exc)
             continue
         if r.guard is not None:
             to_verify.append(r)
@@ -289,7 +289,7 @@ _RETRIABLE_VERIFICATION_ERRORS = frozenset({
 })  # fmt: skip
 
 
-def _verification_failed(out: _Outcome, code: int) -> None:
+def _verification_failed(out: PartitionProduceResult, code: int) -> None:
     error = ErrorCode(code)
     if error == ErrorCode.invalid_txn_state:
         out.error_code, out.error_message = error, "Partition was not added to the transaction"
@@ -319,61 +319,26 @@ def _whole_request_error(
     if acks == 0:
         ctx.quota_exempt = True
         return None
-    results = []
-    for td in request.topic_data:
-        outs = []
-        for pd in td.partition_data:
-            out = _Outcome(pd.index)
-            out.error_code = error
-            outs.append(out.result())
-        results.append((td.name, outs))
+    results = [(td.name, [PartitionProduceResult(pd.index, error) for pd in td.partition_data])
+               for td in request.topic_data]
     ctx.throttle_time_ms = max(ctx.throttle_time_ms, request_quota_throttle(m, ctx))
     return encode_produce_response(ctx.api_version, results, throttle_time_ms=ctx.throttle_time_ms)
 
 
-class _Outcome:
-    """One partition's answer while the request is under way."""
+def _failed(out: PartitionProduceResult, exc: BaseException) -> None:
+    out.error_code = error_code_for(exc)
+    out.error_message = error_message(exc)
 
-    __slots__ = (
-        "base_offset",
-        "current_leader",
-        "error_code",
-        "error_message",
-        "index",
-        "log_append_time_ms",
-        "log_start_offset",
-        "record_errors",
-    )
 
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.error_code = ErrorCode.none
-        self.error_message: str | None = None
-        self.record_errors: list[tuple[int, str | None]] = []
-        self.base_offset = -1
-        self.log_append_time_ms = -1
-        self.log_start_offset = -1
-        self.current_leader = (-1, -1)
-
-    def failed(self, exc: BaseException) -> None:
-        self.error_code = error_code_for(exc)
-        self.error_message = error_message(exc)
-
-    def appended(self, result: AppendResult, key: Labels) -> None:
-        """`key`: labels_key(topic=...) of the partition's topic."""
-        if not result.duplicate:
-            METRICS.inc_key("kbus_messages_in_total", key, result.num_records)
-            METRICS.inc_key("kbus_bytes_in_total", key, result.size_bytes)
-        self.error_code = ErrorCode.none
-        self.base_offset = result.first_offset
-        self.log_append_time_ms = result.log_append_time_ms
-        self.log_start_offset = result.log_start_offset
-
-    def result(self) -> PartitionProduceResult:
-        return PartitionProduceResult(
-            self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset,
-            self.record_errors, self.error_message, self.current_leader,
-        )  # fmt: skip
+def _appended(out: PartitionProduceResult, result: AppendResult, key: Labels) -> None:
+    """`key`: labels_key(topic=...) of the partition's topic."""
+    if not result.duplicate:
+        METRICS.inc_key("kbus_messages_in_total", key, result.num_records)
+        METRICS.inc_key("kbus_bytes_in_total", key, result.size_bytes)
+    out.error_code = ErrorCode.none
+    out.base_offset = result.first_offset
+    out.log_append_time_ms = result.log_append_time_ms
+    out.log_start_offset = result.log_start_offset
 
 
 def _policy(part: Partition) -> ValidationPolicy:

@@ -93,13 +93,22 @@ class ApiCatalog(Protocol):
     def supports(self, api_key: int, api_version: int) -> bool: ...
 
 
-@dataclass(frozen=True, slots=True)
 class Request:
-    seq: int  # this request's place in the response order
-    header: RequestHeader
-    body: Any  # the decoded request; None when `unsupported_version` (KIP-511 ApiVersions fallback)
-    unsupported_version: bool = False
-    size: int = 0  # the request's bytes after the size field (Kafka's request.sizeInBytes, for produce quotas)
+    """A decoded request to dispatch. A plain class, as the other per-request objects here: mypyc compiles its
+    __init__ (a dataclass's generated one stays interpreted)."""
+
+    __slots__ = ("body", "header", "seq", "size", "unsupported_version")
+
+    def __init__(self, seq: int, header: RequestHeader, body: Any, unsupported_version: bool = False,
+                 size: int = 0) -> None:  # fmt: skip
+        self.seq = seq  # this request's place in the response order
+        self.header = header
+        self.body = body  # the decoded request; None when `unsupported_version` (KIP-511 ApiVersions fallback)
+        self.unsupported_version = unsupported_version
+        self.size = size  # the request's bytes after the size field (Kafka's request.sizeInBytes, produce quotas)
+
+    def __repr__(self) -> str:
+        return f"Request(seq={self.seq}, header={self.header!r}, size={self.size})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,12 +138,14 @@ PAUSED = _Marker.PAUSED
 Event = Request | SaslToken | Closed | _Marker
 
 
-@dataclass(slots=True)
 class _Slot:
-    seq: int
-    pipelined: bool
-    done: bool = False
-    data: OutFrame | None = None
+    __slots__ = ("data", "done", "pipelined", "seq")
+
+    def __init__(self, seq: int, pipelined: bool) -> None:
+        self.seq = seq
+        self.pipelined = pipelined
+        self.done = False
+        self.data: OutFrame | None = None
 
 
 _NO_FLAGS = ApiFlags()  # an API the catalog does not know (its request is refused once decoded)

@@ -40,11 +40,23 @@ class PartitionEntry:
     preferred_read_replica: int = -1
 
 
-@dataclass(frozen=True, slots=True)
 class EncodedBody:
-    """A response body already encoded for its request's version: encode_response() writes it as it is."""
+    """A response body already encoded for its request's version: encode_response() writes it as it is. A plain
+    class: one is made per response, and mypyc compiles a plain class's __init__ (not a dataclass's)."""
 
-    data: bytes
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EncodedBody) and self.data == other.data
+
+    def __hash__(self) -> int:
+        return hash(self.data)
+
+    def __repr__(self) -> str:
+        return f"EncodedBody(data={self.data!r})"
 
 
 def encode_fetch_response(

@@ -101,22 +101,45 @@ def crc32c(data: Buffer) -> int:
     return _crc32c.crc32c(data)
 
 
-@dataclass(slots=True)
 class BatchHeader:
-    position: int
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
+    """A v2 batch header at `position` of its buffer. A plain class, not a dataclass: one is made per batch on every
+    append, read and recovery, and mypyc compiles a plain class's __init__ (a dataclass's generated one stays
+    interpreted). Compared by value and shown as a dataclass would be."""
+
+    __slots__ = ("attributes", "base_offset", "base_sequence", "base_timestamp", "batch_length", "crc",
+                 "last_offset_delta", "magic", "max_timestamp", "partition_leader_epoch", "position", "producer_epoch",
+                 "producer_id", "records_count")  # fmt: skip
+
+    def __init__(
+        self, position: int, base_offset: int, batch_length: int, partition_leader_epoch: int, magic: int, crc: int,
+        attributes: int, last_offset_delta: int, base_timestamp: int, max_timestamp: int, producer_id: int,
+        producer_epoch: int, base_sequence: int, records_count: int,
+    ) -> None:
+        self.position = position
+        self.base_offset = base_offset
+        self.batch_length = batch_length
+        self.partition_leader_epoch = partition_leader_epoch
+        self.magic = magic
+        self.crc = crc
+        self.attributes = attributes
+        self.last_offset_delta = last_offset_delta
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.records_count = records_count
+
+    def _fields(self) -> tuple[int, ...]:
+        return (self.position, self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc,
+                self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp, self.producer_id,
+                self.producer_epoch, self.base_sequence, self.records_count)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BatchHeader) and self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        return "BatchHeader(" + ", ".join(f"{n}={v}" for n, v in zip(_HEADER_FIELDS, self._fields(), strict=True)) + ")"
 
     @property
     def size(self) -> int:
@@ -170,6 +193,11 @@ class BatchHeader:
 
     def is_valid(self, buf: Buffer) -> bool:
         return self.compute_crc(buf) == self.crc
+
+
+_HEADER_FIELDS = ("position", "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
+                  "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+                  "base_sequence", "records_count")  # fmt: skip
 
 
 def java_long(n: int) -> int:

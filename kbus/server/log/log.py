@@ -67,16 +67,36 @@ def parse_topic_partition(name: str) -> tuple[str, int]:
     return topic, int(part)
 
 
-@dataclass(slots=True)
 class AppendResult:
-    first_offset: int
-    last_offset: int
-    log_append_time_ms: int  # -1 for CreateTime
-    log_start_offset: int
-    duplicate: bool = False
-    num_batches: int = 0
-    size_bytes: int = 0
-    num_records: int = 0
+    """What an append did. A plain class, not a dataclass: one per append, and mypyc compiles a plain class's
+    __init__ (a dataclass's generated one stays interpreted)."""
+
+    __slots__ = ("duplicate", "first_offset", "last_offset", "log_append_time_ms", "log_start_offset", "num_batches",
+                 "num_records", "size_bytes")  # fmt: skip
+
+    def __init__(self, first_offset: int, last_offset: int, log_append_time_ms: int, log_start_offset: int,
+                 duplicate: bool = False, num_batches: int = 0, size_bytes: int = 0, num_records: int = 0) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.log_append_time_ms = log_append_time_ms  # -1 for CreateTime
+        self.log_start_offset = log_start_offset
+        self.duplicate = duplicate
+        self.num_batches = num_batches
+        self.size_bytes = size_bytes
+        self.num_records = num_records
+
+    def _fields(self) -> tuple[int, int, int, int, bool, int, int, int]:
+        return (self.first_offset, self.last_offset, self.log_append_time_ms, self.log_start_offset, self.duplicate,
+                self.num_batches, self.size_bytes, self.num_records)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AppendResult) and self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        return (f"AppendResult(first_offset={self.first_offset}, last_offset={self.last_offset}, "
+                f"log_append_time_ms={self.log_append_time_ms}, log_start_offset={self.log_start_offset}, "
+                f"duplicate={self.duplicate}, num_batches={self.num_batches}, size_bytes={self.size_bytes}, "
+                f"num_records={self.num_records})")
 
 
 @dataclass(frozen=True, slots=True)

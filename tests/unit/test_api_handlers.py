@@ -82,6 +82,9 @@ class FakeReplicas:
         self.next_offset += 1
         return AppendResult(first, first, -1, 0, num_batches=1, size_bytes=len(records), num_records=1)
 
+    def acks_satisfied(self, part: Any, result: AppendResult, acks: int) -> bool:
+        return acks != -1 or (part.topic, part.index) not in self.ack_error
+
     async def wait_for_acks(self, part: Any, result: AppendResult, acks: int, timeout_ms: int) -> None:
         error = self.ack_error.get((part.topic, part.index))
         if error is not None and acks == -1:

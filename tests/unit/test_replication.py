@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
+import pytest
+
+from kbus.common.broker_config import KafkaConfig
+from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.record_batch import build_batch
 from kbus.server.log.epochs import UNDEFINED_EPOCH, LeaderEpochCache
 from kbus.server.log.log import Log
+from kbus.server.log.manager import LogManager
 from kbus.server.metadata.identity import read_partition_topic_id, write_partition_topic_id
+from kbus.server.metadata.local import LocalMetadataStore
 from kbus.server.metadata.types import PartitionState
+from kbus.server.partition.errors import NotEnoughReplicasAfterAppendError
 from kbus.server.partition.partition import Partition
 from kbus.server.replication.fetcher import ReplicaFetcher, fetcher_id
+from kbus.server.replication.replica_manager import ReplicaManager
 
 
 def follower_with(tmp_path, epochs_and_counts: list[tuple[int, int]], replicas=(1, 2)) -> Partition:
@@ -106,3 +115,26 @@ def test_partitions_spread_over_the_fetchers_of_a_leader() -> None:
     assert {fetcher_id(tp, 1) for tp in tps} == {0}
     spread = [fetcher_id(tp, 4) for tp in tps]
     assert set(spread) == {0, 1, 2, 3} and spread == [fetcher_id(tp, 4) for tp in tps]  # stable
+
+
+def test_acks_all_is_satisfied_at_once_only_once_the_high_watermark_passes_the_batch(tmp_path):
+    """ReplicaManager.acks_satisfied, which spares the Produce handler its wait (and a coroutine) for a leader alone
+    in its ISR, answers as wait_for_acks would: not yet while followers lag, NOT_ENOUGH_REPLICAS_AFTER_APPEND when
+    the ISR is below min.insync.replicas once the batch is committed."""
+    config = KafkaConfig.from_properties({"broker.id": "2", "log.dirs": str(tmp_path / "logs")})
+    store = LocalMetadataStore(tmp_path / "logs", BrokerInfo(2, "127.0.0.1", 9092))
+    store.start()
+    logs = LogManager(config.log_dirs, config.log_defaults)
+    logs.startup()
+    replicas = ReplicaManager(config, 2, store, logs)
+    alone = Partition("t", 0, Log.open(tmp_path / "t-0", LogConfig()), PartitionState(2, 1, [2], [2]), 2)
+    result = replicas.append_records(alone, build_batch([(None, b"x")]), -1)
+    assert replicas.acks_satisfied(alone, result, -1)
+    shared = Partition("t", 1, Log.open(tmp_path / "t-1", LogConfig()), PartitionState(2, 1, [2, 3], [2, 3]), 2)
+    result = replicas.append_records(shared, build_batch([(None, b"x")]), -1)
+    assert not replicas.acks_satisfied(shared, result, -1)  # follower 3 has not fetched it yet: wait
+    assert replicas.acks_satisfied(shared, result, 1) and replicas.acks_satisfied(shared, result, 0)
+    result = replicas.append_records(alone, build_batch([(None, b"y")]), -1)
+    alone.log.update_config(dataclasses.replace(LogConfig(), min_insync_replicas=2))  # the ISR shrank below it
+    with pytest.raises(NotEnoughReplicasAfterAppendError):
+        replicas.acks_satisfied(alone, result, -1)

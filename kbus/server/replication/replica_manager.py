@@ -182,17 +182,33 @@ class ReplicaManager:
         except OSError as e:
             raise self.storage_error(part, "appending to", e) from e
 
+    def acks_satisfied(self, part: Partition, result: AppendResult, acks: int) -> bool:
+        """Is the append acknowledged already, with nothing to wait for (acks 0 or 1; acks=-1 once the high
+        watermark passes it, at once when the leader is the whole ISR)? False: wait_for_acks() waits. Raises what
+        wait_for_acks() would for a committed batch. The Produce handler asks this first, so the common cases
+        make no coroutine."""
+        if acks != -1:
+            return True
+        # a duplicate (a retried batch) answers with the original offsets, and still only once they are committed
+        if part.high_watermark < result.last_offset + 1:
+            return False
+        self._check_isr_after_append(part)
+        return True
+
     async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None:
         """acks=-1: until every in-sync replica has the batch (the high watermark passes it)."""
-        if acks != -1:
+        if self.acks_satisfied(part, result, acks):
             return
-        # a duplicate (a retried batch) answers with the original offsets, and still only once they are committed
         if not await part.wait_for_high_watermark(result.last_offset + 1, timeout_ms / 1000):
             if (part.topic, part.index) in self.offline_partitions:
                 raise KafkaStorageError(f"The log dir of {part.topic}-{part.index} went offline")
             if not part.is_leader:
                 raise NotLeaderError(f"Leadership of {part.topic}-{part.index} moved while waiting for replicas")
             raise RequestTimedOutError(f"Replicas of {part.topic}-{part.index} did not catch up in {timeout_ms} ms")
+        self._check_isr_after_append(part)
+
+    @staticmethod
+    def _check_isr_after_append(part: Partition) -> None:
         min_isr = part.log.config.min_insync_replicas
         if len(part.state.isr) < min_isr:
             raise NotEnoughReplicasAfterAppendError(

@@ -123,7 +123,7 @@ def produce_transaction(staged: Sequence[object], client_config: dict[str, str],
                          "enable.auto.commit": False})
     producer, deliveries = new_producer(client_config)
     try:
-        producer.init_transactions(60)  # fences (and aborts) a transaction a killed driver left open
+        init_transactions(producer, marker.topic)  # fences (and aborts) a transaction a killed driver left open
         if batch_id is not None:
             committed = consumer.committed([marker], timeout=60)[0].offset
             if committed >= batch_id + 1:
@@ -155,6 +155,17 @@ class Deliveries:
         if err is not None:
             self.failed += 1
             self.first_error = self.first_error or err
+
+
+def init_transactions(producer: Producer, topic: str, timeout: float = 60) -> None:
+    """InitProducerId for a new transactional producer (fencing the older producers of its transactional id), after
+    a metadata request for the topic it is about to write. Why that request first: librdkafka drops its bootstrap
+    connection once the metadata names the brokers, and a transaction manager that starts before the named broker's
+    connection is up finds no broker and retries its coordinator lookup on a 500 ms timer: about half of the
+    exactly-once tasks waited 0.5-0.8 s there (bench/notes/spark_write.md). With a connection up, InitProducerId
+    takes a few round trips."""
+    producer.list_topics(topic, timeout=timeout)
+    producer.init_transactions(timeout)
 
 
 def new_producer(config: Mapping[str, str | int | bool]) -> tuple[Producer, Deliveries]:
@@ -243,9 +254,7 @@ def produce_batches(batches: Iterator[pa.RecordBatch], topic: str | None, produc
         producer.poll(0)
         if deliveries.first_error is not None:
             break
-    if not flush:
-        return count
-    remaining = producer.flush()
+    remaining = producer.flush() if flush else 0
     if deliveries.first_error is not None:
         raise KafkaException(deliveries.first_error)
     if remaining:

@@ -26,7 +26,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
 
 from kbus.spark.options import SinkOptions
-from kbus.spark.produce import RowDigest, new_producer, produce_batches
+from kbus.spark.produce import RowDigest, init_transactions, new_producer, produce_batches
 
 # A task's transaction stays open while it writes; longer than transaction.timeout.ms and the coordinator aborts it
 # (librdkafka's default is 60 s; Kafka's transaction.max.timeout.ms default is 15 min).
@@ -129,7 +129,8 @@ def write_partition(batches: Iterator[pa.RecordBatch], options: SinkOptions, sav
     consumer = Consumer(_consumer_config(options.client_config, marker_group(options.sink_id, partition)))
     started = time.monotonic()
     try:
-        producer.init_transactions(60)  # fences every older attempt of this task, aborts its open transaction
+        init_transactions(producer, topic)  # fences every older attempt of this task, aborts its open transaction
+        # only then the marker: read before the fence, an older attempt could still commit it after the read
         committed = consumer.committed([marker_tp], timeout=60)[0]
         previous = Marker.parse(committed.offset, committed.metadata)
         if previous is not None and previous.owner == write.owner and previous.batch >= write.batch:
@@ -145,11 +146,15 @@ def write_partition(batches: Iterator[pa.RecordBatch], options: SinkOptions, sav
                 f"{marker_group(options.sink_id, 0)}..)")
         producer.begin_transaction()
         digest = RowDigest()
-        produce_batches(rows, options.topic, producer, deliveries, digest=digest)
+        # no flush of its own: the marker goes into the transaction while the last records are in flight, and
+        # commit_transaction flushes them (failing, so the transaction aborts, if any delivery failed)
+        produce_batches(rows, options.topic, producer, deliveries, digest=digest, flush=False)
         marker = Marker(write.owner, write.batch, digest.records, digest.digest)
         done = TopicPartition(topic, 0, write.batch + 1, metadata=marker.metadata())
         producer.send_offsets_to_transaction([done], consumer.consumer_group_metadata(), 60)
         producer.commit_transaction(120)
+        if deliveries.first_error is not None:  # cannot follow a successful commit; checked all the same
+            raise KafkaException(deliveries.first_error)
         return TaskWrite(partition, digest.records, written=True)
     except BaseException as exc:
         # An upstream error mid-write, a failed delivery, a fenced attempt: abort now rather than leave the open

@@ -54,6 +54,26 @@ def test_follower_cache_is_rebuilt_from_batch_headers(tmp_path):
     assert part.epochs.entries == [(1, 0), (3, 50)]
 
 
+@pytest.mark.parametrize("body", [
+    "0\n2\n1 0\n2 40 7\n",  # a line of three fields
+    "0\n3\n1 0\n2 40\n",  # fewer entries than the count says
+    "0\n1\n1\n",  # a line of one field
+    "1\n1\n1 0\n",  # a version other than 0
+])
+def test_a_malformed_epoch_checkpoint_is_rebuilt_from_the_log(tmp_path, body):
+    """Kafka's CheckpointFile refuses a version other than 0, a line without exactly two fields and a count its
+    lines do not match; the cache is then rebuilt from the batch headers (load() gives None). A 3-field line used
+    to load as a 3-tuple that later broke unpacking (and that compiled code rejects as the wrong type)."""
+    (tmp_path / "leader-epoch-checkpoint").write_text(body)
+    assert LeaderEpochCache.load(tmp_path) is None
+
+
+def test_epoch_checkpoint_round_trips(tmp_path):
+    (tmp_path / "leader-epoch-checkpoint").write_text("0\n2\n1 0\n2 40\n")
+    loaded = LeaderEpochCache.load(tmp_path)
+    assert loaded is not None and loaded.entries == [(1, 0), (2, 40)]
+
+
 def test_truncation_takes_as_many_rounds_as_epochs_diverge(tmp_path):
     # follower: epoch 1 for 0-49, epoch 3 for 50-79; leader: epoch 1 for 0-39, 2 for 40-59, 4 from 60
     part = follower_with(tmp_path, [(1, 50), (3, 30)])

@@ -32,12 +32,22 @@ class LeaderEpochCache:
             lines = path.read_text().split("\n")
         except FileNotFoundError:
             return None
+        # Kafka's CheckpointFile: version 0, the entry count, then exactly that many "epoch offset" lines; anything
+        # else is corrupt and the cache is rebuilt from the batch headers
         try:
+            if int(lines[0]) != 0:
+                return None
             count = int(lines[1])
-            entries = [tuple(map(int, line.split())) for line in lines[2 : 2 + count]]
+            rows = lines[2 : 2 + count]
+            if len(rows) != count:
+                return None
+            entries: list[tuple[int, int]] = []
+            for line in rows:
+                epoch, offset = line.split()  # ValueError unless exactly two fields
+                entries.append((int(epoch), int(offset)))
         except (ValueError, IndexError):
             return None
-        return cls(path, entries)  # type: ignore[arg-type]
+        return cls(path, entries)
 
     def save(self) -> None:
         """Rewrite the checkpoint now, fsync it off the caller's thread (kbus.server.log.background_sync): a new

@@ -1,5 +1,6 @@
 """Zero copy on real sockets: the sendfile writer keeps frames in order when the socket fills up, and a real broker
-serves large fetches from segment files with sendfile, every message intact."""
+serves large fetches from segment files with sendfile, every message intact, filling a consumer's size limit at once
+(as Kafka does) from a log of one-record batches."""
 
 from __future__ import annotations
 
@@ -10,16 +11,20 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvloop
 
+from kbus.protocol.client import KafkaConnection
+from kbus.protocol.codec import build, nested, request_type, response_type
 from kbus.protocol.splice import FileRegion, SplicedFrame
 from kbus.server.network.sendfile import SendfileWriter
 from tests.integration.test_metrics_endpoint import samples, scrape, value
 from tests.kbus_processes import free_port
 
 pytestmark = pytest.mark.integration
+FETCH = 1  # api key
 
 
 def test_writer_keeps_order_through_a_full_socket(tmp_path: Path) -> None:
@@ -138,3 +143,50 @@ def test_one_record_batches_are_served_and_counted(broker_factory) -> None:
     s = samples(scrape(metrics_port)[2])
     assert value(s, "kbus_messages_out_total", topic=topic) == n
     assert (value(s, "kbus_sendfile_bytes_total") or 0) > n * 100 * 0.5, "most record bytes should go by sendfile"
+
+
+def test_a_consumers_fetch_of_one_record_batches_fills_the_limit_at_once(broker) -> None:
+    # issue 23: what a librdkafka consumer asks for (max wait 500 ms, min bytes 1, 1 MB per partition) over a log of
+    # one-record batches (linger.ms=0). Kafka 3.9 answers at once with the limit filled: it cuts the file range at
+    # the byte limit (the client drops the cut batch), kbus stops at the last whole batch, so at most one batch less.
+    # At the log end the same fetch waits its max wait out.
+    from confluent_kafka import Producer
+
+    topic = f"onerec-fill-{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "batch.num.messages": 1, "acks": 1})
+    n = 7000  # 100-byte records: ~1.2 MB of 170-byte batches
+    for i in range(n):
+        p.produce(topic, value=i.to_bytes(4, "big") + b"x" * 96)
+    assert p.flush(60) == 0
+    limit = 1 << 20
+    host, port = broker.bootstrap.split(":")
+
+    def fetch(offset: int, max_wait_ms: int) -> Any:
+        req = request_type(FETCH, 12)
+        part = build(nested(req, "FetchPartition"), partition=0, fetch_offset=offset, current_leader_epoch=-1,
+                     last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=limit)  # fmt: skip
+        return build(req, replica_id=-1, max_wait=max_wait_ms, min_bytes=1, max_bytes=50 * limit, session_epoch=-1,
+                     topics=[build(nested(req, "FetchTopic"), topic=topic, partitions=[part])])  # fmt: skip
+
+    async def timed(offset: int, max_wait_ms: int) -> tuple[float, bytes, int]:
+        conn = KafkaConnection(host, int(port), "onerec-fill")
+        try:
+            started = time.monotonic()
+            resp = await conn.request(fetch(offset, max_wait_ms), response_type(FETCH, 12), timeout=30)
+            part = resp.responses[0].partitions[0]
+            return time.monotonic() - started, bytes(part.records or b""), part.high_watermark
+        finally:
+            await conn.close()
+
+    took, records, hw = asyncio.run(timed(0, 2000))
+    assert hw == n
+    assert took < 1.0, f"a fetch with data to send waited {took:.2f}s"
+    whole, largest = 0, 0  # bytes of the whole batches at the front (Kafka's response may end in a cut one)
+    while whole + 12 <= len(records):
+        size = 12 + int.from_bytes(records[whole + 8:whole + 12], "big")
+        if whole + size > len(records):
+            break
+        whole, largest = whole + size, max(largest, size)
+    assert limit - largest < whole <= len(records) <= limit, (whole, len(records), largest)
+    took, records, _ = asyncio.run(timed(n, 300))
+    assert records == b"" and took >= 0.25, f"a fetch at the log end answered after {took:.2f}s"

@@ -71,6 +71,10 @@ class ReplicaFetcher:
         # the leader's high watermark in each partition's last answer: a log that reached it is in sync (Kafka's
         # PartitionFetchState.lag == 0), which exempts it from throttling; compared only while throttling
         self._leader_hw: dict[TopicPartition, int] = {}
+        # each partition's position as the last request carried it: reused while it has not moved (most of a
+        # follower's partitions are idle), so an idle partition costs no new object and the session's comparison
+        # with what the leader holds is an identity check
+        self._positions: dict[TopicPartition, FetchPartition] = {}
         self._generation = 0
         self._task: asyncio.Task[None] | None = None
         self._conn: KafkaConnection | None = None
@@ -88,6 +92,7 @@ class ReplicaFetcher:
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
         self._leader_hw.pop(tp, None)
+        self._positions.pop(tp, None)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -231,6 +236,8 @@ class ReplicaFetcher:
         cfg = self.host.config
         quota = self.host.follower_quota
         throttling = quota.throttling
+        max_bytes = cfg.replica_fetch_max_bytes
+        positions = self._positions
         wanted: dict[TopicPartition, FetchPartition] = {}
         for tp, gen in self.partitions.items():
             part = self._partition(tp)
@@ -238,9 +245,12 @@ class ReplicaFetcher:
                 continue
             if throttling and quota.should_throttle(tp[0], tp[1], self._in_sync(tp, part)):
                 continue  # Kafka's shouldFollowerThrottle: left out of this fetch while the quota is exceeded
-            wanted[tp] = FetchPartition(
-                tp[1], part.leader_epoch, part.log_end_offset, part.log_start_offset, cfg.replica_fetch_max_bytes
-            )
+            epoch, leo, log_start = part.leader_epoch, part.log_end_offset, part.log_start_offset
+            fp = positions.get(tp)
+            if (fp is None or fp.fetch_offset != leo or fp.current_leader_epoch != epoch
+                    or fp.log_start_offset != log_start or fp.partition_max_bytes != max_bytes):
+                fp = positions[tp] = FetchPartition(tp[1], epoch, leo, log_start, max_bytes)
+            wanted[tp] = fp
         if not wanted:
             self._changed.clear()
             # nothing to fetch (or all of it throttled): Kafka's fetcher backs off replica.fetch.backoff.ms

@@ -72,7 +72,8 @@ class FetchSessionHandler:
         if self.epoch == INITIAL_EPOCH:
             return SessionRequest(self.session_id, INITIAL_EPOCH, self._pending, [])
         session = self._session
-        to_send = {tp: fp for tp, fp in wanted.items() if session.get(tp) != fp}
+        # `is not` first: the fetcher hands back the same object for a position that has not moved
+        to_send = {tp: fp for tp, fp in wanted.items() if (held := session.get(tp)) is not fp and held != fp}
         forgotten = [tp for tp in session if tp not in wanted]
         return SessionRequest(self.session_id, self.epoch, to_send, forgotten)
 

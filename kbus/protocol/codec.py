@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, Final
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -25,9 +25,9 @@ from kbus.protocol.errors import ProtocolError
 from kbus.protocol.fetch_response import EncodedBody
 from kbus.protocol.record_batch import CorruptRecordError, decode_unsigned_varint
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+_HEADER: Final = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 API_VERSIONS_KEY = 18
 
 
@@ -145,7 +145,7 @@ def parse_request_header(frame: bytes, *, supported: Callable[[int, int], bool])
 
 
 OFFSET_COMMIT_KEY = 8
-_I64 = struct.Struct(">q")
+_I64: Final = struct.Struct(">q")
 # kio decodes a timedelta_i64 through int64 microseconds: a longer one (+-292,000 years) failed the whole request
 # where Kafka reads any long.
 _TIMEDELTA_MAX_MS = (2**63 - 1) // 1000

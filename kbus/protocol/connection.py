@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from kbus.common.security import ANONYMOUS, KafkaPrincipal, SecurityProtocol
 from kbus.protocol.codec import (
@@ -52,8 +52,8 @@ from kbus.protocol.produce_request_decode import MIN_VERSION as PRODUCE_MIN_VERS
 from kbus.protocol.produce_request_decode import PRODUCE_KEY, decode_produce_request
 from kbus.protocol.splice import OutFrame
 
-_API_KEY = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+_API_KEY: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
 SASL_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size default
 
 

@@ -13,17 +13,18 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from kbus.protocol.record_batch import encode_unsigned_varint
 
 FLEXIBLE_VERSION = 12  # compact arrays, strings and bytes, tagged fields
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_PAIR = struct.Struct(">qq")
-_TOP_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+_PAIR: Final = struct.Struct(">qq")
+_TOP_V7: Final = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 # partition_index, error_code, high_watermark, last_stable_offset[, log_start_offset]
-_HEAD_V4 = struct.Struct(">ihqq")
-_HEAD_V5 = struct.Struct(">ihqqq")
+_HEAD_V4: Final = struct.Struct(">ihqq")
+_HEAD_V5: Final = struct.Struct(">ihqqq")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,15 +16,16 @@ fields are skipped, as Kafka does (kio refused them).
 from __future__ import annotations
 
 import struct
+from typing import Final
 
 from kbus.protocol.codec import ProtocolError, read_uvarint
 
-PRODUCE_KEY = 0
+PRODUCE_KEY: Final = 0
 MIN_VERSION, MAX_VERSION = 3, 12
-FLEXIBLE_VERSION = 9
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_ACKS_TIMEOUT = struct.Struct(">hi")
+FLEXIBLE_VERSION: Final = 9
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+_ACKS_TIMEOUT: Final = struct.Struct(">hi")
 
 
 # Plain classes, not dataclasses: mypyc compiles their __init__, where a dataclass's generated one stays interpreted
@@ -146,7 +147,7 @@ def _decode_classic(buf: bytes, pos: int) -> ProduceRequest:
     return ProduceRequest(transactional_id, acks, timeout, topics)
 
 
-_PARTITION_CLASSIC = struct.Struct(">ii")  # index, records length (-1: null)
+_PARTITION_CLASSIC: Final = struct.Struct(">ii")  # index, records length (-1: null)
 
 
 def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:

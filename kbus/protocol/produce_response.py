@@ -15,19 +15,20 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from kbus.protocol.fetch_response import EncodedBody
 from kbus.protocol.record_batch import encode_unsigned_varint
 
-MIN_VERSION = 3
-FLEXIBLE_VERSION = 9  # compact arrays and strings, tagged fields
-LEADER_HINTS_VERSION = 10  # KIP-951: CurrentLeader and NodeEndpoints
-MAX_VERSION = 12
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_HEAD = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms
-_I64 = struct.Struct(">q")
-_CURRENT_LEADER = struct.Struct(">BBBiiB")  # tagged-field count, tag, size, leader id, leader epoch, its tags
+MIN_VERSION: Final = 3
+FLEXIBLE_VERSION: Final = 9  # compact arrays and strings, tagged fields
+LEADER_HINTS_VERSION: Final = 10  # KIP-951: CurrentLeader and NodeEndpoints
+MAX_VERSION: Final = 12
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+_HEAD: Final = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms
+_I64: Final = struct.Struct(">q")
+_CURRENT_LEADER: Final = struct.Struct(">BBBiiB")  # tagged-field count, tag, size, leader id, leader epoch, its tags
 
 
 class PartitionProduceResult:

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import crc32c as _crc32c
 
@@ -36,55 +36,55 @@ from kbus.protocol.errors import CorruptRecordError, InvalidRecordError  # re-ex
 Buffer = bytes | bytearray | memoryview | mmap.mmap  # segment files are read through mmap (dump-log)
 
 # Field offsets inside a batch.
-BASE_OFFSET_OFFSET = 0
-LENGTH_OFFSET = 8
-PARTITION_LEADER_EPOCH_OFFSET = 12
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-LAST_OFFSET_DELTA_OFFSET = 23
-BASE_TIMESTAMP_OFFSET = 27
-MAX_TIMESTAMP_OFFSET = 35
-PRODUCER_ID_OFFSET = 43
-PRODUCER_EPOCH_OFFSET = 51
-BASE_SEQUENCE_OFFSET = 53
-RECORDS_COUNT_OFFSET = 57
-RECORDS_OFFSET = 61
+BASE_OFFSET_OFFSET: Final = 0
+LENGTH_OFFSET: Final = 8
+PARTITION_LEADER_EPOCH_OFFSET: Final = 12
+MAGIC_OFFSET: Final = 16
+CRC_OFFSET: Final = 17
+ATTRIBUTES_OFFSET: Final = 21
+LAST_OFFSET_DELTA_OFFSET: Final = 23
+BASE_TIMESTAMP_OFFSET: Final = 27
+MAX_TIMESTAMP_OFFSET: Final = 35
+PRODUCER_ID_OFFSET: Final = 43
+PRODUCER_EPOCH_OFFSET: Final = 51
+BASE_SEQUENCE_OFFSET: Final = 53
+RECORDS_COUNT_OFFSET: Final = 57
+RECORDS_OFFSET: Final = 61
 
-RECORD_BATCH_OVERHEAD = 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch its length field does not count
+RECORD_BATCH_OVERHEAD: Final = 61
+LOG_OVERHEAD: Final = 12  # baseOffset + batchLength: the part of a batch its length field does not count
 # Smallest legal batchLength: the header minus the 12-byte prefix (a batch with zero records).
-MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 
-MAGIC_V2 = 2
+MAGIC_V2: Final = 2
 
-COMPRESSION_CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_FLAG_MASK = 0x10
-CONTROL_FLAG_MASK = 0x20
-DELETE_HORIZON_FLAG_MASK = 0x40
+COMPRESSION_CODEC_MASK: Final = 0x07
+TIMESTAMP_TYPE_MASK: Final = 0x08
+TRANSACTIONAL_FLAG_MASK: Final = 0x10
+CONTROL_FLAG_MASK: Final = 0x20
+DELETE_HORIZON_FLAG_MASK: Final = 0x40
 
-COMPRESSION_NONE = 0
-COMPRESSION_GZIP = 1
-COMPRESSION_SNAPPY = 2
-COMPRESSION_LZ4 = 3
-COMPRESSION_ZSTD = 4
+COMPRESSION_NONE: Final = 0
+COMPRESSION_GZIP: Final = 1
+COMPRESSION_SNAPPY: Final = 2
+COMPRESSION_LZ4: Final = 3
+COMPRESSION_ZSTD: Final = 4
 COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
-TIMESTAMP_TYPE_CREATE = 0
-TIMESTAMP_TYPE_LOG_APPEND = 1
+TIMESTAMP_TYPE_CREATE: Final = 0
+TIMESTAMP_TYPE_LOG_APPEND: Final = 1
 
-NO_TIMESTAMP = -1
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP: Final = -1
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+NO_PARTITION_LEADER_EPOCH: Final = -1
 
-_INT32_MAX = 2**31 - 1
-LONG_MIN = -(2**63)
-LONG_MAX = 2**63 - 1
+_INT32_MAX: Final = 2**31 - 1
+LONG_MIN: Final = -(2**63)
+LONG_MAX: Final = 2**63 - 1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Final
 
 import crc32c as _crc32c
 
@@ -42,7 +43,7 @@ MAX_UNCOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
 CORRUPT_MESSAGE = ErrorCode.corrupt_message
 INVALID_TIMESTAMP = ErrorCode.invalid_timestamp
 INVALID_RECORD = ErrorCode.invalid_record
-_MAX_TS = struct.Struct(">q")
+_MAX_TS: Final = struct.Struct(">q")
 _LONG_MAX = rb.LONG_MAX
 
 

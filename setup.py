@@ -23,13 +23,17 @@ from setuptools import Extension, setup
 
 # Per-request code with no monkeypatching, no interpreted subclasses and no dynamic attributes (mypyc's limits).
 # Left interpreted: kbus/server/util/eager.py (its coroutine trampoline: mypyc refuses its generator),
-# kbus/server/util/metrics.py (mypyc cannot generate its **labels signatures). A compiled class's methods are
-# read-only and it cannot be subclassed by interpreted code, so tests inject faults below it (os.fsync) or build the
-# real object (tests/unit/test_api_handlers.py's fake_partition is a Partition over a Log that is never opened).
+# kbus/server/util/metrics.py (mypyc cannot generate its **labels signatures), kbus/protocol/fetch_request.py (the
+# follower's Fetch encoder: a compiled FetchRequestV12 refuses its own ClassVar api_key at construction). A compiled
+# class's methods are read-only on its instances, a wrapper set on the class is skipped by compiled callers, and it
+# cannot be subclassed by interpreted code: tests inject faults below it (os.fsync) or build the real object
+# (tests/unit/test_api_handlers.py's fake_partition is a Partition over a Log that is never opened).
 # Compiled code checks argument and return types at run time: a test's fake must be of the declared class.
 # kbus/server/network/processor.py's KafkaProtocol subclasses asyncio.Protocol (an interpreted class), so mypyc makes
 # it a regular Python class with compiled methods: bench/lib/latprobe.py can still wrap its data_received.
 COMPILED = [
+    "kbus/common/clock.py",
+    "kbus/common/topics.py",
     "kbus/protocol/bounds.py",
     "kbus/protocol/codec.py",
     "kbus/protocol/connection.py",
@@ -44,6 +48,7 @@ COMPILED = [
     "kbus/server/apis/fetch.py",
     "kbus/server/apis/metadata.py",
     "kbus/server/apis/produce.py",
+    "kbus/server/log/epochs.py",
     "kbus/server/log/index.py",
     "kbus/server/log/log.py",
     "kbus/server/log/producer_state.py",
@@ -53,7 +58,9 @@ COMPILED = [
     "kbus/server/network/socket_server.py",
     "kbus/server/partition/partition.py",
     "kbus/server/replication/fetch_session.py",
+    "kbus/server/replication/fetcher.py",
     "kbus/server/replication/replica_manager.py",
+    "kbus/server/replication/session.py",
 ]
 
 

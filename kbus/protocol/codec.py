@@ -90,16 +90,19 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         raise ProtocolError(str(exc)) from None
 
 
-def skip_tagged_fields(buf: bytes, pos: int) -> int:
-    """Past a header's tagged fields (request header v2, response header v1): kbus reads none of them. Returns the
-    body's offset; ProtocolError when the fields run past the frame."""
+def skip_tagged_fields(buf: bytes, pos: int, what: str = "header") -> int:
+    """Past a flexible version's tagged fields (headers', and the hand-written request decoders' entities'): kbus
+    reads none of them, and Kafka skips the ones it does not know. Returns the offset after them; ProtocolError
+    ("truncated <what> tagged fields") when they run past the frame."""
+    if pos < len(buf) and buf[pos] == 0:  # none: the common case, one byte
+        return pos + 1
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):
         _, pos = read_uvarint(buf, pos)
         size, pos = read_uvarint(buf, pos)
         pos += size
         if pos > len(buf):
-            raise ProtocolError("truncated header tagged fields")
+            raise ProtocolError(f"truncated {what} tagged fields")
     return pos
 
 

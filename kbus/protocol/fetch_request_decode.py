@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kbus.protocol.codec import ProtocolError, read_uvarint
+from kbus.protocol.codec import ProtocolError, read_uvarint, skip_tagged_fields
 
 FETCH_KEY = 1
 MIN_VERSION, MAX_VERSION = 4, 12
@@ -136,15 +136,8 @@ class _Reader:
         return value
 
     def skip_tagged(self) -> None:
-        if not self.flexible:
-            return
-        n, self.pos = read_uvarint(self.buf, self.pos)
-        for _ in range(n):
-            _, self.pos = read_uvarint(self.buf, self.pos)
-            size, self.pos = read_uvarint(self.buf, self.pos)
-            self.pos += size
-            if self.pos > len(self.buf):
-                raise ProtocolError("malformed FetchRequest: truncated tagged fields")
+        if self.flexible:
+            self.pos = skip_tagged_fields(self.buf, self.pos, "FetchRequest")
 
 
 def decode_fetch_request(frame: bytes, version: int, body_offset: int) -> FetchRequest:

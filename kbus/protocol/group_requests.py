@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from kbus.protocol.codec import ProtocolError, clamp_retention_ms, read_uvarint
+from kbus.protocol.codec import ProtocolError, clamp_retention_ms, read_uvarint, skip_tagged_fields
 
 OFFSET_COMMIT_KEY, HEARTBEAT_KEY = 8, 12
 OFFSET_COMMIT_VERSIONS = (2, 10)
@@ -151,15 +151,8 @@ class _Reader:
         return n
 
     def skip_tagged(self) -> None:
-        if not self.flexible:
-            return
-        n, self.pos = read_uvarint(self.buf, self.pos)
-        for _ in range(n):
-            _, self.pos = read_uvarint(self.buf, self.pos)
-            size, self.pos = read_uvarint(self.buf, self.pos)
-            self.pos += size
-            if self.pos > self.end:
-                raise self.error("truncated tagged fields")
+        if self.flexible:
+            self.pos = skip_tagged_fields(self.buf, self.pos, self.name)
 
 
 def decode_offset_commit_request(frame: bytes, version: int, body_offset: int) -> OffsetCommitRequest:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from kbus.protocol.codec import ProtocolError, read_uvarint
+from kbus.protocol.codec import ProtocolError, read_uvarint, skip_tagged_fields
 
 PRODUCE_KEY: Final = 0
 MIN_VERSION, MAX_VERSION = 3, 12
@@ -200,13 +200,4 @@ def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
 
 def _skip_tagged(buf: bytes, pos: int) -> int:
     """Past an entity's tagged fields (Produce defines none up to v12: Kafka skips unknown ones, and so does this)."""
-    if pos < len(buf) and buf[pos] == 0:  # none: the common case, one byte
-        return pos + 1
-    count, pos = read_uvarint(buf, pos)
-    for _ in range(count):
-        _, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise _malformed("truncated tagged fields")
-    return pos
+    return skip_tagged_fields(buf, pos, "ProduceRequest")

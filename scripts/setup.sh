@@ -23,6 +23,8 @@ command -v gcc >/dev/null 2>&1 || need_pkgs+=(gcc)
 command -v systemd-analyze >/dev/null 2>&1 || need_pkgs+=(systemd)
 # tmux runs kaskade (a terminal UI) in tests/e2e/ecosystem/test_python_apps.py, its screen read with capture-pane
 command -v tmux >/dev/null 2>&1 || need_pkgs+=(tmux)
+# ip (network namespaces of the partition tests) and ss (a connection's socket buffers, test_connection_handling.py)
+{ command -v ip && command -v ss; } >/dev/null 2>&1 || need_pkgs+=(iproute2)
 # headless Chromium and its WebDriver: the browser tests of kbus ui (tests/e2e/test_ui_browser.py)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import re
-import shutil
 import socket
 import struct
 import subprocess
@@ -125,7 +124,6 @@ def server_side_buffers(port: int, client_port: int) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-@pytest.mark.skipif(shutil.which("ss") is None, reason="reads the broker's socket buffers with ss (iproute2)")
 def test_accepted_connections_get_the_socket_buffer_sizes_of_the_config(broker, broker_factory):
     # Kafka's Acceptor: SO_RCVBUF = socket.receive.buffer.bytes on the listening socket (accepted connections inherit
     # it), SO_SNDBUF = socket.send.buffer.bytes on each accepted one, both 102400 by default. kbus used to leave both

@@ -26,6 +26,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -368,6 +369,7 @@ def main() -> int:
         cluster.stop()
         broker.terminate()
         broker.wait(30)
+        shutil.rmtree(work, ignore_errors=True)  # the broker's log and Spark's work dirs: GBs a run
     load = os.getloadavg()
     print(f"\n{args.records:,} records of {args.value_size} B, {args.tasks} tasks, standalone cluster of 2 workers x 1 "
           f"core, spark.speculation=true; load average {load[0]:.1f}, {os.cpu_count()} CPUs\n")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -211,6 +212,7 @@ def main() -> int:
         cluster.stop()
         broker.terminate()
         broker.wait(30)
+        shutil.rmtree(workdir, ignore_errors=True)  # the broker's log and Spark's work dirs: GBs a run
 
 
 if __name__ == "__main__":

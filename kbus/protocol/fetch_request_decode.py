@@ -19,11 +19,11 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kbus.protocol.codec import ProtocolError, read_uvarint, skip_tagged_fields
+from kbus.protocol.codec import ProtocolError
+from kbus.protocol.request_reader import RequestReader
 
 FETCH_KEY = 1
 MIN_VERSION, MAX_VERSION = 4, 12
-_I8, _I16, _I32 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i")
 
 
 class PartitionV4(NamedTuple):
@@ -97,63 +97,20 @@ class FetchRequest:
     rack_id: str
 
 
-class _Reader:
-    __slots__ = ("buf", "flexible", "pos")
-
-    def __init__(self, buf: bytes, pos: int, flexible: bool) -> None:
-        self.buf = buf
-        self.pos = pos
-        self.flexible = flexible
-
-    def fixed(self, s: struct.Struct) -> int:
-        (value,) = s.unpack_from(self.buf, self.pos)
-        self.pos += s.size
-        return int(value)
-
-    def count(self, min_item_size: int) -> int:
-        """An array's length (a compact one in flexible versions); never more items than bytes left allow."""
-        if self.flexible:
-            n, self.pos = read_uvarint(self.buf, self.pos)
-            n -= 1
-        else:
-            n = self.fixed(_I32)
-        if n < 0:
-            raise ProtocolError("malformed FetchRequest: a null array where one is required")
-        if n * min_item_size > len(self.buf) - self.pos:
-            raise ProtocolError(f"malformed FetchRequest: {n} items claimed, {len(self.buf) - self.pos} bytes left")
-        return n
-
-    def string(self) -> str:
-        if self.flexible:
-            n, self.pos = read_uvarint(self.buf, self.pos)
-            n -= 1
-        else:
-            n = self.fixed(_I16)
-        if n < 0 or self.pos + n > len(self.buf):
-            raise ProtocolError("malformed FetchRequest: bad string length")
-        value = self.buf[self.pos : self.pos + n].decode()
-        self.pos += n
-        return value
-
-    def skip_tagged(self) -> None:
-        if self.flexible:
-            self.pos = skip_tagged_fields(self.buf, self.pos, "FetchRequest")
-
-
 def decode_fetch_request(frame: bytes, version: int, body_offset: int) -> FetchRequest:
     """The Fetch request body at `body_offset` of `frame`; ProtocolError when it is malformed."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ProtocolError(f"Fetch v{version} has no hand-written decoder")
     try:
-        return _decode(_Reader(frame, body_offset, version >= 12), version)
+        return _decode(RequestReader(frame, body_offset, version >= 12, f"FetchRequest v{version}"), version)
     except (struct.error, UnicodeDecodeError, IndexError) as exc:
         raise ProtocolError(f"malformed FetchRequest v{version}: {exc}") from None
 
 
-def _decode(r: _Reader, version: int) -> FetchRequest:
-    replica_id, max_wait, min_bytes, max_bytes = (r.fixed(_I32) for _ in range(4))
-    isolation_level = r.fixed(_I8)
-    session_id, session_epoch = (r.fixed(_I32), r.fixed(_I32)) if version >= 7 else (0, -1)
+def _decode(r: RequestReader, version: int) -> FetchRequest:
+    replica_id, max_wait, min_bytes, max_bytes = r.i32(), r.i32(), r.i32(), r.i32()
+    isolation_level = r.i8()
+    session_id, session_epoch = (r.i32(), r.i32()) if version >= 7 else (0, -1)
     part_struct, part_type = _layout(version)
     topics: list[FetchTopic] = []
     for _ in range(r.count(2 if r.flexible else 6)):
@@ -175,7 +132,7 @@ def _decode(r: _Reader, version: int) -> FetchRequest:
                         topics, forgotten, rack_id)  # fmt: skip
 
 
-def _partitions(r: _Reader, n: int, part_struct: struct.Struct, part_type: type[NamedTuple]) -> list[NamedTuple]:
+def _partitions(r: RequestReader, n: int, part_struct: struct.Struct, part_type: type[NamedTuple]) -> list[NamedTuple]:
     size = part_struct.size
     end = r.pos + n * size
     # flexible: the fast path holds when every partition's last byte (its tagged-field count) is 0

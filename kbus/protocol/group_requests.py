@@ -16,12 +16,12 @@ from __future__ import annotations
 import struct
 import uuid
 
-from kbus.protocol.codec import ProtocolError, clamp_retention_ms, read_uvarint, skip_tagged_fields
+from kbus.protocol.codec import ProtocolError, clamp_retention_ms
+from kbus.protocol.request_reader import RequestReader
 
 OFFSET_COMMIT_KEY, HEARTBEAT_KEY = 8, 12
 OFFSET_COMMIT_VERSIONS = (2, 10)
 HEARTBEAT_VERSIONS = (0, 4)
-_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _I32_I64 = struct.Struct(">iq")  # partition index, committed offset
 
 
@@ -80,86 +80,11 @@ class HeartbeatRequest:
         self.group_instance_id = group_instance_id
 
 
-class _Reader:
-    __slots__ = ("buf", "end", "flexible", "name", "pos")
-
-    def __init__(self, buf: bytes, pos: int, flexible: bool, name: str) -> None:
-        self.buf = buf
-        self.pos = pos
-        self.end = len(buf)
-        self.flexible = flexible
-        self.name = name
-
-    def error(self, what: str) -> ProtocolError:
-        return ProtocolError(f"malformed {self.name}: {what}")
-
-    def i32(self) -> int:
-        if self.pos + 4 > self.end:
-            raise self.error("truncated")
-        (value,) = _I32.unpack_from(self.buf, self.pos)
-        self.pos += 4
-        return int(value)
-
-    def i64(self) -> int:
-        if self.pos + 8 > self.end:
-            raise self.error("truncated")
-        (value,) = _I64.unpack_from(self.buf, self.pos)
-        self.pos += 8
-        return int(value)
-
-    def _length(self) -> int:
-        """A string's or an array's length; -1 for null."""
-        if self.flexible:
-            n, self.pos = read_uvarint(self.buf, self.pos)
-            return n - 1
-        if self.pos + 2 > self.end:
-            raise self.error("truncated")
-        (n,) = _I16.unpack_from(self.buf, self.pos)
-        self.pos += 2
-        return int(n)
-
-    def nullable_string(self) -> str | None:
-        n = self._length()
-        if n < 0:
-            return None
-        if self.pos + n > self.end:
-            raise self.error("a string runs past the frame")
-        try:
-            value = self.buf[self.pos : self.pos + n].decode()
-        except UnicodeDecodeError as exc:
-            raise self.error(str(exc)) from None
-        self.pos += n
-        return value
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise self.error("a null string where one is required")
-        return value
-
-    def count(self, min_item_size: int) -> int:
-        """An array's length (a compact one in flexible versions); never more items than bytes left allow."""
-        if self.flexible:
-            n, self.pos = read_uvarint(self.buf, self.pos)
-            n -= 1
-        else:
-            n = self.i32()
-        if n < 0:
-            raise self.error("a null array where one is required")
-        if n * min_item_size > self.end - self.pos:
-            raise self.error(f"{n} items claimed, {self.end - self.pos} bytes left")
-        return n
-
-    def skip_tagged(self) -> None:
-        if self.flexible:
-            self.pos = skip_tagged_fields(self.buf, self.pos, self.name)
-
-
 def decode_offset_commit_request(frame: bytes, version: int, body_offset: int) -> OffsetCommitRequest:
     """The OffsetCommit request body at `body_offset` of `frame`; ProtocolError when it is malformed."""
     if not OFFSET_COMMIT_VERSIONS[0] <= version <= OFFSET_COMMIT_VERSIONS[1]:
         raise ProtocolError(f"OffsetCommit v{version} has no hand-written decoder")
-    r = _Reader(frame, body_offset, version >= 8, f"OffsetCommitRequest v{version}")
+    r = RequestReader(frame, body_offset, version >= 8, f"OffsetCommitRequest v{version}")
     group_id = r.string()
     generation = r.i32()
     member_id = r.string()
@@ -199,7 +124,7 @@ def decode_heartbeat_request(frame: bytes, version: int, body_offset: int) -> He
     """The Heartbeat request body at `body_offset` of `frame`; ProtocolError when it is malformed."""
     if not HEARTBEAT_VERSIONS[0] <= version <= HEARTBEAT_VERSIONS[1]:
         raise ProtocolError(f"Heartbeat v{version} has no hand-written decoder")
-    r = _Reader(frame, body_offset, version >= 4, f"HeartbeatRequest v{version}")
+    r = RequestReader(frame, body_offset, version >= 4, f"HeartbeatRequest v{version}")
     group_id = r.string()
     generation = r.i32()
     member_id = r.string()

@@ -3,6 +3,7 @@
     bench/run SCENARIO [ARGS ...]   run one scenario; its raw results go to $RESULTS
                                     (default bench/results/<UTC date>-<short host name>/)
     bench/run report [--out FILE] [DIR ...]   bench/REPORT.md (and missing charts) from the results folders
+    bench/run readme DIR [--print]  the README's shape table from DIR/shapes.md's run (after `bench/run shapes`)
     bench/run --list                the scenarios, their arguments and their output files
 
 Each run is appended to $RESULTS/commands.jsonl (the command line with the environment that shaped it, and the
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import shapes
 from benchlib import REPO, results_dir
 
 PY = os.environ.get("PY", ".venv/bin/python")
@@ -122,6 +124,7 @@ def list_scenarios() -> None:
     for s in SCENARIOS:
         print(f"  {s.name:<17} {s.what}")
         print(f"  {'':<17} args: {s.args}" + (f"   writes: {', '.join(s.outputs)}" if s.outputs else ""))
+    print("  readme DIR        README.md's shape table (between its shape-table markers) from DIR/shapes.json")
     print("  report            bench/REPORT.md and charts from bench/results/*/ (the raw data of every figure)")
 
 
@@ -135,15 +138,15 @@ def run(name: str, args: list[str]) -> int:
     out = REPO / env["RESULTS"]
     out.mkdir(parents=True, exist_ok=True)
     started = datetime.datetime.now(datetime.UTC)
-    if name == "shapes":
-        rc = run_shapes(args, env)
-    else:
-        rc = subprocess.run([*scenario.argv, *args], cwd=REPO, env=env, check=False).returncode
     shaping = {k: os.environ[k] for k in ENV_KEYS if k in os.environ}
-    written = sorted({p.name for pattern in scenario.outputs for p in out.glob(pattern)
-                      if p.stat().st_mtime >= started.timestamp() - 1})
     command = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in shaping.items()), "bench/run", name,
                         *map(shlex.quote, args)])
+    if name == "shapes":
+        rc = run_shapes(args, env, command)
+    else:
+        rc = subprocess.run([*scenario.argv, *args], cwd=REPO, env=env, check=False).returncode
+    written = sorted({p.name for pattern in scenario.outputs for p in out.glob(pattern)
+                      if p.stat().st_mtime >= started.timestamp() - 1})
     with open(out / "commands.jsonl", "a") as f:
         f.write(json.dumps({"time": started.strftime("%Y-%m-%dT%H:%M:%SZ"), "command": command, "exit": rc,
                             "outputs": written}) + "\n")
@@ -152,21 +155,31 @@ def run(name: str, args: list[str]) -> int:
     return rc
 
 
-def run_shapes(args: list[str], env: dict[str, str]) -> int:
+def run_shapes(args: list[str], env: dict[str, str], command: str) -> int:
     """Issue 23's shape table: the scale curves and the small-request costs of Kafka, kbus and (KBUS_BASE=DIR) the
-    kbus of another checkout in one run, then their tables in $RESULTS/shapes.md and the charts beside them."""
+    kbus of another checkout in one run, then $RESULTS/shapes.md (bench/lib/shapes.py: one row per shape, the
+    ratios, the misses, the load, the command), shapes.json (what `bench/run readme` needs) and the charts."""
+    env = {k: v for k, v in env.items() if k != "OUT"}  # both scripts read OUT: each keeps its own file
     rounds = args[:1] or ["1"]
     since = datetime.datetime.now().strftime("%Y-%m-%dT%H:%M:%S")  # the scripts stamp local time
     rc = subprocess.run([S + "scale.sh", *rounds], cwd=REPO, env=env, check=False).returncode
-    rc = rc or subprocess.run([S + "small_requests.sh", *rounds, *args[1:]], cwd=REPO, env=env,
-                              check=False).returncode
+    if rc < 0 or rc >= 128:  # killed or interrupted: no second half
+        return rc
+    rc = subprocess.run([S + "small_requests.sh", *rounds, *args[1:]], cwd=REPO, env=env,
+                        check=False).returncode or rc
     out = REPO / env["RESULTS"]
+    meta = {"since": since, "command": command, "scale": "scale.jsonl", "small": "small_requests.jsonl",
+            "files": ["scale.jsonl", "small_requests.jsonl"]}
+    (out / "shapes.json").write_text(json.dumps(meta, indent=1) + "\n")
+    rows = shapes.build(shapes.read_jsonl(out / "scale.jsonl", since),
+                        shapes.read_jsonl(out / "small_requests.jsonl", since))
+    charts = sorted(p.name for p in out.glob("scale_*.png"))
     scale = _capture([PY, S + "scale.py", "table", "--data", str(out / "scale.jsonl"), "--since", since])
     small = small_requests_table(out / "small_requests.jsonl", since)
-    text = (f"# Shapes, {since}\n\n## Scale curves (scale.jsonl)\n{scale}\n\n"
-            "## Small requests (small_requests.jsonl)\n\n")
-    (out / "shapes.md").write_text(text + small + "\n")
-    print(text + small)
+    text = (shapes.document(meta, rows, charts) + f"\n## Scale curves in full (scale.jsonl)\n{scale}\n\n"
+            f"## Small requests (small_requests.jsonl)\n\n{small}\n")
+    (out / "shapes.md").write_text(text)
+    print(text)
     return rc
 
 
@@ -303,6 +316,8 @@ def main(argv: list[str]) -> int:
         list_scenarios()
         return 0
     name, args = argv[0], argv[1:]
+    if name == "readme":
+        return shapes.main(["readme", *args])
     if name == "report":
         out = REPO / "bench/REPORT.md"
         if args[:1] == ["--out"] and len(args) > 1:

@@ -203,6 +203,10 @@ def document(meta: dict[str, Any], rows: list[Row], charts: list[str]) -> str:
 
 def readme_block(results: Path, repo: Path = REPO) -> str:
     """The README's shape table, from RESULTS/shapes.json (written by `bench/run shapes`) and the raw files."""
+    if not (results / "shapes.json").is_file():
+        raise SystemExit(f"{results}: no shapes.json (written by `bench/run shapes`)")
+    if not results.resolve().is_relative_to(repo.resolve()):
+        raise SystemExit(f"{results}: not under {repo} (the README links the charts by their path in the repository)")
     meta = json.loads((results / "shapes.json").read_text())
     rows = build(read_jsonl(results / meta["scale"], meta["since"]) if meta.get("scale") else [],
                  read_jsonl(results / meta["small"], meta["since"]) if meta.get("small") else [])

@@ -111,6 +111,9 @@ def test_readme_block_from_a_results_folder_and_splice(tmp_path: Path) -> None:
     assert "old table" not in out and out.endswith("\n\nmore\n") and out.count(shapes.BEGIN) == 1
     with pytest.raises(SystemExit):
         shapes.splice("# no markers\n", block)
+    (results / "shapes.json").unlink()
+    with pytest.raises(SystemExit, match=r"no shapes\.json"):
+        shapes.readme_block(results, repo=tmp_path)
 
 
 def test_rows_before_since_are_left_out(tmp_path: Path) -> None:

@@ -171,6 +171,9 @@ class Broker:
         return self.replicas.append_records(part, records, acks, from_coordinator=from_coordinator,
                                             transaction_version=transaction_version)
 
+    def acks_satisfied(self, part: Partition, result: AppendResult, acks: int) -> bool:
+        return self.replicas.acks_satisfied(part, result, acks)
+
     async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None:
         await self.replicas.wait_for_acks(part, result, acks, timeout_ms)
 

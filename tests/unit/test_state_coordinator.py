@@ -5,10 +5,18 @@ NOT_COORDINATOR again after resignation."""
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from kio.schema.errors import ErrorCode as E
 
-from kbus.server.coordinator.state_topic import BackgroundTasks, StateCoordinator, StatePartitions
+from kbus.server.coordinator.state_topic import (
+    BackgroundTasks,
+    InternalTopicLog,
+    StateCoordinator,
+    StatePartitions,
+    StateReplicas,
+)
+from kbus.server.log.log import AppendResult
 
 
 class GatedLog:
@@ -50,3 +58,33 @@ def test_a_partition_is_not_coordinated_then_loading_then_owned_then_not_after_r
         assert c.ownership_error(0) == E.not_coordinator and c.installed == {} and not c.loading
 
     asyncio.run(run())
+
+
+class _Replicas:
+    """What InternalTopicLog asks of the replica manager; `committed` answers acks_satisfied."""
+
+    def __init__(self, committed: bool) -> None:
+        self.committed = committed
+        self.waits = 0
+
+    def leader_partition(self, topic: str, index: int) -> tuple[object, E]:
+        return object(), E.none
+
+    def append_records(self, part: object, records: bytes, acks: int) -> AppendResult:
+        return AppendResult(7, 7, -1, 0)
+
+    def acks_satisfied(self, part: object, result: AppendResult, acks: int) -> bool:
+        return self.committed
+
+    async def wait_for_acks(self, part: object, result: AppendResult, acks: int, timeout_ms: int) -> None:
+        self.waits += 1
+
+
+def test_an_append_already_committed_does_not_wait_for_acks() -> None:
+    """A leader that is the whole ISR has committed each append on the spot (every offset commit of a one-broker
+    cluster): InternalTopicLog returns without a wait_for_acks coroutine; otherwise it waits."""
+    for committed, waits in ((True, 0), (False, 1)):
+        replicas = _Replicas(committed)
+        log = InternalTopicLog("__consumer_offsets", cast(StateReplicas, replicas))
+        assert asyncio.run(log.append(0, b"batch")) == 7
+        assert replicas.waits == waits

@@ -49,6 +49,7 @@ COMPILED = [
     "kbus/server/apis/fetch.py",
     "kbus/server/apis/metadata.py",
     "kbus/server/apis/produce.py",
+    "kbus/server/coordinator/commit_batch.py",
     "kbus/server/log/epochs.py",
     "kbus/server/log/index.py",
     "kbus/server/log/log.py",

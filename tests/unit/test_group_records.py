@@ -6,6 +6,8 @@ import struct
 
 import pytest
 
+from kbus.protocol.record_batch import build_batch, decode_records
+from kbus.server.coordinator.commit_batch import check_offsets, offset_commit_batch
 from kbus.server.coordinator.records import (
     GroupKey,
     GroupMetadataRecord,
@@ -65,6 +67,36 @@ def test_offset_value_with_expire_timestamp_is_v1() -> None:
     raw = offset_commit_value(value)
     assert raw[:2] == b"\x00\x01"
     assert decode_offset_value(raw) == OffsetAndMetadata(5, -1, "", 1000, 61000)
+
+
+def test_offset_values_byte_for_byte() -> None:
+    """Kafka's OffsetCommitValue v3 (offset, leader epoch, metadata, commit timestamp) and v1 (offset, metadata,
+    commit and expire timestamps), metadata as an int16-length UTF-8 string."""
+    md = "é/meta"
+    raw_md = md.encode("utf-8")
+    v3 = offset_commit_value(OffsetAndMetadata(42, 7, md, 1700000000000))
+    assert v3 == struct.pack(">hqih", 3, 42, 7, len(raw_md)) + raw_md + struct.pack(">q", 1700000000000)
+    v1 = offset_commit_value(OffsetAndMetadata(42, 7, md, 1000, 61000))
+    assert v1 == struct.pack(">hqh", 1, 42, len(raw_md)) + raw_md + struct.pack(">qq", 1000, 61000)
+
+
+def test_offset_commit_batch_is_one_record_per_partition() -> None:
+    offsets = {("t", 0): OffsetAndMetadata(5, 1, "", 10), ("u", 2): OffsetAndMetadata(9, -1, "m", 10, 20)}
+    batch = offset_commit_batch("g", offsets, 1234)
+    assert batch == build_batch([(offset_commit_key("g", t, p), offset_commit_value(om))
+                                 for (t, p), om in offsets.items()], timestamp_ms=1234)  # fmt: skip
+    records = decode_records(batch)
+    assert [decode_key(r.key) for r in records] == [OffsetKey("g", "t", 0), OffsetKey("g", "u", 2)]
+    assert [r.timestamp for r in records] == [1234, 1234]
+
+
+def test_check_offsets_refuses_unknown_partitions_and_long_metadata() -> None:
+    offsets = {("t", 0): OffsetAndMetadata(1, metadata="x" * 10), ("t", 1): OffsetAndMetadata(1, metadata="é" * 6),
+               ("gone", 0): OffsetAndMetadata(1)}  # fmt: skip
+    errors, valid = check_offsets(offsets, lambda topic, partition: topic == "t", 11)
+    assert errors == {("t", 1): 12, ("gone", 0): 3}  # OFFSET_METADATA_TOO_LARGE (12 bytes), UNKNOWN_TOPIC_OR_PARTITION
+    assert valid == {("t", 0): offsets[("t", 0)]}
+    assert check_offsets(offsets, None, 4096) == ({}, offsets)
 
 
 def test_offset_value_v4_flexible_decodes() -> None:

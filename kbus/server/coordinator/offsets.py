@@ -11,10 +11,11 @@ from collections.abc import Iterable
 from kio.schema.errors import ErrorCode as E
 
 from kbus.protocol.record_batch import build_batch
+from kbus.server.coordinator.commit_batch import check_offsets, offset_commit_batch, offset_commit_records
 from kbus.server.coordinator.consumer_group import validate_offset_commit
 from kbus.server.coordinator.group import Group, GroupState
 from kbus.server.coordinator.group_store import GroupStore, TopicPartition
-from kbus.server.coordinator.records import OffsetAndMetadata, offset_commit_key, offset_commit_value
+from kbus.server.coordinator.records import OffsetAndMetadata
 
 log = logging.getLogger("kbus.coordinator")
 
@@ -87,20 +88,9 @@ class GroupOffsets(GroupStore):
         self, offsets: dict[TopicPartition, OffsetAndMetadata]
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, OffsetAndMetadata]]:
         """(errors of the partitions refused, the offsets that may be stored): unknown partitions and metadata
-        longer than offset.metadata.max.bytes are refused, for plain and transactional commits alike."""
-        result: dict[TopicPartition, int] = {}
-        valid: dict[TopicPartition, OffsetAndMetadata] = {}
-        exists = self._partition_exists
-        max_bytes = self.config.offset_metadata_max_bytes
-        for tp, om in offsets.items():
-            if exists is not None and not exists(*tp):
-                result[tp] = E.unknown_topic_or_partition
-            # a str of n characters is at most 4n UTF-8 bytes: only a long one needs encoding to be measured
-            elif len(om.metadata) * 4 > max_bytes and len(om.metadata.encode("utf-8")) > max_bytes:
-                result[tp] = E.offset_metadata_too_large
-            else:
-                valid[tp] = om
-        return result, valid
+        longer than offset.metadata.max.bytes are refused, for plain and transactional commits alike (compiled:
+        commit_batch.check_offsets)."""
+        return check_offsets(offsets, self._partition_exists, self.config.offset_metadata_max_bytes)
 
     async def _store_offsets(
         self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]
@@ -108,14 +98,12 @@ class GroupOffsets(GroupStore):
         result, valid = self._check_offsets(offsets)
         if not valid:
             return result
-        now = self.clock()
-        group_id = group.group_id
-        records = [(offset_commit_key(group_id, t, p), offset_commit_value(om)) for (t, p), om in valid.items()]
+        batch = offset_commit_batch(group.group_id, valid, self.clock())
         pending = group.pending_offset_commits  # a Counter; get() does not go through its __missing__ (Python)
         for tp in valid:
             pending[tp] = pending.get(tp, 0) + 1
         try:
-            await self.log.append(group.partition, build_batch(records, timestamp_ms=now))
+            await self.log.append(group.partition, batch)
             error: int = E.none
         except Exception as exc:
             error = self._append_error(group.partition, exc, for_offsets=True)
@@ -166,9 +154,13 @@ class GroupOffsets(GroupStore):
         result, valid = self._check_offsets(offsets)
         if not valid:
             return result
-        records = [(offset_commit_key(group_id, t, p), offset_commit_value(om)) for (t, p), om in valid.items()]
-        batch = build_batch(records, timestamp_ms=self.clock(), producer_id=producer_id,
-                            producer_epoch=producer_epoch, is_transactional=True)
+        batch = build_batch(
+            offset_commit_records(group_id, valid),
+            timestamp_ms=self.clock(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            is_transactional=True,
+        )
         try:
             await self.log.append(group.partition, batch)
             error = E.none

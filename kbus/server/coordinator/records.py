@@ -24,11 +24,16 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple
 
-OFFSET_COMMIT_KEY_VERSION = 1
+# OffsetCommitKey v1 / OffsetCommitValue v3 (and v1) are written by the compiled commit_batch (every OffsetCommit
+# writes one of each per partition); they are re-exported here, the home of the formats
+from kbus.server.coordinator.commit_batch import OFFSET_COMMIT_KEY_VERSION as OFFSET_COMMIT_KEY_VERSION
+from kbus.server.coordinator.commit_batch import OFFSET_COMMIT_VALUE_VERSION as OFFSET_COMMIT_VALUE_VERSION
+from kbus.server.coordinator.commit_batch import OffsetAndMetadata as OffsetAndMetadata
+from kbus.server.coordinator.commit_batch import offset_commit_key as offset_commit_key
+from kbus.server.coordinator.commit_batch import offset_commit_value as offset_commit_value
+
 GROUP_METADATA_KEY_VERSION = 2
-OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
 
 _I16 = struct.Struct(">h")
@@ -59,17 +64,6 @@ def partition_for(group_id: str, num_partitions: int) -> int:
 
 
 # ---------------------------------------------------------------- the values
-
-
-class OffsetAndMetadata(NamedTuple):
-    """One committed offset. A named tuple, not a frozen dataclass: every OffsetCommit makes one per partition, and
-    a frozen dataclass's __init__ (object.__setattr__ per field) cost about three times as much."""
-
-    offset: int
-    leader_epoch: int = -1
-    metadata: str = ""
-    commit_timestamp: int = -1
-    expire_timestamp: int | None = None
 
 
 @dataclass(slots=True)
@@ -361,25 +355,8 @@ def decode_share_state_partition_metadata_value(value: bytes) -> list[tuple[uuid
     return out
 
 
-def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    # one pack (not a _Writer call per field): every OffsetCommit writes one per partition
-    g, t = group.encode("utf-8"), topic.encode("utf-8")
-    return struct.pack(f">hh{len(g)}sh{len(t)}si", OFFSET_COMMIT_KEY_VERSION, len(g), g, len(t), t, partition)
-
-
 def group_metadata_key(group: str) -> bytes:
     return bytes(_Writer().i16(GROUP_METADATA_KEY_VERSION).string(group).buf)
-
-
-def offset_commit_value(value: OffsetAndMetadata) -> bytes:
-    if value.expire_timestamp is not None:
-        # v1 is the only version with an expire timestamp (OffsetCommit v2-v4 retention_time).
-        w = _Writer().i16(1).i64(value.offset).string(value.metadata).i64(value.commit_timestamp)
-        w.i64(value.expire_timestamp)
-        return bytes(w.buf)
-    md = value.metadata.encode("utf-8")
-    return struct.pack(f">hqih{len(md)}sq", OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, len(md), md,
-                       value.commit_timestamp)  # fmt: skip
 
 
 def group_metadata_value(value: GroupMetadataRecord) -> bytes:

@@ -1,0 +1,120 @@
+"""The per-partition work of an OffsetCommit, compiled (setup.py COMPILED): which offsets may be stored, and the
+`__consumer_offsets` batch that stores them, in Kafka's OffsetCommitKey v1 / OffsetCommitValue v3 (v1 with an
+explicit expire timestamp) format. records.py re-exports what is defined here and documents the formats.
+
+A consumer commits after every poll: the group coordinator (four interpreted mixins) hands this module its
+offsets, and each partition's checks, key, value and the batch around them run compiled.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import NamedTuple
+
+import crc32c
+from kio.schema.errors import ErrorCode as E
+
+from kbus.protocol.record_batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
+    encode_varint,
+)
+
+OFFSET_COMMIT_KEY_VERSION = 1
+OFFSET_COMMIT_VALUE_VERSION = 3
+_OFFSET_COMMIT_VALUE_V1 = 1  # the only version with an expire timestamp (OffsetCommit v2-v4 retention_time)
+# record_batch's v2 batch header (build_batch's), from baseOffset to recordCount
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_UINT32 = struct.Struct(">I")
+_UNKNOWN_TOPIC_OR_PARTITION = int(E.unknown_topic_or_partition)
+_OFFSET_METADATA_TOO_LARGE = int(E.offset_metadata_too_large)
+
+
+class OffsetAndMetadata(NamedTuple):
+    """One committed offset. A named tuple, not a frozen dataclass: every OffsetCommit makes one per partition, and
+    a frozen dataclass's __init__ (object.__setattr__ per field) cost about three times as much."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int | None = None
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    g, t = group.encode("utf-8"), topic.encode("utf-8")
+    return struct.pack(f">hh{len(g)}sh{len(t)}si", OFFSET_COMMIT_KEY_VERSION, len(g), g, len(t), t, partition)
+
+
+def offset_commit_value(value: OffsetAndMetadata) -> bytes:
+    md = value.metadata.encode("utf-8")
+    expire = value.expire_timestamp
+    if expire is not None:
+        return struct.pack(f">hqh{len(md)}sqq", _OFFSET_COMMIT_VALUE_V1, value.offset, len(md), md,
+                           value.commit_timestamp, expire)  # fmt: skip
+    return struct.pack(f">hqih{len(md)}sq", OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, len(md), md,
+                       value.commit_timestamp)  # fmt: skip
+
+
+def check_offsets(
+    offsets: dict[tuple[str, int], OffsetAndMetadata],
+    exists: Callable[[str, int], bool] | None,
+    max_metadata_bytes: int,
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], OffsetAndMetadata]]:
+    """(errors of the partitions refused, the offsets that may be stored): unknown partitions and metadata longer
+    than offset.metadata.max.bytes are refused, for plain and transactional commits alike."""
+    result: dict[tuple[str, int], int] = {}
+    valid: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for tp, om in offsets.items():
+        if exists is not None and not exists(tp[0], tp[1]):
+            result[tp] = _UNKNOWN_TOPIC_OR_PARTITION
+        # a str of n characters is at most 4n UTF-8 bytes: only a long one needs encoding to be measured
+        elif len(om.metadata) * 4 > max_metadata_bytes and len(om.metadata.encode("utf-8")) > max_metadata_bytes:
+            result[tp] = _OFFSET_METADATA_TOO_LARGE
+        else:
+            valid[tp] = om
+    return result, valid
+
+
+def offset_commit_records(
+    group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]
+) -> list[tuple[bytes, bytes]]:
+    return [(offset_commit_key(group_id, tp[0], tp[1]), offset_commit_value(om)) for tp, om in offsets.items()]
+
+
+def offset_commit_batch(group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata], timestamp_ms: int) -> bytes:
+    """The batch of a plain (non-transactional) commit, one record per partition: what
+    `build_batch(offset_commit_records(...), timestamp_ms=...)` writes, byte for byte, without its general case
+    (normalizing each record, headers, per-record timestamps, compression): a third of a one-partition commit's
+    coordinator work was that."""
+    out = bytearray(RECORD_BATCH_OVERHEAD)
+    count = 0
+    for tp, om in offsets.items():
+        key = offset_commit_key(group_id, tp[0], tp[1])
+        value = offset_commit_value(om)
+        record = bytearray(b"\0\0")  # attributes, timestamp delta (every record has the batch's timestamp)
+        encode_varint(count, record)  # offset delta
+        encode_varint(len(key), record)
+        record += key
+        encode_varint(len(value), record)
+        record += value
+        record.append(0)  # no headers
+        encode_varint(len(record), out)
+        out += record
+        count += 1
+    if count == 0:
+        raise ValueError("a record batch needs at least one record")
+    _BATCH_HEADER.pack_into(
+        out, 0, 0, len(out) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0, 0, count - 1, timestamp_ms,
+        timestamp_ms, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count,
+    )  # fmt: skip
+    _UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)

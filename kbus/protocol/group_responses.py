@@ -67,6 +67,17 @@ def encode_offset_commit_response(
     return EncodedBody(bytes(out))
 
 
+def errors_by_topic(errors: dict[tuple[str, int], int]) -> dict[str, list[tuple[int, int]]]:
+    """A commit's error code per (topic, partition), as the response lists them: per topic, in the order seen."""
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for tp, error in errors.items():
+        parts = by_topic.get(tp[0])
+        if parts is None:
+            by_topic[tp[0]] = parts = []
+        parts.append((tp[1], error))
+    return by_topic
+
+
 def _array_len(n: int, flexible: bool, out: bytearray) -> None:
     if flexible:
         encode_unsigned_varint(n + 1, out)

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from kbus.protocol.codec import build, encode_entity, nested, response_type
-from kbus.protocol.group_responses import encode_heartbeat_response, encode_offset_commit_response
+from kbus.protocol.group_responses import encode_heartbeat_response, encode_offset_commit_response, errors_by_topic
 from kbus.server.apis.registry import API_TABLE
 
 TID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -41,3 +41,9 @@ def test_offset_commit_same_bytes_as_kio(version: int, throttle: int) -> None:
     mine = encode_offset_commit_response(version, topics, throttle if version >= 3 else 0)
     assert mine.data == encode_entity(kio)
     assert encode_offset_commit_response(version, []).data == encode_entity(build(cls, throttle_time=0, topics=()))
+
+
+def test_errors_by_topic_keeps_the_order_partitions_were_seen_in() -> None:
+    errors = {("b", 1): 0, ("a", 0): 3, ("b", 0): 29}
+    assert errors_by_topic(errors) == {"b": [(1, 0), (0, 29)], "a": [(0, 3)]}
+    assert list(errors_by_topic(errors)) == ["b", "a"]

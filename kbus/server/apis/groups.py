@@ -17,7 +17,11 @@ from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
-from kbus.protocol.group_responses import encode_heartbeat_response, encode_offset_commit_response
+from kbus.protocol.group_responses import (
+    encode_heartbeat_response,
+    encode_offset_commit_response,
+    errors_by_topic,
+)
 from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.share_offsets import reset_partitions
@@ -308,12 +312,7 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
         )
     if refused:
         errors.update(refused)
-    by_topic: dict[str, list[tuple[int, int]]] = {}
-    for (topic, partition), error in errors.items():
-        parts = by_topic.get(topic)
-        if parts is None:
-            by_topic[topic] = parts = []
-        parts.append((partition, error))
+    by_topic = errors_by_topic(errors)
     topics: list[tuple[str | None, uuid.UUID | None, list[tuple[int, int]]]] = [
         (name, ids.get(name, _NO_TOPIC_ID), parts) for name, parts in by_topic.items()
     ]

@@ -3,7 +3,7 @@ exactly once (one transaction per task), the same job at least once, and Spark's
 same run, interleaved; and the driver's peak memory (RSS) for an exactly-once write at two sizes.
 
     bench/run spark-write [--records 10000000] [--tasks 8] [--runs 2] [--value-size 100]
-        [--kafka-connector 4.2.0] [--rss-records 1000000]
+        [--kafka-connector 4.2.0] [--rss-records 1000000] [--eo-variant KEY=VALUE ...]
 
 It starts its own kbus broker and the cluster (pyspark's spark-class, loopback, free ports) and stops them.
 The write is a batch `df.write.save()` of `spark.range(records)` in `--tasks` partitions: the same per-task code
@@ -11,6 +11,9 @@ as a streaming micro-batch (kbus/spark/task_txn.py), with a save id in place of 
 Driver memory: the peak RSS (VmHWM, reset through /proc/PID/clear_refs before each write) of the driver's JVM and
 every process under it (the Python workers Spark starts on the driver), for an exactly-once write of
 --rss-records and of 4x as many; with --driver-scope also transactionScope=batch (everything through the driver).
+Per write also the CPU per record of every process under this one (broker, cluster JVMs, executors' Python
+workers, driver JVM): on this shared machine a steadier comparison than records/s. --eo-variant KEY=VALUE adds an
+exactly-once sink with that option (e.g. kafka.linger.ms=50), interleaved with the others.
 Results: a markdown table on stdout (see bench/notes/spark_write.md).
 """
 
@@ -89,6 +92,23 @@ def reset_peaks(pids: list[int]) -> None:
             pass
 
 
+def cpu_seconds(root: int) -> float:
+    """CPU (user + system) so far of every process under `root` but itself: the broker, the cluster's JVMs, the
+    executors' Python workers and the driver's JVM. Per write, a cost per record that the machine's other load
+    disturbs far less than the write's wall time does."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for pid in descendants(root):
+        if pid == root:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / tick
+
+
 def driver_jvm(root: int) -> int:
     """The driver's JVM: the SparkSubmit process pyspark started under this one (the cluster's JVMs, also under
     this process, are Master/Worker/executor processes)."""
@@ -132,6 +152,8 @@ def main() -> int:
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--rss-records", type=int, default=1_000_000)
     parser.add_argument("--driver-scope", action="store_true", help="also measure transactionScope=batch's RSS")
+    parser.add_argument("--eo-variant", action="append", default=[], metavar="KEY=VALUE",
+                        help="also an exactly-once write with this sink option (e.g. kafka.linger.ms=50), interleaved")
     parser.add_argument("--kafka-connector", metavar="VERSION", default="4.2.0",
                         help=f"Spark's own sink ({CONNECTOR}:VERSION, fetched into .cache/); 'none' to skip")
     args = parser.parse_args()
@@ -162,9 +184,13 @@ def main() -> int:
             "kbus, exactly once (transaction per task)": ("kbus", {"kafka.transactional.id": "@"}),
             "kbus, at least once": ("kbus", {}),
         }
+        for variant in args.eo_variant:
+            key, _, value = variant.partition("=")
+            sinks[f"kbus, exactly once, {key}={value}"] = ("kbus", {"kafka.transactional.id": "@", key: value})
         if jars:
             sinks["Spark format(\"kafka\"), at least once"] = ("kafka", {})
         seconds: dict[str, list[float]] = {name: [] for name in sinks}
+        cpu: dict[str, list[float]] = {name: [] for name in sinks}
         for fmt, options in sinks.values():  # warm-up, not timed: Python workers, internal topics, coordinators
             topic = create_topic(bootstrap, args.tasks)
             write(data(spark, 10_000, args.tasks, args.value_size), fmt, bootstrap, topic,
@@ -173,7 +199,9 @@ def main() -> int:
             for name, (fmt, options) in sinks.items():
                 topic = create_topic(bootstrap, args.tasks)
                 opts = {k: (f"bench-{topic}" if v == "@" else v) for k, v in options.items()}
+                cpu_before = cpu_seconds(os.getpid())
                 seconds[name].append(write(df, fmt, bootstrap, topic, opts))
+                cpu[name].append(cpu_seconds(os.getpid()) - cpu_before)
                 written = end_offsets(bootstrap, topic, args.tasks)
                 # exactly once: each task's transaction ends with a marker on every partition it wrote (an offset
                 # each); at least once with no retry: exactly the records
@@ -194,13 +222,13 @@ def main() -> int:
         load = os.getloadavg()
         print(f"\n{args.records:,} records of {args.value_size} B, {args.tasks} tasks, standalone cluster of 2 "
               f"workers x 1 core; load average {load[0]:.1f}, {os.cpu_count()} CPUs\n")
-        print("| sink | records/s (each run) | best | vs at least once (best) |")
-        print("|---|---|---|---|")
+        print("| sink | records/s (each run) | best | vs at least once (best) | CPU us/record (each run) |")
+        print("|---|---|---|---|---|")
         best_alo = args.records / min(seconds["kbus, at least once"])
         for name, secs in seconds.items():
             rates = [args.records / s for s in secs]
             print(f"| {name} | {' / '.join(f'{r:,.0f}' for r in rates)} | {max(rates):,.0f} | "
-                  f"{max(rates) / best_alo:.2f}x |")
+                  f"{max(rates) / best_alo:.2f}x | {' / '.join(f'{c / args.records * 1e6:.2f}' for c in cpu[name])} |")
         print("\n| driver, exactly once | records written | driver JVM peak RSS MB | JVM + its Python workers MB |")
         print("|---|---|---|---|")
         for scope, n, jvm, total in rss:

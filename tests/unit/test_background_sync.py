@@ -68,3 +68,33 @@ def test_a_file_gone_before_its_fsync_is_not_an_error(tmp_path: Path) -> None:
 
 def test_sync_filesystems_skips_missing_dirs(tmp_path: Path) -> None:
     sync_filesystems([tmp_path, tmp_path / "missing", tmp_path])
+
+
+def test_many_files_replaced_at_once_are_made_durable_by_one_syncfs(
+    tmp_path: Path, fsyncs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first produce spread over thousands of new partitions rewrites that many leader-epoch checkpoints: those
+    waiting for the background thread are made durable together (one syncfs for their file system), not by an
+    fsync of each file and its directory."""
+    syncfs_calls: list[int] = []
+
+    def fake_syncfs(fd: int) -> int:
+        syncfs_calls.append(fd)
+        return 0
+
+    monkeypatch.setattr(background_sync, "_syncfs", fake_syncfs)
+    gate = threading.Event()
+    background_sync._syncer.submit(gate.wait)  # the thread busy while the files are replaced
+    futures = set()
+    for i in range(100):
+        d = tmp_path / f"topic-{i}"
+        d.mkdir()
+        futures.add(replace_file_sync_later(d / "leader-epoch-checkpoint", f"0\n1\n0 {i}\n"))
+    assert len(futures) == 1  # one drain for all of them
+    gate.set()
+    assert futures.pop().result(timeout=10) is None
+    assert len(syncfs_calls) == 1 and fsyncs == []
+    assert (tmp_path / "topic-7" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 7\n"
+    # a few at a time (one partition's new epoch) keep their own fsyncs: no flush of the whole file system
+    replace_file_sync_later(tmp_path / "topic-1" / "leader-epoch-checkpoint", "0\n1\n5 10\n").result(timeout=10)
+    assert len(syncfs_calls) == 1 and len(fsyncs) == 2

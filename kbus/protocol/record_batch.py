@@ -240,33 +240,56 @@ def iter_batches(buf: Buffer, *, verify_crc: bool = True) -> Iterator[BatchHeade
     end = len(buf)
     pos = 0
     view = memoryview(buf) if verify_crc else None
-    unpack = _HEADER.unpack_from
-    crc = _crc32c.crc32c
     while pos < end:
-        remaining = end - pos
-        if remaining < LOG_OVERHEAD + 5:  # need the length and magic at least
-            raise CorruptRecordError(f"record batch at position {pos} is truncated ({remaining} bytes)")
-        magic = buf[pos + MAGIC_OFFSET]
-        if magic != MAGIC_V2:
-            raise InvalidRecordError(f"record batch at position {pos} has unsupported magic {magic}")
-        if remaining < RECORD_BATCH_OVERHEAD:
-            raise CorruptRecordError(f"record batch at position {pos} is truncated ({remaining} bytes)")
-        h = BatchHeader(pos, *unpack(buf, pos))
-        size = h.batch_length + LOG_OVERHEAD
-        if h.batch_length < MIN_BATCH_LENGTH or size > remaining:
-            raise CorruptRecordError(
-                f"record batch at position {pos} claims {size} bytes but {remaining} remain (minimum "
-                f"{RECORD_BATCH_OVERHEAD})"
-            )
-        if view is not None:
-            actual = crc(view[pos + ATTRIBUTES_OFFSET : pos + size])
-            if actual != h.crc:
-                raise CorruptRecordError(
-                    f"record batch at position {pos} (base offset {h.base_offset}) is corrupt: stored crc "
-                    f"{h.crc}, computed {actual}"
-                )
+        h = _checked_header(buf, pos, end, view)
         yield h
-        pos += size
+        pos += h.batch_length + LOG_OVERHEAD
+
+
+def batch_headers(buf: Buffer, *, verify_crc: bool = True) -> list[BatchHeader]:
+    """`iter_batches` as a list, in a plain loop: every Produce request walks its records twice (validation, then
+    the log's append) and the generator plus list() around it cost more than the walk of a one-batch request."""
+    end = len(buf)
+    pos = 0
+    view = memoryview(buf) if verify_crc else None
+    out: list[BatchHeader] = []
+    while pos < end:
+        h = _checked_header(buf, pos, end, view)
+        out.append(h)
+        pos += h.batch_length + LOG_OVERHEAD
+    return out
+
+
+def _checked_header(buf: Buffer, pos: int, end: int, view: memoryview | None) -> BatchHeader:
+    """The header of the batch at `pos`, which must be whole within `end` (and match its CRC when `view` is given)."""
+    remaining = end - pos
+    if remaining < LOG_OVERHEAD + 5:  # need the length and magic at least
+        raise CorruptRecordError(f"record batch at position {pos} is truncated ({remaining} bytes)")
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic != MAGIC_V2:
+        raise InvalidRecordError(f"record batch at position {pos} has unsupported magic {magic}")
+    if remaining < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(f"record batch at position {pos} is truncated ({remaining} bytes)")
+    (base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta, base_timestamp, max_timestamp,
+     producer_id, producer_epoch, base_sequence, records_count) = _HEADER.unpack_from(buf, pos)  # fmt: skip
+    # arguments by position, not *unpack(...): compiled code then calls the native constructor directly
+    h = BatchHeader(pos, base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
+                    base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+                    records_count)  # fmt: skip
+    size = batch_length + LOG_OVERHEAD
+    if batch_length < MIN_BATCH_LENGTH or size > remaining:
+        raise CorruptRecordError(
+            f"record batch at position {pos} claims {size} bytes but {remaining} remain (minimum "
+            f"{RECORD_BATCH_OVERHEAD})"
+        )
+    if view is not None:
+        actual = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
+        if actual != crc:
+            raise CorruptRecordError(
+                f"record batch at position {pos} (base offset {base_offset}) is corrupt: stored crc "
+                f"{crc}, computed {actual}"
+            )
+    return h
 
 
 def iter_complete_batches(

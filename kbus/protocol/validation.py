@@ -91,7 +91,7 @@ def _invalid(message: str) -> RecordValidationError:
 
 def _single_batch(buf: Buffer, tp: str) -> rb.BatchHeader:
     try:
-        headers = list(rb.iter_batches(buf, verify_crc=False))
+        headers = rb.batch_headers(buf, verify_crc=False)
     except rb.CorruptRecordError as exc:
         raise RecordValidationError(CORRUPT_MESSAGE, f"{exc} in topic partition {tp}") from None
     except rb.InvalidRecordError as invalid:  # its own name: mypyc types a name once per function

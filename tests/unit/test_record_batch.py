@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -98,29 +99,42 @@ def test_snappy_accepts_raw_and_xerial() -> None:
     assert rb.decompress(rb.COMPRESSION_SNAPPY, framed) == data
 
 
-def test_iter_batches_walks_concatenated_batches() -> None:
+# the two walks of whole batches: the generator, and the list the Produce path builds (one set of rules)
+Walk = Callable[[bytes | bytearray, bool], list[rb.BatchHeader]]
+WALKS: list[Walk] = [
+    lambda buf, crc: list(rb.iter_batches(buf, verify_crc=crc)),
+    lambda buf, crc: rb.batch_headers(buf, verify_crc=crc),
+]
+
+
+@pytest.mark.parametrize("walk", WALKS, ids=["iter_batches", "batch_headers"])
+def test_iter_batches_walks_concatenated_batches(walk: Walk) -> None:
     buf = kafka_python_batch(2) + rb.build_batch([(b"a", b"b")]) + kafka_python_batch(5)
-    headers = list(rb.iter_batches(buf, verify_crc=True))
+    headers = walk(buf, True)
     assert [h.records_count for h in headers] == [2, 1, 5]
     assert headers[1].position == headers[0].size
     assert sum(h.size for h in headers) == len(buf)
+    assert headers == [rb.read_header(buf, h.position) for h in headers]
+    assert walk(b"", True) == []
 
 
-def test_crc_failure_detected() -> None:
+@pytest.mark.parametrize("walk", WALKS, ids=["iter_batches", "batch_headers"])
+def test_crc_failure_detected(walk: Walk) -> None:
     buf = bytearray(kafka_python_batch(3))
     buf[-1] ^= 0xFF
     with pytest.raises(rb.CorruptRecordError, match="crc"):
-        list(rb.iter_batches(buf, verify_crc=True))
+        walk(buf, True)
     # without verification the walk succeeds
-    assert len(list(rb.iter_batches(buf, verify_crc=False))) == 1
+    assert len(walk(buf, False)) == 1
 
 
-def test_truncated_and_oversized_batches_are_corrupt() -> None:
+@pytest.mark.parametrize("walk", WALKS, ids=["iter_batches", "batch_headers"])
+def test_truncated_and_oversized_batches_are_corrupt(walk: Walk) -> None:
     buf = kafka_python_batch(3)
     with pytest.raises(rb.CorruptRecordError):
-        list(rb.iter_batches(buf[:-1], verify_crc=False))
+        walk(buf[:-1], False)
     with pytest.raises(rb.CorruptRecordError):
-        list(rb.iter_batches(buf[:40], verify_crc=False))
+        walk(buf[:40], False)
     with pytest.raises(rb.CorruptRecordError):
         rb.read_header(buf[:60])
     bad_len = bytearray(buf)
@@ -128,14 +142,15 @@ def test_truncated_and_oversized_batches_are_corrupt() -> None:
     with pytest.raises(rb.CorruptRecordError):
         rb.read_header(bad_len)
     with pytest.raises(rb.CorruptRecordError):
-        list(rb.iter_batches(bad_len, verify_crc=False))
+        walk(bad_len, False)
 
 
-def test_wrong_magic_is_invalid() -> None:
+@pytest.mark.parametrize("walk", WALKS, ids=["iter_batches", "batch_headers"])
+def test_wrong_magic_is_invalid(walk: Walk) -> None:
     buf = bytearray(kafka_python_batch(1))
     buf[16] = 1
     with pytest.raises(rb.InvalidRecordError):
-        list(rb.iter_batches(buf, verify_crc=True))
+        walk(buf, True)
 
 
 def test_iter_complete_batches_stops_at_torn_tail() -> None:

@@ -427,7 +427,7 @@ class Log:
     def _validate(self, buf: bytes | bytearray, *, from_leader: bool = False) -> list[BatchHeader]:
         if not buf:
             raise rb.InvalidRecordError("produce request holds no record batch")
-        headers = list(rb.iter_batches(buf, verify_crc=True))
+        headers = rb.batch_headers(buf, verify_crc=True)
         if from_leader:
             return headers
         max_size = self.config.max_message_bytes

@@ -56,6 +56,7 @@ COMPILED = [
     "kbus/server/log/log.py",
     "kbus/server/log/producer_state.py",
     "kbus/server/log/segment.py",
+    "kbus/server/network/idle_expiry.py",
     "kbus/server/network/processor.py",
     "kbus/server/network/sendfile.py",
     "kbus/server/network/socket_server.py",

@@ -150,7 +150,12 @@ def test_idle_expiry_is_least_recently_active_first() -> None:
     assert idle.expired(1400) == []
     assert idle.expired(1501) == ["b"]
     assert idle.expired(1601) == ["b", "a"]
+    assert idle.least_recent(lambda c: True) == "b"
+    assert idle.least_recent(lambda c: c != "b") == "a"
+    idle.update("b", 700)  # taken out and put back: the most recent again
+    assert idle.least_recent(lambda c: True) == "a"
     idle.remove("b")
+    idle.remove("b")  # twice: a no-op
     assert idle.least_recent(lambda c: True) == "a"
     assert IdleExpiry(-1).expired(10**12) == []  # negative: never (Kafka's Selector)
 

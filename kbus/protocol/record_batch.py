@@ -418,7 +418,7 @@ class Record:
     size: int = 0  # bytes of the record including its length varint
 
 
-def _encode_record(
+def encode_record(
     out: bytearray, offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
     headers: Sequence[tuple[str, bytes | None]],
 ) -> None:
@@ -602,7 +602,7 @@ def build_batch(
             max_ts = ts
     body = bytearray()
     for i, (key, value, ts, headers) in enumerate(normalized):
-        _encode_record(body, i, ts - base_ts, key, value, headers)
+        encode_record(body, i, ts - base_ts, key, value, headers)
     payload = compress(compression, bytes(body))
     attributes = compression & COMPRESSION_CODEC_MASK
     if timestamp_type == TIMESTAMP_TYPE_LOG_APPEND:
@@ -630,7 +630,7 @@ def rebuild_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:
         raise ValueError("a record batch needs at least one record")
     body = bytearray()
     for r in records:
-        _encode_record(body, r.offset_delta, r.timestamp_delta, r.key, r.value, r.headers)
+        encode_record(body, r.offset_delta, r.timestamp_delta, r.key, r.value, r.headers)
     payload = compress(header.compression, bytes(body))
     out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
     _HEADER.pack_into(

@@ -83,7 +83,7 @@ def _overflowing_batch() -> bytes:
 
     body = bytearray()
     for i, delta in enumerate((0, 100)):
-        rb._encode_record(body, i, delta, b"k", b"v", [])
+        rb.encode_record(body, i, delta, b"k", b"v", [])
     base = 2**63 - 11
     out = bytearray(rb.RECORD_BATCH_OVERHEAD + len(body))
     rb.HEADER_STRUCT.pack_into(out, 0, 0, rb.RECORD_BATCH_OVERHEAD - rb.LOG_OVERHEAD + len(body), -1, 2, 0, 0, 1,

@@ -245,7 +245,7 @@ def raw_batch(base_ts: int, deltas: list[int], max_ts: int, attributes: int = 0)
     """A CRC-valid batch with any baseTimestamp, timestampDeltas and maxTimestamp (build_batch derives them)."""
     body = bytearray()
     for i, delta in enumerate(deltas):
-        rb._encode_record(body, i, delta, b"k", b"v", [])
+        rb.encode_record(body, i, delta, b"k", b"v", [])
     out = bytearray(rb.RECORD_BATCH_OVERHEAD + len(body))
     rb.HEADER_STRUCT.pack_into(out, 0, 0, rb.RECORD_BATCH_OVERHEAD - rb.LOG_OVERHEAD + len(body), -1, 2, 0,
                                attributes, len(deltas) - 1, base_ts, max_ts, -1, -1, -1, len(deltas))

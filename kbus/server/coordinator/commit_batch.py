@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode as E
 from kbus.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
@@ -25,14 +26,12 @@ from kbus.protocol.record_batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
-    encode_varint,
+    encode_record,
 )
 
 OFFSET_COMMIT_KEY_VERSION = 1
 OFFSET_COMMIT_VALUE_VERSION = 3
 _OFFSET_COMMIT_VALUE_V1 = 1  # the only version with an expire timestamp (OffsetCommit v2-v4 retention_time)
-# record_batch's v2 batch header (build_batch's), from baseOffset to recordCount
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _UINT32 = struct.Struct(">I")
 _UNKNOWN_TOPIC_OR_PARTITION = int(E.unknown_topic_or_partition)
 _OFFSET_METADATA_TOO_LARGE = int(E.offset_metadata_too_large)
@@ -98,21 +97,12 @@ def offset_commit_batch(group_id: str, offsets: dict[tuple[str, int], OffsetAndM
     out = bytearray(RECORD_BATCH_OVERHEAD)
     count = 0
     for tp, om in offsets.items():
-        key = offset_commit_key(group_id, tp[0], tp[1])
-        value = offset_commit_value(om)
-        record = bytearray(b"\0\0")  # attributes, timestamp delta (every record has the batch's timestamp)
-        encode_varint(count, record)  # offset delta
-        encode_varint(len(key), record)
-        record += key
-        encode_varint(len(value), record)
-        record += value
-        record.append(0)  # no headers
-        encode_varint(len(record), out)
-        out += record
+        # every record has the batch's timestamp (delta 0) and no headers
+        encode_record(out, count, 0, offset_commit_key(group_id, tp[0], tp[1]), offset_commit_value(om), ())
         count += 1
     if count == 0:
         raise ValueError("a record batch needs at least one record")
-    _BATCH_HEADER.pack_into(
+    HEADER_STRUCT.pack_into(
         out, 0, 0, len(out) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0, 0, count - 1, timestamp_ms,
         timestamp_ms, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count,
     )  # fmt: skip

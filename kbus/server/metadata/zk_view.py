@@ -51,6 +51,7 @@ from kbus.server.metadata.controller import (
 )
 from kbus.server.metadata.reassigner import Reassigner
 from kbus.server.metadata.types import PartitionState, TopicMetadata
+from kbus.server.util.stall_watch import STALL_WATCH
 from kbus.zk import paths
 from kbus.zk.client import (
     ControllerMovedError,
@@ -312,7 +313,8 @@ class ZkClusterView:
             if _STOP in batch:
                 return
             try:
-                self._process(batch)
+                with STALL_WATCH.phase(f"Broker {self.broker_id}'s ZooKeeper metadata thread"):
+                    self._process(batch)
             except (KazooException, OSError) as e:
                 if self._stopping:
                     return

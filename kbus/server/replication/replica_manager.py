@@ -54,6 +54,7 @@ from kbus.server.replication.quota import (
     register_metrics,
 )
 from kbus.server.util.metrics import METRICS
+from kbus.server.util.stall_watch import STALL_WATCH
 
 log = logging.getLogger("kbus.server")
 
@@ -392,11 +393,13 @@ class ReplicaManager:
                 self._apply_queued = None
                 if self.stopping:
                     return
-                await asyncio.to_thread(self.prepare_logs)
+                with STALL_WATCH.phase(f"Broker {self.broker_id}'s metadata apply pass, preparing logs"):
+                    await asyncio.to_thread(self.prepare_logs)
                 # hosting a replica is ~50 µs of Python: 10,000 new ones in a row would stop the loop for
                 # a second, so they are taken OPEN_BATCH at a time with requests served in between
-                while not self.reconcile(max_new=OPEN_BATCH) and not self.stopping:
-                    await asyncio.sleep(0)
+                with STALL_WATCH.phase(f"Broker {self.broker_id}'s metadata apply pass, hosting replicas"):
+                    while not self.reconcile(max_new=OPEN_BATCH) and not self.stopping:
+                        await asyncio.sleep(0)
         finally:
             queued.set_result(None)
 

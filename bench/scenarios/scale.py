@@ -2,8 +2,8 @@
 against Apache Kafka and kbus (bench/scenarios/scale.sh starts both and interleaves them). Every measurement appends one
 JSON line; `plot` draws the PNG charts from those lines.
 
-The primary figure is broker CPU time (utime+stime of the broker process from /proc/PID/stat, all its threads)
-per message or per request: on a shared 2-core machine throughput is noisy, CPU time much less so.
+The primary figure is broker CPU time (the broker process's CPU clock, all its threads, to the nanosecond:
+benchlib.cpu_seconds) per message or per request: on a shared 2-core machine throughput is noisy, CPU time much less so.
 
     scale.py partitions  -b HOST:PORT --broker-pid PID --label kafka --partitions 1000
         creates a topic of N partitions (time until Metadata shows a leader for every one, and the longest an

@@ -3,7 +3,8 @@ librdkafka default, to a one-replica topic), one-record Fetch requests (offset 0
 partition), Metadata, OffsetCommit or Heartbeat requests (a consumer group of one member joined and synced before
 the run: the commits and heartbeats are the member's, with its generation) or ApiVersions, as fast as the broker
 answers. The frames are encoded once, so the client costs a socket write and a response read per request; the
-figure is the broker's utime+stime (/proc/PID/stat, all its threads) over the run divided by the requests answered.
+figure is the broker's CPU time (its process CPU clock, all its threads: benchlib.cpu_seconds) over the run
+divided by the requests answered.
 Before the run one request of each frame is sent and its answer decoded: an error code fails the run (so a figure
 never measures an error path).
 

@@ -51,6 +51,8 @@ COMPILED = [
     "kbus/server/apis/metadata.py",
     "kbus/server/apis/produce.py",
     "kbus/server/coordinator/commit_batch.py",
+    "kbus/server/coordinator/commit_path.py",
+    "kbus/server/coordinator/timers.py",
     "kbus/server/log/epochs.py",
     "kbus/server/log/index.py",
     "kbus/server/log/log.py",

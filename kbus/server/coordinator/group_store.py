@@ -23,6 +23,7 @@ from kbus.protocol.record_batch import (
     decode_records,
     iter_complete_batches,
 )
+from kbus.server.coordinator.commit_path import CommitPath, validate_current_member
 from kbus.server.coordinator.consumer_group import ConsumerGroup, ConsumerGroupReplay, TopicImage
 from kbus.server.coordinator.group import Group, GroupState, JoinResult, Member, SyncResult
 from kbus.server.coordinator.records import (
@@ -122,6 +123,9 @@ class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[S
         self._tasks = BackgroundTasks("group coordinator")
         self._cleanup_scheduled = False
         self.driver: TimerDriver | None = None  # runs `timers` on the event loop once started
+        # OffsetCommit's path and the heartbeat deadlines, compiled (a plain class: the mixins cannot be)
+        self.commit_path = CommitPath(self, self.groups, self.consumer_groups, self.timers, clock_ms, offsets_log,
+                                      partition_exists, config)  # fmt: skip
 
     # ================================================================ ownership and loading
 
@@ -282,22 +286,10 @@ class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[S
         return bool(self.loading)
 
     def _validate_current_member(self, group: Group, member_id: str, instance_id: str | None) -> int | None:
-        if instance_id is not None:
-            current = group.static_member_id(instance_id)
-            if current is None:
-                return E.unknown_member_id
-            if current != member_id:
-                return E.fenced_instance_id
-            return None
-        return None if group.has(member_id) else E.unknown_member_id
+        return validate_current_member(group, member_id, instance_id)
 
     def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
-        member.heartbeat_satisfied = False
-        member_id = member.member_id
-        deadline = self.clock() + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
-        self.timers.schedule(
-            ("hb", group.group_id, member_id), deadline, lambda: self._on_expire_heartbeat(group, member_id)
-        )
+        self.commit_path.schedule_heartbeat(group, member, timeout_ms)
 
     def _on_expire_heartbeat(self, group: Group, member_id: str) -> None:
         """A member's session ran out (membership decides what follows)."""

@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from kio.schema.errors import ErrorCode as E
 
 from kbus.protocol.record_batch import build_batch
-from kbus.server.coordinator.commit_batch import check_offsets, offset_commit_batch, offset_commit_records
+from kbus.server.coordinator.commit_batch import offset_commit_records
+from kbus.server.coordinator.commit_path import validate_current_member
 from kbus.server.coordinator.consumer_group import validate_offset_commit
 from kbus.server.coordinator.group import Group, GroupState
 from kbus.server.coordinator.group_store import GroupStore, TopicPartition
@@ -32,92 +33,9 @@ class GroupOffsets(GroupStore):
         offsets: dict[TopicPartition, OffsetAndMetadata],
         api_version: int = 9,
     ) -> dict[TopicPartition, int]:
-        error = self.validate_group_status(group_id, "commit")
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        cgroup = self.consumer_groups.get(group_id)
-        if cgroup is not None and not cgroup.dead:
-            # A consumer-protocol group: the member epoch is checked against it, the offsets are stored in the
-            # classic group of the same id (Empty: it only holds offsets).
-            error = validate_offset_commit(
-                cgroup, member_id, generation_id, transactional=False, api_version=api_version
-            )
-            if error is not None:
-                return dict.fromkeys(offsets, error)
-            return await self._store_offsets(self._offsets_holder(group_id), offsets)
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return dict.fromkeys(offsets, E.illegal_generation)
-            # Not using Kafka's group management: a "simple" group that only stores offsets.
-            group = Group(group_id, self.partition_for(group_id), current_state_timestamp=self.clock())
-            self.groups[group_id] = group
-        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
-        if error is None and group.is_(GroupState.COMPLETING_REBALANCE):
-            error = E.rebalance_in_progress
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and group.has(member_id):
-            self._schedule_heartbeat(group, group.get(member_id))
-        return await self._store_offsets(group, offsets)
-
-    def _offsets_holder(self, group_id: str) -> Group:
-        group = self.groups.get(group_id)
-        if group is None or group.is_(GroupState.DEAD):
-            group = Group(group_id, self.partition_for(group_id), current_state_timestamp=self.clock())
-            self.groups[group_id] = group
-        return group
-
-    def _validate_offset_commit(
-        self, group: Group, generation_id: int, member_id: str, instance_id: str | None
-    ) -> int | None:
-        if group.is_(GroupState.DEAD):
-            return E.coordinator_not_available
-        if generation_id < 0 and group.is_(GroupState.EMPTY):
-            return None
-        if generation_id >= 0 or member_id != "" or instance_id is not None:
-            error = self._validate_current_member(group, member_id, instance_id)
-            if error is None and generation_id != group.generation_id:
-                error = E.illegal_generation
-            return error
-        if not group.is_(GroupState.EMPTY):
-            return E.unknown_member_id
-        return None
-
-    def _check_offsets(
-        self, offsets: dict[TopicPartition, OffsetAndMetadata]
-    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, OffsetAndMetadata]]:
-        """(errors of the partitions refused, the offsets that may be stored): unknown partitions and metadata
-        longer than offset.metadata.max.bytes are refused, for plain and transactional commits alike (compiled:
-        commit_batch.check_offsets)."""
-        return check_offsets(offsets, self._partition_exists, self.config.offset_metadata_max_bytes)
-
-    async def _store_offsets(
-        self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]
-    ) -> dict[TopicPartition, int]:
-        result, valid = self._check_offsets(offsets)
-        if not valid:
-            return result
-        batch = offset_commit_batch(group.group_id, valid, self.clock())
-        pending = group.pending_offset_commits  # a Counter; get() does not go through its __missing__ (Python)
-        for tp in valid:
-            pending[tp] = pending.get(tp, 0) + 1
-        try:
-            await self.log.append(group.partition, batch)
-            error: int = E.none
-        except Exception as exc:
-            error = self._append_error(group.partition, exc, for_offsets=True)
-        finally:
-            for tp in valid:
-                left = pending.get(tp, 0) - 1
-                if left > 0:
-                    pending[tp] = left
-                else:
-                    pending.pop(tp, None)
-        if error == E.none and self.groups.get(group.group_id) is group:
-            group.offsets.update(valid)
-        result.update(dict.fromkeys(valid, error))
-        return result
+        """OffsetCommit: the error of each partition (compiled: commit_path.CommitPath.commit)."""
+        return await self.commit_path.commit(group_id, member_id, group_instance_id, generation_id, offsets,
+                                             api_version)  # fmt: skip
 
     async def commit_txn_offsets(
         self,
@@ -140,18 +58,17 @@ class GroupOffsets(GroupStore):
             error = validate_offset_commit(cgroup, member_id, generation_id, transactional=True, api_version=9)
             if error is not None:
                 return dict.fromkeys(offsets, error)
-            group = self._offsets_holder(group_id)
+            group = self.commit_path.offsets_holder(group_id)
         elif group is None:
-            group = Group(group_id, self.partition_for(group_id), current_state_timestamp=self.clock())
-            self.groups[group_id] = group
+            group = self.commit_path.new_group(group_id)
         elif generation_id >= 0 or member_id:
             # KIP-447: a producer fenced by a rebalance cannot commit for the group's new generation
-            error = self._validate_current_member(group, member_id, group_instance_id)
+            error = validate_current_member(group, member_id, group_instance_id)
             if error is None and generation_id != group.generation_id:
                 error = E.illegal_generation
             if error is not None:
                 return dict.fromkeys(offsets, error)
-        result, valid = self._check_offsets(offsets)
+        result, valid = self.commit_path.check_offsets(offsets)
         if not valid:
             return result
         batch = build_batch(

@@ -1,0 +1,214 @@
+"""The per-request path of OffsetCommit, compiled (setup.py COMPILED): which commits a group accepts (its member and
+generation, or a consumer group's member epoch), the heartbeat deadline a member's request moves on, the
+pending-commit bookkeeping around the `__consumer_offsets` append and the per-partition result.
+
+The group coordinator is four interpreted mixins over one store (coordinator.py), which mypyc cannot compile (a
+native class has one native base); a consumer commits after every poll, so this part of it is a plain class of its
+own that the mixins delegate to (offsets.py: OffsetCommit, TxnOffsetCommit's member check; group_store.py: every
+heartbeat deadline and member check of the classic protocol).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Protocol
+
+from kio.schema.errors import ErrorCode as E
+
+from kbus.server.coordinator.commit_batch import OffsetAndMetadata, check_offsets, offset_commit_batch
+from kbus.server.coordinator.consumer_group import ConsumerGroup, validate_offset_commit
+from kbus.server.coordinator.group import Group, GroupState, Member
+from kbus.server.coordinator.state_topic import StateLog
+from kbus.server.coordinator.timers import Timers
+
+TopicPartition = tuple[str, int]
+
+# plain ints (the kio enum's members are looked up through its class on each use)
+_NONE: Final = int(E.none)
+_UNKNOWN_MEMBER_ID: Final = int(E.unknown_member_id)
+_FENCED_INSTANCE_ID: Final = int(E.fenced_instance_id)
+_ILLEGAL_GENERATION: Final = int(E.illegal_generation)
+_REBALANCE_IN_PROGRESS: Final = int(E.rebalance_in_progress)
+_COORDINATOR_NOT_AVAILABLE: Final = int(E.coordinator_not_available)
+_EMPTY: Final = GroupState.EMPTY
+_DEAD: Final = GroupState.DEAD
+_STABLE: Final = GroupState.STABLE
+_PREPARING_REBALANCE: Final = GroupState.PREPARING_REBALANCE
+_COMPLETING_REBALANCE: Final = GroupState.COMPLETING_REBALANCE
+
+
+class CommitLimits(Protocol):
+    """The part of GroupConfig the commit path reads."""
+
+    @property
+    def offset_metadata_max_bytes(self) -> int: ...
+
+
+class CommitOwner(Protocol):
+    """What the commit path asks of the coordinator it belongs to (GroupStore)."""
+
+    def validate_group_status(self, group_id: str | None, api: str) -> int | None: ...
+    def partition_for(self, group_id: str) -> int: ...
+    def _append_error(self, partition: int, exc: Exception, *, for_offsets: bool) -> int: ...
+    def _on_expire_heartbeat(self, group: Group, member_id: str) -> None: ...
+
+
+def validate_current_member(group: Group, member_id: str, instance_id: str | None) -> int | None:
+    """Kafka's ClassicGroup.validateMember: a static member must be the instance's current member id
+    (FENCED_INSTANCE_ID otherwise), a dynamic one must be a member (UNKNOWN_MEMBER_ID)."""
+    if instance_id is not None:
+        current = group.static_members.get(instance_id)
+        if current is None:
+            return _UNKNOWN_MEMBER_ID
+        if current != member_id:
+            return _FENCED_INSTANCE_ID
+        return None
+    return None if member_id in group.members else _UNKNOWN_MEMBER_ID
+
+
+def validate_classic_offset_commit(
+    group: Group, generation_id: int, member_id: str, instance_id: str | None
+) -> int | None:
+    """Kafka's ClassicGroup.validateOffsetCommit (the non-transactional part): a commit from outside group
+    management (generation < 0, no member) only on an Empty group, else the member of the current generation."""
+    state = group.state
+    if state is _DEAD:
+        return _COORDINATOR_NOT_AVAILABLE
+    if generation_id < 0 and state is _EMPTY:
+        return None
+    if generation_id >= 0 or member_id != "" or instance_id is not None:
+        error = validate_current_member(group, member_id, instance_id)
+        if error is None and generation_id != group.generation_id:
+            error = _ILLEGAL_GENERATION
+        return error
+    if state is not _EMPTY:
+        return _UNKNOWN_MEMBER_ID
+    return None
+
+
+class CommitPath:
+    """OffsetCommit from validation to result, and the heartbeat deadlines of classic members. Shares the
+    coordinator's groups, timers, clock and log (the same objects, never replaced)."""
+
+    def __init__(
+        self,
+        owner: CommitOwner,
+        groups: dict[str, Group],
+        consumer_groups: dict[str, ConsumerGroup],
+        timers: Timers,
+        clock: Callable[[], int],
+        log: StateLog,
+        partition_exists: Callable[[str, int], bool] | None,
+        limits: CommitLimits,
+    ) -> None:
+        self._owner = owner
+        self._groups = groups
+        self._consumer_groups = consumer_groups
+        self._timers = timers
+        self._clock = clock
+        self._log = log
+        self._partition_exists = partition_exists
+        self._limits = limits
+
+    # ---- heartbeats
+    def schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+        """The member's session deadline moves on (every request a classic member sends counts as a heartbeat)."""
+        member.heartbeat_satisfied = False
+        member_id = member.member_id
+        owner = self._owner
+        deadline = self._clock() + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
+        self._timers.schedule(("hb", group.group_id, member_id), deadline,
+                              lambda: owner._on_expire_heartbeat(group, member_id))  # fmt: skip
+
+    # ---- groups that only hold offsets
+    def new_group(self, group_id: str) -> Group:
+        """A classic group that holds offsets only: a "simple" group (no group management), or the offsets of a
+        consumer-protocol group of the same id."""
+        group = Group(group_id, self._owner.partition_for(group_id), current_state_timestamp=self._clock())
+        self._groups[group_id] = group
+        return group
+
+    def offsets_holder(self, group_id: str) -> Group:
+        group = self._groups.get(group_id)
+        if group is None or group.state is _DEAD:
+            group = self.new_group(group_id)
+        return group
+
+    # ---- OffsetCommit
+    def check_offsets(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, OffsetAndMetadata]]:
+        """(errors of the partitions refused, the offsets that may be stored): unknown partitions and metadata
+        longer than offset.metadata.max.bytes are refused, for plain and transactional commits alike."""
+        return check_offsets(offsets, self._partition_exists, self._limits.offset_metadata_max_bytes)
+
+    async def commit(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        api_version: int,
+    ) -> dict[TopicPartition, int]:
+        """Kafka's GroupCoordinator.handleCommitOffsets: the error of each partition (NONE once stored)."""
+        error = self._owner.validate_group_status(group_id, "commit")
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        cgroup = self._consumer_groups.get(group_id)
+        if cgroup is not None and not cgroup.dead:
+            # A consumer-protocol group: the member epoch is checked against it, the offsets are stored in the
+            # classic group of the same id (Empty: it only holds offsets).
+            error = validate_offset_commit(
+                cgroup, member_id, generation_id, transactional=False, api_version=api_version
+            )
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+            return await self.store(self.offsets_holder(group_id), offsets)
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return dict.fromkeys(offsets, _ILLEGAL_GENERATION)
+            # Not using Kafka's group management: a "simple" group that only stores offsets.
+            group = self.new_group(group_id)
+        error = validate_classic_offset_commit(group, generation_id, member_id, group_instance_id)
+        state = group.state
+        if error is None and state is _COMPLETING_REBALANCE:
+            error = _REBALANCE_IN_PROGRESS
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        if state is _STABLE or state is _PREPARING_REBALANCE:
+            member = group.members.get(member_id)
+            if member is not None:
+                self.schedule_heartbeat(group, member)
+        return await self.store(group, offsets)
+
+    async def store(self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+        """One append of the valid offsets to the group's `__consumer_offsets` partition; they are the group's
+        committed offsets once it is acknowledged (and the group was not unloaded meanwhile). While it is in
+        flight each partition counts as a pending commit (Kafka's pendingOffsetCommits: retention and OffsetDelete
+        leave it alone)."""
+        result, valid = self.check_offsets(offsets)
+        if not valid:
+            return result
+        batch = offset_commit_batch(group.group_id, valid, self._clock())
+        pending = group.pending_offset_commits  # a Counter; get() does not go through its __missing__ (Python)
+        for tp in valid:
+            pending[tp] = pending.get(tp, 0) + 1
+        error = _NONE
+        try:
+            await self._log.append(group.partition, batch)
+        except Exception as exc:
+            error = self._owner._append_error(group.partition, exc, for_offsets=True)
+        finally:
+            for tp in valid:
+                left = pending.get(tp, 0) - 1
+                if left > 0:
+                    pending[tp] = left
+                else:
+                    pending.pop(tp, None)
+        if error == _NONE and self._groups.get(group.group_id) is group:
+            group.offsets.update(valid)
+        for tp in valid:
+            result[tp] = error
+        return result

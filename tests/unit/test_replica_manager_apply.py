@@ -133,3 +133,50 @@ def test_new_logs_partition_metadata_is_made_durable_by_one_syncfs_per_batch(
     assert len(replicas._prepared) == 40
     assert all(read_partition_topic_id(logs.get_log("wide", i).dir) == topic.topic_id for i in range(40))
     asyncio.run(replicas.stop())
+
+
+class GatedLogManager(LogManager):
+    """create_log of `gated_topic` waits for `release`: a pass held in prepare_logs, as a slow disk would hold it."""
+
+    def __init__(self, dirs: list[Path], config: LogConfig, gated_topic: str) -> None:
+        super().__init__(dirs, config)
+        self.gated_topic = gated_topic
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        if topic == self.gated_topic:
+            self.entered.set()
+            assert self.release.wait(10)
+        return super().create_log(topic, partition, config)
+
+
+def test_a_caller_cancelled_while_its_pass_is_queued_does_not_stop_later_passes(tmp_path: Path) -> None:
+    """A request waiting for a metadata pass is cancelled when its client disconnects. When the queued pass ran in
+    its first caller's task, that left a finished "queued pass" behind that every later caller waited for instead
+    of running one: the broker stopped hosting new partitions (test_security's module broker, CI and session 9)."""
+    config = KafkaConfig.from_properties({"broker.id": "0", "log.dirs": str(tmp_path / "logs")})
+    store = LocalMetadataStore(tmp_path / "logs", BrokerInfo(0, "127.0.0.1", 9092))
+    store.start()
+    logs = GatedLogManager(config.log_dirs, config.log_defaults, gated_topic="first")
+    logs.startup()
+    replicas = ReplicaManager(config, 0, store, logs)
+
+    async def scenario() -> None:
+        store.create_topic("first", 1, 1, {})
+        running = asyncio.create_task(replicas.apply_metadata())
+        while not logs.entered.is_set():  # the first pass is in prepare_logs, holding the pass lock
+            await asyncio.sleep(0.01)
+        store.create_topic("second", 1, 1, {})
+        queued = asyncio.create_task(replicas.apply_metadata())  # the pass queued behind it
+        await asyncio.sleep(0.05)
+        queued.cancel()  # its client went away
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        logs.release.set()
+        await running
+        store.create_topic("third", 1, 1, {})
+        await asyncio.wait_for(replicas.apply_metadata(), 10)
+        assert {("first", 0), ("second", 0), ("third", 0)} <= set(replicas.partitions)
+        await replicas.stop()
+
+    asyncio.run(scenario())

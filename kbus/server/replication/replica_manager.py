@@ -62,7 +62,15 @@ TopicPartition = tuple[str, int]
 LeadershipListener = Callable[[str, int, bool], None]
 HW_CHECKPOINT = "replication-offset-checkpoint"
 OPEN_BATCH = 500  # replicas newly hosted per event-loop turn (apply_metadata)
+
 PREPARE_SYNC_BATCH = 1000  # new logs whose partition.metadata one syncfs makes durable (prepare_logs)
+
+
+def _retrieve_outcome(task: asyncio.Task[None]) -> None:
+    """A failed apply pass is logged here, once, since every caller that waited for it may have been cancelled
+    (callers still get the exception; asyncio would otherwise warn that it was never retrieved)."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("Metadata apply pass failed", exc_info=exc)
 
 
 def halt_broker(status: int) -> None:
@@ -111,7 +119,7 @@ class ReplicaManager:
         self._leadership_listeners: list[LeadershipListener] = []
         self._saved_high_watermarks: dict[TopicPartition, int] = {}
         self._apply_lock = asyncio.Lock()
-        self._apply_queued: asyncio.Future[None] | None = None
+        self._apply_queued: asyncio.Task[None] | None = None
         # logs prepare_logs() opened and stamped with this topic id, for reconcile() to take over
         self._prepared: dict[TopicPartition, uuid.UUID | None] = {}
         self._log_configs: dict[str, tuple[LogConfig, dict[str, str], LogConfig]] = {}
@@ -382,26 +390,31 @@ class ReplicaManager:
         """reconcile(), after the file work of the replicas it will open (directories, segment and index files,
         partition.metadata, each fsynced: milliseconds per partition, seconds for a 1,000-partition topic) was
         done on a worker thread by prepare_logs(), so the event loop keeps serving requests meanwhile. Passes
-        never overlap; callers arriving while one runs share the single pass queued behind it."""
+        never overlap; callers arriving while one runs share the single pass queued behind it.
+
+        The queued pass is a task of its own, which callers only wait for: a caller cancelled meanwhile (its
+        client disconnected, so the request's task is cancelled) must not take the pass with it. When the pass
+        ran in its first caller's task, that cancellation left a finished "queued pass" behind that every later
+        caller took for one still to come: no pass ever ran again, and the broker, serving every other request,
+        stopped hosting new partitions (tests/unit/test_replica_manager_apply.py)."""
         queued = self._apply_queued
-        if queued is not None:  # a pass that has not started yet will see this caller's metadata too
-            await asyncio.shield(queued)
-            return
-        queued = self._apply_queued = asyncio.get_running_loop().create_future()
-        try:
-            async with self._apply_lock:
-                self._apply_queued = None
-                if self.stopping:
-                    return
-                with STALL_WATCH.phase(f"Broker {self.broker_id}'s metadata apply pass, preparing logs"):
-                    await asyncio.to_thread(self.prepare_logs)
-                # hosting a replica is ~50 µs of Python: 10,000 new ones in a row would stop the loop for
-                # a second, so they are taken OPEN_BATCH at a time with requests served in between
-                with STALL_WATCH.phase(f"Broker {self.broker_id}'s metadata apply pass, hosting replicas"):
-                    while not self.reconcile(max_new=OPEN_BATCH) and not self.stopping:
-                        await asyncio.sleep(0)
-        finally:
-            queued.set_result(None)
+        if queued is None:  # else a pass that has not started yet will see this caller's metadata too
+            queued = self._apply_queued = asyncio.get_running_loop().create_task(self._apply_pass())
+            queued.add_done_callback(_retrieve_outcome)
+        await asyncio.shield(queued)
+
+    async def _apply_pass(self) -> None:
+        async with self._apply_lock:
+            self._apply_queued = None  # metadata changed from here on may be missed by this pass: queue the next
+            if self.stopping:
+                return
+            with STALL_WATCH.phase(f"Broker {self.broker_id}'s metadata apply pass, preparing logs"):
+                await asyncio.to_thread(self.prepare_logs)
+            # hosting a replica is ~50 µs of Python: 10,000 new ones in a row would stop the loop for
+            # a second, so they are taken OPEN_BATCH at a time with requests served in between
+            with STALL_WATCH.phase(f"Broker {self.broker_id}'s metadata apply pass, hosting replicas"):
+                while not self.reconcile(max_new=OPEN_BATCH) and not self.stopping:
+                    await asyncio.sleep(0)
 
     def _note_existing(self, topics: dict[str, TopicMetadata]) -> None:
         if self._existing_at_start is None:

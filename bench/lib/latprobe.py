@@ -170,6 +170,13 @@ def _patch() -> None:
         orig_rx(self, data)
 
     KafkaProtocol.data_received = data_received  # type: ignore[method-assign]
+    orig_updated = KafkaProtocol.buffer_updated  # what the transport calls (a BufferedProtocol)
+
+    def buffer_updated(self: Any, nbytes: int) -> None:
+        EVENTS.append((ns(), "rx", nbytes))
+        orig_updated(self, nbytes)
+
+    KafkaProtocol.buffer_updated = buffer_updated  # type: ignore[method-assign]
     orig_start = Broker.start
 
     async def start(self: Any) -> None:

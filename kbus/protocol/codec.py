@@ -82,7 +82,7 @@ def checked_frame_size(size: int, max_frame_bytes: int) -> int:
     return size
 
 
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     """An unsigned varint (tagged-field counts and sizes); truncation is a ProtocolError here."""
     try:
         return decode_unsigned_varint(buf, pos)
@@ -90,7 +90,7 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         raise ProtocolError(str(exc)) from None
 
 
-def skip_tagged_fields(buf: bytes, pos: int, what: str = "header") -> int:
+def skip_tagged_fields(buf: bytes | bytearray, pos: int, what: str = "header") -> int:
     """Past a flexible version's tagged fields (headers', and the hand-written request decoders' entities'): kbus
     reads none of them, and Kafka skips the ones it does not know. Returns the offset after them; ProtocolError
     ("truncated <what> tagged fields") when they run past the frame."""
@@ -119,7 +119,8 @@ def response_type(api_key: int, api_version: int) -> type:
     return load_response_schema(api_key, api_version)
 
 
-def parse_request_header(frame: bytes, *, supported: Callable[[int, int], bool]) -> tuple[RequestHeader, int]:
+def parse_request_header(frame: bytes | bytearray, *,
+                         supported: Callable[[int, int], bool]) -> tuple[RequestHeader, int]:
     """Returns the header and the body's offset. Raises UnsupportedVersionError for a known API at an
     unimplemented version (the caller answers UNSUPPORTED_VERSION where Kafka does), ProtocolError otherwise."""
     if len(frame) < 10:

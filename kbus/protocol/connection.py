@@ -56,6 +56,20 @@ _API_KEY: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
 SASL_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size default
 
+# Large frames are read straight into a buffer of their own (see `get_buffer`): from this size (a Produce of a few
+# large messages, or of many small ones batched) up to LARGE_FRAME_MAX; outside that range a frame is gathered as
+# the reads bring it. The cap keeps a frame's claimed size from allocating memory its bytes have not earned (Kafka
+# allocates the claimed size at once; kbus only below the cap).
+LARGE_FRAME_MIN = 32 * 1024
+LARGE_FRAME_MAX = 16 * 1024 * 1024
+# Reads that are not into a large frame's buffer land in one scratch buffer shared by every connection of the
+# process (as uvloop's own read buffer is): its bytes are copied out before the read callback returns.
+READ_CHUNK = 256 * 1024
+# After a large frame, the next read is this small, so that little of the next (large) frame lands in the scratch
+# buffer and has to be copied into its own: one more read per large frame instead of a copy of up to READ_CHUNK.
+HEADER_READ = 4096
+_SCRATCH = bytearray(READ_CHUNK)
+
 
 @dataclass(frozen=True, slots=True)
 class ListenerName:
@@ -172,6 +186,11 @@ class Connection:
         # object it came in (no copy); only a frame split across reads is gathered in a bytearray.
         self._buf: bytes | bytearray = b""
         self._pos = 0
+        # A large frame read into its own buffer (its bytes after the size field): `_large_filled` of them are in.
+        # While it is set, every unread byte is in it (it is the frame at the front of the input).
+        self._large: bytearray | None = None
+        self._large_filled = 0
+        self._after_large = False  # the last frame was large: read the next header alone (HEADER_READ)
         self._eof = False
         self._closing: str | None = None  # why no further request is read (set once)
         self._violation_seen = False
@@ -186,13 +205,61 @@ class Connection:
         self._clock = clock
 
     # ---- input
-    def receive_data(self, data: bytes) -> None:
-        """Bytes from the peer; b"" means end of stream."""
+    def get_buffer(self) -> memoryview:
+        """Where the next read from the socket goes (asyncio.BufferedProtocol.get_buffer); `buffer_updated(n)`
+        then says how much of it was filled. A large frame whose size is known is read into its own buffer, which
+        becomes the request's: its records reach the log as slices of it, with no copy in between. Anything else
+        goes to the shared scratch buffer and is copied out by `buffer_updated`, before the next read."""
+        large = self._large
+        if large is not None and self._large_filled < len(large):
+            return memoryview(large)[self._large_filled :]
+        if self._after_large and self._pos == len(self._buf):
+            return memoryview(_SCRATCH)[:HEADER_READ]
+        return memoryview(_SCRATCH)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """`nbytes` of the buffer `get_buffer` gave were filled by a read."""
+        large = self._large
+        if large is not None and self._large_filled < len(large):
+            self._large_filled += nbytes
+            return
+        if not nbytes or self._eof or self._closing is not None:
+            return
+        with memoryview(_SCRATCH) as view:
+            start = 0
+            if self._pos == len(self._buf) and large is None and nbytes >= 4 and self.authenticated \
+                    and not self._expect_raw_token:
+                # a read that starts with a large frame (the first of a connection, or one read whole): copied
+                # once, into its own buffer, rather than into bytes and then out of them
+                (size,) = _I32.unpack_from(_SCRATCH, 0)
+                if LARGE_FRAME_MIN <= size <= LARGE_FRAME_MAX and size <= self._max_frame:
+                    large = bytearray(size)
+                    start = min(4 + size, nbytes)
+                    large[: start - 4] = view[4:start]
+                    self._large, self._large_filled = large, start - 4
+            if start < nbytes:
+                self.receive_data(bytes(view[start:nbytes]))
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Bytes from the peer; b"" means end of stream. Not kept: a bytes object may be kept without a copy."""
         if not data:
             self._eof = True
             return
         if self._eof or self._closing is not None:
             return
+        large = self._large
+        if large is not None:  # the rest of a large frame first, then what follows it
+            filled = self._large_filled
+            take = min(len(large) - filled, len(data))
+            if take:
+                with memoryview(data) as view:
+                    large[filled : filled + take] = view[:take]
+                self._large_filled = filled + take
+                if take == len(data):
+                    return
+                data = data[take:]
+        if type(data) is not bytes:
+            data = bytes(data)
         buf, pos = self._buf, self._pos
         if pos == len(buf):  # everything before was consumed: the common case of whole requests per read
             self._buf, self._pos = data, 0  # bytes: immutable, kept without a copy
@@ -208,7 +275,7 @@ class Connection:
 
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        return len(self._buf) - self._pos + self._large_filled
 
     def _consume(self, start: int, end: int) -> bytes:
         """The unread input's bytes [start, end) (offsets into it), as bytes; everything before `end` is read."""
@@ -251,6 +318,8 @@ class Connection:
             return Closed(self._closing, self._violation_seen)
         if self._closing is not None or (self._eof and not self._has_frame_bytes()):
             return self._finish()
+        if self._large is not None:
+            return self._next_large(self._large)
         available = len(self._buf) - self._pos
         if available < 4:
             return NEED_DATA
@@ -280,11 +349,47 @@ class Connection:
         if self._inflight and (not flags.pipelined or len(self._inflight) >= self._max_pipelined):
             return PAUSED
         if available < 4 + size:
+            if LARGE_FRAME_MIN <= size <= LARGE_FRAME_MAX:
+                self._start_large(size, available)
             return NEED_DATA
+        self._after_large = False
         return self._decode(self._consume(4, 4 + size), flags)
+
+    def _start_large(self, size: int, available: int) -> None:
+        """The frame at the front is large and not all here: the rest is read into a buffer of its own. What came
+        already (all of the unread input: this frame is incomplete) is its start."""
+        large = bytearray(size)
+        buf, pos = self._buf, self._pos
+        with memoryview(buf) as view:
+            large[: available - 4] = view[pos + 4 : pos + available]
+        self._large, self._large_filled = large, available - 4
+        self._buf, self._pos = b"", 0
+
+    def _next_large(self, large: bytearray) -> Event:
+        """The large frame at the front of the input: NEED_DATA until it is complete, then its request (or PAUSED
+        while what is in flight holds it back). The frame stays the request's (its records are slices of it): it is
+        never reused."""
+        if self._large_filled < len(large):
+            return NEED_DATA
+        (key,) = _API_KEY.unpack_from(large, 0)
+        flags = self._apis.flags(key) or _NO_FLAGS
+        inflight = self._inflight
+        if inflight and (not inflight[-1].pipelined or not flags.pipelined or len(inflight) >= self._max_pipelined):
+            return PAUSED  # the same rule as next_event's for a frame in the shared input
+        self._large, self._large_filled = None, 0
+        self._after_large = True
+        # only the Produce decoder keeps slices of its frame; the others are given bytes (a large Fetch or
+        # Metadata request is rare and small beside its response)
+        return self._decode(large if key == PRODUCE_KEY else bytes(large), flags)
 
     def _has_frame_bytes(self) -> bool:
         # at EOF a complete frame still buffered is served (a client may half-close after its last request)
+        large = self._large
+        if large is not None:
+            if self._large_filled == len(large):
+                return True
+            self.close(f"truncated frame ({self._large_filled} of {len(large)} bytes)")
+            return False
         available = len(self._buf) - self._pos
         if available < 4:
             if available:
@@ -296,7 +401,7 @@ class Connection:
         self.close(f"truncated frame ({available - 4} of {size} bytes)")
         return False
 
-    def _decode(self, frame: bytes, flags: ApiFlags) -> Event:
+    def _decode(self, frame: bytes | bytearray, flags: ApiFlags) -> Event:
         try:
             header, body_at = parse_request_header(frame, supported=self._apis.supports)
         except UnsupportedVersionError as unsupported:  # its own name: compiled code types a name once
@@ -312,20 +417,22 @@ class Connection:
         body: Any  # a hand-decoded or a kio request (declared: compiled code types a name by its first value)
         key, version = header.api_key, header.api_version
         try:
-            if key == FETCH_KEY and FETCH_MIN_VERSION <= version <= FETCH_MAX_VERSION:
-                # by hand: kio's reader costs ~1 µs per partition listed (kbus.protocol.fetch_request_decode)
-                body = decode_fetch_request(frame, version, body_at)
-            elif key == PRODUCE_KEY and PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
+            if key == PRODUCE_KEY and PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
                 # by hand: kio's reader and its bounds pre-pass cost more than the rest of a one-record Produce's
-                # decode (kbus.protocol.produce_request_decode)
+                # decode (kbus.protocol.produce_request_decode). A large frame's records stay slices of it.
                 body = decode_produce_request(frame, version, body_at)
-            elif key == HEARTBEAT_KEY and HEARTBEAT_VERSIONS[0] <= version <= HEARTBEAT_VERSIONS[1]:
-                # by hand: a consumer's periodic requests (kbus.protocol.group_requests)
-                body = decode_heartbeat_request(frame, version, body_at)
-            elif key == OFFSET_COMMIT_KEY and OFFSET_COMMIT_VERSIONS[0] <= version <= OFFSET_COMMIT_VERSIONS[1]:
-                body = decode_offset_commit_request(frame, version, body_at)
             else:
-                body = decode_request(frame, header, body_at)
+                data = frame if isinstance(frame, bytes) else bytes(frame)
+                if key == FETCH_KEY and FETCH_MIN_VERSION <= version <= FETCH_MAX_VERSION:
+                    # by hand: kio's reader costs ~1 µs per partition listed (kbus.protocol.fetch_request_decode)
+                    body = decode_fetch_request(data, version, body_at)
+                elif key == HEARTBEAT_KEY and HEARTBEAT_VERSIONS[0] <= version <= HEARTBEAT_VERSIONS[1]:
+                    # by hand: a consumer's periodic requests (kbus.protocol.group_requests)
+                    body = decode_heartbeat_request(data, version, body_at)
+                elif key == OFFSET_COMMIT_KEY and OFFSET_COMMIT_VERSIONS[0] <= version <= OFFSET_COMMIT_VERSIONS[1]:
+                    body = decode_offset_commit_request(data, version, body_at)
+                else:
+                    body = decode_request(data, header, body_at)
         except ProtocolError as exc:
             return self._violation(str(exc))
         return Request(self._open_slot(flags.pipelined), header, body, size=len(frame))
@@ -342,6 +449,7 @@ class Connection:
             self._violation_seen = True
         self.close(reason)
         self._buf, self._pos = b"", 0
+        self._large, self._large_filled = None, 0
         return self._finish()
 
     def _finish(self) -> Event:
@@ -389,4 +497,5 @@ class Connection:
         self._slots.clear()
         self._ready.clear()
         self._buf, self._pos = b"", 0
+        self._large, self._large_filled = None, 0
         return pending

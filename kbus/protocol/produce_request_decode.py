@@ -33,7 +33,7 @@ _ACKS_TIMEOUT: Final = struct.Struct(">hi")
 class PartitionProduceData:
     __slots__ = ("index", "records")
 
-    def __init__(self, index: int, records: bytes | None) -> None:
+    def __init__(self, index: int, records: bytes | memoryview | None) -> None:
         self.index = index
         self.records = records
 
@@ -83,8 +83,11 @@ class ProduceRequest:
                 f"timeout={self.timeout}, topic_data={self.topic_data!r})")
 
 
-def decode_produce_request(frame: bytes, version: int, body_offset: int) -> ProduceRequest:
-    """The Produce request body at `body_offset` of `frame`; ProtocolError when it is malformed."""
+def decode_produce_request(frame: bytes | bytearray, version: int, body_offset: int) -> ProduceRequest:
+    """The Produce request body at `body_offset` of `frame`; ProtocolError when it is malformed. From a bytearray
+    frame (a large request read into its own buffer, kbus.protocol.connection) each partition's records are a
+    writable memoryview into it, not a copy: the frame is the request's alone, and the log stamps offsets into the
+    batch in place and writes it from there."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ProtocolError(f"Produce v{version} has no hand-written decoder")
     try:
@@ -99,7 +102,7 @@ def _malformed(what: str) -> ProtocolError:
     return ProtocolError(f"malformed ProduceRequest: {what}")
 
 
-def _decode_classic(buf: bytes, pos: int) -> ProduceRequest:
+def _decode_classic(buf: bytes | bytearray, pos: int) -> ProduceRequest:
     """v3-v8: int16-length strings and bytes, int32 array counts, no tagged fields."""
     end = len(buf)
     (n,) = _I16.unpack_from(buf, pos)
@@ -134,11 +137,11 @@ def _decode_classic(buf: bytes, pos: int) -> ProduceRequest:
         for _ in range(part_count):
             index, size = _PARTITION_CLASSIC.unpack_from(buf, pos)
             pos += 8
-            records: bytes | None = None
+            records: bytes | memoryview | None = None
             if size >= 0:
                 if pos + size > end:
                     raise _malformed(f"records of {size} bytes, {end - pos} bytes left")
-                records = buf[pos : pos + size]
+                records = _records(buf, pos, size)
                 pos += size
             elif size != -1:
                 raise _malformed(f"bad records length {size}")
@@ -150,7 +153,7 @@ def _decode_classic(buf: bytes, pos: int) -> ProduceRequest:
 _PARTITION_CLASSIC: Final = struct.Struct(">ii")  # index, records length (-1: null)
 
 
-def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
+def _decode_flexible(buf: bytes | bytearray, pos: int) -> ProduceRequest:
     """v9-v12: compact (length + 1 varint) strings, bytes and arrays, tagged fields after each entity."""
     end = len(buf)
     n, pos = read_uvarint(buf, pos)
@@ -183,12 +186,12 @@ def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
         for _ in range(part_count):
             (index,) = _I32.unpack_from(buf, pos)
             size, pos = read_uvarint(buf, pos + 4)
-            records: bytes | None = None
+            records: bytes | memoryview | None = None
             if size > 0:
                 size -= 1
                 if pos + size > end:
                     raise _malformed(f"records of {size} bytes, {end - pos} bytes left")
-                records = buf[pos : pos + size]
+                records = _records(buf, pos, size)
                 pos += size
             pos = _skip_tagged(buf, pos)
             parts.append(PartitionProduceData(index, records))
@@ -198,6 +201,12 @@ def _decode_flexible(buf: bytes, pos: int) -> ProduceRequest:
     return ProduceRequest(transactional_id, acks, timeout, topics)
 
 
-def _skip_tagged(buf: bytes, pos: int) -> int:
+def _records(buf: bytes | bytearray, pos: int, size: int) -> bytes | memoryview:
+    if type(buf) is bytes:
+        return buf[pos : pos + size]  # a small frame's copy: the frame itself is let go
+    return memoryview(buf)[pos : pos + size]
+
+
+def _skip_tagged(buf: bytes | bytearray, pos: int) -> int:
     """Past an entity's tagged fields (Produce defines none up to v12: Kafka skips unknown ones, and so does this)."""
     return skip_tagged_fields(buf, pos, "ProduceRequest")

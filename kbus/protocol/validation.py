@@ -182,9 +182,11 @@ def _require_crc(buf: Buffer, h: rb.BatchHeader, tp: str) -> None:
                                     f"{h.crc}, computed crc = {h.compute_crc(buf)})")
 
 
-def validate_produce(buf: bytes | bytearray, policy: ValidationPolicy, now_ms: int, produce_version: int = 9) -> bytes:
+def validate_produce(buf: bytes | bytearray | memoryview, policy: ValidationPolicy, now_ms: int,
+                     produce_version: int = 9) -> bytes | memoryview:
     """Validate one partition's records from a Produce request; RecordValidationError if Kafka would refuse them.
-    Returns the records to append: ``buf`` itself, or a copy whose maxTimestamp Kafka would have corrected.
+    Returns the records to append: ``buf`` itself (a bytearray as bytes; a memoryview, the records of a large
+    request read into its own buffer, as it is: no copy), or a copy whose maxTimestamp Kafka would have corrected.
 
     The CRC is computed once per batch, by the log's append (CORRUPT_MESSAGE), except where validation must know
     first: before it reports any other error (Kafka checks the CRC before LogValidator runs, so a corrupt batch is
@@ -234,4 +236,6 @@ def validate_produce(buf: bytes | bytearray, policy: ValidationPolicy, now_ms: i
         crc = _crc32c.crc32c(memoryview(out)[h.position + rb.ATTRIBUTES_OFFSET : h.end_position])
         struct.pack_into(">I", out, h.position + rb.CRC_OFFSET, crc)
         return bytes(out)
-    return buf if isinstance(buf, bytes) else bytes(buf)  # kio's records are bytes: no copy on the hot path
+    if isinstance(buf, bytearray):
+        return bytes(buf)
+    return buf  # bytes (small requests, kio's) or a memoryview into a large request's frame: no copy

@@ -4,6 +4,7 @@ one advertised endpoint per listener, Kafka's socket buffer sizes."""
 from __future__ import annotations
 
 import datetime
+import os
 import re
 import socket
 import struct
@@ -29,7 +30,7 @@ def new_topic(bootstrap: str) -> str:
     return name
 
 
-def produce_frame(topic: str, corr: int) -> bytes:
+def produce_frame(topic: str, corr: int, value: bytes | None = None) -> bytes:
     body = ProduceRequest(
         transactional_id=None,
         acks=1,
@@ -37,7 +38,8 @@ def produce_frame(topic: str, corr: int) -> bytes:
         topic_data=(
             TopicProduceData(
                 name=topic,
-                partition_data=(PartitionProduceData(index=0, records=build_batch([(b"k", b"v%d" % corr)])),),
+                partition_data=(PartitionProduceData(
+                    index=0, records=build_batch([(b"k", b"v%d" % corr if value is None else value)])),),
             ),
         ),
     )
@@ -197,3 +199,42 @@ def test_many_clients_with_split_and_batched_requests_and_one_bad_frame_each_clo
     assert end_offset(broker.bootstrap, topic) == 3 * len(good) + len(good)
     log = broker.log_text()
     assert "Traceback" not in log and "socket.request.max.bytes" in log
+
+
+def test_large_produce_frames_read_into_their_own_buffers_are_appended_exactly(broker):
+    """Large Produce requests (read straight into a buffer of their own, their records appended from it) between
+    small ones on one connection, cut at every kind of boundary and pipelined, are appended byte for byte and in
+    order; a large frame whose records run past its end closes its own connection only."""
+    topic = new_topic(broker.bootstrap)
+    values = [b"small-0", os.urandom(300_000), b"small-2", os.urandom(100_000), os.urandom(40_000), b"small-5"]
+    frames = [produce_frame(topic, corr, value) for corr, value in enumerate(values)]
+    stream = b"".join(frames)
+    sock = socket.create_connection(("127.0.0.1", broker.port))
+    bad = socket.create_connection(("127.0.0.1", broker.port))
+    try:
+        cuts = sorted({3, len(frames[0]) + 2, len(frames[0]) + 70_000, len(frames[0]) + len(frames[1]) - 1,
+                       len(stream) - len(frames[5]) - 5_000})
+        for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+            sock.sendall(stream[start:end])
+        broken = bytearray(produce_frame(topic, 99, os.urandom(100_000)))
+        struct.pack_into(">i", broken, 0, len(broken) - 4 - 50_000)  # the frame ends inside its records
+        bad.sendall(broken[: len(broken) - 50_000])
+        assert [read_response_id(sock) for _ in values] == list(range(len(values)))
+        bad.settimeout(15)
+        assert bad.recv(100) == b""  # closed by the broker, nothing answered
+    finally:
+        sock.close()
+        bad.close()
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        while len(got) < len(values):
+            msgs = c.consume(10, 10)
+            assert msgs, f"only {len(got)} of {len(values)} consumed"
+            got += [m.value() for m in msgs if m.error() is None]
+    finally:
+        c.close()
+    assert got == values
+    assert "Traceback" not in broker.log_text()

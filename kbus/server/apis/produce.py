@@ -178,7 +178,7 @@ class _Ready:
 
     __slots__ = ("guard", "name", "out", "part", "producer", "records", "result", "sequence")
 
-    def __init__(self, out: PartitionProduceResult, part: Partition, records: bytes, name: str) -> None:
+    def __init__(self, out: PartitionProduceResult, part: Partition, records: bytes | memoryview, name: str) -> None:
         self.out, self.part, self.records, self.name = out, part, records, name
         self.result: AppendResult | None = None
         self.guard: VerificationGuard | None = None
@@ -303,7 +303,7 @@ def _verification_failed(out: PartitionProduceResult, code: int) -> None:
         out.error_code = error
 
 
-def _transactional(records: bytes | None) -> bool:
+def _transactional(records: bytes | memoryview | None) -> bool:
     """Is the first batch a v2 batch with the transactional attribute (Kafka's RequestUtils.hasTransactionalRecords)?
     Bytes 16 and 21-22 of a batch are its magic and attributes."""
     return records is not None and len(records) >= _BATCH_HEADER and records[16] == 2 and bool(records[22] & 0x10)

@@ -338,8 +338,11 @@ class Log:
         retries, write. Only a transaction coordinator (WriteTxnMarkers) may write control batches;
         `transaction_version` is its markers' (2: their epoch must be above the producer's, see check_marker).
         `verify_transactions` (a client's Produce with transaction.partition.verification.enable): a transactional
-        batch that does not continue an ongoing transaction needs `verification_guard` from a verification."""
-        buf = bytearray(records)
+        batch that does not continue an ongoing transaction needs `verification_guard` from a verification.
+        A writable memoryview (a Produce request's records, a slice of the frame it was read into) is the caller's
+        to give away: offsets are stamped into it in place and it is written from there. Anything else is copied
+        first."""
+        buf = records if type(records) is memoryview and not records.readonly else bytearray(records)
         headers = self._validate(buf)
         markers: dict[int, EndTxnMarker] = {}
         for h in headers:
@@ -424,7 +427,7 @@ class Log:
             return AppendResult(first, last, -1, self.log_start_offset, num_batches=len(headers),
                                 size_bytes=len(buf), num_records=num_records)
 
-    def _validate(self, buf: bytes | bytearray, *, from_leader: bool = False) -> list[BatchHeader]:
+    def _validate(self, buf: bytes | bytearray | memoryview, *, from_leader: bool = False) -> list[BatchHeader]:
         if not buf:
             raise rb.InvalidRecordError("produce request holds no record batch")
         headers = rb.batch_headers(buf, verify_crc=True)
@@ -443,7 +446,8 @@ class Log:
             )
         return headers
 
-    def _write(self, buf: bytes | bytearray, headers: list[BatchHeader], first: int, last: int, now: int) -> None:
+    def _write(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], first: int, last: int,
+               now: int) -> None:
         seg = self._active
         if seg.should_roll(len(buf), first, last, now):
             self._roll_locked(first, now)

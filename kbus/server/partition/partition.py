@@ -135,7 +135,8 @@ class Partition:
 
     # ------------------------------------------------------------------ leader: appends and the high watermark
     def append_as_leader(
-        self, records: bytes | bytearray, *, from_coordinator: bool = False, verify_transactions: bool = False,
+        self, records: bytes | bytearray | memoryview, *, from_coordinator: bool = False,
+        verify_transactions: bool = False,
         verification_guard: VerificationGuard | None = None, transaction_version: int = 0,
     ) -> AppendResult:
         # Kafka's appendRecordsToLeader (leaderLogIfLocal): a caller that awaited something since it looked the

@@ -171,7 +171,7 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- appends and acks=all
     def append_records(
-        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False,
+        self, part: Partition, records: bytes | bytearray | memoryview, acks: int, *, from_coordinator: bool = False,
         verify_transactions: bool = False, verification_guard: VerificationGuard | None = None,
         transaction_version: int = 0,
     ) -> AppendResult:

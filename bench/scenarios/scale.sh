@@ -6,6 +6,8 @@
 #   usage: bench/scenarios/scale.sh [ROUNDS]
 #   env:   AXES="partitions connections msgsize"  PARTITIONS="1 10 100 1000 10000"
 #          CONNECTIONS="10 100 1000 5000"  SIZES="10 100 1000 10000 100000"  SYSTEMS="kafka kbus"
+#          MSGSIZE_BYTES=N: bytes produced per message-size point (scale.py's --bytes, default 30 MB; more bytes,
+#          less of the CPU clock's 10 ms tick in each figure)
 #          PHASES="create load" (partitions axis: "create" alone times only the topic creations)
 #          KBUS_BASE=DIR: also kbus-base, the kbus of another checkout (an older commit: before/after, same run)
 set -euo pipefail
@@ -47,7 +49,7 @@ for r in $(seq "$rounds"); do
   for axis in $AXES; do
     case $axis in
       connections) for c in $CONNECTIONS; do point connections --connections "$c" --topic scale-conn; done ;;
-      msgsize) for s in $SIZES; do point msgsize --size "$s"; done ;;
+      msgsize) for s in $SIZES; do point msgsize --size "$s" ${MSGSIZE_BYTES:+--bytes "$MSGSIZE_BYTES"}; done ;;
       partitions)  # every topic first (memory per partition before traffic grows the heaps), then the requests
         if [[ " $PHASES " = *" create "* ]] && [ "$r" = 1 ]; then
           for n in $PARTITIONS; do point partitions --phase create --partitions "$n"; done

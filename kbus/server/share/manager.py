@@ -76,6 +76,12 @@ def _int(overrides: dict[str, str], key: str, default: int) -> int:
     return int(value) if value is not None and value.strip().isdigit() else default
 
 
+def _retrieve_outcome(task: asyncio.Task[SharePartition]) -> None:
+    """Its waiters get a failed load's exception; read here too, for when none is left (no "never retrieved")."""
+    if not task.cancelled():
+        task.exception()
+
+
 def next_epoch(epoch: int) -> int:
     return 1 if epoch >= 2**31 - 1 else epoch + 1
 
@@ -162,19 +168,23 @@ class SharePartitionManager:
         if sp is not None and sp.leader_epoch == leader_epoch:
             return sp
         pending = self._loading.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[SharePartition] = asyncio.get_running_loop().create_future()
-        self._loading[key] = fut
+        if pending is None:
+            # a task of its own that requests only wait for: run in the first request's task, the read was
+            # cancelled with it (its client disconnected) and every request waiting for the same read got a
+            # CancelledError it never asked for, so went unanswered
+            pending = self._loading[key] = asyncio.get_running_loop().create_task(
+                self._load_and_keep(key, topic_id, leader_epoch, log_start_offset, high_watermark)
+            )
+            pending.add_done_callback(_retrieve_outcome)
+        return await asyncio.shield(pending)
+
+    async def _load_and_keep(self, key: SharePartitionKey, topic_id: uuid.UUID, leader_epoch: int,
+                             log_start_offset: int, high_watermark: int) -> SharePartition:
+        group_id, _, partition = key
         try:
             sp = await self._load(group_id, topic_id, partition, leader_epoch, log_start_offset, high_watermark)
             self.partitions[key] = sp
-            fut.set_result(sp)
             return sp
-        except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()  # retrieved: the waiters get it too
-            raise
         finally:
             del self._loading[key]
 

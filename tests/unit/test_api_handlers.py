@@ -329,7 +329,9 @@ def test_fetch_returns_record_bytes_and_partition_offsets(version: int, tmp_path
     assert parts[("t", 1)].error_code == E.none and not parts[("t", 1)].records  # at the high watermark
     assert parts[("other", 0)].error_code == E.not_leader_or_follower
     assert parts[("other", 0)].records == b""  # never null: librdkafka rejects a null record set
-    assert [x["replica_id"] for x in replicas.reads] == [-1, -1]
+    # t-1 sits at the high watermark, where a consumer's read ends: answered from its offsets, not read
+    assert [(x["offset"], x["replica_id"]) for x in replicas.reads] == [(5, -1)]
+    assert (parts[("t", 1)].high_watermark, parts[("t", 1)].last_stable_offset) == (10, 10)
 
 
 def test_fetch_passes_follower_and_isolation_to_the_replica_manager(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ TOPICS: list[tuple[str, list[PartitionEntry]]] = [
         PartitionEntry(0, 0, 42, 40, 3, None, b"\x01" * 70),
         PartitionEntry(1, 0, 7, 7, 0, [(1000, 5), (1001, 6)], b"", 2),
         PartitionEntry(2, 6),  # NOT_LEADER_OR_FOLLOWER, offsets unknown
+        PartitionEntry(3, 0, 12, 11, 4, None, b"", 1),  # nothing new: the encoder's one-pack entry
     ]),
     ("é-" + "x" * 200, [PartitionEntry(9, 0, 2**40, 2**40 - 1, 2**33, [], b"r" * 300)]),
     ("empty", []),

@@ -140,6 +140,22 @@ def test_read_uses_fd_and_position_for_sendfile(tmp_path: Path) -> None:
     assert os.pread(f.fd, f.size, f.position) == f.to_bytes()
 
 
+def test_a_small_read_hands_on_the_bytes_its_walk_read(tmp_path: Path) -> None:
+    """The walk that finds a small range near the log end has already read its bytes: to_bytes() slices them (no
+    second pread), and they are the file's. A range past what the walk read is read from the file."""
+    lg = open_log(tmp_path, index_interval_bytes=256)
+    for _ in range(300):
+        lg.append_as_leader(batch(3))
+    small = lg.read(885, 1 << 20)  # the last 5 batches: from an index entry at most 256 bytes before, one window
+    assert small.window is not None
+    assert small.to_bytes() == os.pread(small.fd, small.size, small.position)
+    assert offsets_of(small.to_bytes())[0] == (885, 887) and small.offset_count == 15
+    large = lg.read(0, 1 << 20)  # the whole segment (44 KB), more than the walk's 4 KB window
+    assert large.size > 8192 and large.window is None
+    assert large.to_bytes() == os.pread(large.fd, large.size, large.position)
+    lg.close()
+
+
 def test_index_lookups_with_many_small_batches(tmp_path: Path) -> None:
     lg = open_log(tmp_path, index_interval_bytes=256)
     for _ in range(500):

@@ -139,6 +139,24 @@ def test_follower_indexes_aborts(tmp_path: Path) -> None:
     follower.close()
 
 
+def test_the_lso_follows_the_first_transactional_batch_however_it_arrives(tmp_path: Path) -> None:
+    """A log that never stored a transactional batch answers the LSO from the high watermark alone (Fetch asks for
+    it per partition); the first one holds it back whether appended as leader, as follower, or loaded back."""
+    leader = Log.open(tmp_path / "a-0", LogConfig())
+    leader.append_as_leader(plain(2))  # 0-1
+    assert leader.last_stable_offset(high_watermark=2) == 2
+    leader.append_as_leader(txn_batch(0))  # 2-3, open
+    assert leader.last_stable_offset(high_watermark=4) == 2
+    follower = Log.open(tmp_path / "b-0", LogConfig())
+    follower.append_as_follower(leader.read_bytes(0, 1 << 20))
+    assert follower.last_stable_offset(high_watermark=4) == 2
+    follower.close()
+    reopened = Log.open(tmp_path / "b-0", LogConfig(), clean_shutdown=True)  # from its producer snapshot
+    assert reopened.last_stable_offset(high_watermark=4) == 2
+    reopened.close()
+    leader.close()
+
+
 def test_transactions_v2_marker_needs_an_epoch_above_the_current_one(tmp_path: Path) -> None:
     """KIP-890 part 2 / KIP-1228: a WriteTxnMarkers v2 marker with transaction version 2 carries the epoch the
     coordinator bumped; one at the epoch the next transaction already writes with is a late duplicate of the

@@ -75,8 +75,9 @@ def _collect(
                 entry = PartitionEntry(fp.partition, ErrorCode.topic_authorization_failed)
             elif part is None:
                 entry = PartitionEntry(fp.partition, error)
-            elif (err := leader_epoch_error(part, getattr(fp, "current_leader_epoch", -1),
-                                            any_negative_unset=True)) is not None:
+            elif (epoch := getattr(fp, "current_leader_epoch", -1)) >= 0 and (
+                err := leader_epoch_error(part, epoch, any_negative_unset=True)
+            ) is not None:  # any negative epoch is unset (FetchRequest.optionalEpoch): only a set one is compared
                 entry = PartitionEntry(fp.partition, err)
             elif (
                 fctx.incremental
@@ -99,6 +100,12 @@ def _collect(
                     m.replicas.follower_fetched(part, replica_id, fp.fetch_offset)
                 waits.append(part)
                 continue
+            elif replica_id < 0 and not read_committed and fp.fetch_offset == (hw := part.high_watermark):
+                # a consumer at the high watermark, where its read ends (ReplicaManager.read would find nothing
+                # and read no file): the offsets alone, without a read result per partition (a caught-up
+                # consumer's full fetch of 1,000 partitions is all this)
+                entry = PartitionEntry(fp.partition, ErrorCode.none, hw, part.last_stable_offset, part.log_start_offset)
+                waits.append(part)
             else:
                 try:
                     read = m.replicas.read(
@@ -203,8 +210,9 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
         m.replicas.record_leader_replication(throttled)
     if replica_id < 0:
         for topic, (nbytes, nmsgs) in sent.items():
-            METRICS.inc("kbus_bytes_out_total", nbytes, topic=topic)
-            METRICS.inc("kbus_messages_out_total", nmsgs, topic=topic)
+            key = (("topic", topic),)  # labels_key(topic=topic), without its keyword dict and sort
+            METRICS.inc_key("kbus_bytes_out_total", key, nbytes)
+            METRICS.inc_key("kbus_messages_out_total", key, nmsgs)
     return encode_fetch_response(ctx.api_version, topics_out, session_id=fctx.session_id)
 
 

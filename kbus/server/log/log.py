@@ -18,7 +18,6 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from kbus.common.clock import now_ms
@@ -99,21 +98,51 @@ class AppendResult:
                 f"num_records={self.num_records})")
 
 
-@dataclass(frozen=True, slots=True)
 class FetchData:
     """Whole batches at [position, position + size) of an open segment file.
 
     Plaintext fetches of 16 KB or more send the range with ``sendfile`` (kbus.server.network.sendfile); TLS connections
     and small reads take ``to_bytes()``, one ``pread``. The fd stays valid for file.delete.delay.ms after the
-    segment is deleted, so a reader holding it is safe.
+    segment is deleted, so a reader holding it is safe. A plain class, not a dataclass: mypyc compiles a plain
+    class's __init__ (a dataclass's is generated Python), and one is made per partition a Fetch reads.
     """
 
-    fd: int
-    position: int
-    size: int
-    first_offset: int = -1  # base offset of the first batch (-1 when empty)
-    segment_base_offset: int = -1
-    next_offset: int = -1  # the offset after the last batch: the range spans next_offset - first_offset offsets
+    __slots__ = ("fd", "first_offset", "next_offset", "position", "segment_base_offset", "size", "window",
+                 "window_start")  # fmt: skip
+
+    def __init__(
+        self,
+        fd: int,
+        position: int,
+        size: int,
+        first_offset: int = -1,  # base offset of the first batch (-1 when empty)
+        segment_base_offset: int = -1,
+        next_offset: int = -1,  # the offset after the last batch: the range spans next_offset - first_offset offsets
+    ) -> None:
+        self.fd = fd
+        self.position = position
+        self.size = size
+        self.first_offset = first_offset
+        self.segment_base_offset = segment_base_offset
+        self.next_offset = next_offset
+        # the bytes the read that found this range already read from the file at window_start, when they
+        # hold the whole range (small reads near the log end): to_bytes() slices them instead of a second pread
+        self.window: bytes | None = None
+        self.window_start = 0
+
+    def _key(self) -> tuple[int, int, int, int, int, int]:
+        return (self.fd, self.position, self.size, self.first_offset, self.segment_base_offset, self.next_offset)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FetchData) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"FetchData(fd={self.fd}, position={self.position}, size={self.size}, "
+                f"first_offset={self.first_offset}, segment_base_offset={self.segment_base_offset}, "
+                f"next_offset={self.next_offset})")
 
     @property
     def offset_count(self) -> int:
@@ -124,6 +153,10 @@ class FetchData:
     def to_bytes(self) -> bytes:
         if self.size <= 0:
             return b""
+        window = self.window
+        if window is not None:
+            at = self.position - self.window_start
+            return window[at : at + self.size]
         return pread_all(self.fd, self.size, self.position)
 
     def __len__(self) -> int:
@@ -553,13 +586,19 @@ class Log:
                 return EMPTY_FETCH
             segments = self._segments[self._segment_for(offset):]
         for seg in segments:
-            found = seg.read(offset, max_bytes, max_offset, min_one_batch)
+            windows: list[tuple[int, bytes]] = []
+            found = seg.read(offset, max_bytes, max_offset, min_one_batch, windows)
             if found is None:
                 continue  # offset sits past this segment's batches (e.g. a gap): try the next segment
             position, size, first_offset, next_offset = found
             if size == 0:
                 return EMPTY_FETCH
-            return FetchData(seg.fd, position, size, first_offset, seg.base_offset, next_offset)
+            data = FetchData(seg.fd, position, size, first_offset, seg.base_offset, next_offset)
+            if windows:
+                window_start, window = windows[-1]
+                if window_start <= position and position + size <= window_start + len(window):
+                    data.window, data.window_start = window, window_start  # to_bytes() needs no pread
+            return data
         return EMPTY_FETCH
 
     # --- transactions -----------------------------------------------------------------------------------
@@ -567,6 +606,10 @@ class Log:
     def last_stable_offset(self, high_watermark: int) -> int:
         """Kafka's LSO: the high watermark, lowered to the first offset of the oldest transaction that is still
         open or whose marker the high watermark has not passed."""
+        if not self._unreplicated_txns and not self.producer_state.transactional:
+            # no transaction ever stored here: no lock, no pass over the producers (this runs for every partition
+            # of every Fetch). Both are read atomically; a concurrent append runs on the event loop, as this does.
+            return max(high_watermark, self.log_start_offset)
         with self._lock:
             self._unreplicated_txns = [t for t in self._unreplicated_txns if t.last_offset >= high_watermark]
             lso = high_watermark

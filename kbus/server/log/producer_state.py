@@ -281,6 +281,8 @@ class ProducerAppend:
     def commit(self) -> None:
         manager = self._manager
         manager.producers.update(self._staged)
+        if self._transactional:
+            manager.transactional = True
         if manager.verification_states:
             # a data batch opened the transaction (it is ongoing now) or a marker ended it: verification is over
             for producer_id in self._transactional:
@@ -292,6 +294,10 @@ class ProducerStateManager:
         self.dir = directory
         self.producers: dict[int, ProducerStateEntry] = {}
         self.verification_states: dict[int, VerificationStateEntry] = {}  # in memory only, as Kafka's
+        # False while no transactional batch has been stored (or loaded) since the state was last cleared: no
+        # transaction can be open, and first_unstable_offset() answers without a pass over every producer (it runs
+        # for each partition of every Fetch, through the last stable offset)
+        self.transactional = False
 
     def begin_append(
         self, *, validate: bool = True, verify_transactions: bool = False,
@@ -323,6 +329,8 @@ class ProducerStateManager:
         entry = self.producers.get(h.producer_id)
         if entry is None:
             entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
+        if h.is_transactional:
+            self.transactional = True
         return entry.add_batch(h, h.base_offset, marker)
 
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:
@@ -346,6 +354,8 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         """Offset of the first record of the oldest open transaction (the last stable offset's bound)."""
+        if not self.transactional:
+            return None
         offsets = [e.current_txn_first_offset for e in self.producers.values()
                    if e.current_txn_first_offset is not None]
         return min(offsets) if offsets else None
@@ -423,6 +433,7 @@ class ProducerStateManager:
         """Load the newest usable snapshot at or below the log end; returns the offset from which the log must
         be replayed. Snapshots past the log end (the log was truncated) are deleted."""
         self.producers = {}
+        self.transactional = False  # until a loaded snapshot or a replayed batch says otherwise
         for tmp in self.dir.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):
             tmp.unlink(missing_ok=True)
         for offset in reversed(self.snapshot_offsets()):
@@ -433,6 +444,7 @@ class ProducerStateManager:
                 break
             try:
                 self.producers = self._read_snapshot(offset)
+                self.transactional = any(e.current_txn_first_offset is not None for e in self.producers.values())
                 return offset
             except (OSError, ValueError, KeyError, TypeError) as e:
                 log.warning("%s: ignoring unreadable producer snapshot %d: %s", self.dir, offset, e)

@@ -300,11 +300,13 @@ class LogSegment:
 
     # --- reading ----------------------------------------------------------------------------------------
 
-    def walk(self, start: int = 0, end: int | None = None, *, window_size: int = _WALK_WINDOW
-             ) -> Iterator[BatchHeader]:
+    def walk(self, start: int = 0, end: int | None = None, *, window_size: int = _WALK_WINDOW,
+             windows: list[tuple[int, bytes]] | None = None) -> Iterator[BatchHeader]:  # fmt: skip
         """Headers of the whole batches in [start, end) without reading their records; stops at a torn tail.
 
         Reads ``window_size`` windows while batches are small, and just each 61-byte header once they are large.
+        ``windows``: each window read is added to it as (file position, bytes) (read() hands the last one on, so
+        a small fetch's records need no second pread).
         """
         end = self.size if end is None else end
         fd = self.fd
@@ -320,6 +322,8 @@ class LogSegment:
                 window = os.pread(fd, want, pos)
                 window_start = pos
                 rel = 0
+                if windows is not None:
+                    windows.append((pos, window))
                 if len(window) < RECORD_BATCH_OVERHEAD:
                     return
             if window[rel + MAGIC_OFFSET] != MAGIC_V2:
@@ -364,30 +368,34 @@ class LogSegment:
             yield found
             pos += size
 
-    def find_batch(self, offset: int, end: int | None = None) -> BatchHeader | None:
+    def find_batch(
+        self, offset: int, end: int | None = None, windows: list[tuple[int, bytes]] | None = None
+    ) -> BatchHeader | None:
         """The first batch whose last offset >= ``offset`` (the batch holding it, or the next one)."""
         _, position = self.index.lookup(offset)
         # the index is sparse (an entry per index.interval.bytes): only a short walk is left
         window = min(_WALK_WINDOW, max(4096, 2 * self.config.index_interval_bytes))
-        for h in self.walk(position, end, window_size=window):
+        for h in self.walk(position, end, window_size=window, windows=windows):
             if h.base_offset + h.last_offset_delta >= offset:
                 return h
         return None
 
     def read(
-        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool,
+        windows: list[tuple[int, bytes]] | None = None,
     ) -> tuple[int, int, int, int] | None:
         """(position, size, first base offset, next offset) of whole batches from the one holding ``offset``;
         None if that is past this segment. Size is 0 when the limits exclude even the first batch. The next
         offset is the one after the last batch in the range (the first batch's base offset when size is 0), so
-        the range spans next - first offsets without a header read per batch.
+        the range spans next - first offsets without a header read per batch. ``windows``: what the walks read
+        (walk()); the range's bytes are often all in the last one (a consumer near the log end).
 
         Cost does not grow with the number of batches returned: both ends are found through the offset index
         plus a walk of at most about one index interval.
         """
         end = self.size  # appends may continue: look only at what was there when the read began
         end_offset = self.next_offset  # appends run on the event loop as reads do: this is the offset at `end`
-        first = self.find_batch(offset, end)
+        first = self.find_batch(offset, end, windows)
         if first is None:
             return None
         start, first_offset = first.position, first.base_offset
@@ -395,7 +403,7 @@ class LogSegment:
         if max_offset is not None and max_offset < end_offset:
             # batches holding max_offset or later are excluded (the high watermark is a batch boundary); at or past
             # the segment's next offset no batch here holds it, so no walk (a backlog read, or HW = log end)
-            stop = self.find_batch(max_offset, end)
+            stop = self.find_batch(max_offset, end, windows)
             if stop is not None:
                 limit, limit_offset = stop.position, stop.base_offset
         first_size = first.batch_length + LOG_OVERHEAD
@@ -412,7 +420,7 @@ class LogSegment:
         boundary = max(self.index.position_floor(target), start)
         boundary_offset = first_offset if boundary == start else -1
         window = min(_WALK_WINDOW, max(4096, 2 * self.config.index_interval_bytes))
-        for h in self.walk(boundary, limit, window_size=window):
+        for h in self.walk(boundary, limit, window_size=window, windows=windows):
             if h.end_position > target:
                 boundary_offset = h.base_offset  # h starts at boundary: the first batch left out
                 break

@@ -40,13 +40,16 @@ class FetchPartitionRequest(Protocol):
     def partition_max_bytes(self) -> int: ...
 
 
-@dataclass(slots=True)
 class _Sent:
-    """What the client was last told about a partition."""
+    """What the client was last told about a partition (plain classes here: mypyc compiles their __init__, a
+    dataclass's is generated Python; one of these is made per partition whose offsets a response changes)."""
 
-    high_watermark: int = -2
-    last_stable_offset: int = -2
-    log_start_offset: int = -2
+    __slots__ = ("high_watermark", "last_stable_offset", "log_start_offset")
+
+    def __init__(self, high_watermark: int = -2, last_stable_offset: int = -2, log_start_offset: int = -2) -> None:
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
 
 
 @dataclass(slots=True)
@@ -59,15 +62,23 @@ class FetchSession:
     sent: dict[tuple[str, int], _Sent] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
 class FetchContext:
     """How to answer one Fetch: which partitions to read, which to put in the response, what session id to send."""
 
-    session_id: int
-    partitions: list[tuple[str, FetchPartitionRequest]]
-    session: FetchSession | None = None
-    incremental: bool = False
-    _pending: dict[tuple[str, int], _Sent] = field(default_factory=dict)
+    __slots__ = ("_pending", "incremental", "partitions", "session", "session_id")
+
+    def __init__(
+        self,
+        session_id: int,
+        partitions: list[tuple[str, FetchPartitionRequest]],
+        session: FetchSession | None = None,
+        incremental: bool = False,
+    ) -> None:
+        self.session_id = session_id
+        self.partitions = partitions
+        self.session = session
+        self.incremental = incremental
+        self._pending: dict[tuple[str, int], _Sent] = {}
 
     def topics(self) -> Iterator[tuple[str, list[FetchPartitionRequest]]]:
         """The partitions to read, grouped by topic in request (or session) order."""

@@ -18,7 +18,6 @@ import os
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -79,15 +78,29 @@ def halt_broker(status: int) -> None:
     os._exit(status)
 
 
-@dataclass(frozen=True, slots=True)
 class PartitionRead:
-    """What one partition contributes to a fetch response."""
+    """What one partition contributes to a fetch response. A plain class: one is made per partition of every
+    Fetch, and mypyc compiles a plain class's __init__ (a dataclass's is generated Python)."""
 
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    records: FetchData  # a range of a segment file: sent with sendfile or read with to_bytes()
-    aborted_transactions: list[AbortedTxn] | None = None
+    __slots__ = ("aborted_transactions", "high_watermark", "last_stable_offset", "log_start_offset", "records")
+
+    def __init__(
+        self,
+        high_watermark: int,
+        last_stable_offset: int,
+        log_start_offset: int,
+        records: FetchData,  # a range of a segment file: sent with sendfile or read with to_bytes()
+        aborted_transactions: list[AbortedTxn] | None = None,
+    ) -> None:
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.records = records
+        self.aborted_transactions = aborted_transactions
+
+    def __repr__(self) -> str:
+        return (f"PartitionRead({self.high_watermark}, {self.last_stable_offset}, {self.log_start_offset}, "
+                f"{self.records!r}, {self.aborted_transactions!r})")
 
 
 class ReplicaManager:

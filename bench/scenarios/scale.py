@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import statistics
@@ -183,6 +184,29 @@ async def cpu_per_request(args: argparse.Namespace, make: Any, resp_type: Any, n
         await conn.close()
 
 
+async def high_watermarks(args: argparse.Namespace, topic: str, n: int) -> dict[int, int]:
+    """Every partition's high watermark, from a Fetch at offset 0 of at most 1 byte each."""
+    from fetch_sessions import FetchResp, fetch_request
+
+    from kbus.protocol.client import KafkaConnection
+
+    conn = KafkaConnection(*host_port(args.bootstrap), "scale-hw")
+    await conn.connect(30)
+    try:
+        body: Any = fetch_request(topic, dict.fromkeys(range(n), 0), 0, -1)
+        one_byte = dataclasses.replace  # the records are not wanted, only the offsets
+        body = one_byte(body, topics=tuple(
+            one_byte(t, partitions=tuple(one_byte(p, partition_max_bytes=1) for p in t.partitions))
+            for t in body.topics))  # fmt: skip
+        resp = await conn.request(body, FetchResp, timeout=300)
+    finally:
+        await conn.close()
+    hw = {p.partition_index: p.high_watermark for t in resp.responses for p in t.partitions if not p.error_code}
+    if len(hw) != n:
+        raise RuntimeError(f"high watermarks of {topic}: {len(hw)} of {n} partitions answered")
+    return hw
+
+
 # ----------------------------------------------------------------------------------------------- librdkafka load
 def produce(args: argparse.Namespace, topic: str, partitions: int, count: int, size: int) -> dict[str, float]:
     from confluent_kafka import Producer
@@ -271,7 +295,9 @@ def run_partitions(args: argparse.Namespace) -> None:
     out["metadata_requests"] = reqs
     count = max(args.messages, n)
     out.update(produce(args, topic, n, count, 100))
-    offsets = {p: count // n + (1 if p < count % n else 0) for p in range(n)}
+    # at each partition's high watermark, as the broker reports it: the topic stays from round to round, so after
+    # the first round it holds more than this round's `count` messages (a fetch from count // n read them all)
+    offsets = asyncio.run(high_watermarks(args, topic, n))
     out["fetch_cpu_us_per_request"] = asyncio.run(
         cpu_per_request(args, lambda: fetch_request(topic, offsets, 0, -1), FetchResp, reqs))
     out.update(consume(args, topic, n, count, 100))

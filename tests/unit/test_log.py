@@ -103,6 +103,23 @@ def test_invalid_input_is_rejected_without_writing(tmp_path: Path) -> None:
     assert lg.append_as_leader(bytes(good)).first_offset == 0
 
 
+def test_crc_is_checked_on_client_appends_not_on_the_coordinators_own(tmp_path: Path) -> None:
+    """A client's batch (the default origin) has its CRC checked; one a coordinator of this broker built (Kafka's
+    AppendOrigin.COORDINATOR) is not checked again, and a reader (a follower) still finds a bad one."""
+    lg = open_log(tmp_path)
+    bad = bytearray(batch(2))
+    bad[-1] ^= 0x55
+    with pytest.raises(CorruptRecordError):
+        lg.append_as_leader(bytes(bad))
+    assert lg.log_end_offset == 0
+    assert lg.append_as_leader(bytes(bad), from_coordinator=True).last_offset == 1
+    with pytest.raises(CorruptRecordError):
+        rb.batch_headers(lg.read(0, 1 << 20).to_bytes(), verify_crc=True)
+    with pytest.raises(RecordTooLargeError):  # sizes are still checked for the coordinator's batches
+        open_log(tmp_path / "small", max_message_bytes=100).append_as_leader(batch(1, value=b"x" * 200),
+                                                                             from_coordinator=True)  # fmt: skip
+
+
 def test_read_max_bytes_min_one_and_max_offset(tmp_path: Path) -> None:
     lg = open_log(tmp_path)
     sizes = []

@@ -66,11 +66,15 @@ class _Replicas:
     def __init__(self, committed: bool) -> None:
         self.committed = committed
         self.waits = 0
+        self.from_coordinator = False
 
     def leader_partition(self, topic: str, index: int) -> tuple[object, E]:
         return object(), E.none
 
-    def append_records(self, part: object, records: bytes, acks: int) -> AppendResult:
+    def append_records(
+        self, part: object, records: bytes, acks: int, *, from_coordinator: bool = False
+    ) -> AppendResult:
+        self.from_coordinator = from_coordinator
         return AppendResult(7, 7, -1, 0)
 
     def acks_satisfied(self, part: object, result: AppendResult, acks: int) -> bool:
@@ -88,3 +92,4 @@ def test_an_append_already_committed_does_not_wait_for_acks() -> None:
         log = InternalTopicLog("__consumer_offsets", cast(StateReplicas, replicas))
         assert asyncio.run(log.append(0, b"batch")) == 7
         assert replicas.waits == waits
+        assert replicas.from_coordinator  # a coordinator's own batch: the log skips its CRC re-check

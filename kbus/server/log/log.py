@@ -374,9 +374,11 @@ class Log:
         batch that does not continue an ongoing transaction needs `verification_guard` from a verification.
         A writable memoryview (a Produce request's records, a slice of the frame it was read into) is the caller's
         to give away: offsets are stamped into it in place and it is written from there. Anything else is copied
-        first."""
+        first. `from_coordinator` (Kafka's AppendOrigin.COORDINATOR): this broker built the batch itself (a
+        coordinator's state record, a transaction marker), so its CRC is not computed again here; sizes are still
+        checked, and a follower or a reader checks the CRC as for any batch."""
         buf = records if type(records) is memoryview and not records.readonly else bytearray(records)
-        headers = self._validate(buf)
+        headers = self._validate(buf, verify_crc=not from_coordinator)
         markers: dict[int, EndTxnMarker] = {}
         for h in headers:
             if h.is_control:
@@ -460,10 +462,12 @@ class Log:
             return AppendResult(first, last, -1, self.log_start_offset, num_batches=len(headers),
                                 size_bytes=len(buf), num_records=num_records)
 
-    def _validate(self, buf: bytes | bytearray | memoryview, *, from_leader: bool = False) -> list[BatchHeader]:
+    def _validate(
+        self, buf: bytes | bytearray | memoryview, *, from_leader: bool = False, verify_crc: bool = True
+    ) -> list[BatchHeader]:
         if not buf:
             raise rb.InvalidRecordError("produce request holds no record batch")
-        headers = rb.batch_headers(buf, verify_crc=True)
+        headers = rb.batch_headers(buf, verify_crc=verify_crc)
         if from_leader:
             return headers
         max_size = self.config.max_message_bytes

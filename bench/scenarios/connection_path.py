@@ -27,6 +27,7 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.protocol.codec import build, encode_request, nested, request_type
 from kbus.protocol.record_batch import build_batch
 from kbus.server.broker import Broker
+from kbus.server.network import processor
 from kbus.server.network.connection_quotas import IdleExpiry
 from kbus.server.network.processor import KafkaProtocol
 from kbus.server.security.manager import SecurityManager
@@ -75,6 +76,8 @@ class Owner:
         self.managers = broker.managers
         self.security = SecurityManager(config, lambda _user: {})
         self.idle = IdleExpiry(config.connections_max_idle_ms)
+        if hasattr(processor, "ResponseBatch"):  # this tree's KafkaProtocol holds responses to the loop's turn
+            self.responses = processor.ResponseBatch(asyncio.get_running_loop())
 
     def track(self, protocol: KafkaProtocol) -> None:
         self.idle.update(protocol.conn_id, 0)

@@ -28,7 +28,13 @@ from kbus.protocol.record_batch import build_batch
 import sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: benchlib
-from benchlib import cpu_seconds  # noqa: E402
+from benchlib import TICK, cpu_seconds  # noqa: E402
+
+
+def system_seconds(pid: int) -> float:
+    """The kernel's share of cpu_seconds (stime): sockets, files."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[12]) / TICK
 
 
 # the versions of each request (librdkafka 2.x and the Java client send these or later)
@@ -37,9 +43,11 @@ VERSIONS = {"produce": (0, 9), "fetch": (1, 12), "metadata": (3, 12), "offsetcom
 FETCH_TOPIC = "small-fetch"  # one record per partition: a Fetch at offset 0 answers exactly one record
 
 
-def body(api: str, topic: str, partition: int, member: tuple[str, int, str] = ("", -1, "")) -> object:
-    """The request of API for one partition; MEMBER: (group id, generation id, member id) for the group APIs."""
-    req = request_type(*VERSIONS[api])
+def body(api: str, topic: str, partition: int, member: tuple[str, int, str] = ("", -1, ""), *, records: int = 1,
+         acks: int = -1, version: int | None = None) -> object:
+    """The request of API for one partition; MEMBER: (group id, generation id, member id) for the group APIs.
+    Produce: RECORDS x 100 B in its batch, ACKS, VERSION (default VERSIONS')."""
+    req = request_type(VERSIONS[api][0], VERSIONS[api][1] if version is None else version)
     assert req is not None
 
     def entity(name: str, /, **fields: object) -> object:
@@ -47,10 +55,10 @@ def body(api: str, topic: str, partition: int, member: tuple[str, int, str] = ("
 
     group, generation, member_id = member
     if api == "produce":
-        return build(req, acks=-1, timeout=5000, topic_data=(
+        return build(req, acks=acks, timeout=5000, topic_data=(
             entity("TopicProduceData", name=topic, partition_data=(
                 entity("PartitionProduceData", index=partition,
-                       records=build_batch([(None, b"x" * 100)])),)),))  # fmt: skip
+                       records=build_batch([(None, b"x" * 100)] * records)),)),))  # fmt: skip
     if api == "fetch":
         return build(req, replica_id=-1, max_wait=500, min_bytes=1, max_bytes=52428800, isolation_level=0,
                      session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="", topics=(
@@ -69,8 +77,8 @@ def body(api: str, topic: str, partition: int, member: tuple[str, int, str] = ("
     return build(req, client_software_name="bench", client_software_version="1")
 
 
-def frame(api: str, topic: str, partition: int, member: tuple[str, int, str] = ("", -1, "")) -> bytes:
-    return encode_request(body(api, topic, partition, member), 1, "small-requests")
+def frame(api: str, topic: str, partition: int, member: tuple[str, int, str] = ("", -1, ""), **produce: int) -> bytes:
+    return encode_request(body(api, topic, partition, member, **produce), 1, "small-requests")
 
 
 async def join_group(host: str, port: int, group: str) -> tuple[str, int, str]:
@@ -127,10 +135,10 @@ def _error_codes(value: object) -> list[int]:
     return codes
 
 
-async def check(host: str, port: int, api: str, bodies: list[object]) -> None:
+async def check(host: str, port: int, api: str, bodies: list[object], version: int | None = None) -> None:
     conn = KafkaConnection(host, port, "small-requests")
     for b in bodies:
-        answer = await conn.request(b, response_type(*VERSIONS[api]))
+        answer = await conn.request(b, response_type(VERSIONS[api][0], version or VERSIONS[api][1]))
         if any(_error_codes(answer)):
             raise SystemExit(f"{api}: the broker answered an error: {answer}")
     await conn.close()
@@ -158,21 +166,28 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         member = await join_group(host, int(port), f"small-{args.api}-{os.getpid()}")
     if args.api == "fetch":  # one record in each partition of FETCH_TOPIC (a new topic: nothing else in it)
         await check(host, int(port), "produce", [body("produce", FETCH_TOPIC, p) for p in range(args.partitions)])
-    bodies = [body(args.api, args.topic, p, member) for p in range(args.partitions)]
-    await check(host, int(port), args.api, bodies)
-    frames = [frame(args.api, args.topic, p, member) for p in range(args.partitions)]
+    produce = {"records": args.records, "acks": args.acks, "version": args.produce_version}
+    if args.api != "produce":
+        produce = {}
+    bodies = [body(args.api, args.topic, p, member, **produce) for p in range(args.partitions)]
+    await check(host, int(port), args.api, bodies, version=args.produce_version if produce else None)
+    frames = [frame(args.api, args.topic, p, member, **produce) for p in range(args.partitions)]
     per_conn = args.requests // args.connections
     warm = [connection(host, int(port), frames, min(per_conn, 200), args.window) for _ in range(args.connections)]
     await asyncio.gather(*warm)
-    cpu0, t0 = cpu_seconds(args.broker_pid), time.monotonic()
+    cpu0, sys0, t0 = cpu_seconds(args.broker_pid), system_seconds(args.broker_pid), time.monotonic()
     counts = await asyncio.gather(*(connection(host, int(port), frames, per_conn, args.window)
                                     for _ in range(args.connections)))  # fmt: skip
     elapsed, cpu = time.monotonic() - t0, cpu_seconds(args.broker_pid) - cpu0
+    kernel = system_seconds(args.broker_pid) - sys0
     n = sum(counts)
     return {"tool": "small-requests", "label": args.label, "api": args.api, "requests": n,
             "connections": args.connections, "window": args.window, "seconds": round(elapsed, 3),
+            **({"records": args.records, "acks": args.acks, "version": args.produce_version or VERSIONS["produce"][1]}
+               if args.api == "produce" else {}),
             "requests_per_s": round(n / elapsed), "broker_cpu_s": round(cpu, 3),
-            "broker_cpu_us_per_request": round(cpu / n * 1e6, 2), "loadavg": os.getloadavg()[0],
+            "broker_cpu_us_per_request": round(cpu / n * 1e6, 2),
+            "broker_sys_us_per_request": round(kernel / n * 1e6, 2), "loadavg": os.getloadavg()[0],
             "time": time.strftime("%Y-%m-%dT%H:%M:%S")}  # fmt: skip
 
 
@@ -187,6 +202,9 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--window", type=int, default=4, help="requests in flight per connection")
     ap.add_argument("--requests", type=int, default=40_000)
+    ap.add_argument("--records", type=int, default=1, help="Produce: 100 B records per request (one batch)")
+    ap.add_argument("--acks", type=int, default=-1, choices=(-1, 1), help="Produce: acks (0 is never answered)")
+    ap.add_argument("--produce-version", type=int, default=None, help="Produce: the request version (default 9)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     admin = AdminClient({"bootstrap.servers": args.bootstrap})

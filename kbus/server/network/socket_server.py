@@ -26,7 +26,7 @@ from kbus.common.connection_limits import (
 )
 from kbus.common.quotas import DEFAULT as DEFAULT_ENTITY
 from kbus.server.network.connection_quotas import Admission, ConnectionQuotas, IdleExpiry
-from kbus.server.network.processor import KafkaProtocol
+from kbus.server.network.processor import KafkaProtocol, ResponseBatch
 from kbus.server.quotas.rate import RateConfig
 from kbus.server.security.manager import SSL_HANDSHAKE_TIMEOUT_S, ListenerSecurity, SecurityManager
 from kbus.server.util.metrics import METRICS, Metrics, labels_key
@@ -67,6 +67,7 @@ class KafkaServer:
         self._sweeper: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # set once accepting
         self._owner_loop = asyncio.get_running_loop()
+        self.responses = ResponseBatch(self._owner_loop)  # its connections' responses, written once per loop turn
         self._rejections = {name: RepeatedWarning(log) for name in names}
         self._stopping = False
         self._refused_limits = ""

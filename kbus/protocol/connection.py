@@ -69,6 +69,8 @@ READ_CHUNK = 256 * 1024
 # buffer and has to be copied into its own: one more read per large frame instead of a copy of up to READ_CHUNK.
 HEADER_READ = 4096
 _SCRATCH = bytearray(READ_CHUNK)
+_SCRATCH_VIEW = memoryview(_SCRATCH)  # handed out for every such read (one object, not one per read)
+_HEADER_VIEW = _SCRATCH_VIEW[:HEADER_READ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +216,8 @@ class Connection:
         if large is not None and self._large_filled < len(large):
             return memoryview(large)[self._large_filled :]
         if self._after_large and self._pos == len(self._buf):
-            return memoryview(_SCRATCH)[:HEADER_READ]
-        return memoryview(_SCRATCH)
+            return _HEADER_VIEW
+        return _SCRATCH_VIEW
 
     def buffer_updated(self, nbytes: int) -> None:
         """`nbytes` of the buffer `get_buffer` gave were filled by a read."""
@@ -225,20 +227,21 @@ class Connection:
             return
         if not nbytes or self._eof or self._closing is not None:
             return
-        with memoryview(_SCRATCH) as view:
-            start = 0
-            if self._pos == len(self._buf) and large is None and nbytes >= 4 and self.authenticated \
-                    and not self._expect_raw_token:
-                # a read that starts with a large frame (the first of a connection, or one read whole): copied
-                # once, into its own buffer, rather than into bytes and then out of them
-                (size,) = _I32.unpack_from(_SCRATCH, 0)
-                if LARGE_FRAME_MIN <= size <= LARGE_FRAME_MAX and size <= self._max_frame:
-                    large = bytearray(size)
-                    start = min(4 + size, nbytes)
-                    large[: start - 4] = view[4:start]
-                    self._large, self._large_filled = large, start - 4
-            if start < nbytes:
-                self.receive_data(bytes(view[start:nbytes]))
+        view = _SCRATCH_VIEW
+        start = 0
+        if nbytes >= LARGE_FRAME_MIN and self._pos == len(self._buf) and large is None and self.authenticated \
+                and not self._expect_raw_token:
+            # a read that starts with a large frame (the first of a connection, or one read whole): copied once,
+            # into its own buffer, rather than into bytes and then out of them (a shorter read that starts one
+            # is taken up by next_event)
+            (size,) = _I32.unpack_from(_SCRATCH, 0)
+            if LARGE_FRAME_MIN <= size <= LARGE_FRAME_MAX and size <= self._max_frame:
+                large = bytearray(size)
+                start = min(4 + size, nbytes)
+                large[: start - 4] = view[4:start]
+                self._large, self._large_filled = large, start - 4
+        if start < nbytes:
+            self.receive_data(bytes(view[start:nbytes]))
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Bytes from the peer; b"" means end of stream. Not kept: a bytes object may be kept without a copy."""

@@ -90,6 +90,7 @@ def test_create_topic_writes_assignment_state_and_config(stores, raw_zk):
     assert state == {"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 0, "isr": [1]}
     assert znode_json(raw_zk, "/config/topics/orders") == {"version": 1, "config": {"retention.ms": "60000"}}
     assert store.topics()["orders"] == topic
+    assert store.topic("orders") == topic and store.topic("missing") is None  # one topic, without the copy
 
     with pytest.raises(TopicExistsError, match=r"Topic 'orders' already exists."):
         store.create_topic("orders", 1, 1, {})
@@ -114,10 +115,12 @@ def test_configs_partitions_and_delete(stores, raw_zk):
 
     grown = store.create_partitions("t1", 4)
     assert sorted(grown.partitions) == [0, 1, 2, 3] and all(p.leader == 1 for p in grown.partitions.values())
+    t1 = store.topic("t1")  # a change replaces the view: topic() reads the new one, as topics() does
+    assert t1 is not None and sorted(t1.partitions) == [0, 1, 2, 3]
     assert raw_zk.exists("/brokers/topics/t1/partitions/3/state")
 
     store.delete_topic("t1")
-    assert "t1" not in store.topics()
+    assert "t1" not in store.topics() and store.topic("t1") is None
     assert raw_zk.exists("/brokers/topics/t1") is None
     assert raw_zk.exists("/config/topics/t1") is None
     assert raw_zk.get_children("/admin/delete_topics") == []

@@ -54,7 +54,7 @@ def start_group_coordinator(config: KafkaConfig, replicas: StateReplicas, metada
     """Runs on the event loop."""
 
     def partition_exists(topic: str, partition: int) -> bool:
-        t = metadata.topics().get(topic)
+        t = metadata.topic(topic)  # every OffsetCommit asks, per partition: not a copy of every topic
         return t is not None and partition in t.partitions
 
     def live_topics() -> set[str] | None:

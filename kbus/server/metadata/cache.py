@@ -19,7 +19,7 @@ class MetadataCache:
         return self._store.topics()
 
     def topic(self, name: str) -> TopicMetadata | None:
-        return self._store.topics().get(name)
+        return self._store.topic(name)
 
     def controller_id(self) -> int:
         return self._store.controller_id()

@@ -114,6 +114,10 @@ class LocalMetadataStore:
         with self._lock:
             return dict(self._topics)
 
+    def topic(self, name: str) -> TopicMetadata | None:
+        with self._lock:
+            return self._topics.get(name)
+
     def controller_id(self) -> int:
         return self._broker.broker_id
 

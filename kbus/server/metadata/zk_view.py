@@ -245,14 +245,27 @@ class ZkClusterView:
 
     def topics(self) -> dict[str, TopicMetadata]:
         with self._cond:
-            if self._topics_view is None:
-                self._topics_view = {
-                    name: self._topic_metadata(name, assignment)
-                    for name, (assignment, _) in sorted(self._assignments.items())
-                    # with delete.topic.enable=false a marker deletes nothing (the controller drops it)
-                    if name not in self._deleting or not self._delete_topic_enable
-                }
-            return dict(self._topics_view)
+            return dict(self._topics_view_locked())
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        # The view is built under the lock and replaced (never changed in place) when the metadata changes, so the
+        # reference read here is a consistent snapshot without taking the lock (a Python-level Condition).
+        view = self._topics_view
+        if view is None:
+            with self._cond:
+                view = self._topics_view_locked()
+        return view.get(name)
+
+    def _topics_view_locked(self) -> dict[str, TopicMetadata]:
+        view = self._topics_view
+        if view is None:
+            view = self._topics_view = {
+                name: self._topic_metadata(name, assignment)
+                for name, (assignment, _) in sorted(self._assignments.items())
+                # with delete.topic.enable=false a marker deletes nothing (the controller drops it)
+                if name not in self._deleting or not self._delete_topic_enable
+            }
+        return view
 
     def controller_id(self) -> int:
         with self._cond:

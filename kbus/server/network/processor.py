@@ -241,11 +241,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             return
         self.server.idle.update(self.conn_id, now_ms())
         self.conn.buffer_updated(nbytes)
-        self._reading = True
-        try:
-            self._pump()
-        finally:
-            self._reading = False
+        self._pump_read()
 
     def data_received(self, data: bytes) -> None:
         """Bytes handed over whole (the transport calls buffer_updated instead; benchmarks feed frames here)."""
@@ -253,6 +249,10 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             return
         self.server.idle.update(self.conn_id, now_ms())
         self.conn.receive_data(data)
+        self._pump_read()
+
+    def _pump_read(self) -> None:
+        """Serve what a read brought: responses answered meanwhile are held for the end of the loop's turn."""
         self._reading = True
         try:
             self._pump()

@@ -90,6 +90,45 @@ def test_offset_commit_batch_is_one_record_per_partition() -> None:
     assert [r.timestamp for r in records] == [1234, 1234]
 
 
+def _key_as_before(group: str, topic: str, partition: int) -> bytes:
+    """The key and value as commit_batch packed them before its fixed structs (one format string per call)."""
+    g, t = group.encode("utf-8"), topic.encode("utf-8")
+    return struct.pack(f">hh{len(g)}sh{len(t)}si", 1, len(g), g, len(t), t, partition)
+
+
+def _value_as_before(om: OffsetAndMetadata) -> bytes:
+    md = om.metadata.encode("utf-8")
+    if om.expire_timestamp is not None:
+        return struct.pack(f">hqh{len(md)}sqq", 1, om.offset, len(md), md, om.commit_timestamp, om.expire_timestamp)
+    return struct.pack(f">hqih{len(md)}sq", 3, om.offset, om.leader_epoch, len(md), md, om.commit_timestamp)
+
+
+@pytest.mark.parametrize(
+    ("group", "topic", "metadata", "expire", "partitions"),
+    [
+        ("g", "t", "", None, 1),  # the consumer's one-record commit
+        ("grüppe-" * 20, "tópic" * 30, "m" * 300, None, 3),  # varints of 2 bytes: key, value and record lengths
+        ("g", "t", "é/meta", 61000, 2),  # v1 value (OffsetCommit v2-v4 retention_time)
+        ("", "t", "x", None, 130),  # an empty group id; offset deltas past one varint byte
+    ],
+)
+def test_offset_commit_batch_bytes_as_before(
+    group: str, topic: str, metadata: str, expire: int | None, partitions: int
+) -> None:
+    offsets = {(topic, p): OffsetAndMetadata(2**40 + p, p % 7 - 1, metadata, 1700000000000, expire)
+               for p in range(partitions)}  # fmt: skip
+    for (t, p), om in offsets.items():
+        assert offset_commit_key(group, t, p) == _key_as_before(group, t, p)
+        assert offset_commit_value(om) == _value_as_before(om)
+    batch = offset_commit_batch(group, offsets, 1700000000123)
+    assert batch == build_batch([(_key_as_before(group, t, p), _value_as_before(om)) for (t, p), om in offsets.items()],
+                                timestamp_ms=1700000000123)  # fmt: skip
+    values = [r.value for r in decode_records(batch)]
+    # a v1 value has no leader epoch
+    expected = [om if expire is None else om._replace(leader_epoch=-1) for om in offsets.values()]
+    assert [decode_offset_value(v) for v in values if v is not None] == expected
+
+
 def test_check_offsets_refuses_unknown_partitions_and_long_metadata() -> None:
     offsets = {("t", 0): OffsetAndMetadata(1, metadata="x" * 10), ("t", 1): OffsetAndMetadata(1, metadata="é" * 6),
                ("gone", 0): OffsetAndMetadata(1)}  # fmt: skip

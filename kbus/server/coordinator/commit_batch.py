@@ -33,6 +33,13 @@ OFFSET_COMMIT_KEY_VERSION = 1
 OFFSET_COMMIT_VALUE_VERSION = 3
 _OFFSET_COMMIT_VALUE_V1 = 1  # the only version with an expire timestamp (OffsetCommit v2-v4 retention_time)
 _UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_TWO_INT64 = struct.Struct(">qq")
+_KEY_HEAD = struct.Struct(">hh")  # key version, group length
+_VALUE_V3_HEAD = struct.Struct(">hqih")  # value version, offset, leader epoch, metadata length
+_VALUE_V1_HEAD = struct.Struct(">hqh")  # value version, offset, metadata length
 _UNKNOWN_TOPIC_OR_PARTITION = int(E.unknown_topic_or_partition)
 _OFFSET_METADATA_TOO_LARGE = int(E.offset_metadata_too_large)
 
@@ -49,18 +56,25 @@ class OffsetAndMetadata(NamedTuple):
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    g, t = group.encode("utf-8"), topic.encode("utf-8")
-    return struct.pack(f">hh{len(g)}sh{len(t)}si", OFFSET_COMMIT_KEY_VERSION, len(g), g, len(t), t, partition)
+    return _key(group.encode("utf-8"), topic.encode("utf-8"), partition)
+
+
+# Fixed structs around the strings: a format string built per call (f">hh{len(g)}s...") and looked up in struct's
+# cache was most of what packing a key and a value cost.
+def _key(group: bytes, topic: bytes, partition: int) -> bytes:
+    return b"".join((_KEY_HEAD.pack(OFFSET_COMMIT_KEY_VERSION, len(group)), group, _INT16.pack(len(topic)), topic,
+                     _INT32.pack(partition)))  # fmt: skip
 
 
 def offset_commit_value(value: OffsetAndMetadata) -> bytes:
-    md = value.metadata.encode("utf-8")
+    metadata = value.metadata
+    md = metadata.encode("utf-8") if metadata else b""
     expire = value.expire_timestamp
     if expire is not None:
-        return struct.pack(f">hqh{len(md)}sqq", _OFFSET_COMMIT_VALUE_V1, value.offset, len(md), md,
-                           value.commit_timestamp, expire)  # fmt: skip
-    return struct.pack(f">hqih{len(md)}sq", OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, len(md), md,
-                       value.commit_timestamp)  # fmt: skip
+        return b"".join((_VALUE_V1_HEAD.pack(_OFFSET_COMMIT_VALUE_V1, value.offset, len(md)), md,
+                         _TWO_INT64.pack(value.commit_timestamp, expire)))  # fmt: skip
+    return b"".join((_VALUE_V3_HEAD.pack(OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, len(md)), md,
+                     _INT64.pack(value.commit_timestamp)))  # fmt: skip
 
 
 def check_offsets(
@@ -95,10 +109,11 @@ def offset_commit_batch(group_id: str, offsets: dict[tuple[str, int], OffsetAndM
     (normalizing each record, headers, per-record timestamps, compression): a third of a one-partition commit's
     coordinator work was that."""
     out = bytearray(RECORD_BATCH_OVERHEAD)
+    group = group_id.encode("utf-8")
     count = 0
     for tp, om in offsets.items():
         # every record has the batch's timestamp (delta 0) and no headers
-        encode_record(out, count, 0, offset_commit_key(group_id, tp[0], tp[1]), offset_commit_value(om), ())
+        encode_record(out, count, 0, _key(group, tp[0].encode("utf-8"), tp[1]), offset_commit_value(om), ())
         count += 1
     if count == 0:
         raise ValueError("a record batch needs at least one record")

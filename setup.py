@@ -49,6 +49,7 @@ COMPILED = [
     "kbus/protocol/validation.py",
     "kbus/server/apis/fetch.py",
     "kbus/server/apis/metadata.py",
+    "kbus/server/apis/offset_commit.py",
     "kbus/server/apis/produce.py",
     "kbus/server/coordinator/commit_batch.py",
     "kbus/server/coordinator/commit_path.py",

@@ -16,6 +16,7 @@ import pytest
 from kio.schema.errors import ErrorCode as E
 from kio.serial import entity_reader, entity_writer
 
+import kbus.server.apis.groups  # noqa: F401  # registers the group handlers (OffsetCommit: apis.offset_commit)
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.protocol.codec import (
@@ -30,8 +31,8 @@ from kbus.protocol.codec import (
 )
 from kbus.protocol.fetch_response import EncodedBody
 from kbus.protocol.group_requests import decode_offset_commit_request
-from kbus.server.apis import groups as apis
 from kbus.server.apis.registry import API_TABLE, RequestContext
+from kbus.server.coordinator.commit_batch import OffsetAndMetadata
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
 from kbus.server.metadata.types import TopicMetadata
 from kbus.server.quotas.manager import QuotaManagers
@@ -245,7 +246,7 @@ def test_offset_fetch(version: int) -> None:
             "",
             None,
             -1,
-            {("t", 0): apis.OffsetAndMetadata(5, 2, "m", 1), ("t", 1): apis.OffsetAndMetadata(6, -1, "", 1)},
+            {("t", 0): OffsetAndMetadata(5, 2, "m", 1), ("t", 1): OffsetAndMetadata(6, -1, "", 1)},
         )
         assert set(errs.values()) == {E.none}
         cls = request_type(9, version)
@@ -279,7 +280,7 @@ def test_admin_apis_all_versions(key: int) -> None:
         for version in spec(key):
             b = FakeBroker()
             await elected(b)
-            await b.group_coordinator.commit_offsets("g", "", None, -1, {("t", 0): apis.OffsetAndMetadata(5)})
+            await b.group_coordinator.commit_offsets("g", "", None, -1, {("t", 0): OffsetAndMetadata(5)})
             if key == 15:
                 r = await call(b, 15, version, groups=("g", "missing"))
                 assert [(g.group_id, g.group_state) for g in r.groups] == [("g", "Empty"), ("missing", "Dead")]
@@ -322,7 +323,7 @@ def test_offsets_v10_never_resolve_the_zero_topic_id() -> None:
         b = FakeBroker()
         b.topics = lambda: {"t": TopicMetadata("t", uuid.UUID(int=0), {})}  # type: ignore[method-assign]
         await elected(b)
-        await b.group_coordinator.commit_offsets("g", "", None, -1, {("t", 0): apis.OffsetAndMetadata(5)})
+        await b.group_coordinator.commit_offsets("g", "", None, -1, {("t", 0): OffsetAndMetadata(5)})
         zero = uuid.UUID(int=0)
         cls = request_type(8, 10)
         part = build(nested(cls, "OffsetCommitRequestPartition"), partition_index=1, committed_offset=9,
@@ -422,8 +423,8 @@ def test_offset_commit_every_version(version: int, hand_decoded: bool) -> None:
         now = b.clock()
         epoch = 4 if version >= 6 else -1
         expire = now + 60_000 if version <= 4 else None
-        assert stored == {("t", 0): apis.OffsetAndMetadata(10, epoch, "m0", now, expire),
-                          ("t", 1): apis.OffsetAndMetadata(11, epoch, "m1", now, expire)}  # fmt: skip
+        assert stored == {("t", 0): OffsetAndMetadata(10, epoch, "m0", now, expire),
+                          ("t", 1): OffsetAndMetadata(11, epoch, "m1", now, expire)}  # fmt: skip
         ctx = RequestContext(header, "127.0.0.1", 50000, "c1", authorizer=_DenyTopic("g"))  # type: ignore[arg-type]
         response = await API_TABLE[8].handler(b, ctx, req)  # type: ignore[arg-type]
         frame = encode_response(header, response)

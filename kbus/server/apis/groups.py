@@ -17,18 +17,14 @@ from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
-from kbus.protocol.group_responses import (
-    encode_heartbeat_response,
-    encode_offset_commit_response,
-    errors_by_topic,
-)
+from kbus.protocol.group_responses import encode_heartbeat_response
 from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
+from kbus.server.apis.offset_commit import FIRST_VERSION_WITH_TOPIC_IDS, NO_TOPIC_ID, topic_names_by_id
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.share_offsets import reset_partitions
 from kbus.server.apis.transactions import find_transaction_coordinator
 from kbus.server.coordinator.consumer_group import validate_offset_fetch
 from kbus.server.coordinator.group_admin import EMPTY_SUMMARY
-from kbus.server.coordinator.records import OffsetAndMetadata
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
@@ -243,88 +239,13 @@ async def leave_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
 # ---------------------------------------------------------------- OffsetCommit / OffsetFetch / OffsetDelete
 
 
-# OffsetCommit and OffsetFetch v10 (Kafka 4.1) name topics by id only; offsets are still kept by topic name
-_FIRST_VERSION_WITH_TOPIC_IDS = 10
-_NO_TOPIC_ID = uuid.UUID(int=0)
-
-
-def _topic_names_by_id(m: Managers) -> Mapping[uuid.UUID, str]:
-    return {t.topic_id: name for name, t in m.cluster.topics().items() if t.topic_id != _NO_TOPIC_ID}
+# OffsetCommit (8) is compiled: kbus/server/apis/offset_commit.py (imported above, which registers it).
 
 
 def _topic_ids(m: Managers) -> Mapping[str, uuid.UUID]:
     """The topics v10 can name: not one an old ZooKeeper tool created without an id (shown with the zero UUID
     until the controller gives it one; Kafka never resolves Uuid.ZERO_UUID)."""
-    return {name: t.topic_id for name, t in m.cluster.topics().items() if t.topic_id != _NO_TOPIC_ID}
-
-
-@api(8, 2, 10)
-async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
-    """v10 names topics by id (Kafka 4.1's KafkaApis: an id the cluster does not know gets UNKNOWN_TOPIC_ID on
-    each of its partitions; the response names topics by id too)."""
-    coordinator = _coordinator(m)
-    version = ctx.api_version
-    retention_ms = ms(req.retention_time) if 2 <= version <= 4 else -1
-    now = coordinator.clock() if coordinator is not None else 0
-    # Kafka: only -1 (DEFAULT_RETENTION_TIME) means the broker's retention; any other value, negative too, expires
-    # at now + retention
-    expire = now + retention_ms if retention_ms != -1 else None
-    with_epoch = version >= 6  # committed_leader_epoch
-    by_id = version >= _FIRST_VERSION_WITH_TOPIC_IDS
-    names_by_id = _topic_names_by_id(m) if by_id else {}
-    ids: dict[str, uuid.UUID] = {}  # topic name -> the id the request used for it
-    unknown_ids: dict[uuid.UUID, list[int]] = defaultdict(list)
-    # authorized per topic, not per partition: the offsets to commit, and the errors of the partitions refused
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    refused: dict[tuple[str, int], int] = {}
-    group_allowed = _group(ctx, Operation.READ, req.group_id)
-    for t in req.topics:
-        if by_id:
-            found = names_by_id.get(t.topic_id)
-            if found is None:
-                unknown_ids[t.topic_id].extend(p.partition_index for p in t.partitions)
-                continue
-            ids[found] = t.topic_id
-            name = found
-        else:
-            name = t.name
-        if not group_allowed or not ctx.authorized(Operation.READ, ResourceType.TOPIC, name):
-            denied = int(E.group_authorization_failed if not group_allowed else E.topic_authorization_failed)
-            for p in t.partitions:
-                refused[(name, p.partition_index)] = denied
-            continue
-        for p in t.partitions:
-            epoch = p.committed_leader_epoch if with_epoch else -1
-            offsets[(name, p.partition_index)] = OffsetAndMetadata(
-                p.committed_offset, epoch, p.committed_metadata or "", now, expire
-            )
-    errors: dict[tuple[str, int], int] = {}
-    if offsets and coordinator is None:
-        errors = dict.fromkeys(offsets, E.coordinator_not_available)
-    elif offsets and coordinator is not None:
-        errors = await coordinator.commit_offsets(
-            req.group_id,
-            req.member_id,
-            req.group_instance_id if version >= 7 else None,
-            req.generation_id_or_member_epoch,
-            offsets,
-            api_version=version,
-        )
-    if refused:
-        errors.update(refused)
-    by_topic = errors_by_topic(errors)
-    topics: list[tuple[str | None, uuid.UUID | None, list[tuple[int, int]]]] = [
-        (name, ids.get(name, _NO_TOPIC_ID), parts) for name, parts in by_topic.items()
-    ]
-    if unknown_ids:
-        topics += [(None, topic_id, [(p, int(E.unknown_topic_id)) for p in partitions])
-                   for topic_id, partitions in unknown_ids.items()]  # fmt: skip
-    if m.quotas.request.enabled:  # the network layer writes the request quota's throttle time into kio objects
-        return ctx.build(throttle_time=0, topics=[
-            ctx.nested("OffsetCommitResponseTopic", name=name, topic_id=topic_id, partitions=[
-                ctx.nested("OffsetCommitResponsePartition", partition_index=p, error_code=e) for p, e in parts])
-            for name, topic_id, parts in topics])  # fmt: skip
-    return encode_offset_commit_response(version, topics)  # by hand: kio's writer was a tenth of its CPU
+    return {name: t.topic_id for name, t in m.cluster.topics().items() if t.topic_id != NO_TOPIC_ID}
 
 
 def _describable_topics(ctx: RequestContext, topics: set[str]) -> set[str]:
@@ -431,8 +352,8 @@ async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     """v10 names topics by id (Kafka 4.1): an unknown id gets UNKNOWN_TOPIC_ID on each requested partition."""
     coordinator = _coordinator(m)
     if ctx.api_version >= 8:
-        by_id = ctx.api_version >= _FIRST_VERSION_WITH_TOPIC_IDS
-        names_by_id = _topic_names_by_id(m) if by_id else {}
+        by_id = ctx.api_version >= FIRST_VERSION_WITH_TOPIC_IDS
+        names_by_id = topic_names_by_id(m) if by_id else {}
         ids = _topic_ids(m) if by_id else None
         groups = []
         for g in req.groups:

@@ -1,6 +1,7 @@
-"""kbus.server.network.processor.ResponseBatch: responses answered while the event loop reads are written once the
-loop has read every connection ready in that turn, not one write(2) between two requests' handlers; in request
-order, before a close, and never to a connection that is gone. KafkaProtocol runs on a recording transport over a
+"""kbus.server.network.processor.ResponseBatch: the requests a loop turn's reads bring are served once the loop has
+read every connection ready in that turn (no read between two handlers), and their responses written after the
+turn's handlers (no write(2) between two of them); in request order, before a close, and never to a connection that
+is gone. KafkaProtocol runs on a recording transport over a
 standalone Broker (its log in a temp dir), as bench/scenarios/connection_path.py does."""
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ def test_a_held_response_goes_out_before_the_connection_closes(tmp_path: Path) -
     async def test(connect: Callable[[], tuple[KafkaProtocol, Transport]], log: list[tuple[str, Any]]) -> None:
         a, _ = connect()
         a.data_received(produce(1) + struct.pack(">ih", 6, -7) + b"\0" * 4)  # then a frame of an unknown API
+        await asyncio.sleep(0)  # the turn's end serves the read: the answer, then the close
         assert [(kind, correlation_id(f) if f else None) for kind, _, f in log] == [("write", 1), ("close", None)]
         await asyncio.sleep(0)
         assert len(log) == 2  # nothing written twice or after the close
@@ -168,5 +170,32 @@ def test_nothing_is_written_to_a_connection_lost_before_the_turn_ends(tmp_path: 
         a.connection_lost(ConnectionResetError())
         await asyncio.sleep(0)
         assert [(kind, t, correlation_id(f)) for kind, t, f in log] == [("write", tb, 2)]
+
+    run(tmp_path, test)
+
+
+def test_a_turns_requests_are_served_after_every_read_of_it(tmp_path: Path) -> None:
+    async def test(connect: Callable[[], tuple[KafkaProtocol, Transport]], log: list[tuple[str, Any]]) -> None:
+        (a, _), (b, _) = connect(), connect()
+        assert a.conn is not None and b.conn is not None
+        a.data_received(produce(1))
+        b.data_received(produce(2))
+        # read, not yet served: no handler ran between the two reads
+        assert a.conn.buffered > 0 and b.conn.buffered > 0
+        await asyncio.sleep(0)  # the turn's end: both served, then both written
+        assert (a.conn.buffered, b.conn.buffered) == (0, 0)
+        assert [correlation_id(f) for _, _, f in log] == [1, 2]
+
+    run(tmp_path, test)
+
+
+def test_an_end_of_stream_in_the_same_turn_still_answers_what_was_read(tmp_path: Path) -> None:
+    async def test(connect: Callable[[], tuple[KafkaProtocol, Transport]], log: list[tuple[str, Any]]) -> None:
+        a, _ = connect()
+        a.data_received(produce(1) + produce(2))
+        assert a.eof_received()  # the client half-closes after sending: its requests are still answered
+        await asyncio.sleep(0)
+        assert [(kind, correlation_id(f) if f else None) for kind, _, f in log] == [
+            ("write", 1), ("write", 2), ("close", None)]  # fmt: skip
 
     run(tmp_path, test)

@@ -113,29 +113,51 @@ def _with_throttle_time(header: RequestHeader, response: object, throttle_ms: in
 
 
 class ResponseBatch:
-    """The responses answered while the event loop reads, written once it has read every connection ready in this
-    turn (one per event loop; Kafka's Selector likewise handles every completed receive of a poll, then sends).
+    """One turn of the event loop, as Kafka's Selector does a poll: every connection ready in the turn is read
+    first, then the requests those reads brought are served (handlers of many connections back to back), then the
+    responses answered meanwhile are written (one per event loop).
 
     A response written at once (uvloop's write(2) as soon as the handler answers) runs the kernel's TCP send (on
     loopback the receiving side too) and wakes the client between two requests' Python: the interpreter's caches
     go cold, and a client on the same machine preempts the broker. With one request in flight per connection that
     cost a small Produce about half as much again in broker CPU (bench/notes/connections.md, 2026-11-26 onewake).
-    The writes are as many as before; they come after the turn's handlers, not between them. The flush is a
-    call_soon: it runs before the loop polls again, so a lone request waits for nothing but its own turn."""
+    Serving a connection's requests at its read likewise put a read(2) (and uvloop's read path) between every two
+    handlers (session 11). The reads and writes are as many as before; they come before and after the turn's
+    handlers, not between them. The end of the turn is a call_soon: it runs before the loop polls again, so a lone
+    request waits for nothing but its own turn."""
 
-    __slots__ = ("_held", "_loop")
+    __slots__ = ("_held", "_loop", "_read", "_scheduled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._read: list[KafkaProtocol] = []
         self._held: list[KafkaProtocol] = []
+        self._scheduled = False
+
+    def read(self, protocol: KafkaProtocol) -> None:
+        """`protocol` read in this turn: serve its requests at the end of the turn (once per turn, it asks once)."""
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._end_turn)
+        self._read.append(protocol)
 
     def hold(self, protocol: KafkaProtocol) -> None:
-        if not self._held:
-            self._loop.call_soon(self._flush)
+        """`protocol` answered while reading: write its held responses at the end of the turn."""
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._end_turn)
         self._held.append(protocol)
 
-    def _flush(self) -> None:
+    def _end_turn(self) -> None:
+        while self._read:
+            read, self._read = self._read, []
+            for protocol in read:
+                try:
+                    protocol.serve_read()
+                except Exception:  # one connection's failure must not keep the others' requests
+                    log.exception("Unexpected error serving %s", protocol.conn_id)
         held, self._held = self._held, []
+        self._scheduled = False
         for protocol in held:
             try:
                 protocol.send_held()
@@ -185,7 +207,8 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._unmute: asyncio.TimerHandle | None = None
         self._pumping = False  # inside _pump (see there)
         self._pump_again = False
-        self._reading = False  # inside data_received: its responses need no second idle-clock update
+        self._reading = False  # inside serve_read: its responses need no second idle-clock update
+        self._read_pending = False  # waiting in the server's ResponseBatch to serve this turn's reads
         self._held: list[OutFrame] | None = None  # responses waiting in the server's ResponseBatch, in order
         self._append_order = AppendOrder()  # pipelined Produce requests append in the order they came
 
@@ -252,7 +275,17 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._pump_read()
 
     def _pump_read(self) -> None:
-        """Serve what a read brought: responses answered meanwhile are held for the end of the loop's turn."""
+        """What a read brought is served at the end of the loop's turn, after every other connection's read
+        (ResponseBatch); KBUS_BATCH_WRITES=0 serves it now and writes its responses at once."""
+        if not BATCH_WRITES:
+            self.serve_read()
+        elif not self._read_pending:
+            self._read_pending = True
+            self.server.responses.read(self)
+
+    def serve_read(self) -> None:
+        """Serve what this turn's reads brought: responses answered meanwhile are held for the end of the turn."""
+        self._read_pending = False
         self._reading = True
         try:
             self._pump()

@@ -9,6 +9,9 @@
 #          MSGSIZE_BYTES=N: bytes produced per message-size point (scale.py's --bytes, default 30 MB; more bytes,
 #          less of the CPU clock's 10 ms tick in each figure)
 #          PHASES="create load" (partitions axis: "create" alone times only the topic creations)
+#          PARTITION_MESSAGES=N: 100 B messages produced and consumed per partitions-axis load point (scale.py's
+#          --messages, default 100,000: ~20 ms of kbus CPU at 1 partition, where identical builds differ by +-30%
+#          from round to round; bench/notes/produce1p-2026-11-26-s11.md)
 #          KBUS_BASE=DIR: also kbus-base, the kbus of another checkout (an older commit: before/after, same run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -55,7 +58,9 @@ for r in $(seq "$rounds"); do
           for n in $PARTITIONS; do point partitions --phase create --partitions "$n"; done
         fi
         if [[ " $PHASES " = *" load "* ]]; then
-          for n in $PARTITIONS; do point partitions --phase load --partitions "$n"; done
+          for n in $PARTITIONS; do
+            point partitions --phase load --partitions "$n" ${PARTITION_MESSAGES:+--messages "$PARTITION_MESSAGES"}
+          done
         fi ;;
     esac
   done

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 from kbus.common.broker_config import KafkaConfig, parse_assignors, parse_migration_policy
+from kbus.common.clock import now_ms
 from kbus.common.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
 from kbus.server.coordinator.consumer_group import TopicImage
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
@@ -22,8 +22,8 @@ from kbus.server.metadata.types import MetadataStore
 __all__ = ["GroupConfig", "GroupCoordinator", "group_config", "start_group_coordinator"]
 
 
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
+# compiled (kbus/common/clock.py): an OffsetCommit reads the coordinator's clock three times
+wall_clock_ms = now_ms
 
 
 def group_config(cfg: KafkaConfig) -> GroupConfig:

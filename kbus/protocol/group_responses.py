@@ -11,17 +11,19 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
+from typing import Final
 
 from kbus.protocol.fetch_response import EncodedBody
 from kbus.protocol.record_batch import encode_unsigned_varint
 
-HEARTBEAT_FLEXIBLE_VERSION = 4
-OFFSET_COMMIT_FLEXIBLE_VERSION = 8
-OFFSET_COMMIT_TOPIC_ID_VERSION = 10  # topics named by id (Kafka 4.1)
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I32_I16 = struct.Struct(">ih")
-_ZERO_UUID = bytes(16)
+HEARTBEAT_FLEXIBLE_VERSION: Final = 4
+OFFSET_COMMIT_FLEXIBLE_VERSION: Final = 8
+OFFSET_COMMIT_TOPIC_ID_VERSION: Final = 10  # topics named by id (Kafka 4.1)
+# Final: compiled code reads them from C statics, not from the module's dict on every use
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+_I32_I16: Final = struct.Struct(">ih")
+_ZERO_UUID: Final = bytes(16)
 
 
 def encode_heartbeat_response(version: int, error_code: int, throttle_time_ms: int = 0) -> EncodedBody:

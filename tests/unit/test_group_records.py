@@ -129,6 +129,17 @@ def test_offset_commit_batch_bytes_as_before(
     assert [decode_offset_value(v) for v in values if v is not None] == expected
 
 
+def test_offset_commit_keys_kept_are_bounded() -> None:
+    """The batch keeps the keys it packed (a consumer commits the same partitions again and again), up to a bound:
+    group ids or topics made up by a client do not grow it."""
+    from kbus.server.coordinator import commit_batch
+
+    for i in range(commit_batch._MAX_KEYS + 10):
+        batch = offset_commit_batch(f"g{i}", {("t", i): OffsetAndMetadata(i, -1, "", 1)}, 1)
+        assert decode_key(decode_records(batch)[0].key or b"") == OffsetKey(f"g{i}", "t", i)
+        assert len(commit_batch._KEYS) <= commit_batch._MAX_KEYS
+
+
 def test_check_offsets_refuses_unknown_partitions_and_long_metadata() -> None:
     offsets = {("t", 0): OffsetAndMetadata(1, metadata="x" * 10), ("t", 1): OffsetAndMetadata(1, metadata="é" * 6),
                ("gone", 0): OffsetAndMetadata(1)}  # fmt: skip

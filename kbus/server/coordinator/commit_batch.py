@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import crc32c
 from kio.schema.errors import ErrorCode as E
@@ -26,22 +26,30 @@ from kbus.protocol.record_batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
-    encode_record,
+    encode_varint,
+    size_of_varint,
 )
 
-OFFSET_COMMIT_KEY_VERSION = 1
-OFFSET_COMMIT_VALUE_VERSION = 3
-_OFFSET_COMMIT_VALUE_V1 = 1  # the only version with an expire timestamp (OffsetCommit v2-v4 retention_time)
-_UINT32 = struct.Struct(">I")
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-_TWO_INT64 = struct.Struct(">qq")
-_KEY_HEAD = struct.Struct(">hh")  # key version, group length
-_VALUE_V3_HEAD = struct.Struct(">hqih")  # value version, offset, leader epoch, metadata length
-_VALUE_V1_HEAD = struct.Struct(">hqh")  # value version, offset, metadata length
-_UNKNOWN_TOPIC_OR_PARTITION = int(E.unknown_topic_or_partition)
-_OFFSET_METADATA_TOO_LARGE = int(E.offset_metadata_too_large)
+OFFSET_COMMIT_KEY_VERSION: Final = 1
+OFFSET_COMMIT_VALUE_VERSION: Final = 3
+_OFFSET_COMMIT_VALUE_V1: Final = 1  # the only version with an expire timestamp (OffsetCommit v2-v4 retention_time)
+# Final: compiled code reads them from C statics, not from the module's dict on every use
+_HEADER: Final = HEADER_STRUCT
+_UINT32: Final = struct.Struct(">I")
+_INT16: Final = struct.Struct(">h")
+_INT32: Final = struct.Struct(">i")
+_INT64: Final = struct.Struct(">q")
+_TWO_INT64: Final = struct.Struct(">qq")
+_KEY_HEAD: Final = struct.Struct(">hh")  # key version, group length
+_VALUE_V3_HEAD: Final = struct.Struct(">hqih")  # value version, offset, leader epoch, metadata length
+_VALUE_V3_NO_METADATA: Final = struct.Struct(">hqihq")  # ... metadata length 0, commit timestamp: a consumer's
+_VALUE_V1_HEAD: Final = struct.Struct(">hqh")  # value version, offset, metadata length
+_UNKNOWN_TOPIC_OR_PARTITION: Final = int(E.unknown_topic_or_partition)
+_OFFSET_METADATA_TOO_LARGE: Final = int(E.offset_metadata_too_large)
+# A consumer commits the same few partitions again and again: their keys are kept (bounded: a client making up
+# group ids or topics only empties it)
+_KEYS: Final[dict[tuple[str, str, int], bytes]] = {}
+_MAX_KEYS: Final = 4096
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -73,6 +81,9 @@ def offset_commit_value(value: OffsetAndMetadata) -> bytes:
     if expire is not None:
         return b"".join((_VALUE_V1_HEAD.pack(_OFFSET_COMMIT_VALUE_V1, value.offset, len(md)), md,
                          _TWO_INT64.pack(value.commit_timestamp, expire)))  # fmt: skip
+    if not md:
+        return _VALUE_V3_NO_METADATA.pack(OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, 0,
+                                          value.commit_timestamp)  # fmt: skip
     return b"".join((_VALUE_V3_HEAD.pack(OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, len(md)), md,
                      _INT64.pack(value.commit_timestamp)))  # fmt: skip
 
@@ -103,21 +114,42 @@ def offset_commit_records(
     return [(offset_commit_key(group_id, tp[0], tp[1]), offset_commit_value(om)) for tp, om in offsets.items()]
 
 
+def _put_record(out: bytearray, offset_delta: int, key: bytes, value: bytes) -> None:
+    """encode_record(out, offset_delta, 0, key, value, ()) laid out in place: attributes 0, timestamp delta 0, no
+    headers (no body buffer of its own, no header loop)."""
+    key_len, value_len = len(key), len(value)
+    encode_varint(3 + size_of_varint(offset_delta) + size_of_varint(key_len) + key_len + size_of_varint(value_len)
+                  + value_len, out)  # fmt: skip
+    out += b"\x00\x00"  # attributes, timestamp delta
+    encode_varint(offset_delta, out)
+    encode_varint(key_len, out)
+    out += key
+    encode_varint(value_len, out)
+    out += value
+    out += b"\x00"  # no headers
+
+
 def offset_commit_batch(group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata], timestamp_ms: int) -> bytes:
     """The batch of a plain (non-transactional) commit, one record per partition: what
     `build_batch(offset_commit_records(...), timestamp_ms=...)` writes, byte for byte, without its general case
     (normalizing each record, headers, per-record timestamps, compression): a third of a one-partition commit's
     coordinator work was that."""
     out = bytearray(RECORD_BATCH_OVERHEAD)
-    group = group_id.encode("utf-8")
     count = 0
     for tp, om in offsets.items():
+        topic, partition = tp
+        cache_key = (group_id, topic, partition)
+        key = _KEYS.get(cache_key)
+        if key is None:
+            if len(_KEYS) >= _MAX_KEYS:
+                _KEYS.clear()
+            key = _KEYS[cache_key] = _key(group_id.encode("utf-8"), topic.encode("utf-8"), partition)
         # every record has the batch's timestamp (delta 0) and no headers
-        encode_record(out, count, 0, _key(group, tp[0].encode("utf-8"), tp[1]), offset_commit_value(om), ())
+        _put_record(out, count, key, offset_commit_value(om))
         count += 1
     if count == 0:
         raise ValueError("a record batch needs at least one record")
-    HEADER_STRUCT.pack_into(
+    _HEADER.pack_into(
         out, 0, 0, len(out) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0, 0, count - 1, timestamp_ms,
         timestamp_ms, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count,
     )  # fmt: skip

@@ -162,3 +162,51 @@ def test_acks_all_waiters_answer_on_the_high_watermark_time_out_and_leave_no_ent
         assert part._hw_waiters == []
 
     asyncio.run(main())
+
+
+def test_an_idle_in_sync_follower_stays_in_the_isr_and_one_that_stops_or_falls_behind_leaves(tmp_path: Path) -> None:
+    """Kafka's replica.lag.time.max.ms counts from the last fetch at which the follower was caught up. A fetch that
+    reports the position the follower had already (every idle partition of its fetch session) takes a shorter way
+    through update_follower: it must still count as caught up when the position is the log end, and not when the
+    leader's log moved on without it."""
+    part = leader(tmp_path, [LEADER, FOLLOWER], FakeAlterIsr())
+    t, lag = 10**13, 30_000  # explicit clock (ms)
+    end = part.log_end_offset
+    assert not part.update_follower(FOLLOWER, end, t)
+    assert part.high_watermark == end
+    for k in range(1, 5):  # idle and caught up: each fetch keeps it in sync, for longer than the lag time
+        assert not part.update_follower(FOLLOWER, end, t + k * 20_000)
+    assert part.lagging_replicas(t + 80_000 + lag - 1, lag) == []
+    # it stops fetching: out once the lag time has passed since its last (caught-up) fetch
+    assert part.lagging_replicas(t + 80_000 + lag + 1, lag) == [FOLLOWER]
+    # it fetches again but stays at its old position while the leader's log grows: no longer caught up
+    part.append_as_leader(build_batch([(None, b"y")]))
+    for k in (1, 2, 3):
+        part.update_follower(FOLLOWER, end, t + 100_000 + k * 20_000)
+    assert part.high_watermark == end  # the high watermark waits for it
+    assert part.lagging_replicas(t + 160_000, lag) == [FOLLOWER]
+    part.update_follower(FOLLOWER, part.log_end_offset, t + 161_000)
+    assert part.high_watermark == part.log_end_offset
+    assert part.lagging_replicas(t + 161_000 + lag - 1, lag) == []
+
+
+def test_a_refused_join_stops_holding_back_the_high_watermark(tmp_path: Path) -> None:
+    """While a follower's joining is written the high watermark waits for it (maximal ISR); when the store refuses
+    the write, the high watermark moves on without it at once, not at the next fetch of a follower whose position
+    moved (idle in-sync followers' fetches do not look at the high watermark)."""
+
+    async def main() -> None:
+        port = FakeAlterIsr()
+        part = leader(tmp_path, [LEADER], port)
+        caught_up = part.log_end_offset
+        part.follower_fetched(FOLLOWER, caught_up)  # joins: the write is under way
+        await settle()
+        part.append_as_leader(build_batch([(None, b"y")]))
+        assert part.high_watermark == caught_up
+        port.answer = None  # refused
+        port.release.set()
+        await settle()
+        assert part.state.isr == [LEADER]
+        assert part.high_watermark == part.log_end_offset
+
+    asyncio.run(main())

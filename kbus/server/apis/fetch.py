@@ -46,11 +46,13 @@ def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
 
 
 def _collect(
-    m: Managers, ctx: RequestContext, request: Any, replica_id: int, fctx: FetchContext, quota_bytes: float
+    m: Managers, ctx: RequestContext, request: Any, replica_id: int, fctx: FetchContext, quota_bytes: float,
+    first_pass: bool,
 ) -> tuple[list[tuple[str, list[PartitionEntry]]], int, list[Partition], dict[str, tuple[int, int]], int]:
     """One pass over the requested partitions: (per-topic partition entries, bytes gathered, partitions to wait
     on, bytes and messages per topic, bytes of leader-throttled partitions). `quota_bytes`: the most a
-    consumer_byte_rate quota lets one fetch carry (Kafka's getMaxValueInQuotaWindow)."""
+    consumer_byte_rate quota lets one fetch carry (Kafka's getMaxValueInQuotaWindow). A follower's positions
+    are its progress report on the `first_pass` only: the passes after a parked fetch wakes repeat them."""
     read_committed = replica_id < 0 and getattr(request, "isolation_level", 0) == 1
     remaining = max(request.max_bytes if ctx.api_version >= 3 else 2**31 - 1, 0)
     if quota_bytes < remaining:
@@ -96,7 +98,7 @@ def _collect(
                 # a caught-up consumer's or follower's partition with nothing new: left out without reading or
                 # encoding it (with 1,000 partitions and data on a few, this is most of them); a follower's
                 # position still counts as its progress report
-                if replica_id >= 0:
+                if replica_id >= 0 and first_pass:
                     m.replicas.follower_fetched(part, replica_id, fp.fetch_offset)
                 waits.append(part)
                 continue
@@ -115,6 +117,7 @@ def _collect(
                         replica_id=replica_id,
                         read_committed=read_committed,
                         min_one_batch=total == 0,
+                        report_progress=first_pass,
                     )
                 except Exception as exc:
                     entry = PartitionEntry(
@@ -176,11 +179,13 @@ async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
     quota_bytes = float("inf")
     if quota is not None:
         quota_bytes = quota.max_value_in_window(sanitized(ctx.principal.name), sanitized(ctx.client_id), now_ms())
+    first_pass = True
     while True:
         if ctx.splicer is not None:
             ctx.splicer.regions.clear()  # a pass that waits again is thrown away with its placeholders
         fctx.reset_pass()
-        topics_out, total, waits, sent, throttled = _collect(m, ctx, request, replica_id, fctx, quota_bytes)
+        topics_out, total, waits, sent, throttled = _collect(m, ctx, request, replica_id, fctx, quota_bytes, first_pass)
+        first_pass = False
         timeout = deadline - time.monotonic()
         if total >= min_bytes or timeout <= 0 or not waits or m.replicas.stopping:
             break

@@ -55,6 +55,7 @@ class Replicas(Protocol):
         replica_id: int = -1,
         read_committed: bool = False,
         min_one_batch: bool = True,
+        report_progress: bool = True,
     ) -> PartitionRead: ...
     def follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int) -> None: ...
     def describe_log_dirs(

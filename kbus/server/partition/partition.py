@@ -185,12 +185,18 @@ class Partition:
         leo = self.log.log_end_offset
         if f is None or not self.log.log_start_offset <= fetch_offset <= leo:
             return False  # a diverged follower asking past our end is not "caught up" (it gets OFFSET_OUT_OF_RANGE)
+        # Kafka's Replica.updateFetchState: caught up now, or at its previous fetch's leader log end
         if fetch_offset >= leo:
             f.last_caught_up_ms = now
         elif fetch_offset >= f.last_fetch_leader_leo:
             f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
         f.last_fetch_leader_leo = leo
         f.last_fetch_ms = now
+        if fetch_offset == f.log_end_offset and replica_id in self.state.isr:
+            # an in-sync follower whose position has not moved (every idle partition of its fetch session, on
+            # every fetch): the high watermark, a minimum over positions, cannot move with it, and it is in the
+            # ISR already; only its caught-up time above changes
+            return False
         f.log_end_offset = fetch_offset
         self.maybe_advance_high_watermark()
         epoch_start = self._current_epoch_start()
@@ -250,6 +256,9 @@ class Partition:
                 log.info("Partition %s-%d: expanded ISR to %s", self.topic, self.index, new_isr)
         finally:
             self._maximal_isr = None
+            # a refused write leaves the joining replica out again: the high watermark no longer waits for it
+            # (an idle in-sync follower's fetch does not look at the high watermark, see update_follower)
+            self.maybe_advance_high_watermark()
 
     async def _shrink_isr(self, lagging: list[int]) -> None:
         new_isr = [r for r in self.state.isr if r not in lagging]

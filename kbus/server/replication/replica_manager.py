@@ -247,12 +247,16 @@ class ReplicaManager:
         replica_id: int = -1,
         read_committed: bool = False,
         min_one_batch: bool = True,
+        report_progress: bool = True,
     ) -> PartitionRead:
         """One partition of a Fetch (Kafka's readFromLocalLog): consumers read to the high watermark (to the last
         stable offset with read_committed), followers to the log end, and a follower's fetch offset is its
-        progress report for the ISR. Raises the log's errors (e.g. OffsetOutOfRange)."""
+        progress report for the ISR, once per request (`report_progress`: Kafka's updateFollowerFetchState
+        follows the first read, not the re-read of a parked fetch that an append completes). Raises the log's
+        errors (e.g. OffsetOutOfRange)."""
         if replica_id >= 0:
-            self.follower_fetched(part, replica_id, fetch_offset)
+            if report_progress:
+                self.follower_fetched(part, replica_id, fetch_offset)
             quota = self.leader_quota
             if quota.throttling and quota.should_throttle(part.topic, part.index, replica_id in part.state.isr):
                 # Kafka's shouldLeaderThrottle: an out-of-sync follower of a throttled partition gets no data

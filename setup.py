@@ -68,6 +68,7 @@ COMPILED = [
     "kbus/server/replication/fetcher.py",
     "kbus/server/replication/replica_manager.py",
     "kbus/server/replication/session.py",
+    "kbus/server/util/histogram.py",
 ]
 
 

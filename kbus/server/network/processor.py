@@ -51,7 +51,7 @@ from kbus.server.network.connection_quotas import IdleExpiry
 from kbus.server.network.sendfile import SendfileWriter
 from kbus.server.security.manager import ListenerSecurity, SecurityManager
 from kbus.server.security.principal import certificate_principal
-from kbus.server.util import eager
+from kbus.server.util import eager, histogram
 from kbus.server.util.metrics import METRICS, Labels, labels_key
 
 if TYPE_CHECKING:
@@ -86,15 +86,32 @@ def unsupported_version_response(header: RequestHeader) -> bytes:
 
 
 _THROTTLED_TYPES: dict[type, bool] = {}
-_API_LABELS: dict[int, Labels] = {}
+class _ApiMetrics:
+    """An API's per-request metric series, looked up once: the request latency histogram's list and the request
+    counter's dict. Per request two compiled updates instead of two interpreted Metrics calls (~1.5 µs)."""
+
+    __slots__ = ("key", "latency", "requests")
+
+    def __init__(self, api_key: int) -> None:
+        self.key: Labels = labels_key(api=API_TABLE[api_key].name)
+        self.latency = METRICS.histogram_series("kbus_request_latency_seconds", self.key)
+        self.requests: dict[Labels, float] = METRICS.counters["kbus_requests_total"]
+
+    def record(self, seconds: float) -> None:
+        histogram.observe(self.latency, seconds)
+        requests, key = self.requests, self.key
+        requests[key] = requests.get(key, 0.0) + 1.0
 
 
-def _api_labels(api_key: int) -> Labels:
-    """The request metrics' label set of an API, made once (it was sorted into a tuple on every request)."""
-    key = _API_LABELS.get(api_key)
-    if key is None:
-        key = _API_LABELS[api_key] = labels_key(api=API_TABLE[api_key].name)
-    return key
+_API_METRICS: dict[int, _ApiMetrics] = {}
+
+
+def _api_metrics(api_key: int) -> _ApiMetrics:
+    """The request metrics of an API, made once (the label set was sorted into a tuple on every request)."""
+    metrics = _API_METRICS.get(api_key)
+    if metrics is None:
+        metrics = _API_METRICS[api_key] = _ApiMetrics(api_key)
+    return metrics
 
 
 def _with_throttle_time(header: RequestHeader, response: object, throttle_ms: int) -> object:
@@ -549,9 +566,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             data = encode_response(header, response)
             if ctx.splicer is not None:
                 data = ctx.splicer.splice(data)
-        key = _api_labels(spec.key)
-        METRICS.observe_key("kbus_request_latency_seconds", key, time.perf_counter() - ctx.started)
-        METRICS.inc_key("kbus_requests_total", key)
+        _api_metrics(spec.key).record(time.perf_counter() - ctx.started)
         return data, throttle_ms
 
     async def abort(self) -> None:

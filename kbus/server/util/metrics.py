@@ -12,11 +12,10 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
+from kbus.server.util.histogram import BUCKETS, new_series, observe
+
 Labels = tuple[tuple[str, str], ...]
 GaugeFn = Callable[[], Iterable[tuple[dict[str, str], float]]]
-
-# Latency buckets in seconds (Prometheus histogram convention).
-BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, math.inf)
 
 
 class Metrics:
@@ -37,16 +36,16 @@ class Metrics:
         self.observe_key(name, tuple(sorted(labels.items())), seconds)
 
     def observe_key(self, name: str, key: Labels, seconds: float) -> None:
-        """Histogram observation: [bucket counts..., sum, count]."""
+        """Histogram observation (kbus.server.util.histogram's layout)."""
+        observe(self.histogram_series(name, key), seconds)
+
+    def histogram_series(self, name: str, key: Labels) -> list[float]:
+        """One histogram series' list, made if new: a per-request caller keeps it and observes into it
+        (histogram.observe) instead of looking it up on every request."""
         h = self.histograms[name].get(key)
         if h is None:
-            h = self.histograms[name][key] = [0.0] * (len(BUCKETS) + 2)
-        for i, bound in enumerate(BUCKETS):
-            if seconds <= bound:
-                h[i] += 1
-                break
-        h[-2] += seconds
-        h[-1] += 1
+            h = self.histograms[name][key] = new_series()
+        return h
 
     def gauge(self, name: str, fn: GaugeFn, help_text: str = "") -> None:
         self.gauges[name] = fn

@@ -12,6 +12,8 @@ topic = f"perf-{uuid.uuid4().hex[:6]}"
 a = AdminClient({"bootstrap.servers": boot}); a.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
 time.sleep(1)
 def perf():
+    if os.environ.get("PROFILER") == "none":
+        return None
     if os.environ.get("PROFILER") == "strace":
         return subprocess.Popen(["strace", "-f", "-c", "-o", out, "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return subprocess.Popen(["perf", "record"] + os.environ.get("PERFARGS", "-g -F 2000").split() + ["-o", out, "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -57,5 +59,5 @@ for _ in range(5): cons.poll(0.1)
 for b in stats['last']['brokers'].values():
     if b.get('nodeid', -1) >= 0: print('broker', b['name'], 'Fetch reqs', b['req'].get('Fetch'), 'rx', b['rx'], 'rxbytes', b['rxbytes'])
 cons.close()
-pr.send_signal(signal.SIGINT); pr.wait()
+if pr: pr.send_signal(signal.SIGINT); pr.wait()
 print(f"consume {count} x {size}: {count/dt:,.0f}/s, {c/count*1e6:.3f} us/msg broker CPU")

@@ -280,6 +280,17 @@ class Connection:
     def buffered(self) -> int:
         return len(self._buf) - self._pos + self._large_filled
 
+    def starts_large_frame(self) -> bool:
+        """The unread input starts with a large frame that is not all here: next_event would give it a buffer of
+        its own, into which the rest is then read whole (get_buffer)."""
+        if self._large is not None:
+            return False
+        available = len(self._buf) - self._pos
+        if available < 4:
+            return False
+        size: int = _I32.unpack_from(self._buf, self._pos)[0]
+        return LARGE_FRAME_MIN <= size <= LARGE_FRAME_MAX and available < 4 + size
+
     def _consume(self, start: int, end: int) -> bytes:
         """The unread input's bytes [start, end) (offsets into it), as bytes; everything before `end` is read."""
         buf, pos = self._buf, self._pos

@@ -14,6 +14,7 @@ from typing import Any
 
 import kbus.server.apis  # noqa: F401 - fills the dispatch table
 from kbus.common.broker_config import KafkaConfig
+from kbus.protocol import connection as connection_mod
 from kbus.protocol.codec import build, encode_request, nested, request_type
 from kbus.protocol.record_batch import build_batch
 from kbus.server.broker import Broker
@@ -79,7 +80,7 @@ class Owner:
         pass
 
 
-def produce(correlation_id: int) -> bytes:
+def produce(correlation_id: int, size: int = 100) -> bytes:
     req = request_type(0, 9)
     assert req is not None
 
@@ -88,7 +89,7 @@ def produce(correlation_id: int) -> bytes:
 
     return encode_request(build(req, acks=1, timeout=30000, topic_data=(
         entity("TopicProduceData", name="batched", partition_data=(
-            entity("PartitionProduceData", index=0, records=build_batch([(None, b"x" * 100)])),)),)),
+            entity("PartitionProduceData", index=0, records=build_batch([(None, b"x" * size)])),)),)),
         correlation_id, "test")  # fmt: skip
 
 
@@ -197,5 +198,29 @@ def test_an_end_of_stream_in_the_same_turn_still_answers_what_was_read(tmp_path:
         await asyncio.sleep(0)
         assert [(kind, correlation_id(f) if f else None) for kind, _, f in log] == [
             ("write", 1), ("write", 2), ("close", None)]  # fmt: skip
+
+    run(tmp_path, test)
+
+
+def test_a_large_frame_read_in_pieces_goes_to_its_own_buffer_within_the_turn(tmp_path: Path) -> None:
+    """The turn's reads are served at its end, except a read that holds part of a large frame: served at once, so
+    that the rest of the frame is read into the frame's own buffer (no scratch-buffer copy per read)."""
+
+    async def test(connect: Callable[[], tuple[KafkaProtocol, Transport]], log: list[tuple[str, Any]]) -> None:
+        a, _ = connect()
+        frame = produce(1, 3 * connection_mod.LARGE_FRAME_MIN)
+        pos = 0
+        buffers = []
+        while pos < len(frame):  # the reads of one loop turn, as a BufferedProtocol transport makes them
+            buf = a.get_buffer(-1)
+            n = min(len(buf), 16384, len(frame) - pos)
+            buf[:n] = frame[pos : pos + n]
+            a.buffer_updated(n)
+            buffers.append(buf.obj)
+            pos += n
+        # every read after the first went into the frame's own buffer, not the shared scratch buffer
+        assert len(buffers) > 2 and all(b is not connection_mod._SCRATCH for b in buffers[1:])
+        await asyncio.sleep(0)
+        assert [correlation_id(f) for _, _, f in log] == [1]
 
     run(tmp_path, test)

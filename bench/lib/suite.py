@@ -32,7 +32,7 @@ S = "bench/scenarios/"
 # the environment variables the scenario scripts read: recorded with each run
 ENV_KEYS = ("SYSTEMS", "KBUS_BASE", "KBUS_NOLAT", "AXES", "PARTITIONS", "CONNECTIONS", "SIZES", "APIS", "OUT", "TAG",
             "WARMUP", "BEFORE_LABEL", "BASE_LABEL", "KAFKA_VERSION", "KBUS_PROBE", "TOPOLOGIES", "LINGERS", "PHASES",
-            "GENERATOR", "KAFKA_HEAP_OPTS")
+            "GENERATOR", "KAFKA_HEAP_OPTS", "MSGSIZE_BYTES", "PARTITION_MESSAGES")
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,7 @@ from kbus.protocol.record_batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
-    encode_varint,
-    size_of_varint,
+    encode_record,
 )
 
 OFFSET_COMMIT_KEY_VERSION: Final = 1
@@ -114,21 +113,6 @@ def offset_commit_records(
     return [(offset_commit_key(group_id, tp[0], tp[1]), offset_commit_value(om)) for tp, om in offsets.items()]
 
 
-def _put_record(out: bytearray, offset_delta: int, key: bytes, value: bytes) -> None:
-    """encode_record(out, offset_delta, 0, key, value, ()) laid out in place: attributes 0, timestamp delta 0, no
-    headers (no body buffer of its own, no header loop)."""
-    key_len, value_len = len(key), len(value)
-    encode_varint(3 + size_of_varint(offset_delta) + size_of_varint(key_len) + key_len + size_of_varint(value_len)
-                  + value_len, out)  # fmt: skip
-    out += b"\x00\x00"  # attributes, timestamp delta
-    encode_varint(offset_delta, out)
-    encode_varint(key_len, out)
-    out += key
-    encode_varint(value_len, out)
-    out += value
-    out += b"\x00"  # no headers
-
-
 def offset_commit_batch(group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata], timestamp_ms: int) -> bytes:
     """The batch of a plain (non-transactional) commit, one record per partition: what
     `build_batch(offset_commit_records(...), timestamp_ms=...)` writes, byte for byte, without its general case
@@ -145,7 +129,7 @@ def offset_commit_batch(group_id: str, offsets: dict[tuple[str, int], OffsetAndM
                 _KEYS.clear()
             key = _KEYS[cache_key] = _key(group_id.encode("utf-8"), topic.encode("utf-8"), partition)
         # every record has the batch's timestamp (delta 0) and no headers
-        _put_record(out, count, key, offset_commit_value(om))
+        encode_record(out, count, 0, key, offset_commit_value(om), ())
         count += 1
     if count == 0:
         raise ValueError("a record batch needs at least one record")

@@ -259,8 +259,10 @@ def _specs(cls: type) -> tuple[_FieldSpec, ...]:
     return tuple(specs)
 
 
-def _zero(spec: _FieldSpec) -> Any:
-    kt = spec.kafka_type
+def zero_value(kt: str | None) -> Any:
+    """Kafka's zero for a field of kio's `kafka_type` (None: an array): what a generated Kafka message holds for
+    a field with no schema default (the response fields a handler leaves out, kbus.protocol.upgrade's added
+    request fields)."""
     if kt is None:
         return ()
     if kt == "error_code":
@@ -305,7 +307,7 @@ def build(cls: type, /, **values: Any) -> Any:
         if spec.name in values:
             kwargs[spec.name] = _convert(spec.kafka_type, values[spec.name])
         elif spec.required:
-            kwargs[spec.name] = _zero(spec)
+            kwargs[spec.name] = zero_value(spec.kafka_type)
     return cls(**kwargs)
 
 

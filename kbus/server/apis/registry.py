@@ -1,9 +1,12 @@
 """One dispatch table from API key to handler (Kafka's KafkaApis as a table of contents).
 
 A handler is `async def handle(managers, ctx, request) -> response | None` (`managers`: the broker's managers
-it may call, see managers.py) where `request` is the decoded kio
-message for `ctx.api_version` and the response is built with `ctx.build(**fields)` (kio's response class for the
-same version; fields that version lacks are dropped). Returning None sends no response (Produce with acks=0).
+it may call, see managers.py). A handler registered with `request=` (kio's class of the newest version it serves,
+or the last class of each shape when Kafka removed a field: `request=(V7, V10)`) receives every version's request
+as that class, fields the version lacks holding Kafka's defaults (kbus.protocol.upgrade); the others (the
+hand-decoded hot APIs, and handlers not yet moved) receive the decoded message for `ctx.api_version`. The
+response is built with `ctx.build(**fields)` (kio's response class for the same version; fields that version
+lacks are dropped). Returning None sends no response (Produce with acks=0).
 Handler modules register themselves with `@api(key, min_version, max_version)`; `ApiVersions` advertises exactly
 this table, so nothing is advertised that is not implemented. Each entry also declares what the connection layer
 needs to know about it (`ApiFlags`: may be pipelined, allowed before authentication); `CATALOG` is the table as
@@ -16,16 +19,17 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from functools import cache, wraps
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from kio.schema.index import api_key_map
 
 from kbus.common.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, Authorizer, Operation, ResourceType, operations_field
 from kbus.common.security import ANONYMOUS, KafkaPrincipal, SecurityProtocol
-from kbus.protocol.codec import RequestHeader, build, nested, response_type
+from kbus.protocol.codec import RequestHeader, build, nested, request_type, response_type
 from kbus.protocol.connection import ApiFlags, Connection, ListenerName
 from kbus.protocol.splice import RecordSplicer
+from kbus.protocol.upgrade import Upgrade, UpgradeError, upgrades_for, version_of
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
@@ -56,20 +60,76 @@ def api_name(key: int) -> str:
 API_TABLE: dict[int, ApiSpec] = {}
 
 
+R = TypeVar("R")
+R2 = TypeVar("R2")
+
+
+@overload
 def api(
-    key: int, min_version: int, max_version: int, *, pipelined: bool = False, before_auth: bool = False
-) -> Callable[[Handler], Handler]:
-    """Register a handler. `pipelined`: the connection may dispatch it while earlier requests still wait (the
+    key: int, min_version: int, max_version: int, *, pipelined: bool = ..., before_auth: bool = ...
+) -> Callable[[Handler], Handler]: ...
+
+
+@overload
+def api(
+    key: int, min_version: int, max_version: int, *, request: type[R], pipelined: bool = ..., before_auth: bool = ...
+) -> Callable[[Callable[[Managers, RequestContext, R], Awaitable[Any]]],
+              Callable[[Managers, RequestContext, R], Awaitable[Any]]]: ...
+
+
+@overload
+def api(
+    key: int, min_version: int, max_version: int, *, request: tuple[type[R], type[R2]], pipelined: bool = ...,
+    before_auth: bool = ...,
+) -> Callable[[Callable[[Managers, RequestContext, R | R2], Awaitable[Any]]],
+              Callable[[Managers, RequestContext, R | R2], Awaitable[Any]]]: ...
+
+
+def api(
+    key: int, min_version: int, max_version: int, *, request: type | tuple[type, ...] | None = None,
+    pipelined: bool = False, before_auth: bool = False,
+) -> Callable[[Any], Any]:
+    """Register a handler. `request`: the kio request class(es) the handler takes (see the module's docstring);
+    the newest must be `max_version`'s, and every version from `min_version` must upgrade to one of them, or the
+    import fails here. `pipelined`: the connection may dispatch it while earlier requests still wait (the
     handler must do its ordered work before its first await). `before_auth`: served before the client has
     authenticated (Kafka: ApiVersions and the SASL APIs only)."""
 
     def register(handler: Handler) -> Handler:
+        served = handler
+        if request is not None:
+            targets = request if isinstance(request, tuple) else (request,)
+            served = _upgrading(handler, _upgrades(key, min_version, max_version, targets))
         if key in API_TABLE:
             raise RuntimeError(f"API {key} registered twice")
-        API_TABLE[key] = ApiSpec(key, min_version, max_version, handler, ApiFlags(pipelined, before_auth))
+        API_TABLE[key] = ApiSpec(key, min_version, max_version, served, ApiFlags(pipelined, before_auth))
         return handler
 
     return register
+
+
+def _upgrades(key: int, min_version: int, max_version: int, targets: tuple[type, ...]) -> dict[type, Upgrade]:
+    newest = max(targets, key=version_of)
+    if newest is not request_type(key, max_version):
+        raise UpgradeError(f"API {key}: {newest.__module__}.{newest.__name__} is not v{max_version}'s request class")
+    versions: dict[int, type] = {}
+    for version in range(min_version, max_version + 1):
+        source = request_type(key, version)
+        if source is None:
+            raise UpgradeError(f"API {key} v{version}: kio has no request class")
+        versions[version] = source
+    return upgrades_for(versions, targets)
+
+
+def _upgrading(handler: Handler, upgrades: dict[type, Upgrade]) -> Handler:
+    """The handler behind its upgrade: one dict lookup for a request already of its class. Not async itself (it
+    returns the handler's coroutine): no second coroutine per request."""
+
+    @wraps(handler)
+    def handle(m: Managers, ctx: RequestContext, request: Any) -> Awaitable[Any]:
+        upgrade = upgrades.get(type(request))
+        return handler(m, ctx, request if upgrade is None else upgrade(request))
+    return handle
 
 
 def supported(key: int, version: int) -> bool:

@@ -30,12 +30,20 @@ class PartitionV4(NamedTuple):
     fetch_offset: int
     partition_max_bytes: int
 
+    @property
+    def current_leader_epoch(self) -> int:
+        return -1  # v4-v8 do not say which epoch the client knows: unset, as kio's default
+
 
 class PartitionV5(NamedTuple):
     partition: int
     fetch_offset: int
     log_start_offset: int
     partition_max_bytes: int
+
+    @property
+    def current_leader_epoch(self) -> int:
+        return -1  # v4-v8 do not say which epoch the client knows: unset, as kio's default
 
 
 class PartitionV9(NamedTuple):
@@ -56,7 +64,10 @@ class PartitionV12(NamedTuple):
     tagged_fields: int = 0  # the fast path's count of them (always 0 once decoded)
 
 
-_PARTITION_LAYOUT: dict[int, tuple[struct.Struct, type[NamedTuple]]] = {
+FetchPartition = PartitionV4 | PartitionV5 | PartitionV9 | PartitionV12  # each has current_leader_epoch (-1 before v9)
+PartitionType = type[PartitionV4] | type[PartitionV5] | type[PartitionV9] | type[PartitionV12]
+
+_PARTITION_LAYOUT: dict[int, tuple[struct.Struct, PartitionType]] = {
     4: (struct.Struct(">iqi"), PartitionV4),
     5: (struct.Struct(">iqqi"), PartitionV5),
     9: (struct.Struct(">iiqqi"), PartitionV9),
@@ -64,7 +75,7 @@ _PARTITION_LAYOUT: dict[int, tuple[struct.Struct, type[NamedTuple]]] = {
 }
 
 
-def _layout(version: int) -> tuple[struct.Struct, type[NamedTuple]]:
+def _layout(version: int) -> tuple[struct.Struct, PartitionType]:
     return _PARTITION_LAYOUT[12 if version >= 12 else 9 if version >= 9 else 5 if version >= 5 else 4]
 
 
@@ -73,7 +84,7 @@ def _layout(version: int) -> tuple[struct.Struct, type[NamedTuple]]:
 class FetchTopic:
     __slots__ = ("partitions", "topic")
 
-    def __init__(self, topic: str, partitions: list[NamedTuple]) -> None:
+    def __init__(self, topic: str, partitions: list[FetchPartition]) -> None:
         self.topic = topic
         self.partitions = partitions
 
@@ -153,7 +164,7 @@ def _decode(r: RequestReader, version: int) -> FetchRequest:
                         topics, forgotten, rack_id)  # fmt: skip
 
 
-def _partitions(r: RequestReader, n: int, part_struct: struct.Struct, part_type: type[NamedTuple]) -> list[NamedTuple]:
+def _partitions(r: RequestReader, n: int, part_struct: struct.Struct, part_type: PartitionType) -> list[FetchPartition]:
     size = part_struct.size
     end = r.pos + n * size
     # flexible: the fast path holds when every partition's last byte (its tagged-field count) is 0
@@ -165,7 +176,7 @@ def _partitions(r: RequestReader, n: int, part_struct: struct.Struct, part_type:
         return rows
     if not r.flexible:
         raise ProtocolError("malformed FetchRequest: truncated partitions")
-    out: list[NamedTuple] = []  # some partition carries tagged fields: one at a time, skipping them
+    out: list[FetchPartition] = []  # some partition carries tagged fields: one at a time, skipping them
     body = struct.Struct(part_struct.format[:-1])
     for _ in range(n):
         out.append(part_type._make((*body.unpack_from(r.buf, r.pos), 0)))

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
+from kbus.protocol.fetch_request_decode import FetchRequest
 from kbus.protocol.fetch_response import EncodedBody, PartitionEntry, encode_fetch_response
 from kbus.protocol.splice import FileRegion
 from kbus.server.apis.errors import error_code_for, leader_epoch_error
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
 from kbus.server.quotas.manager import ClientQuotaManager, now_ms, sanitized
-from kbus.server.replication.fetch_session import FINAL_EPOCH, FetchContext, FetchSessionError
+from kbus.server.replication.fetch_session import FetchContext, FetchSessionError
 from kbus.server.util.metrics import METRICS
 
 if TYPE_CHECKING:
@@ -46,15 +47,15 @@ def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
 
 
 def _collect(
-    m: Managers, ctx: RequestContext, request: Any, replica_id: int, fctx: FetchContext, quota_bytes: float,
+    m: Managers, ctx: RequestContext, request: FetchRequest, replica_id: int, fctx: FetchContext, quota_bytes: float,
     first_pass: bool,
 ) -> tuple[list[tuple[str, list[PartitionEntry]]], int, list[Partition], dict[str, tuple[int, int]], int]:
     """One pass over the requested partitions: (per-topic partition entries, bytes gathered, partitions to wait
     on, bytes and messages per topic, bytes of leader-throttled partitions). `quota_bytes`: the most a
     consumer_byte_rate quota lets one fetch carry (Kafka's getMaxValueInQuotaWindow). A follower's positions
     are its progress report on the `first_pass` only: the passes after a parked fetch wakes repeat them."""
-    read_committed = replica_id < 0 and getattr(request, "isolation_level", 0) == 1
-    remaining = max(request.max_bytes if ctx.api_version >= 3 else 2**31 - 1, 0)
+    read_committed = replica_id < 0 and request.isolation_level == 1
+    remaining = max(request.max_bytes, 0)
     if quota_bytes < remaining:
         remaining = int(quota_bytes)
     total = throttled = 0
@@ -77,9 +78,8 @@ def _collect(
                 entry = PartitionEntry(fp.partition, ErrorCode.topic_authorization_failed)
             elif part is None:
                 entry = PartitionEntry(fp.partition, error)
-            elif (epoch := getattr(fp, "current_leader_epoch", -1)) >= 0 and (
-                err := leader_epoch_error(part, epoch, any_negative_unset=True)
-            ) is not None:  # any negative epoch is unset (FetchRequest.optionalEpoch): only a set one is compared
+            # any negative epoch is unset (FetchRequest.optionalEpoch): only a set one is compared
+            elif (epoch := fp.current_leader_epoch) >= 0 and (err := leader_epoch_error(part, epoch)) is not None:
                 entry = PartitionEntry(fp.partition, err)
             elif (
                 fctx.incremental
@@ -157,15 +157,15 @@ def _collect(
 
 
 @api(1, 4, 12)
-async def fetch(m: Managers, ctx: RequestContext, request: Any) -> Any:
-    replica_id = getattr(request, "replica_id", -1)
+async def fetch(m: Managers, ctx: RequestContext, request: FetchRequest) -> EncodedBody:
+    replica_id = request.replica_id
     deadline = time.monotonic() + ms(request.max_wait) / 1000
     min_bytes = request.min_bytes if ms(request.max_wait) > 0 else 0  # Kafka: min_bytes <= 0 answers at once
     fctx = m.fetch_sessions.new_context(
-        getattr(request, "session_id", 0),
-        getattr(request, "session_epoch", FINAL_EPOCH),
+        request.session_id,
+        request.session_epoch,
         [(ft.topic, ft.partitions) for ft in request.topics],
-        [(f.topic, f.partitions) for f in getattr(request, "forgotten_topics_data", ())],
+        [(f.topic, f.partitions) for f in request.forgotten_topics_data],
         time.monotonic(),
         privileged=replica_id >= 0,
     )

@@ -38,6 +38,8 @@ class FetchPartitionRequest(Protocol):
     def fetch_offset(self) -> int: ...
     @property
     def partition_max_bytes(self) -> int: ...
+    @property
+    def current_leader_epoch(self) -> int: ...  # -1 where the version lacks it
 
 
 class _Sent:

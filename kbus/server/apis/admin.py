@@ -8,7 +8,18 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.alter_configs.v2.request import AlterConfigsRequest
+from kio.schema.alter_configs.v2.request import AlterConfigsResource as LegacyAlterConfigsResource
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as DeleteTopicsRequestV5
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1.request import AlterableConfig as IncrementalAlterableConfig
+from kio.schema.incremental_alter_configs.v1.request import AlterConfigsResource, IncrementalAlterConfigsRequest
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.broker_config import BROKER_CONFIGS, ConfigError
@@ -82,15 +93,18 @@ def _admin_error(exc: KafkaError) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ CreateTopics
-def _check_create(m: Managers, topic: Any) -> tuple[int, int, dict[int, list[int]] | None, dict[str, str]]:
+def _check_create(
+    m: Managers, topic: CreatableTopic
+) -> tuple[int, int, dict[int, list[int]] | None, dict[str, str]]:
     validate_topic_name(topic.name)
     if m.cluster.topic(topic.name) is not None:
         raise TopicExistsError(f"Topic '{topic.name}' already exists.")
     configs = {c.name: c.value for c in topic.configs}
     validate_topic_configs(configs)
-    assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
-    partitions = topic.num_partitions
-    rf = topic.replication_factor
+    assignment: dict[int, list[int]] | None = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+    assignment = assignment or None
+    partitions: int = topic.num_partitions
+    rf: int = topic.replication_factor
     if assignment:
         if partitions != -1 or rf != -1:
             raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set.")
@@ -107,15 +121,15 @@ def _check_create(m: Managers, topic: Any) -> tuple[int, int, dict[int, list[int
     return partitions, rf, assignment, {k: v for k, v in configs.items() if v is not None}
 
 
-def _requested_partitions(m: Managers, topic: Any) -> int:
+def _requested_partitions(m: Managers, topic: CreatableTopic) -> int:
     """What Kafka's controller counts against MAX_PARTITIONS_PER_REQUEST for one CreatableTopic."""
     if topic.assignments:
         return len(topic.assignments)
     return m.config.num_partitions if topic.num_partitions == -1 else max(topic.num_partitions, 0)
 
 
-@api(19, 2, 7)
-async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(19, 2, 7, request=CreateTopicsRequest)
+async def create_topics(m: Managers, ctx: RequestContext, request: CreateTopicsRequest) -> Any:
     results = []
     seen: set[str] = set()
     quota = mutation_quota(m, ctx, strict_since=6)
@@ -177,9 +191,10 @@ async def create_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ DeleteTopics
-@api(20, 1, 6)
-async def delete_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
-    if ctx.api_version >= 6:
+@api(20, 1, 6, request=(DeleteTopicsRequestV5, DeleteTopicsRequest))  # v6: topics by name or id, not names
+async def delete_topics(m: Managers, ctx: RequestContext, request: DeleteTopicsRequestV5 | DeleteTopicsRequest) -> Any:
+    wanted: list[tuple[str | None, uuid.UUID | None]]
+    if isinstance(request, DeleteTopicsRequest):
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
@@ -213,13 +228,15 @@ async def delete_topics(m: Managers, ctx: RequestContext, request: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ CreatePartitions
-def _new_partitions_assignment(m: Managers, t: Any, current: dict[int, list[int]]) -> dict[int, list[int]] | None:
+def _new_partitions_assignment(
+    m: Managers, t: CreatePartitionsTopic, current: dict[int, list[int]]
+) -> dict[int, list[int]] | None:
     """The replicas the request names for the new partitions (ZkAdminManager.createPartitions and
     AdminZkClient.validateReplicaAssignment): known brokers, one list per new partition, partition 0's
     replication factor, no broker twice. None: the controller assigns them round robin."""
     if t.assignments is None:
         return None
-    assignments = [list(a.broker_ids) for a in t.assignments]
+    assignments: list[list[int]] = [list(a.broker_ids) for a in t.assignments]
     unknown = sorted({b for r in assignments for b in r} - {b.broker_id for b in m.cluster.brokers()})
     if unknown:
         raise InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
@@ -248,8 +265,8 @@ def _new_partitions_assignment(m: Managers, t: Any, current: dict[int, list[int]
     return new
 
 
-@api(37, 0, 3)
-async def create_partitions(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(37, 0, 3, request=CreatePartitionsRequest)
+async def create_partitions(m: Managers, ctx: RequestContext, request: CreatePartitionsRequest) -> Any:
     results = []
     quota = mutation_quota(m, ctx, strict_since=3)
     try:
@@ -342,7 +359,9 @@ def _topic_synonyms(m: Managers, overrides: Mapping[str, str]) -> Callable[[str,
     return synonyms
 
 
-def _topic_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with_synonyms: bool) -> list[Any]:
+def _topic_entries(
+    m: Managers, ctx: RequestContext, name: str, keys: set[str] | None, with_synonyms: bool
+) -> list[Any]:
     topic = m.cluster.topic(name)
     if topic is None:
         raise UnknownTopicError(f"Topic {name} does not exist.")
@@ -354,7 +373,9 @@ def _topic_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with_
     ]
 
 
-def _broker_entries(m: Managers, ctx: RequestContext, name: str, keys: Any, with_synonyms: bool) -> list[Any]:
+def _broker_entries(
+    m: Managers, ctx: RequestContext, name: str, keys: set[str] | None, with_synonyms: bool
+) -> list[Any]:
     """A broker's configs with their sources (ConfigHelper.createBrokerConfigEntry); name "" is the cluster-wide
     dynamic default entity, which lists only what is set there, with only its own synonyms."""
     layers = m.admin.dynamic_broker_configs()
@@ -406,8 +427,8 @@ def _config_denied(resource_type: int) -> dict[str, Any]:
     return {"error_code": code, "error_message": None}
 
 
-@api(32, 1, 4)
-async def describe_configs(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(32, 1, 4, request=DescribeConfigsRequest)
+async def describe_configs(m: Managers, ctx: RequestContext, request: DescribeConfigsRequest) -> Any:
     results = []
     for res in request.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
@@ -423,17 +444,13 @@ async def describe_configs(m: Managers, ctx: RequestContext, request: Any) -> An
                 results.append(ctx.nested("DescribeConfigsResult", **fields))
                 continue
             if res.resource_type == TOPIC:
-                fields["configs"] = _topic_entries(
-                    m, ctx, res.resource_name, keys, getattr(request, "include_synonyms", False)
-                )
+                fields["configs"] = _topic_entries(m, ctx, res.resource_name, keys, request.include_synonyms)
             elif res.resource_type == GROUP:
                 fields["configs"] = await _group_entries(m, ctx, res.resource_name, keys)
             elif res.resource_type == BROKER:
                 if res.resource_name not in ("", str(m.broker_id)):
                     raise InvalidRequestError(f"Unexpected broker id, expected {m.broker_id}")
-                fields["configs"] = _broker_entries(
-                    m, ctx, res.resource_name, keys, ctx.api_version >= 1 and request.include_synonyms
-                )
+                fields["configs"] = _broker_entries(m, ctx, res.resource_name, keys, request.include_synonyms)
             else:
                 fields.update(
                     error_code=ErrorCode.invalid_request, error_message=f"Unsupported resource type {res.resource_type}"
@@ -503,15 +520,18 @@ async def _alter_broker(
     await m.admin.alter_broker_configs(entity, changes)
 
 
-async def _alter_group(m: Managers, res: Any, validate_only: bool, incremental: bool) -> None:
+async def _alter_group(
+    m: Managers, res: LegacyAlterConfigsResource | AlterConfigsResource, validate_only: bool
+) -> None:
     """A GROUP resource (KIP-932's share.* group configs), kept by the metadata store (/config/groups/<group>)."""
     if not res.resource_name:
         raise InvalidRequestError("Group name must not be empty")
     store = m.group_configs
     current = await asyncio.to_thread(store.group_config, res.resource_name) if store is not None else {}
+    incremental = isinstance(res, AlterConfigsResource)
     changes: dict[str, str | None] = {} if incremental else dict.fromkeys(current)
     for c in res.configs:
-        op = getattr(c, "config_operation", SET) if incremental else SET
+        op = c.config_operation if isinstance(c, IncrementalAlterableConfig) else SET
         if op in (APPEND, SUBTRACT):
             raise InvalidRequestError(f"A {c.name} group config cannot be appended to or subtracted from")
         changes[c.name] = c.value if op == SET else None
@@ -522,7 +542,10 @@ async def _alter_group(m: Managers, res: Any, validate_only: bool, incremental: 
         await asyncio.to_thread(store.alter_group_config, res.resource_name, changes)
 
 
-async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incremental: bool) -> list[Any]:
+async def _alter_responses(
+    m: Managers, ctx: RequestContext, request: AlterConfigsRequest | IncrementalAlterConfigsRequest
+) -> list[Any]:
+    incremental = isinstance(request, IncrementalAlterConfigsRequest)
     out = []
     for res in request.resources:
         fields: dict[str, Any] = {
@@ -534,7 +557,7 @@ async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incre
             if not _config_authorized(ctx, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS):
                 fields.update(_config_denied(res.resource_type))
             elif res.resource_type == GROUP:
-                await _alter_group(m, res, request.validate_only, incremental)
+                await _alter_group(m, res, request.validate_only)
                 fields["error_code"] = ErrorCode.none
             elif res.resource_type not in (TOPIC, BROKER):
                 fields.update(
@@ -551,7 +574,7 @@ async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incre
                     current = dict(topic.configs) if topic else {}
                 changes: dict[str, str | None] = {}
                 for c in res.configs:
-                    op = getattr(c, "config_operation", SET) if incremental else SET
+                    op = c.config_operation if isinstance(c, IncrementalAlterableConfig) else SET
                     if op == SET:
                         changes[c.name] = c.value
                     elif op == DELETE:
@@ -576,19 +599,19 @@ async def _alter_responses(m: Managers, ctx: RequestContext, request: Any, incre
     return out
 
 
-@api(33, 0, 2)
-async def alter_configs(m: Managers, ctx: RequestContext, request: Any) -> Any:
-    return ctx.build(throttle_time=0, responses=await _alter_responses(m, ctx, request, incremental=False))
+@api(33, 0, 2, request=AlterConfigsRequest)
+async def alter_configs(m: Managers, ctx: RequestContext, request: AlterConfigsRequest) -> Any:
+    return ctx.build(throttle_time=0, responses=await _alter_responses(m, ctx, request))
 
 
-@api(44, 0, 1)
-async def incremental_alter_configs(m: Managers, ctx: RequestContext, request: Any) -> Any:
-    return ctx.build(throttle_time=0, responses=await _alter_responses(m, ctx, request, incremental=True))
+@api(44, 0, 1, request=IncrementalAlterConfigsRequest)
+async def incremental_alter_configs(m: Managers, ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Any:
+    return ctx.build(throttle_time=0, responses=await _alter_responses(m, ctx, request))
 
 
 # ------------------------------------------------------------------------------------------ DescribeCluster
-@api(60, 0, 1)
-async def describe_cluster(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(60, 0, 1, request=DescribeClusterRequest)
+async def describe_cluster(m: Managers, ctx: RequestContext, request: DescribeClusterRequest) -> Any:
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
         return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, error_message=None,
                          endpoint_type=1, cluster_id="", controller_id=-1, brokers=(),
@@ -619,8 +642,8 @@ def _may_write_idempotently(m: Managers, ctx: RequestContext) -> bool:
     return any(ctx.authorized(Operation.WRITE, ResourceType.TOPIC, t) for t in m.cluster.topics())
 
 
-@api(22, 0, 4)
-async def init_producer_id(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(22, 0, 4, request=InitProducerIdRequest)
+async def init_producer_id(m: Managers, ctx: RequestContext, request: InitProducerIdRequest) -> Any:
     if request.transactional_id is not None and not ctx.authorized(
         Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
     ):
@@ -630,10 +653,9 @@ async def init_producer_id(m: Managers, ctx: RequestContext, request: Any) -> An
         return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, producer_id=-1,
                          producer_epoch=-1)
     if request.transactional_id is not None:
-        error, pid, epoch = await init_transactional_producer(m, ctx, request)
+        error, pid, epoch = await init_transactional_producer(m, ctx, request.transactional_id, request)
         return ctx.build(throttle_time=0, error_code=error, producer_id=pid, producer_epoch=epoch)
-    pid = getattr(request, "producer_id", -1)
-    epoch = getattr(request, "producer_epoch", -1)
+    pid, epoch = request.producer_id, request.producer_epoch  # v0-v2 have none: their schema default, -1
     if pid >= 0 and 0 <= epoch < 32766:
         # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
         return ctx.build(throttle_time=0, error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch + 1)

@@ -13,13 +13,29 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode as E
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as FindCoordinatorRequestV3
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.join_group.v9.request import JoinGroupRequest
+from kio.schema.leave_group.v2.request import LeaveGroupRequest as LeaveGroupRequestV2
+from kio.schema.leave_group.v5.request import LeaveGroupRequest
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as OffsetFetchRequestV7
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequestTopic as OffsetFetchRequestTopicV7
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as OffsetFetchRequestV9
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequestGroup as OffsetFetchRequestGroupV9
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequestTopics as OffsetFetchRequestTopicsV9
+from kio.schema.offset_fetch.v10.request import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
+from kio.schema.sync_group.v5.request import SyncGroupRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
 from kbus.protocol.group_responses import encode_heartbeat_response
 from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
-from kbus.server.apis.offset_commit import FIRST_VERSION_WITH_TOPIC_IDS, NO_TOPIC_ID, topic_names_by_id
+from kbus.server.apis.offset_commit import NO_TOPIC_ID, topic_names_by_id
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.share_offsets import reset_partitions
 from kbus.server.apis.transactions import find_transaction_coordinator
@@ -98,10 +114,12 @@ def _error_message(error: int) -> str | None:
     return None if error == E.none else E(error).name.upper()
 
 
-@api(10, 0, 4)
-async def find_coordinator(m: Managers, ctx: RequestContext, req: Any) -> Any:
-    key_type = getattr(req, "key_type", GROUP_KEY_TYPE)
-    if ctx.api_version >= 4:
+@api(10, 0, 4, request=(FindCoordinatorRequestV3, FindCoordinatorRequest))  # v4: a list of keys, not one
+async def find_coordinator(
+    m: Managers, ctx: RequestContext, req: FindCoordinatorRequestV3 | FindCoordinatorRequest
+) -> Any:
+    key_type = req.key_type  # v0 has none: its schema default, GROUP (0)
+    if isinstance(req, FindCoordinatorRequest):
         coordinators = []
         for key in req.coordinator_keys:
             error, node_id, host, port = await _find_coordinator(m, key, key_type, ctx.listener.name, ctx)
@@ -126,8 +144,8 @@ async def find_coordinator(m: Managers, ctx: RequestContext, req: Any) -> Any:
 # ---------------------------------------------------------------- JoinGroup / SyncGroup / Heartbeat / LeaveGroup
 
 
-@api(11, 0, 9)
-async def join_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(11, 0, 9, request=JoinGroupRequest)
+async def join_group(m: Managers, ctx: RequestContext, req: JoinGroupRequest) -> Any:
     version = ctx.api_version
     coordinator = _coordinator(m)
     if coordinator is None or not _group(ctx, Operation.READ, req.group_id):
@@ -142,12 +160,12 @@ async def join_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
     result = await coordinator.join_group(
         req.group_id,
         req.member_id,
-        getattr(req, "group_instance_id", None),
+        req.group_instance_id,
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
         client_id=ctx.client_id,
         client_host=client_host(ctx),
-        rebalance_timeout_ms=ms(req.rebalance_timeout) if version >= 1 else -1,
+        rebalance_timeout_ms=ms(req.rebalance_timeout),  # v0 has none: its schema default, -1
         session_timeout_ms=ms(req.session_timeout),
         protocol_type=req.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
@@ -170,8 +188,8 @@ async def join_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
     )
 
 
-@api(14, 0, 5)
-async def sync_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(14, 0, 5, request=SyncGroupRequest)
+async def sync_group(m: Managers, ctx: RequestContext, req: SyncGroupRequest) -> Any:
     coordinator = _coordinator(m)
     if not _group(ctx, Operation.READ, req.group_id):
         return ctx.build(throttle_time=0, error_code=E.group_authorization_failed, assignment=b"")
@@ -181,9 +199,9 @@ async def sync_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
         req.group_id,
         req.generation_id,
         req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None),
-        protocol_type=getattr(req, "protocol_type", None),
-        protocol_name=getattr(req, "protocol_name", None),
+        group_instance_id=req.group_instance_id,
+        protocol_type=req.protocol_type,
+        protocol_name=req.protocol_name,
         assignments={a.member_id: bytes(a.assignment) for a in req.assignments},
     )
     return ctx.build(
@@ -211,11 +229,12 @@ async def heartbeat(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return encode_heartbeat_response(ctx.api_version, error)  # by hand: kio's writer was a tenth of its CPU
 
 
-@api(13, 0, 5)
-async def leave_group(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(13, 0, 5, request=(LeaveGroupRequestV2, LeaveGroupRequest))  # v3: a list of members, not one member_id
+async def leave_group(m: Managers, ctx: RequestContext, req: LeaveGroupRequestV2 | LeaveGroupRequest) -> Any:
     coordinator = _coordinator(m)
-    if ctx.api_version >= 3:
-        identities = [(m.member_id, getattr(m, "group_instance_id", None)) for m in req.members]
+    identities: list[tuple[str, str | None]]
+    if isinstance(req, LeaveGroupRequest):
+        identities = [(member.member_id, member.group_instance_id) for member in req.members]
     else:
         identities = [(req.member_id, None)]
     if not _group(ctx, Operation.READ, req.group_id):
@@ -275,22 +294,25 @@ def _fetch_group(
     return error, offsets, denied
 
 
-def _requested(topics: Any) -> list[tuple[str, int]] | None:
+def _requested(
+    topics: tuple[OffsetFetchRequestTopicV7, ...] | tuple[OffsetFetchRequestTopicsV9, ...] | None,
+) -> list[tuple[str, int]] | None:
     if topics is None:
         return None
     return [(t.name, p) for t in topics for p in t.partition_indexes]
 
 
 def _requested_by_id(
-    topics: Any, names_by_id: Mapping[uuid.UUID, str]
-) -> tuple[list[tuple[str, int]] | None, dict[uuid.UUID, list[int]]]:
-    """OffsetFetch v10: the requested partitions by topic name, and those of topic ids the cluster does not know."""
+    topics: tuple[OffsetFetchRequestTopics, ...] | None, names_by_id: Mapping[uuid.UUID, str]
+) -> tuple[list[tuple[str, int]] | None, dict[uuid.UUID | None, list[int]]]:
+    """OffsetFetch v10: the requested partitions by topic name, and those of topic ids the cluster does not know
+    (kio reads the zero uuid as None: never a known topic's)."""
     if topics is None:
         return None, {}
     known: list[tuple[str, int]] = []
-    unknown: dict[uuid.UUID, list[int]] = defaultdict(list)
+    unknown: dict[uuid.UUID | None, list[int]] = defaultdict(list)
     for t in topics:
-        name = names_by_id.get(t.topic_id)
+        name = None if t.topic_id is None else names_by_id.get(t.topic_id)
         if name is None:
             unknown[t.topic_id].extend(t.partition_indexes)
         else:
@@ -329,14 +351,16 @@ def _offset_topics(
     return [ctx.nested(topic_cls, name=name, partitions=parts) for name, parts in by_topic.items()]
 
 
-def _unstable(coordinator: GroupCoordinator | None, req: Any, group_id: str, offsets: dict[tuple[str, int], Any]
-              ) -> set[tuple[str, int]]:
-    if coordinator is None or not getattr(req, "require_stable", False):
+def _unstable(coordinator: GroupCoordinator | None, require_stable: bool, group_id: str,
+              offsets: dict[tuple[str, int], Any]) -> set[tuple[str, int]]:  # fmt: skip
+    if coordinator is None or not require_stable:
         return set()
     return coordinator.unstable_offsets(group_id, list(offsets))
 
 
-def _member_epoch_error(coordinator: GroupCoordinator | None, ctx: RequestContext, g: Any) -> int | None:
+def _member_epoch_error(
+    coordinator: GroupCoordinator | None, ctx: RequestContext, g: OffsetFetchRequestGroupV9 | OffsetFetchRequestGroup
+) -> int | None:
     """OffsetFetch v9+ names the member and its epoch: a consumer-protocol group checks them (Kafka's
     validateOffsetFetch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
     if ctx.api_version < 9 or coordinator is None or not _group(ctx, Operation.DESCRIBE, g.group_id):
@@ -347,12 +371,14 @@ def _member_epoch_error(coordinator: GroupCoordinator | None, ctx: RequestContex
     return validate_offset_fetch(cgroup, g.member_id, g.member_epoch)
 
 
-@api(9, 1, 10)
-async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(9, 1, 10, request=(OffsetFetchRequestV7, OffsetFetchRequestV9, OffsetFetchRequest))  # v8: groups; v10: ids
+async def offset_fetch(
+    m: Managers, ctx: RequestContext, req: OffsetFetchRequestV7 | OffsetFetchRequestV9 | OffsetFetchRequest
+) -> Any:
     """v10 names topics by id (Kafka 4.1): an unknown id gets UNKNOWN_TOPIC_ID on each requested partition."""
     coordinator = _coordinator(m)
-    if ctx.api_version >= 8:
-        by_id = ctx.api_version >= FIRST_VERSION_WITH_TOPIC_IDS
+    if not isinstance(req, OffsetFetchRequestV7):
+        by_id = isinstance(req, OffsetFetchRequest)  # v10 (FIRST_VERSION_WITH_TOPIC_IDS)
         names_by_id = topic_names_by_id(m) if by_id else {}
         ids = _topic_ids(m) if by_id else None
         groups = []
@@ -362,13 +388,14 @@ async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
                 groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=[],
                                          error_code=epoch_error))
                 continue
-            unknown: dict[uuid.UUID, list[int]] = {}
-            if by_id:
+            unknown: dict[uuid.UUID | None, list[int]] = {}
+            if isinstance(g, OffsetFetchRequestGroup):
                 requested, unknown = _requested_by_id(g.topics, names_by_id)
             else:
                 requested = _requested(g.topics)
             error, offsets, denied = _fetch_group(coordinator, g.group_id, requested, ctx)
-            unstable = _unstable(coordinator, req, g.group_id, offsets)  # a refused partition stays refused
+            # a refused partition stays refused
+            unstable = _unstable(coordinator, req.require_stable, g.group_id, offsets)
             topics = _offset_topics(
                 ctx, offsets, partition_cls="OffsetFetchResponsePartitions", topic_cls="OffsetFetchResponseTopics",
                 unstable=unstable, denied=denied, ids=ids,
@@ -398,15 +425,15 @@ async def offset_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     else:
         topics = _offset_topics(
             ctx, offsets, partition_cls="OffsetFetchResponsePartition", topic_cls="OffsetFetchResponseTopic",
-            unstable=_unstable(coordinator, req, req.group_id, offsets), denied=denied,
+            unstable=_unstable(coordinator, req.require_stable, req.group_id, offsets), denied=denied,
         )
     return ctx.build(throttle_time=0, topics=topics, error_code=error)
 
 
-@api(47, 0, 0)
-async def offset_delete(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(47, 0, 0, request=OffsetDeleteRequest)
+async def offset_delete(m: Managers, ctx: RequestContext, req: OffsetDeleteRequest) -> Any:
     coordinator = _coordinator(m)
-    partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    partitions: list[tuple[str, int]] = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     if not _group(ctx, Operation.DELETE, req.group_id):
         error, errors = int(E.group_authorization_failed), dict[tuple[str, int], int]()
     elif coordinator is None:
@@ -423,12 +450,12 @@ async def offset_delete(m: Managers, ctx: RequestContext, req: Any) -> Any:
 # ---------------------------------------------------------------- ListGroups / DescribeGroups / DeleteGroups
 
 
-@api(16, 0, 5)
-async def list_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(16, 0, 5, request=ListGroupsRequest)
+async def list_groups(m: Managers, ctx: RequestContext, req: ListGroupsRequest) -> Any:
     coordinator = _coordinator(m)
     if coordinator is None:
         return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, groups=[])
-    error, overviews = coordinator.list_groups(getattr(req, "states_filter", ()), getattr(req, "types_filter", ()))
+    error, overviews = coordinator.list_groups(req.states_filter, req.types_filter)
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
         overviews = [o for o in overviews if _group(ctx, Operation.DESCRIBE, o.group_id)]
     groups = [
@@ -444,10 +471,10 @@ async def list_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return ctx.build(throttle_time=0, error_code=error, groups=groups)
 
 
-@api(15, 0, 5)
-async def describe_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(15, 0, 5, request=DescribeGroupsRequest)
+async def describe_groups(m: Managers, ctx: RequestContext, req: DescribeGroupsRequest) -> Any:
     coordinator = _coordinator(m)
-    include_ops = bool(getattr(req, "include_authorized_operations", False))
+    include_ops = req.include_authorized_operations
     described = []
     for group_id in req.groups:
         if not _group(ctx, Operation.DESCRIBE, group_id):
@@ -483,10 +510,10 @@ async def describe_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return ctx.build(throttle_time=0, groups=described)
 
 
-@api(42, 0, 2)
-async def delete_groups(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(42, 0, 2, request=DeleteGroupsRequest)
+async def delete_groups(m: Managers, ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
     coordinator = _coordinator(m)
-    names = list(req.groups_names)
+    names: list[str] = list(req.groups_names)
     denied = [n for n in names if not _group(ctx, Operation.DELETE, n)]
     if coordinator is None:
         errors: dict[str, int] = dict.fromkeys(names, E.coordinator_not_available)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.delete_records.v2.request import DeleteRecordsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v7.request import ListOffsetsRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.server.apis.errors import error_code_for, leader_epoch_error
@@ -18,10 +20,10 @@ if TYPE_CHECKING:
 # timestamp, or one the request's version predates, is UNSUPPORTED_VERSION
 _SPECIAL_TIMESTAMP_VERSION = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9}
 
-@api(2, 1, 7)
-async def list_offsets(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(2, 1, 7, request=ListOffsetsRequest)
+async def list_offsets(m: Managers, ctx: RequestContext, request: ListOffsetsRequest) -> Any:
     topics = []
-    read_committed = getattr(request, "isolation_level", 0) == 1
+    read_committed = request.isolation_level == 1  # v1 has none: 0, read_uncommitted
     for t in request.topics:
         parts = []
         for p in t.partitions:
@@ -38,7 +40,7 @@ async def list_offsets(m: Managers, ctx: RequestContext, request: Any) -> Any:
                 fields["error_code"] = ErrorCode.unsupported_version
             elif part is None:
                 fields["error_code"] = error
-            elif (err := leader_epoch_error(part, getattr(p, "current_leader_epoch", -1))) is not None:
+            elif (err := leader_epoch_error(part, p.current_leader_epoch)) is not None:
                 fields["error_code"] = err
             else:
                 try:
@@ -51,8 +53,8 @@ async def list_offsets(m: Managers, ctx: RequestContext, request: Any) -> Any:
     return ctx.build(throttle_time=0, topics=topics)
 
 
-@api(21, 0, 2)
-async def delete_records(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(21, 0, 2, request=DeleteRecordsRequest)
+async def delete_records(m: Managers, ctx: RequestContext, request: DeleteRecordsRequest) -> Any:
     topics = []
     for t in request.topics:
         parts = []

@@ -45,6 +45,7 @@ class ApiSpec:
     max_version: int
     handler: Handler
     flags: ApiFlags = NO_FLAGS
+    requests: tuple[type, ...] = ()  # the kio request classes the handler takes (api's `request`); () for any
 
     @property
     def name(self) -> str:
@@ -62,6 +63,7 @@ API_TABLE: dict[int, ApiSpec] = {}
 
 R = TypeVar("R")
 R2 = TypeVar("R2")
+R3 = TypeVar("R3")
 
 
 @overload
@@ -85,6 +87,14 @@ def api(
               Callable[[Managers, RequestContext, R | R2], Awaitable[Any]]]: ...
 
 
+@overload
+def api(
+    key: int, min_version: int, max_version: int, *, request: tuple[type[R], type[R2], type[R3]],
+    pipelined: bool = ..., before_auth: bool = ...,
+) -> Callable[[Callable[[Managers, RequestContext, R | R2 | R3], Awaitable[Any]]],
+              Callable[[Managers, RequestContext, R | R2 | R3], Awaitable[Any]]]: ...
+
+
 def api(
     key: int, min_version: int, max_version: int, *, request: type | tuple[type, ...] | None = None,
     pipelined: bool = False, before_auth: bool = False,
@@ -97,12 +107,13 @@ def api(
 
     def register(handler: Handler) -> Handler:
         served = handler
-        if request is not None:
-            targets = request if isinstance(request, tuple) else (request,)
+        targets = () if request is None else request if isinstance(request, tuple) else (request,)
+        if targets:
             served = _upgrading(handler, _upgrades(key, min_version, max_version, targets))
         if key in API_TABLE:
             raise RuntimeError(f"API {key} registered twice")
-        API_TABLE[key] = ApiSpec(key, min_version, max_version, served, ApiFlags(pipelined, before_auth))
+        flags = ApiFlags(pipelined, before_auth)
+        API_TABLE[key] = ApiSpec(key, min_version, max_version, served, flags, targets)
         return handler
 
     return register

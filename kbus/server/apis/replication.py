@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.server.apis.errors import leader_epoch_error
@@ -14,11 +15,12 @@ if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
 
 
-@api(23, 2, 4)
-async def offset_for_leader_epoch(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(23, 2, 4, request=OffsetForLeaderEpochRequest)
+async def offset_for_leader_epoch(m: Managers, ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> Any:
     topics = []
-    # followers need ClusterAction on the cluster; consumers (replica_id -1 or absent) Describe on the topic
-    follower = getattr(request, "replica_id", -1) >= 0
+    # followers need ClusterAction on the cluster; consumers (replica_id -1, or v2's absent one: its schema
+    # default, -2) Describe on the topic
+    follower = request.replica_id >= 0
     for t in request.topics:
         parts = []
         for p in t.partitions:

@@ -9,7 +9,17 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV3
+from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnRequest
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.errors import ErrorCode as E
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest
+from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.topics import OFFSETS_TOPIC
@@ -52,13 +62,15 @@ async def find_transaction_coordinator(m: Managers, key: str, listener: str) -> 
     return coordinator_endpoint(m, topic, partition, listener, service.coordinator.coordinates)
 
 
-async def init_transactional_producer(m: Managers, ctx: RequestContext, request: Any) -> tuple[int, int, int]:
+async def init_transactional_producer(
+    m: Managers, ctx: RequestContext, transactional_id: str, request: InitProducerIdRequest
+) -> tuple[int, int, int]:
     coordinator = _coordinator(m)
     if coordinator is None:
         return E.coordinator_not_available, -1, -1
     error, pid, epoch = await coordinator.init_producer_id(
-        request.transactional_id, ms(request.transaction_timeout),
-        getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1),
+        transactional_id, ms(request.transaction_timeout),
+        request.producer_id, request.producer_epoch,  # v0-v2 have none: their schema default, -1
     )
     if error == E.producer_fenced and ctx.api_version < 4:
         error = E.invalid_producer_epoch
@@ -103,31 +115,33 @@ def _txn_id(ctx: RequestContext, transactional_id: str | None) -> bool:
     return transactional_id is None or ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
-@api(24, 0, 5)
-async def add_partitions_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(24, 0, 5, request=(AddPartitionsToTxnRequestV3, AddPartitionsToTxnRequest))  # v4: a batch of transactions
+async def add_partitions_to_txn(
+    m: Managers, ctx: RequestContext, req: AddPartitionsToTxnRequestV3 | AddPartitionsToTxnRequest
+) -> Any:
     """v0-3 from producers (one transaction, Write on its transactional id and topics); v4-5 from brokers only
     (ClusterAction): a batch of transactions, `verify_only` ones asking whether partitions are in the ongoing
     transaction (KIP-890, kbus.server.transaction.verification) without adding them. The others are the
     implicit adds of transactions v2 (a client's Produce v12+ / TxnOffsetCommit v5+); with v5 (Kafka's
     transactionVersionForAddPartitionsToTxn) the transaction is a v2 one, its epoch bumped when it ends."""
-    if ctx.api_version >= 4:
+    if isinstance(req, AddPartitionsToTxnRequest):  # v4+
         if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
             return ctx.build(throttle_time=0, error_code=E.cluster_authorization_failed, results_by_transaction=[])
         results = []
         for txn in req.transactions:
-            wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+            wanted: list[tuple[str, int]] = [(t.name, p) for t in txn.topics for p in t.partitions]
             errors = await _add_or_verify(m, ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted,
                                           verify_only=txn.verify_only, client_tv=2 if ctx.api_version >= 5 else 0)
             results.append(ctx.nested("AddPartitionsToTxnResult", transactional_id=txn.transactional_id,
                                       topic_results=_topic_results(ctx, errors)))
         return ctx.build(throttle_time=0, error_code=E.none, results_by_transaction=results)
     tid = req.v3_and_below_transactional_id
-    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    wanted_v3: list[tuple[str, int]] = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
     if not _txn_id(ctx, tid):
-        errors = dict.fromkeys(wanted, int(E.transactional_id_authorization_failed))
+        errors = dict.fromkeys(wanted_v3, int(E.transactional_id_authorization_failed))
     else:
         errors = await _add_or_verify(m, ctx, tid, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
-                                      wanted, verify_only=False)
+                                      wanted_v3, verify_only=False)
     return ctx.build(throttle_time=0, results_by_topic_v3_and_below=_topic_results(ctx, errors))
 
 
@@ -171,8 +185,8 @@ def _topic_results(ctx: RequestContext, errors: dict[tuple[str, int], int]) -> l
     ]
 
 
-@api(25, 0, 3)
-async def add_offsets_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(25, 0, 3, request=AddOffsetsToTxnRequest)
+async def add_offsets_to_txn(m: Managers, ctx: RequestContext, req: AddOffsetsToTxnRequest) -> Any:
     coordinator = _coordinator(m)
     groups = m.groups
     if not _txn_id(ctx, req.transactional_id):
@@ -186,8 +200,8 @@ async def add_offsets_to_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return ctx.build(throttle_time=0, error_code=_fenced(ctx, error))
 
 
-@api(26, 0, 5)
-async def end_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(26, 0, 5, request=EndTxnRequest)
+async def end_txn(m: Managers, ctx: RequestContext, req: EndTxnRequest) -> Any:
     """v5 is transactions v2's (KIP-890 part 2, Kafka's transactionVersionForEndTxn): the epoch is bumped as the
     transaction ends, and the producer id and epoch to go on with are in the response."""
     coordinator = _coordinator(m)
@@ -201,8 +215,8 @@ async def end_txn(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return ctx.build(throttle_time=0, error_code=_fenced(ctx, error), producer_id=producer_id, producer_epoch=epoch)
 
 
-@api(27, 1, 2)
-async def write_txn_markers(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(27, 1, 2, request=WriteTxnMarkersRequest)
+async def write_txn_markers(m: Managers, ctx: RequestContext, req: WriteTxnMarkersRequest) -> Any:
     """From another broker's transaction coordinator: write the markers on the partitions this broker leads. v2
     (KIP-1228) gives each marker its transaction version; before it, 0 (the legacy epoch check)."""
     service = m.transactions
@@ -210,7 +224,7 @@ async def write_txn_markers(m: Managers, ctx: RequestContext, req: Any) -> Any:
     # only brokers write markers (Kafka: ClusterAction on the cluster), never a client
     may = ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for marker in req.markers:
-        wanted = {(t.name, p) for t in marker.topics for p in t.partition_indexes}
+        wanted: set[tuple[str, int]] = {(t.name, p) for t in marker.topics for p in t.partition_indexes}
         if not may:
             errors = dict.fromkeys(wanted, int(E.cluster_authorization_failed))
         elif service is None:
@@ -219,7 +233,7 @@ async def write_txn_markers(m: Managers, ctx: RequestContext, req: Any) -> Any:
             errors = await append_markers(m.replicas, marker.producer_id, marker.producer_epoch,
                                           marker.transaction_result, marker.coordinator_epoch, wanted,
                                           service.request_timeout_ms, service.marker_listeners,
-                                          marker.transaction_version if ctx.api_version >= 2 else 0)
+                                          marker.transaction_version)  # v1 has none: its schema default, 0
         results.append(ctx.nested("WritableTxnMarkerResult", producer_id=marker.producer_id, topics=[
             ctx.nested("WritableTxnMarkerTopicResult", name=t.name, partitions=[
                 ctx.nested("WritableTxnMarkerPartitionResult", partition_index=p, error_code=errors[(t.name, p)])
@@ -230,13 +244,13 @@ async def write_txn_markers(m: Managers, ctx: RequestContext, req: Any) -> Any:
     return ctx.build(markers=results)
 
 
-@api(28, 0, 5)
-async def txn_offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(28, 0, 5, request=TxnOffsetCommitRequest)
+async def txn_offset_commit(m: Managers, ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
     groups = m.groups
     now = groups.clock() if groups is not None else 0
-    offsets = {
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {
         (t.name, p.partition_index): OffsetAndMetadata(
-            offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
+            offset=p.committed_offset, leader_epoch=p.committed_leader_epoch,  # v0-v1: its schema default, -1
             metadata=p.committed_metadata or "", commit_timestamp=now,
         )
         for t in req.topics for p in t.partitions
@@ -251,8 +265,9 @@ async def txn_offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
         errors = dict.fromkeys(offsets, refused)
     else:
         errors = await groups.commit_txn_offsets(
-            req.group_id, req.producer_id, req.producer_epoch, getattr(req, "member_id", ""),
-            getattr(req, "group_instance_id", None), getattr(req, "generation_id", -1), offsets,
+            # v0-v2 name no member: the schema defaults ("", null, -1), which the coordinator does not check
+            req.group_id, req.producer_id, req.producer_epoch, req.member_id, req.group_instance_id,
+            req.generation_id, offsets,
         )
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), error in errors.items():
@@ -263,7 +278,9 @@ async def txn_offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
     ])
 
 
-async def _verify_txn_offsets(m: Managers, ctx: RequestContext, req: Any, offsets_partition: int) -> int | None:
+async def _verify_txn_offsets(
+    m: Managers, ctx: RequestContext, req: TxnOffsetCommitRequest, offsets_partition: int
+) -> int | None:
     """Transaction verification of TxnOffsetCommit (Kafka 3.9's GroupCoordinator.handleTxnCommitOffsets): the
     producer's first transactional offsets on this __consumer_offsets partition need the coordinator's word that
     the partition (AddOffsetsToTxn) is in its ongoing transaction. From v5 (transactions v2, which sends no
@@ -302,8 +319,8 @@ def _offset_commit_error(code: int) -> int:
     return code
 
 
-@api(61, 0, 0)
-async def describe_producers(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(61, 0, 0, request=DescribeProducersRequest)
+async def describe_producers(m: Managers, ctx: RequestContext, req: DescribeProducersRequest) -> Any:
     topics = []
     for t in req.topics:
         parts = []
@@ -331,8 +348,8 @@ def _ms_time(ms_since_epoch: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(0, datetime.UTC) + datetime.timedelta(milliseconds=ms_since_epoch)
 
 
-@api(65, 0, 0)
-async def describe_transactions(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(65, 0, 0, request=DescribeTransactionsRequest)
+async def describe_transactions(m: Managers, ctx: RequestContext, req: DescribeTransactionsRequest) -> Any:
     coordinator = _coordinator(m)
     states = []
     for tid in req.transactional_ids:
@@ -362,14 +379,14 @@ _STATE_NAMES = {"empty", "ongoing", "preparecommit", "prepareabort", "completeco
                 "prepareepochfence"}
 
 
-@api(66, 0, 1)
-async def list_transactions(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(66, 0, 1, request=ListTransactionsRequest)
+async def list_transactions(m: Managers, ctx: RequestContext, req: ListTransactionsRequest) -> Any:
     coordinator = _coordinator(m)
     filters = list(req.state_filters)
     unknown = [s for s in filters if s.lower() not in _STATE_NAMES]
     known = [s for s in filters if s not in unknown]
     listings = [] if coordinator is None or (filters and not known) else coordinator.list_transactions(
-        known, req.producer_id_filters, getattr(req, "duration_filter", -1))
+        known, req.producer_id_filters, req.duration_filter)  # v0 has none: its schema default, -1
     # Kafka lists only the transactional ids the principal may Describe
     states = [ctx.nested("TransactionState", transactional_id=t.transactional_id, producer_id=t.producer_id,
                          transaction_state=t.state.kafka_name) for t in listings

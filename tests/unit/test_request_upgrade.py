@@ -42,7 +42,7 @@ def test_the_moved_apis_are_typed() -> None:
     groups = {9, 10, 11, 13, 14, 15, 16, 42, 47}
     transactions = {24, 25, 26, 27, 28, 61, 65, 66}
     admin = {19, 20, 22, 32, 33, 37, 44, 60}
-    assert groups | transactions | admin | {2, 21, 23} <= set(TYPED)
+    assert groups | transactions | admin | {2, 3, 21, 23} <= set(TYPED)
     assert not {0, 1, 8, 12} & set(TYPED)  # the hand-decoded hot APIs: no upgrade, no wrapper
 
 
@@ -99,7 +99,8 @@ ZERO_FILLED = {
     ("DescribeGroups", "include_authorized_operations"),  # false: v0-v2 never asked for them
     ("ElectLeaders", "election_type"),  # 0 (preferred): v0 is preferred election only
     ("ListOffsets", "isolation_level"),  # 0 (read_uncommitted): v1 has no isolation
-    ("Metadata", "include_topic_authorized_operations"),  # false: v0-v7 never asked for them
+    ("Metadata", "include_cluster_authorized_operations"),  # false: v0-v7 never asked for them
+    ("Metadata", "include_topic_authorized_operations"),
     ("Metadata.topics", "topic_id"),  # the zero uuid (kio: None): v0-v9 name topics only
     ("Fetch", "forgotten_topics_data"),  # empty: v4-v6 have no fetch sessions
 }

@@ -7,6 +7,9 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v10.request import MetadataRequest as MetadataRequestV10
+from kio.schema.metadata.v10.request import MetadataRequestTopic as MetadataRequestTopicV10
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.cluster import BrokerInfo
@@ -112,32 +115,35 @@ def _error_topic(
     return encode_topic(ctx.api_version, error_code=code, name=name, topic_id=topic_id)
 
 
-def _by_id(req_topic: Any) -> bool:
-    """A requested topic named by id (a null name, or a non-zero topic id)."""
-    return req_topic.name is None or getattr(req_topic, "topic_id", None) is not None
+def _by_id(req_topic: MetadataRequestTopicV10 | MetadataRequestTopic) -> bool:
+    """A requested topic named by id (a null name, or a non-zero topic id: kio reads the zero one as None)."""
+    return req_topic.name is None or req_topic.topic_id is not None
 
 
-@api(3, 0, 12)
-async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
+# v11 dropped include_cluster_authorized_operations (moved to DescribeCluster): v0-v10 reach the handler as v10's
+# class, v11-v12 as v12's (kbus.protocol.upgrade), v0-v9's topics with a null topic id
+@api(3, 0, 12, request=(MetadataRequestV10, MetadataRequest))
+async def metadata(m: Managers, ctx: RequestContext, request: MetadataRequestV10 | MetadataRequest) -> Any:
     topics = m.cluster.topics()
     brokers = m.cluster.brokers()
     live = frozenset(b.broker_id for b in brokers)
-    requested = request.topics
     # v0: an empty list means all topics; v1+: null means all, empty means none.
-    all_topics = requested is None or (ctx.api_version == 0 and not requested)
-    allow_auto = getattr(request, "allow_auto_topic_creation", True) and m.config.auto_create_topics_enable
-    # v8+: operations only when asked for (KIP-430); the cluster's only up to v10 (v11 moved it to DescribeCluster)
-    topic_ops = ctx.api_version >= 8 and bool(request.include_topic_authorized_operations)
-    cluster_ops = 8 <= ctx.api_version <= 10 and bool(request.include_cluster_authorized_operations)
+    all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
+    requested: tuple[MetadataRequestTopicV10 | MetadataRequestTopic, ...] = request.topics or ()
+    # v0-v3 have none: its schema default, true
+    allow_auto = request.allow_auto_topic_creation and m.config.auto_create_topics_enable
+    # v8+: operations only when asked for (KIP-430; v0-v7 have no such fields: false); the cluster's only up to v10
+    topic_ops = request.include_topic_authorized_operations
+    cluster_ops = isinstance(request, MetadataRequestV10) and request.include_cluster_authorized_operations
     entries = []
     if not all_topics and ctx.api_version < 12 and any(_by_id(t) for t in requested):
         # Kafka: topic ids (and so null names) are not supported before v12 -> INVALID_REQUEST for every topic,
         # named "" where null (the v10/v11 response has no null name)
         entries = [
-            _error_topic(ctx, t.name or "", ErrorCode.invalid_request, getattr(t, "topic_id", None))
+            _error_topic(ctx, t.name or "", ErrorCode.invalid_request, t.topic_id)
             for t in requested
         ]
-        all_topics, requested = False, []
+        all_topics, requested = False, ()
     if all_topics:
         entries = [
             _topic_entry(ctx, m, t, topic_ops, live)
@@ -150,7 +156,7 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
             name = req_topic.name
             # A non-zero id names the topic whatever the name says: the Java client sends the name's default ""
             # beside the id (Kafka's MetadataRequest.Builder(topicIds); KafkaApis looks such topics up by id).
-            if getattr(req_topic, "topic_id", None) is not None:
+            if req_topic.topic_id is not None:
                 if by_id is None:
                     by_id = {t.topic_id: t for t in topics.values()}
                 t = by_id.get(req_topic.topic_id)
@@ -161,6 +167,9 @@ async def metadata(m: Managers, ctx: RequestContext, request: Any) -> Any:
                     entries.append(_error_topic(ctx, None, ErrorCode.topic_authorization_failed, req_topic.topic_id))
                 else:
                     entries.append(_topic_entry(ctx, m, t, topic_ops, live))
+                continue
+            if name is None:  # neither a name nor an id: what validate_topic_name answers for an empty name
+                entries.append(_error_topic(ctx, "", ErrorCode.invalid_topic_exception))
                 continue
             topic = topics.get(name)
             if name and not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, name):

@@ -37,6 +37,7 @@ from kbus.common.errors import ErrorCode, KafkaError, TopicExistsError, UnknownT
 from kbus.common.quotas import QuotaEntity
 from kbus.zk import codec, paths
 from kbus.zk.codec import Endpoint, LeaderAndIsr, TopicAssignment
+from kbus.zk.poll_handler import PollingHandler
 from kbus.zk.security import ZkClientSecurity
 from kbus.zk.znode_acls import KafkaKazooClient
 
@@ -695,7 +696,7 @@ def _start(
 ) -> KazooClient:
     zk = KafkaKazooClient(
         secure_acls=security.secure_acls,
-        **security.kazoo_options(),
+        **{"handler": PollingHandler(), **security.kazoo_options()},  # TLS: its own handler, a PollingHandler too
         hosts=hosts,
         timeout=session_timeout_s,
         connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2.0),

@@ -19,11 +19,10 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.handlers.threading import SequentialThreadingHandler
-
 from kbus.common import jaas_file, tls
 from kbus.common.broker_config import ZOOKEEPER_SECURITY_KEYS, ConfigError
 from kbus.common.topic_config import parse_bool
+from kbus.zk.poll_handler import PollingHandler
 
 OPTS_ENV = "KAFKA_OPTS"
 JAAS_PROPERTY = "java.security.auth.login.config"
@@ -261,9 +260,9 @@ def tls_context(settings: Mapping[str, str]) -> tuple[ssl.SSLContext | None, boo
     return context, "ssl.keystore.location" in mapped
 
 
-class TlsHandler(SequentialThreadingHandler):
-    """kazoo's threading handler with connections made through kbus's TLS context (kazoo's own TLS takes only PEM
-    file names and no protocol or cipher settings)."""
+class TlsHandler(PollingHandler):
+    """kazoo's threading handler (PollingHandler: waits with poll(2)) with connections made through kbus's TLS
+    context (kazoo's own TLS takes only PEM file names and no protocol or cipher settings)."""
 
     def __init__(self, context: ssl.SSLContext) -> None:
         super().__init__()

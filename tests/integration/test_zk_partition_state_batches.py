@@ -125,3 +125,22 @@ def test_the_controller_watches_the_states_it_created(stores, raw_zk):
     body = {"controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 5, "isr": [1]}
     raw_zk.set(path, json.dumps(body).encode(), version=stat.version)
     wait_for(lambda: store.partition_state("watched", 1).leader_epoch == 5, timeout=5, what="the change seen")
+
+
+def test_a_pipelined_state_read_goes_through_the_polling_handler(kzk, monkeypatch):
+    """The broker's kazoo client waits on its socket with poll(2) (kbus.zk.poll_handler), not with a new epoll
+    instance per wait as kazoo's default handler does; a pipelined read of many states still answers each one."""
+    from kazoo.handlers import utils
+
+    from kbus.zk.poll_handler import PollingHandler
+
+    assert isinstance(kzk.zk.handler, PollingHandler)
+    make_topic(kzk, "polled", 50)
+    kzk.create_partition_states([("polled", p, state(epoch=p)) for p in range(50)])
+    created: list[object] = []
+    real = utils.selectors.DefaultSelector
+    monkeypatch.setattr(utils.selectors, "DefaultSelector", lambda: created.append(None) or real())
+    read = kzk.get_partition_states([("polled", p) for p in range(50)] + [("polled", 50)], watch=lambda _e: None)
+    assert [s.controller_epoch if s else None for s in read] == [*range(50), None]
+    assert not created
+

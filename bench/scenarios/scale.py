@@ -39,6 +39,10 @@ from typing import Any
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))  # bench/lib: benchlib
 from benchlib import cpu_seconds as broker_cpu, results_file  # noqa: E402
+import cpuwin  # noqa: E402
+
+# --cpu-detail: each produce / consume window also records what the broker's CPU in it went to (cpuwin.window)
+CPU_DETAIL = False
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -223,6 +227,7 @@ def produce(args: argparse.Namespace, topic: str, partitions: int, count: int, s
         if err is not None:
             failed += 1
 
+    snap0 = cpuwin.snapshot(args.broker_pid) if CPU_DETAIL else None
     cpu0 = broker_cpu(args.broker_pid)
     t0 = time.monotonic()
     for i in range(count):
@@ -235,10 +240,11 @@ def produce(args: argparse.Namespace, topic: str, partitions: int, count: int, s
     left = p.flush(300)
     dt = time.monotonic() - t0
     cpu = broker_cpu(args.broker_pid) - cpu0
+    detail = {} if snap0 is None else {"produce_detail": cpuwin.window(snap0, cpuwin.snapshot(args.broker_pid))}
     if left or failed:
         raise RuntimeError(f"produce: {left} not delivered, {failed} failed")
     return {"produce_msgs": count, "produce_msg_s": count / dt, "produce_mb_s": count * size / dt / 1e6,
-            "produce_cpu_us_per_msg": cpu / count * 1e6}
+            "produce_cpu_us_per_msg": cpu / count * 1e6, **detail}
 
 
 # librdkafka postpones a partition's next Fetch by fetch.queue.backoff.ms (default 1,000 ms) whenever its local
@@ -267,6 +273,7 @@ def consume(args: argparse.Namespace, topic: str, partitions: int, count: int, s
         got = 0
         while got == 0 and time.monotonic() < deadline:
             got = sum(m.error() is None for m in c.consume(1, 1.0))
+        snap0 = cpuwin.snapshot(args.broker_pid) if CPU_DETAIL else None
         cpu0 = broker_cpu(args.broker_pid)
         t0 = time.monotonic()
         while got < count and time.monotonic() < deadline:
@@ -277,13 +284,14 @@ def consume(args: argparse.Namespace, topic: str, partitions: int, count: int, s
                     got += 1
         dt = time.monotonic() - t0
         cpu = broker_cpu(args.broker_pid) - cpu0
+        detail = {} if snap0 is None else {"consume_detail": cpuwin.window(snap0, cpuwin.snapshot(args.broker_pid))}
     finally:
         c.close()
     if got < count:
         raise RuntimeError(f"consume: {got}/{count}")
     timed = count - 1
     return {"consume_msg_s": timed / dt, "consume_mb_s": timed * size / dt / 1e6,
-            "consume_cpu_us_per_msg": cpu / timed * 1e6, "consume_first_msg_s": t0 - start}
+            "consume_cpu_us_per_msg": cpu / timed * 1e6, "consume_first_msg_s": t0 - start, **detail}
 
 
 # ----------------------------------------------------------------------------------------------- the axes
@@ -542,6 +550,8 @@ def main() -> int:
         p.add_argument("--broker-pid", type=int, required=True)
         p.add_argument("--label", required=True)
         p.add_argument("--out", default=None)
+        p.add_argument("--cpu-detail", action="store_true", default=bool(os.environ.get("SCALE_CPU_DETAIL")),
+                       help="record what the broker's CPU in each window went to (bench/lib/cpuwin.py)")
         if name == "partitions":
             p.add_argument("--partitions", type=int, required=True)
             p.add_argument("--phase", choices=("create", "load"), required=True)
@@ -562,6 +572,8 @@ def main() -> int:
         p.add_argument("--since", default=None)
         p.add_argument("--axes", nargs="*", default=None, help="only these (partitions, connections, msgsize)")
     args = ap.parse_args()
+    global CPU_DETAIL
+    CPU_DETAIL = getattr(args, "cpu_detail", False)
     {"partitions": run_partitions, "connections": run_connections, "msgsize": run_msgsize,
      "plot": run_plot, "table": run_table}[args.cmd](args)
     return 0

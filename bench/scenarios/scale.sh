@@ -12,6 +12,8 @@
 #          PARTITION_MESSAGES=N: 100 B messages produced and consumed per partitions-axis load point (scale.py's
 #          --messages, default 100,000: ~20 ms of kbus CPU at 1 partition, where identical builds differ by +-30%
 #          from round to round; bench/notes/produce1p-2026-11-26-s11.md)
+#          SCALE_CPU_DETAIL=1: each produce / consume window's line also says where the broker's CPU went (per-thread
+#          CPU, user / system, faults, the machine's CPU and vmstat: bench/lib/cpuwin.py), for every system alike
 #          KBUS_BASE=DIR: also kbus-base, the kbus of another checkout (an older commit: before/after, same run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -36,14 +36,58 @@ def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_a_new_epoch_is_checkpointed_at_once_and_fsynced_off_the_callers_thread(
     tmp_path: Path, fsyncs: list[str]
 ) -> None:
-    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
-    assert cache.assign(3, 100)
-    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n1\n3 100\n"  # readable at once
+    """A partition that has a checkpoint: its new epoch is written at once (the file on disk would otherwise be
+    trusted, stale, after a crash), the fsync on the background thread."""
+    (tmp_path / "leader-epoch-checkpoint").write_text("0\n1\n1 0\n")
+    cache = LeaderEpochCache.load(tmp_path)
+    assert cache is not None
+    gate = threading.Event()
+    background_sync._syncer.submit(gate.wait)  # the background thread busy: what is readable came from this one
+    try:
+        assert cache.assign(3, 100)
+        assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n3 100\n"  # readable at once
+    finally:
+        gate.set()
     assert threading.current_thread().name not in fsyncs
     wait_for_background_syncs()
     assert fsyncs and all(name.startswith("kbus-file-sync") for name in fsyncs)  # file and directory
     loaded = LeaderEpochCache.load(tmp_path)
-    assert loaded is not None and loaded.entries == [(3, 100)]
+    assert loaded is not None and loaded.entries == [(1, 0), (3, 100)]
+
+
+def test_a_partitions_first_checkpoint_is_written_off_the_callers_thread(tmp_path: Path, fsyncs: list[str]) -> None:
+    """The first append to a new partition: no checkpoint file yet, so its first one is written (and fsynced) by
+    the background thread; the event loop does not create 10,000 files for a produce over 10,000 new partitions.
+    A crash before the write leaves no file, and Partition._load_epochs rebuilds the entries from the batches."""
+    gate = threading.Event()
+    background_sync._syncer.submit(gate.wait)
+    try:
+        cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+        assert cache.assign(3, 0)
+        assert not (tmp_path / "leader-epoch-checkpoint").exists()  # queued, not written by the caller
+        assert cache.assign(4, 10)  # the file is the background thread's: this later save writes it at once
+        assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n3 0\n4 10\n"
+    finally:
+        gate.set()
+    wait_for_background_syncs()
+    # the queued write ran after and wrote the entries of its own moment: never the older content
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n3 0\n4 10\n"
+    assert threading.current_thread().name not in fsyncs and fsyncs
+    assert not (tmp_path / "leader-epoch-checkpoint.tmp").exists()
+
+
+def test_a_queued_first_checkpoint_of_a_deleted_partition_is_skipped(tmp_path: Path) -> None:
+    d = tmp_path / "topic-0"
+    d.mkdir()
+    gate = threading.Event()
+    background_sync._syncer.submit(gate.wait)
+    try:
+        LeaderEpochCache(d / "leader-epoch-checkpoint").assign(0, 0)
+        d.rmdir()  # the partition deleted before the background thread got to it
+    finally:
+        gate.set()
+    wait_for_background_syncs()
+    assert not d.exists()
 
 
 def test_replace_file_sync_now_or_later(tmp_path: Path, fsyncs: list[str]) -> None:

@@ -9,10 +9,11 @@ partition directory, in Kafka's checkpoint format.
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from kbus.server.log.background_sync import replace_file_sync_later
+from kbus.server.log.background_sync import replace_file, replace_file_sync_later, write_file_later
 
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -20,9 +21,15 @@ UNDEFINED_OFFSET = -1
 
 
 class LeaderEpochCache:
-    def __init__(self, path: Path | None, entries: Iterable[tuple[int, int]] = ()) -> None:
+    def __init__(self, path: Path | None, entries: Iterable[tuple[int, int]] = (), *, on_disk: bool = False) -> None:
         self.path = path
         self.entries: list[tuple[int, int]] = list(entries)
+        # whether a checkpoint file of this partition exists (loaded, or written or queued by save): only the
+        # first one is written off the request path (_save_appended)
+        self._on_disk = on_disk
+        # a queued first write (background thread) and a later save (caller's thread) each write the entries of
+        # their moment under it, so the older content never lands after the newer
+        self._write_lock = threading.Lock()
 
     @classmethod
     def load(cls, directory: Path) -> LeaderEpochCache | None:
@@ -47,14 +54,39 @@ class LeaderEpochCache:
                 entries.append((int(epoch), int(offset)))
         except (ValueError, IndexError):
             return None
-        return cls(path, entries)
+        return cls(path, entries, on_disk=True)
+
+    def _content(self) -> str:
+        entries = list(self.entries)  # one copy: the background writer reads while the loop may append
+        body = "".join(f"{e} {o}\n" for e, o in entries)
+        return f"0\n{len(entries)}\n{body}"
 
     def save(self) -> None:
         """Rewrite the checkpoint now, fsync it off the caller's thread (kbus.server.log.background_sync): a new
         leader epoch's first append does this once per partition, on the request path."""
         if self.path is not None:
-            body = "".join(f"{e} {o}\n" for e, o in self.entries)
-            replace_file_sync_later(self.path, f"0\n{len(self.entries)}\n{body}")
+            with self._write_lock:
+                replace_file_sync_later(self.path, self._content())
+            self._on_disk = True
+
+    def _save_appended(self) -> None:
+        """save() after entries learnt from appended batches (`assign`, `assign_from_headers`). A partition's
+        first checkpoint is written and fsynced on the background thread instead (write_file_later): until then
+        there is no checkpoint file, and a partition loaded without one rebuilds these very entries from its
+        batch headers (Partition._load_epochs), so a crash before the write loses nothing. Every later save
+        replaces an existing file, whose stale content would be trusted on load: that one is written at once.
+        Kafka 3.9 writes and fsyncs the checkpoint in LeaderEpochFileCache.assign, on the request thread
+        (KAFKA-16541); kbus's fsync was already on the background thread (background_sync), now the first write too."""
+        if self._on_disk or self.path is None:
+            self.save()
+            return
+        self._on_disk = True
+        write_file_later(self.path, self._write_queued)
+
+    def _write_queued(self) -> None:
+        if self.path is not None:
+            with self._write_lock:
+                replace_file(self.path, self._content(), sync=False)
 
     @property
     def latest_epoch(self) -> int:
@@ -68,7 +100,7 @@ class LeaderEpochCache:
         while self.entries and self.entries[-1][1] >= start_offset:
             self.entries.pop()
         self.entries.append((epoch, start_offset))
-        self.save()
+        self._save_appended()
         return True
 
     def assign_from_headers(self, headers: Iterable[tuple[int, int]]) -> None:
@@ -81,7 +113,7 @@ class LeaderEpochCache:
                 self.entries.append((epoch, offset))
                 changed = True
         if changed:
-            self.save()
+            self._save_appended()
 
     def truncate_from_end(self, end_offset: int) -> None:
         """The log was truncated to `end_offset`: forget epochs that start at or after it."""

@@ -47,6 +47,7 @@ COMPILED = [
     "kbus/protocol/produce_response.py",
     "kbus/protocol/record_batch.py",
     "kbus/protocol/validation.py",
+    "kbus/server/apis/context.py",
     "kbus/server/apis/fetch.py",
     "kbus/server/apis/metadata.py",
     "kbus/server/apis/offset_commit.py",

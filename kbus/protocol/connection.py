@@ -109,6 +109,26 @@ class ApiCatalog(Protocol):
     def supports(self, api_key: int, api_version: int) -> bool: ...
 
 
+class ApiTable:
+    """An ApiCatalog as a table (API key -> its version range and flags) in compiled code: the connection asks it
+    twice per request, and an interpreted catalog cost a Python call each time (the server's registry fills one,
+    kbus.server.apis.registry.CATALOG)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[int, int, ApiFlags]] = {}
+
+    def add(self, api_key: int, min_version: int, max_version: int, flags: ApiFlags) -> None:
+        self._entries[api_key] = (min_version, max_version, flags)
+
+    def flags(self, api_key: int) -> ApiFlags | None:
+        entry = self._entries.get(api_key)
+        return None if entry is None else entry[2]
+
+    def supports(self, api_key: int, api_version: int) -> bool:
+        entry = self._entries.get(api_key)
+        return entry is not None and entry[0] <= api_version <= entry[1]
+
+
 class Request:
     """A decoded request to dispatch. A plain class, as the other per-request objects here: mypyc compiles its
     __init__ (a dataclass's generated one stays interpreted)."""

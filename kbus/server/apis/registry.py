@@ -15,21 +15,22 @@ the connection (kbus.protocol.connection) sees it.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache, wraps
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from kio.schema.index import api_key_map
 
-from kbus.common.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, Authorizer, Operation, ResourceType, operations_field
-from kbus.common.security import ANONYMOUS, KafkaPrincipal, SecurityProtocol
-from kbus.protocol.codec import RequestHeader, build, nested, request_type, response_type
-from kbus.protocol.connection import ApiFlags, Connection, ListenerName
-from kbus.protocol.splice import RecordSplicer
+from kbus.protocol.codec import request_type
+from kbus.protocol.connection import ApiFlags, ApiTable
 from kbus.protocol.upgrade import Upgrade, UpgradeError, upgrades_for, version_of
+
+# the request context lives in a compiled module of its own; handlers import it from here
+from kbus.server.apis.context import PLAINTEXT_LISTENER, AppendOrder, RequestContext
+
+__all__ = ["API_TABLE", "CATALOG", "PLAINTEXT_LISTENER", "ApiSpec", "AppendOrder", "RequestContext", "api",
+           "api_name", "supported"]
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
@@ -59,6 +60,8 @@ def api_name(key: int) -> str:
 
 
 API_TABLE: dict[int, ApiSpec] = {}
+# API_TABLE as the connection (kbus.protocol.connection) sees it, in compiled code; api() fills both
+CATALOG = ApiTable()
 
 
 R = TypeVar("R")
@@ -114,6 +117,7 @@ def api(
             raise RuntimeError(f"API {key} registered twice")
         flags = ApiFlags(pipelined, before_auth)
         API_TABLE[key] = ApiSpec(key, min_version, max_version, served, flags, targets)
+        CATALOG.add(key, min_version, max_version, flags)
         return handler
 
     return register
@@ -144,111 +148,4 @@ def _upgrading(handler: Handler, upgrades: dict[type, Upgrade]) -> Handler:
 
 
 def supported(key: int, version: int) -> bool:
-    spec = API_TABLE.get(key)
-    return spec is not None and spec.min_version <= version <= spec.max_version
-
-
-class _Catalog:
-    """API_TABLE through the connection's ApiCatalog interface."""
-
-    def flags(self, api_key: int) -> ApiFlags | None:
-        spec = API_TABLE.get(api_key)
-        return None if spec is None else spec.flags
-
-    def supports(self, api_key: int, api_version: int) -> bool:
-        return supported(api_key, api_version)
-
-
-CATALOG = _Catalog()
-PLAINTEXT_LISTENER = ListenerName("PLAINTEXT", SecurityProtocol.PLAINTEXT)
-
-
-class AppendOrder:
-    """Per connection: the Produce request, if any, still to append after an await (a transaction verification).
-    Pipelined Produce requests append before their first await, in the order they arrived; one that must wait
-    first becomes `tail`, and every later one on the connection waits for it before appending (Kafka reads
-    nothing more from the connection until a Produce is answered, so its order holds the same way)."""
-
-    __slots__ = ("tail",)
-
-    def __init__(self) -> None:
-        self.tail: asyncio.Future[None] | None = None
-
-    def must_wait(self) -> bool:
-        tail = self.tail
-        return tail is not None and not tail.done()
-
-
-@dataclass(slots=True)
-class RequestContext:
-    header: RequestHeader
-    client_host: str
-    client_port: int
-    connection_id: str
-    # Per-request scratch space for handlers (e.g. timing); never shared between requests.
-    extra: dict[str, Any] = field(default_factory=dict)
-    listener: ListenerName = PLAINTEXT_LISTENER
-    # The client's connection (SASL handlers authenticate it); None when a handler is called without one (tests).
-    connection: Connection | None = None
-    # Set on plaintext connections: Fetch may leave record bytes in the segment file (kbus.protocol.splice).
-    splicer: RecordSplicer | None = None
-    # the connection's order of Produce appends (None: a handler called without a connection, tests)
-    append_order: AppendOrder | None = None
-
-    # Kafka's AclAuthorizer when authorizer.class.name enables it; None: everything is allowed
-    authorizer: Authorizer | None = None
-    # client quotas: the request's size in bytes (Produce records it), the throttle time a handler decided
-    # (Produce/Fetch byte rates; the network adds the request quota's and mutes the connection for the larger),
-    # and the seconds the handler spent parked (acks=all, a fetch's long poll), not counted as request time
-    size: int = 0
-    throttle_time_ms: int = 0
-    parked_s: float = 0.0
-    quota_exempt: bool = False  # no request quota: a follower's fetch (Kafka's maybeRecordExempt), an acks=0 Produce
-    request_time_recorded: bool = False  # request_percentage is recorded once per request (apis/throttling.py)
-    started: float = field(default_factory=time.perf_counter)  # when the request was dispatched
-
-    @property
-    def principal(self) -> KafkaPrincipal:
-        return ANONYMOUS if self.connection is None else self.connection.principal
-
-    def authorized(self, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
-        """May this request's principal, from this client's host, do `operation` on the resource?"""
-        if self.authorizer is None:
-            return True
-        return self.authorizer.authorize(self.principal, self.client_host, operation, resource_type, name)
-
-    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
-        """KIP-430's bit field for the authorized-operations fields; without an authorizer every operation the
-        resource type supports, as Kafka's AuthHelper.authorizedOperations (librdkafka's 0081 checks it)."""
-        if self.authorizer is None:
-            return operations_field(SUPPORTED_OPERATIONS.get(resource_type, ()))
-        return self.authorizer.authorized_operations(self.principal, self.client_host, resource_type, name)
-
-    @property
-    def api_key(self) -> int:
-        return self.header.api_key
-
-    @property
-    def api_version(self) -> int:
-        return self.header.api_version
-
-    @property
-    def client_id(self) -> str:
-        return self.header.client_id or ""
-
-    @property
-    def response_type(self) -> type:
-        return response_type(self.header.api_key, self.header.api_version)
-
-    def build(self, /, **fields: Any) -> Any:
-        """The top-level response for this request's version."""
-        return build(self.response_type, **fields)
-
-    def nested(self, type_name: str, /, **fields: Any) -> Any:
-        """A nested response entity (e.g. 'MetadataResponseTopic') for this request's version; None when the
-        version has no such entity (the field holding it is then dropped by build() as well)."""
-        try:
-            cls = nested(self.response_type, type_name)
-        except AttributeError:
-            return None
-        return build(cls, **fields)
+    return CATALOG.supports(key, version)

@@ -46,6 +46,12 @@ async def _resume(coro: Coroutine[object, None, None], first: object) -> None:
     await _Resume(coro, first)
 
 
+def resume(coro: Coroutine[object, None, None], first: object, name: str | None = None) -> asyncio.Task[None]:
+    """The Task that carries on with `coro`, which suspended (outside any Task) on `first` (what start() does
+    after its first step; kbus.server.network.processor takes that step itself, in compiled code)."""
+    return asyncio.get_running_loop().create_task(_resume(coro, first), name=name)
+
+
 def start(coro: Coroutine[object, None, None], name: str | None = None) -> asyncio.Task[None] | None:
     """Run `coro` until it finishes (None) or first waits (the Task that carries on with it). Its exceptions
     propagate here when raised before it waits, as they would from the Task later."""
@@ -53,4 +59,4 @@ def start(coro: Coroutine[object, None, None], name: str | None = None) -> async
         first = coro.send(None)
     except StopIteration:
         return None
-    return asyncio.get_running_loop().create_task(_resume(coro, first), name=name)
+    return resume(coro, first, name)

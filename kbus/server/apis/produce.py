@@ -27,7 +27,7 @@ from kbus.protocol.validation import RecordValidationError, ValidationPolicy, va
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import AppendOrder, RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
-from kbus.server.util.metrics import METRICS, Labels, labels_key
+from kbus.server.util.metrics import METRICS, Labels
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
@@ -126,16 +126,15 @@ async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody
                 *(m.replicas.wait_for_acks(r.part, r.result, acks, timeout_ms) for r in appended if r.result),
                 return_exceptions=True,
             )
-        keys: dict[str, Labels] = {}  # the metric labels, once per topic
-        for r, outcome in zip(appended, outcomes, strict=True):
+        counters = METRICS.counters
+        messages_in, bytes_in = counters["kbus_messages_in_total"], counters["kbus_bytes_in_total"]
+        for i, r in enumerate(appended):  # an index, not zip(strict=True): a generic call in compiled code
+            outcome = outcomes[i]
             assert r.result is not None
             if isinstance(outcome, BaseException):
                 _failed(r.out, outcome)
             else:
-                key = keys.get(r.name)
-                if key is None:
-                    key = keys[r.name] = labels_key(topic=r.name)
-                _appended(r.out, r.result, key)
+                _appended(r.out, r.result, r.name, messages_in, bytes_in)
         ctx.parked_s += time.perf_counter() - parked
     quotas = m.quotas
     if quotas.produce.enabled:
@@ -332,11 +331,14 @@ def _failed(out: PartitionProduceResult, exc: BaseException) -> None:
     out.error_message = error_message(exc)
 
 
-def _appended(out: PartitionProduceResult, result: AppendResult, key: Labels) -> None:
-    """`key`: labels_key(topic=...) of the partition's topic."""
+def _appended(out: PartitionProduceResult, result: AppendResult, topic: str, messages_in: dict[Labels, float],
+              bytes_in: dict[Labels, float]) -> None:
+    """`messages_in`, `bytes_in`: the series of kbus_messages_in_total and kbus_bytes_in_total, counted here in
+    compiled code (two interpreted Metrics.inc_key calls and a labels_key per request cost ~0.5 us)."""
     if not result.duplicate:
-        METRICS.inc_key("kbus_messages_in_total", key, result.num_records)
-        METRICS.inc_key("kbus_bytes_in_total", key, result.size_bytes)
+        key = (("topic", topic),)  # labels_key(topic=topic)
+        messages_in[key] = messages_in.get(key, 0.0) + result.num_records
+        bytes_in[key] = bytes_in.get(key, 0.0) + result.size_bytes
     out.error_code = ErrorCode.none
     out.base_offset = result.first_offset
     out.log_append_time_ms = result.log_append_time_ms

@@ -27,6 +27,7 @@ from kbus.protocol.record_batch import CorruptRecordError, decode_unsigned_varin
 
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
+_SIZE_AND_ID: Final = struct.Struct(">ii")  # a response frame's size and correlation id
 _HEADER: Final = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 API_VERSIONS_KEY = 18
 
@@ -222,15 +223,19 @@ def encode_entity(value: Any) -> bytes:
 def encode_response(header: RequestHeader, response: Any) -> bytes:
     """Size-prefixed response frame. ApiVersions responses never carry header tagged fields (KIP-511), even at v3:
     librdkafka misparses the body otherwise."""
+    tagged = header.flexible and header.api_key != API_VERSIONS_KEY
+    if isinstance(response, EncodedBody):  # a handler that encodes its own body (Produce, Fetch, Metadata, ...)
+        # size and correlation id packed at once and joined to the body: one copy of it, no BytesIO
+        body = response.data
+        if tagged:
+            return b"".join((_SIZE_AND_ID.pack(len(body) + 5, header.correlation_id), b"\0", body))
+        return _SIZE_AND_ID.pack(len(body) + 4, header.correlation_id) + body
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     out.write(_I32.pack(header.correlation_id))
-    if header.flexible and header.api_key != API_VERSIONS_KEY:
+    if tagged:
         out.write(b"\0")
-    if isinstance(response, EncodedBody):  # a handler that encodes its own body (Fetch's partition entries)
-        out.write(response.data)
-    else:
-        entity_writer(type(response))(out, response)
+    entity_writer(type(response))(out, response)
     data = out.getbuffer()
     _I32.pack_into(data, 0, len(data) - 4)
     return bytes(data)

@@ -224,3 +224,43 @@ def test_a_large_frame_read_in_pieces_goes_to_its_own_buffer_within_the_turn(tmp
         assert [correlation_id(f) for _, _, f in log] == [1]
 
     run(tmp_path, test)
+
+
+def fetch(correlation_id: int, max_wait_ms: int) -> bytes:
+    """A Fetch v12 of partition 0 of "batched" from its log end (nothing to read yet): the handler waits."""
+    req = request_type(1, 12)
+    assert req is not None
+
+    def entity(name: str, /, **fields: Any) -> Any:
+        return build(nested(req, name), **fields)
+
+    return encode_request(build(req, replica_id=-1, max_wait=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+                                session_epoch=-1, topics=(entity("FetchTopic", topic="batched", partitions=(
+                                    entity("FetchPartition", partition=0, fetch_offset=1, current_leader_epoch=-1,
+                                           partition_max_bytes=1 << 20),)),)),
+                          correlation_id, "test")  # fmt: skip
+
+
+def test_a_handler_that_waits_goes_on_as_a_task_and_is_answered_in_order(tmp_path: Path) -> None:
+    """The compiled processor takes a handler's first step on the reader's stack; one that waits (a Fetch's long
+    poll) is carried on by a Task (eager.resume) and answered when it completes, before the requests behind it."""
+
+    async def test(connect: Callable[[], tuple[KafkaProtocol, Transport]], log: list[tuple[str, Any]]) -> None:
+        a, _ = connect()
+        a.data_received(produce(1))
+        await asyncio.sleep(0)
+        a.data_received(fetch(2, max_wait_ms=5000) + produce(3))  # the fetch waits for a record after offset 0
+        await asyncio.sleep(0)
+        assert [correlation_id(f) for _, _, f in log] == [1]  # the fetch parked, and the produce behind it waits
+        assert len(a._tasks) == 1
+        b, _ = connect()
+        b.data_received(produce(4))  # a record for the fetch: it completes, then the rest is answered in order
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(log) == 4:
+                break
+        assert [(t is a.transport, correlation_id(f)) for _, t, f in log] == [
+            (True, 1), (False, 4), (True, 2), (True, 3)]  # fmt: skip
+        assert not a._tasks
+
+    run(tmp_path, test)

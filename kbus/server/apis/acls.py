@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
+from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import (
@@ -33,7 +36,7 @@ def _enum(cls: type[Any], value: int) -> Any:
         return None
 
 
-def _binding(c: Any, version: int) -> tuple[AclBinding | None, str]:
+def _binding(c: AclCreation, version: int) -> tuple[AclBinding | None, str]:
     """An AclCreation as a binding, or (None, why it is invalid)."""
     rtype = _enum(ResourceType, c.resource_type)
     pattern = PatternType.LITERAL if version == 0 else _enum(PatternType, c.resource_pattern_type)
@@ -55,7 +58,7 @@ def _binding(c: Any, version: int) -> tuple[AclBinding | None, str]:
     return AclBinding(rtype, c.resource_name, pattern, c.principal, c.host, op, perm), ""
 
 
-def _filter(f: Any, version: int) -> AclFilter | None:
+def _filter(f: DescribeAclsRequest | DeleteAclsFilter, version: int) -> AclFilter | None:
     rtype = _enum(ResourceType, f.resource_type_filter)
     pattern = PatternType.LITERAL if version == 0 else _enum(PatternType, f.pattern_type_filter)
     op, perm = _enum(Operation, f.operation), _enum(Permission, f.permission_type)
@@ -64,8 +67,8 @@ def _filter(f: Any, version: int) -> AclFilter | None:
     return AclFilter(rtype, f.resource_name_filter, pattern, f.principal_filter, f.host_filter, op, perm)
 
 
-@api(30, 1, 3)
-async def create_acls(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(30, 1, 3, request=CreateAclsRequest)
+async def create_acls(m: Managers, ctx: RequestContext, request: CreateAclsRequest) -> Any:
     def result(code: E, message: str | None = None) -> Any:
         return ctx.nested("AclCreationResult", error_code=code, error_message=message)
 
@@ -99,8 +102,8 @@ def _description(ctx: RequestContext, acl: AclBinding) -> Any:
     )
 
 
-@api(29, 1, 3)
-async def describe_acls(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(29, 1, 3, request=DescribeAclsRequest)
+async def describe_acls(m: Managers, ctx: RequestContext, request: DescribeAclsRequest) -> Any:
     if ctx.authorizer is None or m.acls is None:
         return ctx.build(throttle_time=0, error_code=E.security_disabled, error_message=NO_AUTHORIZER, resources=())
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
@@ -127,8 +130,8 @@ async def describe_acls(m: Managers, ctx: RequestContext, request: Any) -> Any:
     return ctx.build(throttle_time=0, error_code=E.none, error_message=None, resources=resources)
 
 
-@api(31, 1, 3)
-async def delete_acls(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(31, 1, 3, request=DeleteAclsRequest)
+async def delete_acls(m: Managers, ctx: RequestContext, request: DeleteAclsRequest) -> Any:
     def filter_result(code: E, message: str | None, matching: list[Any]) -> Any:
         return ctx.nested("DeleteAclsFilterResult", error_code=code, error_message=message, matching_acls=matching)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.api_versions.v4.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
 from kbus.common.broker_config import parse_rebalance_protocols
@@ -63,8 +64,8 @@ def api_version_entries(ctx: RequestContext, hidden: frozenset[int] = frozenset(
 
 # v4 (Kafka 3.9) is v3's layout; Kafka 3.9's Java clients send it first, and an UNSUPPORTED_VERSION answer costs
 # each of their connections a second round trip (and the bootstrap one a visible pause) before anything else.
-@api(18, 0, 4, before_auth=True)
-async def api_versions(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(18, 0, 4, before_auth=True, request=ApiVersionsRequest)
+async def api_versions(m: Managers, ctx: RequestContext, request: ApiVersionsRequest) -> Any:
     consumer = "consumer" in parse_rebalance_protocols(m.config.group_coordinator_rebalance_protocols)
     hidden = frozenset() if consumer else CONSUMER_PROTOCOL_APIS
     return ctx.build(error_code=ErrorCode.none, api_keys=api_version_entries(ctx, hidden), throttle_time=0,

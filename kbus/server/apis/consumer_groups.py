@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest, TopicPartitions
 from kio.schema.errors import ErrorCode as E
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.broker_config import parse_rebalance_protocols
@@ -44,13 +47,13 @@ class GroupSummary(Protocol):
 S = TypeVar("S", bound=GroupSummary)
 
 
-def _owned(image: TopicImage, topic_partitions: Any) -> Assignment | None:
+def _owned(image: TopicImage, topic_partitions: tuple[TopicPartitions, ...] | None) -> Assignment | None:
     if topic_partitions is None:
         return None
     out: dict[str, frozenset[int]] = {}
     for tp in topic_partitions:
-        name = image.names_by_id.get(tp.topic_id)
-        if name is not None:  # a deleted topic: nothing of it is owned any more
+        name = None if tp.topic_id is None else image.names_by_id.get(tp.topic_id)
+        if name is not None:  # a deleted topic (or the zero id, read by kio as None): nothing of it is owned
             out[name] = out.get(name, frozenset()) | frozenset(int(p) for p in tp.partitions)
     return out
 
@@ -106,13 +109,14 @@ def heartbeat_response(ctx: RequestContext, image: TopicImage,
     )
 
 
-def describe_groups(ctx: RequestContext, req: Any, coordinator: GroupCoordinator | None,
+def describe_groups(ctx: RequestContext, req: ConsumerGroupDescribeRequest | ShareGroupDescribeRequest,
+                    coordinator: GroupCoordinator | None,
                     describe: Callable[[GroupCoordinator, list[str]], list[tuple[str, int, str | None, S | None]]],
                     members: Callable[[S, TopicImage], list[Any]]) -> Any:
     """ConsumerGroupDescribe and ShareGroupDescribe: a group not authorized (DESCRIBE), or with no coordinator to ask,
     gets that error; one the coordinator has no summary of carries the coordinator's error."""
     include_ops = bool(req.include_authorized_operations)
-    allowed = [g for g in req.group_ids if ctx.authorized(Operation.DESCRIBE, ResourceType.GROUP, g)]
+    allowed: list[str] = [g for g in req.group_ids if ctx.authorized(Operation.DESCRIBE, ResourceType.GROUP, g)]
     results = {} if coordinator is None else {r[0]: r for r in describe(coordinator, allowed)}
     image = coordinator.topic_image if coordinator is not None else TopicImage()
     described = []
@@ -143,8 +147,8 @@ def describe_groups(ctx: RequestContext, req: Any, coordinator: GroupCoordinator
     return ctx.build(throttle_time=0, groups=described)
 
 
-@api(68, 0, 1)
-async def consumer_group_heartbeat(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(68, 0, 1, request=ConsumerGroupHeartbeatRequest)
+async def consumer_group_heartbeat(m: Managers, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> Any:
     coordinator = m.groups
     if "consumer" not in parse_rebalance_protocols(m.config.group_coordinator_rebalance_protocols):
         return heartbeat_error(ctx, E.unsupported_version, "The consumer group protocol is disabled "
@@ -174,8 +178,8 @@ async def consumer_group_heartbeat(m: Managers, ctx: RequestContext, req: Any) -
     return heartbeat_response(ctx, image, result)
 
 
-@api(69, 0, 1)
-async def consumer_group_describe(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(69, 0, 1, request=ConsumerGroupDescribeRequest)
+async def consumer_group_describe(m: Managers, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Any:
     def members(summary: ConsumerGroupSummary, image: TopicImage) -> list[Any]:
         def assignment(a: Assignment) -> Any:
             return ctx.nested("Assignment", topic_partitions=topic_partitions(

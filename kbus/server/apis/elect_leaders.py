@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
 from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Operation, ResourceType
@@ -37,11 +38,11 @@ def _results(ctx: RequestContext, outcome: dict[tuple[str, int], tuple[ErrorCode
     return [ctx.nested("ReplicaElectionResult", topic=t, partition_result=r) for t, r in by_topic.items()]
 
 
-@api(43, 0, 2)
-async def elect_leaders(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(43, 0, 2, request=ElectLeadersRequest)
+async def elect_leaders(m: Managers, ctx: RequestContext, request: ElectLeadersRequest) -> Any:
     # v0 has no election type: it is a preferred election
     kind = ELECTION_TYPES.get(int(request.election_type) if ctx.api_version >= 1 else 0)
-    partitions = None
+    partitions: set[tuple[str, int]] | None = None
     if request.topic_partitions is not None:
         partitions = {(t.topic, int(p)) for t in request.topic_partitions for p in t.partitions}
     if kind is None:

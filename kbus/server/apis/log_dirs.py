@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.alter_replica_log_dirs.v2.request import AlterReplicaLogDirsRequest
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Operation, ResourceType
@@ -16,8 +18,8 @@ if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
 
 
-@api(35, 1, 4)
-async def describe_log_dirs(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(35, 1, 4, request=DescribeLogDirsRequest)
+async def describe_log_dirs(m: Managers, ctx: RequestContext, request: DescribeLogDirsRequest) -> Any:
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
         # Kafka: no log dirs, and (v3+) CLUSTER_AUTHORIZATION_FAILED
         return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results=[])
@@ -55,8 +57,8 @@ async def describe_log_dirs(m: Managers, ctx: RequestContext, request: Any) -> A
     return ctx.build(throttle_time=0, error_code=ErrorCode.none, results=results)
 
 
-@api(34, 1, 2)
-async def alter_replica_log_dirs(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(34, 1, 2, request=AlterReplicaLogDirsRequest)
+async def alter_replica_log_dirs(m: Managers, ctx: RequestContext, request: AlterReplicaLogDirsRequest) -> Any:
     moves: dict[tuple[str, int], str] = {}
     for d in request.dirs:
         for t in d.topics:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
+from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from kio.schema.errors import ErrorCode as E
 
 from kbus.common import quotas as q
@@ -19,8 +21,8 @@ if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers, QuotaStore
 
 
-@api(48, 0, 1)
-async def describe_client_quotas(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(48, 0, 1, request=DescribeClientQuotasRequest)
+async def describe_client_quotas(m: Managers, ctx: RequestContext, request: DescribeClientQuotasRequest) -> Any:
     def failed(code: E, message: str | None) -> Any:
         return ctx.build(throttle_time=0, error_code=code, error_message=message, entries=None)
 
@@ -48,8 +50,8 @@ async def describe_client_quotas(m: Managers, ctx: RequestContext, request: Any)
     return ctx.build(throttle_time=0, error_code=E.none, error_message=None, entries=entries)
 
 
-@api(49, 0, 1)
-async def alter_client_quotas(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(49, 0, 1, request=AlterClientQuotasRequest)
+async def alter_client_quotas(m: Managers, ctx: RequestContext, request: AlterClientQuotasRequest) -> Any:
     allowed = ctx.authorized(Operation.ALTER_CONFIGS, ResourceType.CLUSTER)
     store = m.quota_store
     results = []

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.alter_partition_reassignments.v0.request import AlterPartitionReassignmentsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.errors import KafkaError
@@ -23,8 +25,10 @@ _MESSAGES = {
 }
 
 
-@api(45, 0, 0)
-async def alter_partition_reassignments(m: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(45, 0, 0, request=AlterPartitionReassignmentsRequest)
+async def alter_partition_reassignments(
+    m: Managers, ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+) -> Any:
     requests: dict[tuple[str, int], list[int] | None] = {
         (t.name, int(p.partition_index)): None if p.replicas is None else [int(b) for b in p.replicas]
         for t in request.topics
@@ -49,9 +53,11 @@ async def alter_partition_reassignments(m: Managers, ctx: RequestContext, reques
     return ctx.build(throttle_time=0, error_code=ErrorCode.none, error_message=None, responses=responses)
 
 
-@api(46, 0, 0)
-async def list_partition_reassignments(m: Managers, ctx: RequestContext, request: Any) -> Any:
-    wanted = None
+@api(46, 0, 0, request=ListPartitionReassignmentsRequest)
+async def list_partition_reassignments(
+    m: Managers, ctx: RequestContext, request: ListPartitionReassignmentsRequest
+) -> Any:
+    wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(t.name, int(p)) for t in request.topics for p in t.partition_indexes}
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):

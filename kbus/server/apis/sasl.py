@@ -14,6 +14,8 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from kbus.protocol.connection import Connection
 from kbus.server.apis.registry import RequestContext, api
@@ -30,8 +32,8 @@ def _listener_sasl(security: SecurityManager | None, listener: str) -> ListenerS
     return None if security is None else security.listener(listener).sasl
 
 
-@api(17, 0, 1, before_auth=True)
-async def sasl_handshake(managers: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(17, 0, 1, before_auth=True, request=SaslHandshakeRequest)
+async def sasl_handshake(managers: Managers, ctx: RequestContext, request: SaslHandshakeRequest) -> Any:
     security, conn = managers.security, ctx.connection
     sasl = _listener_sasl(security, ctx.listener.name)
     if security is None or sasl is None or conn is None or conn.sasl is not None:
@@ -75,8 +77,8 @@ async def _evaluate(
     return challenge, None
 
 
-@api(36, 0, 2, before_auth=True)
-async def sasl_authenticate(managers: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(36, 0, 2, before_auth=True, request=SaslAuthenticateRequest)
+async def sasl_authenticate(managers: Managers, ctx: RequestContext, request: SaslAuthenticateRequest) -> Any:
     conn = ctx.connection
     sasl = _listener_sasl(managers.security, ctx.listener.name)
     if conn is None or sasl is None or conn.sasl is None:

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
+from kio.schema.share_fetch.v2.request import ShareFetchRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
@@ -142,8 +144,8 @@ async def _acquire(m: Managers, share: SharePartitionManager, group_id: str, mem
     return data, acquired
 
 
-@api(78, 1, 2)
-async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(78, 1, 2, request=ShareFetchRequest)
+async def share_fetch(m: Managers, ctx: RequestContext, req: ShareFetchRequest) -> Any:
     share = m.share
     lock_timeout = datetime.timedelta(milliseconds=share.config.lock_duration_ms)
 
@@ -159,9 +161,9 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
     names = _names_by_id(m)
     requested: list[TopicPartition] = []
     acks: dict[TopicPartition, Any] = {}
-    unknown: list[tuple[uuid.UUID, int]] = []
+    unknown: list[tuple[uuid.UUID | None, int]] = []  # kio reads the zero topic id as None: never known
     for t in req.topics:
-        name = names.get(t.topic_id)
+        name = None if t.topic_id is None else names.get(t.topic_id)
         for p in t.partitions:
             if name is None:
                 unknown.append((t.topic_id, p.partition_index))
@@ -169,8 +171,8 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
             requested.append((name, p.partition_index))
             if p.acknowledgement_batches:
                 acks[(name, p.partition_index)] = p.acknowledgement_batches
-    forget = {(names[f.topic_id], int(p)) for f in req.forgotten_topics_data if f.topic_id in names
-              for p in f.partitions}
+    forget = {(names[f.topic_id], int(p)) for f in req.forgotten_topics_data
+              if f.topic_id is not None and f.topic_id in names for p in f.partitions}
     try:
         session = share.session(group_id, member_id, req.share_session_epoch, set(requested), forget,
                                 acknowledging=bool(acks), connection_id=ctx.connection_id)
@@ -254,9 +256,9 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: Any) -> Any:
 
 
 def _fetch_response(ctx: RequestContext, m: Managers, answers: dict[TopicPartition, _Answer],
-                    unknown: list[tuple[uuid.UUID, int]], lock_timeout: datetime.timedelta) -> Any:
+                    unknown: list[tuple[uuid.UUID | None, int]], lock_timeout: datetime.timedelta) -> Any:
     ids = _ids_by_name(m)
-    by_topic: dict[uuid.UUID, list[Any]] = {}
+    by_topic: dict[uuid.UUID | None, list[Any]] = {}
     for (topic, partition), (error, ack_error, data, acquired) in sorted(answers.items()):
         by_topic.setdefault(ids.get(topic, uuid.UUID(int=0)), []).append(_partition_data(
             ctx, m, topic, partition, error, ack_error, data, acquired))
@@ -323,8 +325,8 @@ def _partition_data(ctx: RequestContext, m: Managers, topic: str, partition: int
     )
 
 
-@api(79, 1, 2)
-async def share_acknowledge(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(79, 1, 2, request=ShareAcknowledgeRequest)
+async def share_acknowledge(m: Managers, ctx: RequestContext, req: ShareAcknowledgeRequest) -> Any:
     share = m.share
 
     lock_timeout = datetime.timedelta(milliseconds=share.config.lock_duration_ms)  # v2's AcquisitionLockTimeoutMs
@@ -348,7 +350,7 @@ async def share_acknowledge(m: Managers, ctx: RequestContext, req: Any) -> Any:
     by_topic: list[Any] = []
     codes: list[tuple[TopicPartition, int]] = []
     for t in req.topics:
-        name = names.get(t.topic_id)
+        name = None if t.topic_id is None else names.get(t.topic_id)
         parts = []
         for p in t.partitions:
             if name is None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 
 from kbus.server.apis.consumer_groups import (
     describe_groups,
@@ -25,8 +27,8 @@ if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
 
 
-@api(76, 1, 1)
-async def share_group_heartbeat(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(76, 1, 1, request=ShareGroupHeartbeatRequest)
+async def share_group_heartbeat(m: Managers, ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> Any:
     coordinator = m.groups
     names = req.subscribed_topic_names
     denied = heartbeat_denied(ctx, req.group_id, names)
@@ -46,8 +48,8 @@ async def share_group_heartbeat(m: Managers, ctx: RequestContext, req: Any) -> A
     return heartbeat_response(ctx, coordinator.topic_image, result)
 
 
-@api(77, 1, 1)
-async def share_group_describe(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(77, 1, 1, request=ShareGroupDescribeRequest)
+async def share_group_describe(m: Managers, ctx: RequestContext, req: ShareGroupDescribeRequest) -> Any:
     def members(summary: ShareGroupSummary, image: TopicImage) -> list[Any]:
         return [
             ctx.nested(

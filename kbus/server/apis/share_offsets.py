@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.alter_share_group_offsets.v0.request import AlterShareGroupOffsetsRequest
+from kio.schema.delete_share_group_offsets.v0.request import DeleteShareGroupOffsetsRequest
+from kio.schema.describe_share_group_offsets.v1.request import DescribeShareGroupOffsetsRequest
 from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import Operation, ResourceType
@@ -66,8 +69,8 @@ async def reset_partitions(m: Managers, group: ShareGroup, partitions: dict[str,
     return code
 
 
-@api(90, 0, 1)
-async def describe_share_group_offsets(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(90, 0, 1, request=DescribeShareGroupOffsetsRequest)
+async def describe_share_group_offsets(m: Managers, ctx: RequestContext, req: DescribeShareGroupOffsetsRequest) -> Any:
     ids = m.groups.topic_image.ids if m.groups is not None else {}
     groups_out = []
     for g in req.groups:
@@ -122,8 +125,8 @@ def _lag(m: Managers, topic: str, partition: int, state: ShareState) -> int:
     return max(part.high_watermark - state.start_offset - done, 0)
 
 
-@api(91, 0, 0)
-async def alter_share_group_offsets(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(91, 0, 0, request=AlterShareGroupOffsetsRequest)
+async def alter_share_group_offsets(m: Managers, ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> Any:
     def top(code: int, message: str | None = None) -> Any:
         return ctx.build(throttle_time=0, error_code=code, error_message=message, responses=[])
 
@@ -160,8 +163,8 @@ async def alter_share_group_offsets(m: Managers, ctx: RequestContext, req: Any) 
     return ctx.build(throttle_time=0, error_code=E.none, error_message=None, responses=responses)
 
 
-@api(92, 0, 0)
-async def delete_share_group_offsets(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(92, 0, 0, request=DeleteShareGroupOffsetsRequest)
+async def delete_share_group_offsets(m: Managers, ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> Any:
     def top(code: int, message: str | None = None) -> Any:
         return ctx.build(throttle_time=0, error_code=code, error_message=message, responses=[])
 

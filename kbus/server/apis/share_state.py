@@ -10,7 +10,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.delete_share_group_state.v0.request import DeleteShareGroupStateRequest
 from kio.schema.errors import ErrorCode as E
+from kio.schema.initialize_share_group_state.v0.request import InitializeShareGroupStateRequest
+from kio.schema.read_share_group_state.v0.request import ReadShareGroupStateRequest
+from kio.schema.read_share_group_state_summary.v0.request import ReadShareGroupStateSummaryRequest
+from kio.schema.write_share_group_state.v0.request import WriteShareGroupStateRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.server.apis.registry import RequestContext, api
@@ -37,8 +42,8 @@ def _error(code: int, message: str | None = None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message}
 
 
-@api(84, 0, 0)
-async def read_share_group_state(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(84, 0, 0, request=ReadShareGroupStateRequest)
+async def read_share_group_state(m: Managers, ctx: RequestContext, req: ReadShareGroupStateRequest) -> Any:
     coordinator = m.share_coordinator
     denied = not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
 
@@ -62,8 +67,10 @@ async def read_share_group_state(m: Managers, ctx: RequestContext, req: Any) -> 
     return ctx.build(results=_per_partition(ctx, req.topics, "ReadStateResult", "PartitionResult", answer, empty))
 
 
-@api(87, 0, 0)
-async def read_share_group_state_summary(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(87, 0, 0, request=ReadShareGroupStateSummaryRequest)
+async def read_share_group_state_summary(
+    m: Managers, ctx: RequestContext, req: ReadShareGroupStateSummaryRequest
+) -> Any:
     coordinator = m.share_coordinator
     denied = not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
 
@@ -113,8 +120,8 @@ async def _each(m: Managers, ctx: RequestContext, req: Any, result_topic: str,
     return ctx.build(results=results)
 
 
-@api(85, 0, 0)
-async def write_share_group_state(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(85, 0, 0, request=WriteShareGroupStateRequest)
+async def write_share_group_state(m: Managers, ctx: RequestContext, req: WriteShareGroupStateRequest) -> Any:
     async def apply(key: ShareStateKey, p: Any) -> None:
         assert m.share_coordinator is not None
         await m.share_coordinator.write(key, ShareState(p.state_epoch, p.leader_epoch, p.start_offset, tuple(
@@ -123,8 +130,8 @@ async def write_share_group_state(m: Managers, ctx: RequestContext, req: Any) ->
     return await _each(m, ctx, req, "WriteStateResult", apply)
 
 
-@api(83, 0, 0)
-async def initialize_share_group_state(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(83, 0, 0, request=InitializeShareGroupStateRequest)
+async def initialize_share_group_state(m: Managers, ctx: RequestContext, req: InitializeShareGroupStateRequest) -> Any:
     async def apply(key: ShareStateKey, p: Any) -> None:
         assert m.share_coordinator is not None
         await m.share_coordinator.write(key, ShareState(p.state_epoch, -1, p.start_offset))
@@ -132,8 +139,8 @@ async def initialize_share_group_state(m: Managers, ctx: RequestContext, req: An
     return await _each(m, ctx, req, "InitializeStateResult", apply)
 
 
-@api(86, 0, 0)
-async def delete_share_group_state(m: Managers, ctx: RequestContext, req: Any) -> Any:
+@api(86, 0, 0, request=DeleteShareGroupStateRequest)
+async def delete_share_group_state(m: Managers, ctx: RequestContext, req: DeleteShareGroupStateRequest) -> Any:
     async def apply(key: ShareStateKey, p: Any) -> None:
         assert m.share_coordinator is not None
         await m.share_coordinator.delete(key)

@@ -8,6 +8,8 @@ import asyncio
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest
+from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
 from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import Operation, ResourceType
@@ -20,8 +22,10 @@ if TYPE_CHECKING:
 _TYPE_OF = {name: t for t, name in scram.MECHANISM_TYPES.items()}
 
 
-@api(50, 0, 0)
-async def describe_user_scram_credentials(managers: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(50, 0, 0, request=DescribeUserScramCredentialsRequest)
+async def describe_user_scram_credentials(
+    managers: Managers, ctx: RequestContext, request: DescribeUserScramCredentialsRequest
+) -> Any:
     store = managers.users
     if store is None:
         return ctx.build(throttle_time=0, error_code=E.unsupported_version, error_message="no credential store")
@@ -59,8 +63,10 @@ async def describe_user_scram_credentials(managers: Managers, ctx: RequestContex
     return ctx.build(throttle_time=0, error_code=E.none, error_message=None, results=results)
 
 
-@api(51, 0, 0)
-async def alter_user_scram_credentials(managers: Managers, ctx: RequestContext, request: Any) -> Any:
+@api(51, 0, 0, request=AlterUserScramCredentialsRequest)
+async def alter_user_scram_credentials(
+    managers: Managers, ctx: RequestContext, request: AlterUserScramCredentialsRequest
+) -> Any:
     store = managers.users
     if store is None:
         return ctx.build(throttle_time=0, results=())
@@ -78,7 +84,7 @@ async def alter_user_scram_credentials(managers: Managers, ctx: RequestContext, 
                 for u in users
             ],
         )
-    seen = Counter(
+    seen: Counter[tuple[str, int]] = Counter(
         [(d.name, d.mechanism) for d in request.deletions] + [(u.name, u.mechanism) for u in request.upsertions]
     )
     errors: dict[str, tuple[E, str]] = {}

@@ -17,8 +17,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.share_acknowledge.v2.request import AcknowledgementBatch as AcknowledgeRequestBatch
 from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
-from kio.schema.share_fetch.v2.request import ShareFetchRequest
+from kio.schema.share_fetch.v2.request import AcknowledgementBatch, ShareFetchRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
@@ -53,7 +54,8 @@ def _ids_by_name(m: Managers) -> Mapping[str, uuid.UUID]:
 
 
 async def _acknowledge(m: Managers, share: SharePartitionManager, group_id: str, member_id: str, topic: str,
-                       partition: int, batches: Iterable[Any], *, renew: bool) -> int:
+                       partition: int, batches: Iterable[AcknowledgementBatch | AcknowledgeRequestBatch], *,
+                       renew: bool) -> int:
     """`renew`: RENEW (4) is allowed (v2 with IsRenewAck, KIP-1222); before v2 it is not an acknowledge type."""
     batches = list(batches)
     if not renew and any(RENEW in b.acknowledge_types for b in batches):
@@ -160,7 +162,7 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: ShareFetchRequest) 
         return top_error(E.group_authorization_failed)
     names = _names_by_id(m)
     requested: list[TopicPartition] = []
-    acks: dict[TopicPartition, Any] = {}
+    acks: dict[TopicPartition, tuple[AcknowledgementBatch, ...]] = {}
     unknown: list[tuple[uuid.UUID | None, int]] = []  # kio reads the zero topic id as None: never known
     for t in req.topics:
         name = None if t.topic_id is None else names.get(t.topic_id)

@@ -7,14 +7,19 @@ KafkaApis requires of them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.delete_share_group_state.v0.request import DeleteShareGroupStateRequest
+from kio.schema.delete_share_group_state.v0.request import PartitionData as DeletePartition
 from kio.schema.errors import ErrorCode as E
 from kio.schema.initialize_share_group_state.v0.request import InitializeShareGroupStateRequest
+from kio.schema.initialize_share_group_state.v0.request import PartitionData as InitializePartition
+from kio.schema.read_share_group_state.v0.request import PartitionData as ReadPartition
 from kio.schema.read_share_group_state.v0.request import ReadShareGroupStateRequest
+from kio.schema.read_share_group_state_summary.v0.request import PartitionData as ReadSummaryPartition
 from kio.schema.read_share_group_state_summary.v0.request import ReadShareGroupStateSummaryRequest
+from kio.schema.write_share_group_state.v0.request import PartitionData as WritePartition
 from kio.schema.write_share_group_state.v0.request import WriteShareGroupStateRequest
 
 from kbus.common.acl import Operation, ResourceType
@@ -26,8 +31,37 @@ if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
 
 
-def _per_partition(ctx: RequestContext, topics: Iterable[Any], result_topic: str, result_partition: str,
-                   answer: Callable[[uuid.UUID, Any], dict[str, Any]], empty: dict[str, Any]) -> list[Any]:
+class _Partition(Protocol):
+    """What the five requests' partition entries share (kio has a PartitionData class per API)."""
+
+    @property
+    def partition(self) -> int: ...
+
+
+P = TypeVar("P", bound=_Partition, covariant=True)
+
+
+class _Topic(Protocol[P]):
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...  # kio reads the zero id as None
+
+    @property
+    def partitions(self) -> tuple[P, ...]: ...
+
+
+class _Request(Protocol[P]):
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def topics(self) -> tuple[_Topic[P], ...]: ...
+
+
+Q = TypeVar("Q", bound=_Partition)
+
+
+def _per_partition(ctx: RequestContext, topics: Iterable[_Topic[Q]], result_topic: str, result_partition: str,
+                   answer: Callable[[uuid.UUID, Q], dict[str, Any]], empty: dict[str, Any]) -> list[Any]:
     out = []
     for t in topics:
         parts = [ctx.nested(result_partition, partition=p.partition, **(
@@ -49,7 +83,7 @@ async def read_share_group_state(m: Managers, ctx: RequestContext, req: ReadShar
 
     empty: dict[str, Any] = {"state_epoch": 0, "start_offset": -1, "state_batches": []}
 
-    def answer(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
+    def answer(topic_id: uuid.UUID, p: ReadPartition) -> dict[str, Any]:
         if denied:
             return {**_error(E.cluster_authorization_failed), **empty}
         if coordinator is None:
@@ -76,7 +110,7 @@ async def read_share_group_state_summary(
 
     empty: dict[str, Any] = {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1}
 
-    def answer(topic_id: uuid.UUID, p: Any) -> dict[str, Any]:
+    def answer(topic_id: uuid.UUID, p: ReadSummaryPartition) -> dict[str, Any]:
         if denied:
             return {**_error(E.cluster_authorization_failed), **empty}
         if coordinator is None:
@@ -94,8 +128,8 @@ async def read_share_group_state_summary(
                                             empty))
 
 
-async def _each(m: Managers, ctx: RequestContext, req: Any, result_topic: str,
-                apply: Callable[[ShareStateKey, Any], Any]) -> Any:
+async def _each(m: Managers, ctx: RequestContext, req: _Request[Q], result_topic: str,
+                apply: Callable[[ShareStateKey, Q], Awaitable[None]]) -> Any:
     coordinator = m.share_coordinator
     denied = not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
     results = []
@@ -122,7 +156,7 @@ async def _each(m: Managers, ctx: RequestContext, req: Any, result_topic: str,
 
 @api(85, 0, 0, request=WriteShareGroupStateRequest)
 async def write_share_group_state(m: Managers, ctx: RequestContext, req: WriteShareGroupStateRequest) -> Any:
-    async def apply(key: ShareStateKey, p: Any) -> None:
+    async def apply(key: ShareStateKey, p: WritePartition) -> None:
         assert m.share_coordinator is not None
         await m.share_coordinator.write(key, ShareState(p.state_epoch, p.leader_epoch, p.start_offset, tuple(
             (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)))
@@ -132,7 +166,7 @@ async def write_share_group_state(m: Managers, ctx: RequestContext, req: WriteSh
 
 @api(83, 0, 0, request=InitializeShareGroupStateRequest)
 async def initialize_share_group_state(m: Managers, ctx: RequestContext, req: InitializeShareGroupStateRequest) -> Any:
-    async def apply(key: ShareStateKey, p: Any) -> None:
+    async def apply(key: ShareStateKey, p: InitializePartition) -> None:
         assert m.share_coordinator is not None
         await m.share_coordinator.write(key, ShareState(p.state_epoch, -1, p.start_offset))
 
@@ -141,7 +175,7 @@ async def initialize_share_group_state(m: Managers, ctx: RequestContext, req: In
 
 @api(86, 0, 0, request=DeleteShareGroupStateRequest)
 async def delete_share_group_state(m: Managers, ctx: RequestContext, req: DeleteShareGroupStateRequest) -> Any:
-    async def apply(key: ShareStateKey, p: Any) -> None:
+    async def apply(key: ShareStateKey, p: DeletePartition) -> None:
         assert m.share_coordinator is not None
         await m.share_coordinator.delete(key)
 

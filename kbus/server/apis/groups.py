@@ -41,6 +41,7 @@ from kbus.server.apis.share_offsets import reset_partitions
 from kbus.server.apis.transactions import find_transaction_coordinator
 from kbus.server.coordinator.consumer_group import validate_offset_fetch
 from kbus.server.coordinator.group_admin import EMPTY_SUMMARY
+from kbus.server.coordinator.records import OffsetAndMetadata
 
 if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
@@ -273,7 +274,7 @@ def _describable_topics(ctx: RequestContext, topics: set[str]) -> set[str]:
 
 def _fetch_group(
     coordinator: GroupCoordinator | None, group_id: str, requested: list[tuple[str, int]] | None, ctx: RequestContext
-) -> tuple[int, dict[tuple[str, int], Any], set[tuple[str, int]]]:
+) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None], set[tuple[str, int]]]:
     """(group error, offsets, partitions refused): Kafka's handleOffsetFetchRequestFromCoordinator. Offsets of a
     topic the caller may not Describe are never shown: left out of an all-topics fetch, answered with
     TOPIC_AUTHORIZATION_FAILED and offset -1 when asked for by name (after the partitions that were allowed)."""
@@ -321,7 +322,8 @@ def _requested_by_id(
 
 
 def _offset_topics(
-    ctx: RequestContext, offsets: dict[tuple[str, int], Any], *, partition_cls: str, topic_cls: str,
+    ctx: RequestContext, offsets: dict[tuple[str, int], OffsetAndMetadata | None], *, partition_cls: str,
+    topic_cls: str,
     error: int = E.none, unstable: set[tuple[str, int]] | None = None, denied: set[tuple[str, int]] | None = None,
     ids: Mapping[str, uuid.UUID] | None = None,
 ) -> list[Any]:
@@ -352,7 +354,7 @@ def _offset_topics(
 
 
 def _unstable(coordinator: GroupCoordinator | None, require_stable: bool, group_id: str,
-              offsets: dict[tuple[str, int], Any]) -> set[tuple[str, int]]:  # fmt: skip
+              offsets: dict[tuple[str, int], OffsetAndMetadata | None]) -> set[tuple[str, int]]:  # fmt: skip
     if coordinator is None or not require_stable:
         return set()
     return coordinator.unstable_offsets(group_id, list(offsets))

@@ -26,8 +26,10 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    UnimplementedError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
@@ -37,6 +39,7 @@ from kbus.common.errors import ErrorCode, KafkaError, TopicExistsError, UnknownT
 from kbus.common.quotas import QuotaEntity
 from kbus.zk import codec, paths
 from kbus.zk.codec import Endpoint, LeaderAndIsr, TopicAssignment
+from kbus.zk.multi_read import MultiRead
 from kbus.zk.poll_handler import PollingHandler
 from kbus.zk.security import ZkClientSecurity
 from kbus.zk.znode_acls import KafkaKazooClient
@@ -47,6 +50,9 @@ Watch = Callable[[WatchedEvent], None] | None
 # (paths of a 249-character topic name, the state JSON, ACLs), so a batch stays well under ZooKeeper's default
 # 1 MB jute.maxbuffer, which bounds a request
 CREATE_STATES_BATCH = 500
+# states per multiRead (peek_partition_states): a request of at most ~300 bytes per path and a reply of ~200 (the
+# state JSON and its 68-byte stat), under the 1 MB jute.maxbuffer both ways
+MULTI_READ_BATCH = 1000
 
 
 class ZooKeeperConnectionError(KafkaError):
@@ -76,6 +82,7 @@ def split_chroot(connect: str) -> tuple[str, str]:
 class KafkaZkClient:
     def __init__(self, zk: KazooClient) -> None:
         self.zk = zk
+        self._multi_read = True  # until the server says it has none
 
     # ---- connection ----
 
@@ -324,6 +331,33 @@ class KafkaZkClient:
         probes = [(i, self.zk.exists_async(paths.partition_state(*items[i]), watch=watch)) for i in missing]
         present = [i for i, probe in probes if probe.get() is not None]  # created meanwhile: read it
         self._read_states(items, present, watch, out)  # deleted again before the read: None (and the watch fired)
+        return out
+
+    def peek_partition_states(self, items: Sequence[tuple[str, int]]) -> list[LeaderAndIsr | None] | None:
+        """Every state in items, read without watches in multiRead requests of MULTI_READ_BATCH (kbus.zk.multi_read:
+        one request per batch, not one per partition); a missing znode is None. None when the server has no
+        multiRead (ZooKeeper before 3.6): the caller reads the ordinary way."""
+        if not self._multi_read:
+            return None
+        out: list[LeaderAndIsr | None] = []
+        for start in range(0, len(items), MULTI_READ_BATCH):
+            batch = items[start : start + MULTI_READ_BATCH]
+            result = self.zk.handler.async_result()
+            self.zk._call(MultiRead(tuple(_prefix_root(self.zk.chroot, paths.partition_state(*i)) for i in batch)),
+                          result)  # fmt: skip
+            try:
+                replies = result.get()
+            except UnimplementedError:
+                self._multi_read = False
+                return None
+            for reply in replies:
+                if isinstance(reply, NoNodeError):
+                    out.append(None)
+                elif isinstance(reply, Exception):
+                    raise reply
+                else:
+                    data, stat = reply
+                    out.append(codec.decode_partition_state(data, stat.version, stat.mzxid))
         return out
 
     def _read_states(

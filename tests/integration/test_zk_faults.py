@@ -12,6 +12,7 @@ import json
 import socket
 import struct
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -338,3 +339,35 @@ def test_a_topic_recreated_unannounced_takes_its_new_states(stores, raw_zk):
     wait_for(lambda: (s := store.partition_state("reborn", 0)) is not None and s.leader_epoch == 0, timeout=5,
              what="the new topic's state")  # fmt: skip
     assert store.partition_state("reborn", 0).zk_version == 0
+
+
+def test_a_reconciliation_rereads_only_the_states_that_changed(stores, raw_zk):
+    """ZooKeeper's zxid moves with any write anywhere in the ensemble (another chroot's cluster, a topic created
+    elsewhere), and each move made the reconciliation read every partition state again with one getData each:
+    ~150 ms of broker CPU at 1,150 partitions, every ~6 s (bench/notes/msgsize-2026-11-27-s12.md). It peeks at
+    them in multiRead batches now and reads again, with a watch, only what differs from the view."""
+    store = stores(1, reconcile_interval_s=3600)
+    store.create_topic("calm", 30, 1, {})
+    wait_for(lambda: store.partition_state("calm", 29) is not None, timeout=10, what="30 states")
+    lose_every_watch(store)  # the event thread idle and hearing nothing: every read below is the reconciliation's
+    store._reconcile()  # learns the zxid of the states it wrote itself
+    client = store._client()
+    real_read = client.get_partition_states
+    reread: list[tuple[str, int]] = []
+
+    def counting(items, watch=None, **kwargs):  # type: ignore[no-untyped-def]
+        reread.extend(items)
+        return real_read(items, watch=watch, **kwargs)
+
+    client.get_partition_states = counting  # type: ignore[method-assign]
+    try:
+        raw_zk.create(f"/elsewhere-{uuid.uuid4().hex}")  # the zxid moves; no state changed
+        store._reconcile()
+        assert reread == []
+        raw_zk.set("/brokers/topics/calm/partitions/7/state", json.dumps({
+            "version": 1, "leader": 1, "leader_epoch": 9, "isr": [1], "controller_epoch": 1}).encode())  # fmt: skip
+        store._reconcile()
+        assert reread == [("calm", 7)]
+        assert store.partition_state("calm", 7).leader_epoch == 9
+    finally:
+        del client.get_partition_states

@@ -144,3 +144,16 @@ def test_a_pipelined_state_read_goes_through_the_polling_handler(kzk, monkeypatc
     assert [s.controller_epoch if s else None for s in read] == [*range(50), None]
     assert not created
 
+
+def test_peeked_states_are_the_states_a_read_returns(kzk, monkeypatch):
+    """peek_partition_states (multiRead, no watches) answers what get_partition_states does, missing znodes as
+    None, the zxid and version of each write included, across several multiRead batches."""
+    monkeypatch.setattr(zk_client, "MULTI_READ_BATCH", 7)
+    make_topic(kzk, "peeked", 20)
+    kzk.create_partition_states([("peeked", p, state(epoch=p)) for p in range(18)])  # 18 and 19: none yet
+    items = [("peeked", p) for p in range(20)] + [("no-such-topic", 0)]
+    read = kzk.get_partition_states(items)
+    peeked = kzk.peek_partition_states(items)
+    assert peeked == read and peeked[18] is None and peeked[20] is None
+    assert [s.zk_mzxid for s in peeked[:18]] == [s.zk_mzxid for s in read[:18]]
+    assert all(s.zk_mzxid > 0 for s in peeked[:18])

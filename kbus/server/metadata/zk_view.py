@@ -436,13 +436,24 @@ class ZkClusterView:
             changed |= self.refresh_topic(name)
         with self._cond:
             items = [(name, p) for name, (assignment, _) in self._assignments.items() for p in assignment.partitions]
-        if self._refresh_states(items):
+        if self._refresh_states(self._changed_states(items)):
             # usually a watch lost with its connection; rarely one that fired while this ran (it finds no change)
             log.info("Broker %d: re-read partition states that had changed in ZooKeeper unannounced", self.broker_id)
             changed = True
         self._reconciled_zxid = zxid
         self._reconcile_took_s = time.monotonic() - started
         return changed
+
+    def _changed_states(self, items: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The partitions whose state in ZooKeeper is not the write the view holds: peeked without watches in
+        multiRead batches (one request per 1,000, where one getData each cost ~0.1 ms of CPU per partition); those
+        are then read again with a watch. Every item when the server has no multiRead (before 3.6)."""
+        peeked = self._client().peek_partition_states(items)
+        if peeked is None:
+            return items
+        with self._cond:
+            return [item for item, state in zip(items, peeked, strict=True)
+                    if not _same_write(self._states.get(item[0], {}).get(item[1]), state)]  # fmt: skip
 
     def _broker_entities(self) -> tuple[str, str]:
         return (paths.BROKER_DEFAULT_ENTITY, str(self.broker_id))
@@ -664,3 +675,11 @@ class ZkClusterView:
                 callback()
             except Exception:
                 log.exception("metadata listener failed")
+
+
+def _same_write(held: LeaderAndIsr | None, found: LeaderAndIsr | None) -> bool:
+    """Whether the view holds the write ZooKeeper has: both absent, or the same state, znode version and zxid (a
+    held state whose zxid is unknown, one this broker wrote, is read again once to learn it)."""
+    if held is None or found is None:
+        return held is found
+    return held == found and held.zk_mzxid == found.zk_mzxid

@@ -81,7 +81,8 @@ def _reported_kib() -> int:
 def snapshot(pid: int) -> dict[str, Any]:
     f = _stat_fields(f"/proc/{pid}/stat")
     return {"pid": pid, "reported_kib": _reported_kib(), "wall": time.monotonic(),
-            "clock": time.clock_gettime((~pid << 3) | 2), "threads": _threads(pid), "minflt": int(f[8]), "majflt": int(f[10]), "utime": int(f[12]), "stime": int(f[13]),
+            "clock": time.clock_gettime((~pid << 3) | 2), "threads": _threads(pid),
+            "minflt": int(f[8]), "majflt": int(f[10]), "utime": int(f[12]), "stime": int(f[13]),
             "status": _status(pid), "vmstat": _vmstat(), "machine": _machine()}
 
 

@@ -32,7 +32,8 @@ S = "bench/scenarios/"
 # the environment variables the scenario scripts read: recorded with each run
 ENV_KEYS = ("SYSTEMS", "KBUS_BASE", "KBUS_NOLAT", "AXES", "PARTITIONS", "CONNECTIONS", "SIZES", "APIS", "OUT", "TAG",
             "WARMUP", "BEFORE_LABEL", "BASE_LABEL", "KAFKA_VERSION", "KBUS_PROBE", "TOPOLOGIES", "LINGERS", "PHASES",
-            "GENERATOR", "KAFKA_HEAP_OPTS", "MSGSIZE_BYTES", "PARTITION_MESSAGES")
+            "GENERATOR", "KAFKA_HEAP_OPTS", "MSGSIZE_BYTES", "PARTITION_MESSAGES", "MESSAGES", "PROCS",
+            "BATCH_RECORDS")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ SCENARIOS = (
              "Kafka's own kafka-producer/consumer-perf-test (Java client) against Kafka and kbus"),
     Scenario("fetch-sessions", (S + "fetch_sessions.sh",), ("fetch_sessions.jsonl",), "[ROUNDS] [--requests N]",
              "broker CPU per Fetch with 1,000 partitions, full vs incremental (KIP-227)"),
+    Scenario("consume-wire", (S + "consume_wire.sh",), ("consume_wire.jsonl",),
+             "[ROUNDS]  env PARTITIONS MESSAGES PROCS BATCH_RECORDS",
+             "many-partition consume on the wire: log shape, one full Fetch, librdkafka's Fetches and client CPU"),
     Scenario("ops", (S + "ops.sh",), ("ops.jsonl",), "[ROUNDS] [startup recovery failover --recovery-mb N]",
              "start-up with 1,000 partitions, recovery after kill -9 with 1.1 GB, leader failover"),
     Scenario("scale", (S + "scale.sh",), ("scale.jsonl", "scale_*.png"),

@@ -20,6 +20,7 @@ from kbus.server.log import (
     RecordTooLargeError,
 )
 from kbus.server.log.errors import UnexpectedAppendOffsetError
+from kbus.server.log.index import PENDING_WRITE_BYTES
 
 
 class Clock:
@@ -179,14 +180,45 @@ def test_index_lookups_with_many_small_batches(tmp_path: Path) -> None:
         lg.append_as_leader(batch(3))
     seg = lg.active_segment
     assert len(seg.index) > 50
-    assert (tmp_path / "topic-0" / "00000000000000000000.index").stat().st_size == len(seg.index) * 8
-    assert (tmp_path / "topic-0" / "00000000000000000000.timeindex").stat().st_size == len(seg.time_index) * 12
+    index_file = tmp_path / "topic-0" / "00000000000000000000.index"
+    time_index_file = tmp_path / "topic-0" / "00000000000000000000.timeindex"
+    # the active segment's entries reach the files in blocks (index.PENDING_WRITE_BYTES), whole once flushed
+    assert index_file.stat().st_size % 8 == 0 and len(seg.index) * 8 - index_file.stat().st_size < PENDING_WRITE_BYTES
+    assert len(seg.time_index) * 12 - time_index_file.stat().st_size < PENDING_WRITE_BYTES
+    seg.flush()
+    assert index_file.stat().st_size == len(seg.index) * 8
+    assert time_index_file.stat().st_size == len(seg.time_index) * 12
     for offset in (0, 1, 2, 3, 299, 300, 301, 1000, 1497, 1499):
         f = lg.read(offset, 1)
         first = offsets_of(f.to_bytes())[0]
         assert first[0] <= offset <= first[1]
     entries = seg.index.entries()
     assert all(o1 < o2 and p1 < p2 for (o1, p1), (o2, p2) in itertools.pairwise(entries))
+
+
+def test_the_active_segments_index_entries_are_written_in_blocks(tmp_path: Path) -> None:
+    """Each indexed append wrote its offset and time entries at once (two write(2) per ~4 KB of log); the entries
+    now reach the files once PENDING_WRITE_BYTES of them are pending, or when the segment is flushed, rolled or
+    closed. Lookups use the entries in memory meanwhile."""
+    lg = open_log(tmp_path, index_interval_bytes=1)  # every append after the first is indexed
+    index_file = tmp_path / "topic-0" / "00000000000000000000.index"
+    for _ in range(101):
+        lg.append_as_leader(batch(1))
+    seg = lg.active_segment
+    assert len(seg.index) == 100
+    assert index_file.stat().st_size == 0  # 800 bytes pending: not written yet
+    assert offsets_of(lg.read(57, 1).to_bytes())[0] == (57, 57)
+    for _ in range(PENDING_WRITE_BYTES // 8):
+        lg.append_as_leader(batch(1))
+    assert index_file.stat().st_size == PENDING_WRITE_BYTES  # a block of 512 entries, in one write
+    lg.roll()  # the rolled segment's remaining entries are written
+    assert index_file.stat().st_size == len(seg.index) * 8
+    lg.append_as_leader(batch(1))
+    lg.close()
+    reopened = Log.open(tmp_path / "topic-0", LogConfig(index_interval_bytes=1), recovery_point=lg.log_end_offset,
+                        clean_shutdown=True)
+    assert reopened.segments[0].index.entries() == seg.index.entries()
+    reopened.close()
 
 
 def test_roll_by_size(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from kbus.protocol.record_batch import (
     BatchHeader,
     iter_complete_batches,
 )
-from kbus.server.log.index import OffsetIndex, TimeIndex
+from kbus.server.log.index import PENDING_WRITE_BYTES, OffsetIndex, TimeIndex
 from kbus.server.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -281,8 +281,10 @@ class LogSegment:
         self.size = start + len(data)
         last = headers[-1]
         self.next_offset = last.base_offset + last.last_offset_delta + 1
-        index.flush_pending()
-        time_index.flush_pending()
+        # in blocks (index.PENDING_WRITE_BYTES): the entries are in memory for lookups, and flush(), roll
+        # (on_become_inactive), truncation and close write the rest
+        index.flush_pending_over(PENDING_WRITE_BYTES)
+        time_index.flush_pending_over(PENDING_WRITE_BYTES)
 
     def should_roll(self, incoming_bytes: int, first_offset: int, last_offset: int, now_ms: int) -> bool:
         if self.size == 0:

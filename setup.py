@@ -41,6 +41,7 @@ COMPILED = [
     "kbus/protocol/fetch_response.py",
     "kbus/protocol/group_requests.py",
     "kbus/protocol/group_responses.py",
+    "kbus/protocol/request_body.py",
     "kbus/protocol/request_reader.py",
     "kbus/protocol/metadata_response.py",
     "kbus/protocol/produce_request_decode.py",

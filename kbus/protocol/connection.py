@@ -33,23 +33,10 @@ from kbus.protocol.codec import (
     RequestHeader,
     UnsupportedVersionError,
     checked_frame_size,
-    decode_request,
     parse_request_header,
 )
-from kbus.protocol.fetch_request_decode import FETCH_KEY, decode_fetch_request
-from kbus.protocol.fetch_request_decode import MAX_VERSION as FETCH_MAX_VERSION
-from kbus.protocol.fetch_request_decode import MIN_VERSION as FETCH_MIN_VERSION
-from kbus.protocol.group_requests import (
-    HEARTBEAT_KEY,
-    HEARTBEAT_VERSIONS,
-    OFFSET_COMMIT_KEY,
-    OFFSET_COMMIT_VERSIONS,
-    decode_heartbeat_request,
-    decode_offset_commit_request,
-)
-from kbus.protocol.produce_request_decode import MAX_VERSION as PRODUCE_MAX_VERSION
-from kbus.protocol.produce_request_decode import MIN_VERSION as PRODUCE_MIN_VERSION
-from kbus.protocol.produce_request_decode import PRODUCE_KEY, decode_produce_request
+from kbus.protocol.produce_request_decode import PRODUCE_KEY
+from kbus.protocol.request_body import decode_body
 from kbus.protocol.splice import OutFrame
 
 _API_KEY: Final = struct.Struct(">h")
@@ -448,25 +435,8 @@ class Connection:
             return self._violation(
                 f"unexpected request (API key {header.api_key}) before authentication or after the session expired"
             )
-        body: Any  # a hand-decoded or a kio request (declared: compiled code types a name by its first value)
-        key, version = header.api_key, header.api_version
         try:
-            if key == PRODUCE_KEY and PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
-                # by hand: kio's reader and its bounds pre-pass cost more than the rest of a one-record Produce's
-                # decode (kbus.protocol.produce_request_decode). A large frame's records stay slices of it.
-                body = decode_produce_request(frame, version, body_at)
-            else:
-                data = frame if isinstance(frame, bytes) else bytes(frame)
-                if key == FETCH_KEY and FETCH_MIN_VERSION <= version <= FETCH_MAX_VERSION:
-                    # by hand: kio's reader costs ~1 µs per partition listed (kbus.protocol.fetch_request_decode)
-                    body = decode_fetch_request(data, version, body_at)
-                elif key == HEARTBEAT_KEY and HEARTBEAT_VERSIONS[0] <= version <= HEARTBEAT_VERSIONS[1]:
-                    # by hand: a consumer's periodic requests (kbus.protocol.group_requests)
-                    body = decode_heartbeat_request(data, version, body_at)
-                elif key == OFFSET_COMMIT_KEY and OFFSET_COMMIT_VERSIONS[0] <= version <= OFFSET_COMMIT_VERSIONS[1]:
-                    body = decode_offset_commit_request(data, version, body_at)
-                else:
-                    body = decode_request(data, header, body_at)
+            body = decode_body(frame, header, body_at)  # by hand for the hot APIs (kbus.protocol.request_body)
         except ProtocolError as exc:
             return self._violation(str(exc))
         return Request(self._open_slot(flags.pipelined), header, body, size=len(frame))

@@ -21,9 +21,9 @@ from kbus.common.clock import now_ms
 from kbus.common.errors import TopicExistsError
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.codec import RequestHeader, build, encode_response, nested, request_type, response_type
-from kbus.protocol.fetch_request_decode import FETCH_KEY, decode_fetch_request
 from kbus.protocol.fetch_response import EncodedBody
 from kbus.protocol.record_batch import build_batch
+from kbus.protocol.request_body import decode_body
 from kbus.server.apis.managers import Managers
 from kbus.server.apis.registry import API_TABLE, RequestContext
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData, Log
@@ -204,10 +204,8 @@ def call(m: Managers, api_key: int, version: int, /, **fields: Any) -> Any:
     assert cls is not None
     buf = io.BytesIO()
     entity_writer(cls)(buf, build(cls, **fields))
-    req, _ = entity_reader(cls)(buf.getvalue(), 0)  # exactly what a client would send
-    if api_key == FETCH_KEY:  # decoded by hand, as the connection does (kbus.protocol.fetch_request_decode)
-        req = decode_fetch_request(buf.getvalue(), version, 0)
     header = RequestHeader(api_key, version, 7, "client", bool(cls.__flexible__))
+    req = decode_body(buf.getvalue(), header, 0)  # exactly what a client would send, decoded as the broker does
     ctx = RequestContext(header, "127.0.0.1", 50000, "c1", size=len(buf.getvalue()))
     response = asyncio.run(API_TABLE[api_key].handler(m, ctx, req))
     if response is None:

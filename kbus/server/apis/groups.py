@@ -33,6 +33,7 @@ from kio.schema.sync_group.v5.request import SyncGroupRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
+from kbus.protocol.group_requests import HeartbeatRequest
 from kbus.protocol.group_responses import encode_heartbeat_response
 from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
 from kbus.server.apis.offset_commit import NO_TOPIC_ID, topic_names_by_id
@@ -215,7 +216,7 @@ async def sync_group(m: Managers, ctx: RequestContext, req: SyncGroupRequest) ->
 
 
 @api(12, 0, 4)
-async def heartbeat(m: Managers, ctx: RequestContext, req: Any) -> Any:
+async def heartbeat(m: Managers, ctx: RequestContext, req: HeartbeatRequest) -> object:
     coordinator = _coordinator(m)
     if not _group(ctx, Operation.READ, req.group_id):
         error = int(E.group_authorization_failed)
@@ -223,7 +224,7 @@ async def heartbeat(m: Managers, ctx: RequestContext, req: Any) -> Any:
         error = int(E.coordinator_not_available)
     else:
         error = coordinator.heartbeat(
-            req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
+            req.group_id, req.generation_id, req.member_id, req.group_instance_id
         )
     if m.quotas.request.enabled:  # the network layer writes the request quota's throttle time into kio objects
         return ctx.build(throttle_time=0, error_code=error)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
+from kbus.protocol.group_requests import OffsetCommitRequest
 from kbus.protocol.group_responses import encode_offset_commit_response, errors_by_topic
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.coordinator.commit_batch import OffsetAndMetadata
@@ -46,7 +47,7 @@ def topic_names_by_id(m: Managers) -> Mapping[uuid.UUID, str]:
 
 
 @api(8, 2, 10)
-async def offset_commit(m: Managers, ctx: RequestContext, req: Any) -> Any:
+async def offset_commit(m: Managers, ctx: RequestContext, req: OffsetCommitRequest) -> object:
     """v10 names topics by id (Kafka 4.1's KafkaApis: an id the cluster does not know gets UNKNOWN_TOPIC_ID on
     each of its partitions; the response names topics by id too)."""
     coordinator = m.groups

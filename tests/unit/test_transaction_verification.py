@@ -242,13 +242,12 @@ class FakeService:
 
 
 def produce_call(m: Any, order: Any, records: bytes, index: int, tid: str | None) -> Any:
-    from kbus.protocol.codec import RequestHeader, build, encode_response, nested, request_type, response_type
+    from kbus.protocol.codec import RequestHeader, encode_response, response_type
+    from kbus.protocol.produce_request_decode import PartitionProduceData, ProduceRequest, TopicProduceData
     from kbus.server.apis.registry import API_TABLE, RequestContext
 
-    cls = request_type(0, 9)
-    topic = build(nested(cls, "TopicProduceData"), name="t", partition_data=(
-        build(nested(cls, "PartitionProduceData"), index=index, records=records),))
-    req = build(cls, transactional_id=tid, acks=-1, timeout=5000, topic_data=(topic,))
+    # what the connection's hand decoder gives the handler (timeout in milliseconds)
+    req = ProduceRequest(tid, -1, 5000, [TopicProduceData("t", [PartitionProduceData(index, records)])])
     header = RequestHeader(0, 9, 7, "client", True)
     ctx = RequestContext(header, "127.0.0.1", 50000, "c1", append_order=order)
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.topics import is_internal
-from kbus.protocol.codec import ms
 from kbus.protocol.fetch_response import EncodedBody
+from kbus.protocol.produce_request_decode import ProduceRequest
 from kbus.protocol.produce_response import (
     LEADER_HINTS_VERSION,
     NodeEndpoint,
@@ -37,13 +37,13 @@ if TYPE_CHECKING:
 
 
 @api(0, 3, 12, pipelined=True)
-async def produce(m: Managers, ctx: RequestContext, request: Any) -> EncodedBody | None:
+async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> EncodedBody | None:
     """Every partition is appended before anything is awaited: with pipelined requests (network.py) that keeps
     appends in the order requests arrived; the acks=all waits then run together. The exception is a
     transaction's first write on a partition, which waits for the coordinator's verification (KIP-890): that
     request, and every later one on the connection, appends once it is answered (`AppendOrder`)."""
     acks = request.acks
-    timeout_ms = ms(request.timeout)
+    timeout_ms = request.timeout  # milliseconds (the hand decoder gives an int)
     responses: list[tuple[str, list[PartitionProduceResult]]] = []
     transactional_id: str | None = request.transactional_id
     if any(_transactional(pd.records) for td in request.topic_data for pd in td.partition_data) and (
@@ -313,7 +313,7 @@ _PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at 
 
 
 def _whole_request_error(
-    m: Managers, ctx: RequestContext, request: Any, acks: int, error: ErrorCode
+    m: Managers, ctx: RequestContext, request: ProduceRequest, acks: int, error: ErrorCode
 ) -> EncodedBody | None:
     """Kafka's error response for a whole Produce request: every partition gets the error, and the request
     quota's throttle time (sendErrorResponseMaybeThrottle; the network layer cannot write it into these bytes)."""

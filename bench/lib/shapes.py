@@ -32,12 +32,21 @@ class Measure:
     cost: str  # the JSON key
     unit: str
     rate: str | None = None
+    batch: str | None = None  # the JSON key of the records per batch of the log the cell read (consume cells)
 
+
+# The consume cells read each broker's own log, written by librdkafka's producer, whose batches grow while a slower
+# broker keeps it waiting: a broker that acknowledges sooner is consumed from smaller batches. This row reads one log,
+# the same for every broker (scale.py's --same-log-batch: batches of exactly N records, written once). Every consume
+# cell says the records per batch it read ("rec/batch").
+SAME_LOG = "consume the same log (fixed batches, every broker)"
 
 SCALE: dict[str, tuple[str, tuple[Measure, ...]]] = {
     "partitions": ("partitions", (
         Measure("produce 100 B spread over every partition", "produce_cpu_us_per_msg", "µs/msg", "produce_msg_s"),
-        Measure("consume them", "consume_cpu_us_per_msg", "µs/msg", "consume_msg_s"),
+        Measure("consume them", "consume_cpu_us_per_msg", "µs/msg", "consume_msg_s", "consume_records_per_batch"),
+        Measure(SAME_LOG, "same_log_consume_cpu_us_per_msg", "µs/msg", "same_log_consume_msg_s",
+                "same_log_records_per_batch"),
         Measure("full Fetch of every partition, nothing new", "fetch_cpu_us_per_request", "µs/req"),
         Measure("Metadata of the topic", "metadata_cpu_us_per_request", "µs/req"),
         Measure("create the topic (wall time)", "create_s", "s"),
@@ -47,7 +56,9 @@ SCALE: dict[str, tuple[str, tuple[Measure, ...]]] = {
     )),
     "msgsize": ("message size B", (
         Measure("produce", "produce_cpu_us_per_msg", "µs/msg", "produce_msg_s"),
-        Measure("consume", "consume_cpu_us_per_msg", "µs/msg", "consume_msg_s"),
+        Measure("consume", "consume_cpu_us_per_msg", "µs/msg", "consume_msg_s", "consume_records_per_batch"),
+        Measure(SAME_LOG, "same_log_consume_cpu_us_per_msg", "µs/msg", "same_log_consume_msg_s",
+                "same_log_records_per_batch"),
     )),
 }
 SMALL = Measure("", "broker_cpu_us_per_request", "µs/req", "requests_per_s")
@@ -63,10 +74,15 @@ class Row:
     has_rate: bool
     cost: dict[str, list[float]] = field(default_factory=dict)  # label -> one value per round
     rate: dict[str, list[float]] = field(default_factory=dict)
+    batch: dict[str, list[float]] = field(default_factory=dict)  # label -> records per batch of the log read
     load: list[float] = field(default_factory=list)
 
     def med(self, label: str, rate: bool = False) -> float | None:
         values = (self.rate if rate else self.cost).get(label)
+        return statistics.median(values) if values else None
+
+    def records_per_batch(self, label: str) -> float | None:
+        values = self.batch.get(label)
         return statistics.median(values) if values else None
 
     def warmest(self, rate: bool = False) -> float | None:
@@ -118,6 +134,8 @@ def build(scale_rows: list[dict[str, Any]], small_rows: list[dict[str, Any]]) ->
                 row.cost.setdefault(r["label"], []).append(float(r[m.cost]))
                 if m.rate is not None and m.rate in r:
                     row.rate.setdefault(r["label"], []).append(float(r[m.rate]))
+                if m.batch is not None and m.batch in r:
+                    row.batch.setdefault(r["label"], []).append(float(r[m.batch]))
                 if "loadavg_start" in r:
                     row.load.append(float(r["loadavg_start"]))
     apis = sorted({r["api"] for r in small_rows},
@@ -143,11 +161,14 @@ def _num(v: float | None) -> str:
 
 
 def _cell(row: Row, label: str) -> str:
+    """cost (rate/s, records per batch of the log read)"""
     cost = row.med(label)
     if cost is None:
         return ""
-    rate = row.med(label, True)
-    return _num(cost) + (f" ({_num(rate)}/s)" if rate is not None else "")
+    inner = [f"{_num(rate)}/s"] if (rate := row.med(label, True)) is not None else []
+    if (batch := row.records_per_batch(label)) is not None:
+        inner.append(f"{_num(batch)} rec/batch")
+    return _num(cost) + (f" ({', '.join(inner)})" if inner else "")
 
 
 def _ratio(v: float | None) -> str:
@@ -194,7 +215,8 @@ def document(meta: dict[str, Any], rows: list[Row], charts: list[str]) -> str:
             f"Command: `{meta['command']}`" if meta.get("command") else "",
             f"Raw data: {', '.join(f'`{f}`' for f in meta['files'])} (rows since {meta['since']}). "
             "Medians over the rounds; Kafka warmest = its lowest cost (highest rate) of any round. Cells: cost "
-            "(rate/s).",
+            "(rate/s, and for a consume the records per batch of the log it read: each broker's own log, "
+            "written by librdkafka's producer, except the rows of the same log for every broker).",
             summary(rows) + ".", ""]
     if charts:
         head += ["Charts: " + ", ".join(f"[{Path(c).stem}]({c})" for c in charts), ""]

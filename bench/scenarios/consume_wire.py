@@ -6,6 +6,10 @@ broker's CPU, and one raw Fetch of every partition from offset 0 (bytes and part
 
     consume_wire.py -b HOST:PORT --broker-pid PID --label kafka --topic scale-p1000 --partitions 1000 \
         --log-dir DIR [--messages 1000000] [--produce] [--rounds 3] [--out FILE]
+    consume_wire.py -b ... --size 10   messages of 10 B (the message-size axis's point), not 100 B
+    consume_wire.py -b ... --rounds 0   the log's shape and the raw Fetch only (one line): with --produce, the
+        log is made first; then `--rounds 1 --round N` without --produce, once per system in turn, interleaves
+        the systems' rounds (consume_wire.sh does)
     consume_wire.py -b ... --procs 2   also: the same messages read by 2 consumer processes at once, each assigned
         half the partitions (is one Python client the limit?)
 """
@@ -18,7 +22,6 @@ import glob
 import json
 import multiprocessing as mp
 import os
-import struct
 import sys
 import time
 import uuid
@@ -27,28 +30,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+import cpuwin
 from benchlib import cpu_seconds as broker_cpu
 
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def log_shape(log_dir: str, topic: str) -> dict[str, float]:
-    """Batches and records in the topic's segment files (v2 batches: baseOffset, length, ..., recordsCount)."""
-    batches = records = nbytes = 0
-    for path in glob.glob(os.path.join(log_dir, f"{topic}-*", "*.log")):
-        with open(path, "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos + 61 <= len(data):
-            length = struct.unpack_from(">i", data, pos + 8)[0]
-            if length <= 0:
-                break
-            records += struct.unpack_from(">i", data, pos + 57)[0]
-            batches += 1
-            pos += 12 + length
-        nbytes += pos
-    return {"log_batches": batches, "log_records": records, "log_bytes": nbytes,
-            "records_per_batch": records / batches if batches else 0.0}
 
 
 def thread_cpu() -> dict[str, float]:
@@ -104,6 +89,7 @@ def consume_stats(bootstrap: str, broker_pid: int, topic: str, parts: list[int],
             got = sum(m.error() is None for m in c.consume(1, 1.0))
         n0 = len(stats)
         th0 = thread_cpu()
+        snap0 = cpuwin.snapshot(broker_pid)
         cpu0 = broker_cpu(broker_pid)
         r0 = os.times()
         t0 = time.monotonic()
@@ -113,6 +99,7 @@ def consume_stats(bootstrap: str, broker_pid: int, topic: str, parts: list[int],
                     got += 1
         dt = time.monotonic() - t0
         cpu = broker_cpu(broker_pid) - cpu0
+        detail = cpuwin.window(snap0, cpuwin.snapshot(broker_pid))
         r1 = os.times()
         th1 = thread_cpu()
         c.poll(0.3)  # one more statistics callback after the window
@@ -130,7 +117,7 @@ def consume_stats(bootstrap: str, broker_pid: int, topic: str, parts: list[int],
            "client_cpu_of_wall": ((r1.user + r1.system) - (r0.user + r0.system)) / dt,
            "fetch_requests_total": last["fetch_req"], "fetch_requests_in_window": fetches,
            "rxbytes_total": last["rxbytes"], "rxbytes_in_window": rxb,
-           "consume_first_msg_s": t0 - start}
+           "consume_first_msg_s": t0 - start, "broker_detail": detail}
     for k in th1:
         out[f"thread_{k}_cpu_of_wall"] = (th1[k] - th0.get(k, 0.0)) / dt
     return out
@@ -181,38 +168,6 @@ def consume_procs(bootstrap: str, broker_pid: int, topic: str, partitions: int, 
             "broker_cpu_us_per_msg": cpu / (got - procs) * 1e6}
 
 
-async def produce_fixed(bootstrap: str, topic: str, partitions: int, count: int, per_batch: int) -> dict:
-    """The same log for every broker: count x 100 B messages in batches of exactly `per_batch` records, the
-    partitions in turn (one Produce of one batch per partition, acks=1), whatever the broker's speed (a
-    librdkafka producer's batches grow while a slower broker keeps it waiting)."""
-    from scale import _schemas
-
-    from kbus.protocol.client import KafkaConnection
-    from kbus.protocol.codec import build, nested
-    from kbus.protocol.record_batch import build_batch
-
-    s = _schemas()
-    batch = build_batch([(None, os.urandom(100))] * per_batch)
-    part_type = nested(s["prod_req"], "PartitionProduceData")
-    topic_type = nested(s["prod_req"], "TopicProduceData")
-    host, port = bootstrap.rsplit(":", 1)
-    conn = KafkaConnection(host, int(port), "consume-wire-producer")
-    await conn.connect()
-    sent = 0
-    try:
-        while sent < count:
-            parts = [build(part_type, index=p, records=batch) for p in range(partitions)]
-            resp = await conn.request(build(s["prod_req"], acks=1, timeout=30000, topic_data=[
-                build(topic_type, name=topic, partition_data=parts)]), s["prod_resp"], timeout=120)
-            errs = [p.error_code for t in resp.responses for p in t.partition_responses if p.error_code]
-            if errs:
-                raise RuntimeError(f"produce errors {errs[:5]}")
-            sent += per_batch * partitions
-    finally:
-        await conn.close()
-    return {"fixed_batch_records": per_batch, "produce_msgs": sent}
-
-
 async def raw_fetch(bootstrap: str, broker_pid: int, topic: str, partitions: int) -> dict[str, float]:
     """One Fetch v12 of every partition from offset 0, librdkafka's limits (50 MB, 1 MB a partition), max_wait
     500 ms, min_bytes 1: what the broker puts in one answer."""
@@ -255,6 +210,8 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--produce", action="store_true", help="create the topic and produce as scale.py does")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--round", type=int, default=1, help="the first round's number in the lines")
+    ap.add_argument("--size", type=int, default=100, help="message size, bytes")
     ap.add_argument("--procs", type=int, default=0)
     ap.add_argument("--batch-records", type=int, default=0,
                     help="produce the same log to every broker: batches of exactly N records (not librdkafka's)")
@@ -267,21 +224,23 @@ def main() -> int:
         sargs = argparse.Namespace(bootstrap=args.bootstrap, broker_pid=args.broker_pid, timeout=120)
         asyncio.run(scale.create_topic_timed(sargs, args.topic, args.partitions))
         if args.batch_records:
-            base.update(asyncio.run(produce_fixed(args.bootstrap, args.topic, args.partitions, args.messages,
-                                                  args.batch_records)))
+            fixed = asyncio.run(scale.produce_fixed(args.bootstrap, args.topic, args.partitions, args.messages,
+                                                    args.size, args.batch_records))
+            base.update(fixed_batch_records=args.batch_records, produce_msgs=fixed["same_log_msgs"])
         else:
-            base.update(scale.produce(sargs, args.topic, args.partitions, args.messages, 100))
+            base.update(scale.produce(sargs, args.topic, args.partitions, args.messages, args.size))
+    base["size"] = args.size
     if args.log_dir:
-        base.update(log_shape(args.log_dir, args.topic))
+        base.update(scale.log_shape(args.log_dir, args.topic, args.partitions))
     base.update(asyncio.run(raw_fetch(args.bootstrap, args.broker_pid, args.topic, args.partitions)))
-    rows = []
-    for r in range(args.rounds):
-        row = dict(base, round=r + 1, loadavg=os.getloadavg()[0])
+    rows = [] if args.rounds else [dict(base, round=0)]
+    for r in range(args.round, args.round + args.rounds):
+        row = dict(base, round=r, loadavg=os.getloadavg()[0])
         row.update(consume_stats(args.bootstrap, args.broker_pid, args.topic, list(range(args.partitions)),
                                  args.messages))
         rows.append(row)
         if args.procs:
-            rows.append(dict(base, round=r + 1, **consume_procs(args.bootstrap, args.broker_pid, args.topic,
+            rows.append(dict(base, round=r, **consume_procs(args.bootstrap, args.broker_pid, args.topic,
                                                                    args.partitions, args.messages, args.procs)))
     for row in rows:
         line = json.dumps(row)

@@ -19,7 +19,8 @@ benchlib.cpu_seconds) per message or per request: on a shared 2-core machine thr
         once. CPU per request and requests/s.
     scale.py msgsize -b ... --size S
         produces ~--bytes bytes of S-byte messages into one partition (librdkafka, linger.ms=5) and consumes them
-        (timed from the first message: consume()): CPU per message and per MB, msg/s, MB/s.
+        (timed from the first message: consume()): CPU per message and per MB, msg/s, MB/s, the log's records per
+        batch (--log-dir); then the same-log consume (--same-log-batch) of a topic of its own.
     scale.py plot --data bench/results/DAY-MACHINE/scale.jsonl --outdir bench/results/DAY-MACHINE
 """
 
@@ -294,6 +295,132 @@ def consume(args: argparse.Namespace, topic: str, partitions: int, count: int, s
             "consume_cpu_us_per_msg": cpu / timed * 1e6, "consume_first_msg_s": t0 - start, **detail}
 
 
+# ----------------------------------------------------------------------------------------------- the log read
+_BATCH_HEAD = struct.Struct(">qi")  # a v2 batch's baseOffset, batchLength (then ..., recordsCount at byte 57)
+_RECORDS_AT = 57
+_HEAD_BYTES = 61
+
+
+def log_shape(log_dir: str, topic: str, partitions: int, per_partition: int | None = None) -> dict[str, float]:
+    """The batches a consumer of `topic` from offset 0 reads, from the segment files under `log_dir` (Kafka's
+    and kbus's layout alike: DIR/TOPIC-P/*.log of v2 batches): batches, records, records per batch.
+    `per_partition`: only batches that start below that offset (what a consume of the first N messages of each
+    partition reads; the partitions axis's topic keeps every round's messages). One pread of a header per batch."""
+    batches = records = nbytes = 0
+    for p in range(partitions):
+        for path in sorted(Path(log_dir, f"{topic}-{p}").glob("*.log")):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                size = os.fstat(fd).st_size
+                pos = 0
+                while pos + _HEAD_BYTES <= size:
+                    head = os.pread(fd, _HEAD_BYTES, pos)
+                    if len(head) < _HEAD_BYTES:
+                        break
+                    base, length = _BATCH_HEAD.unpack_from(head)
+                    if length <= 0 or (per_partition is not None and base >= per_partition):
+                        break
+                    records += _I32.unpack_from(head, _RECORDS_AT)[0]
+                    batches += 1
+                    nbytes += 12 + length
+                    pos += 12 + length
+            finally:
+                os.close(fd)
+    return {"log_batches": batches, "log_records": records, "log_bytes": nbytes,
+            "records_per_batch": records / batches if batches else 0.0}
+
+
+def same_log_batch_records(n: int, size: int) -> int:
+    """Records per batch of the same-log topic: n, or fewer where n records would not fit in one Produce under
+    message.max.bytes (1 MB: 100 KB messages go 9 to a batch)."""
+    return max(1, min(n, 900_000 // (size + 20)))
+
+
+async def produce_fixed(bootstrap: str, topic: str, partitions: int, count: int, size: int, per_batch: int,
+                        in_flight: int = 8) -> dict[str, Any]:
+    """The same log for every broker: `count` messages of `size` random bytes (one payload for all) in batches of
+    exactly `per_batch` records, one batch per partition per Produce (acks=1; Kafka takes one batch per partition
+    and request), `in_flight` requests pipelined on one connection. What a librdkafka producer writes depends on
+    the broker: its batches grow while a slower broker keeps it waiting. The frame is encoded once; only its
+    correlation id changes."""
+    from kio.serial import entity_reader
+
+    from kbus.protocol.codec import build, encode_request, nested
+    from kbus.protocol.record_batch import build_batch
+
+    s = _schemas()
+    batch = build_batch([(None, os.urandom(size))] * per_batch)
+    part_type = nested(s["prod_req"], "PartitionProduceData")
+    topic_type = nested(s["prod_req"], "TopicProduceData")
+    frame = bytearray(encode_request(build(s["prod_req"], acks=1, timeout=30000, topic_data=[
+        build(topic_type, name=topic, partition_data=[build(part_type, index=p, records=batch)
+                                                       for p in range(partitions)])]), 0, "scale-same-log"))
+    read_resp = entity_reader(s["prod_resp"])
+    requests = -(-count // (per_batch * partitions))
+    reader, writer = await asyncio.open_connection(*host_port(bootstrap))
+    errors: list[int] = []
+
+    async def read_answers() -> None:
+        for _ in range(requests):
+            size_ = _I32.unpack(await reader.readexactly(4))[0]
+            body = await reader.readexactly(size_)
+            resp, _ = read_resp(body, 4)  # Produce v8: header v0, the correlation id alone
+            errors.extend(p.error_code for t in resp.responses for p in t.partition_responses if p.error_code)
+            window.release()
+
+    window = asyncio.Semaphore(in_flight)
+    answers = asyncio.create_task(read_answers())
+    try:
+        for i in range(requests):
+            await window.acquire()
+            _I32.pack_into(frame, 8, i)  # size(4) api_key(2) api_version(2) correlation_id(4)
+            writer.write(frame)
+            await writer.drain()
+        await asyncio.wait_for(answers, 300)
+    finally:
+        answers.cancel()
+        writer.close()
+    if errors:
+        raise RuntimeError(f"same-log produce to {topic}: errors {sorted(set(errors))[:5]}")
+    return {"same_log_msgs": requests * per_batch * partitions, "same_log_batch_records": per_batch}
+
+
+def topic_exists(bootstrap: str, topic: str) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    return topic in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=60).topics
+
+
+def same_log(args: argparse.Namespace, topic: str, partitions: int, count: int, size: int) -> dict[str, Any]:
+    """The consume cell over the same log for every broker: `topic` is made once (the first round) with
+    produce_fixed's batches, and every round consumes it as consume() does. Keys prefixed `same_log_`."""
+    per_batch = same_log_batch_records(args.same_log_batch, size)
+    count = -(-count // (per_batch * partitions)) * per_batch * partitions  # whole batches in every partition
+    if not topic_exists(args.bootstrap, topic):
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": args.bootstrap, "socket.timeout.ms": 300_000})
+        admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=600, request_timeout=600)[
+            topic].result(900)
+        asyncio.run(wait_leaders(args.bootstrap, topic, partitions, 900))
+        asyncio.run(produce_fixed(args.bootstrap, topic, partitions, count, size, per_batch))
+    out: dict[str, Any] = {"same_log_msgs": count, "same_log_batch_records": per_batch}
+    if args.log_dir:
+        shape = log_shape(args.log_dir, topic, partitions)
+        out["same_log_records_per_batch"] = shape["records_per_batch"]
+    res = consume(args, topic, partitions, count, size)
+    out.update({f"same_log_{k}": v for k, v in res.items()})
+    return out
+
+
+def consumed_log_shape(args: argparse.Namespace, topic: str, partitions: int, per_partition: int | None) -> dict:
+    """The records per batch of what consume() read (nothing without --log-dir)."""
+    if not args.log_dir:
+        return {}
+    shape = log_shape(args.log_dir, topic, partitions, per_partition)
+    return {"consume_records_per_batch": shape["records_per_batch"], "consume_log_batches": shape["log_batches"]}
+
+
 # ----------------------------------------------------------------------------------------------- the axes
 def run_partitions(args: argparse.Namespace) -> None:
     """Phase `create` makes the topic `scale-p<N>` (memory is measured here, before any traffic grows the
@@ -327,6 +454,9 @@ def run_partitions(args: argparse.Namespace) -> None:
     out["fetch_cpu_us_per_request"] = asyncio.run(
         cpu_per_request(args, lambda: fetch_request(topic, offsets, 0, -1), FetchResp, reqs))
     out.update(consume(args, topic, n, count, 100))
+    out.update(consumed_log_shape(args, topic, n, count // n))
+    if args.same_log_batch and n <= args.same_log_max_partitions:
+        out.update(same_log(args, f"scale-same-p{n}", n, count, 100))
     out["rss_end_mb"] = broker_rss_mb(pid)
     emit(args, out)
 
@@ -415,6 +545,9 @@ def run_msgsize(args: argparse.Namespace) -> None:
     out: dict[str, Any] = {"axis": "msgsize", "x": size, "size": size}
     out.update(produce(args, topic, 1, count, size))
     out.update(consume(args, topic, 1, count, size))
+    out.update(consumed_log_shape(args, topic, 1, None))
+    if args.same_log_batch:
+        out.update(same_log(args, f"scale-same-s{size}", 1, count, size))
     out["produce_cpu_us_per_mb"] = out["produce_cpu_us_per_msg"] * 1e6 / size
     out["consume_cpu_us_per_mb"] = out["consume_cpu_us_per_msg"] * 1e6 / size
     admin.delete_topics([topic])
@@ -446,10 +579,15 @@ CHARTS = {
         ("consume_mb_s", "consume MB/s"),
     ]),
 }
+_CONSUME_LOGS = [("consume_msg_s", "consume msg/s"),
+                 ("consume_records_per_batch", "records per batch of the log consumed (each broker's own)"),
+                 ("same_log_consume_cpu_us_per_msg", "the same log for every broker: broker CPU µs per message"),
+                 ("same_log_consume_msg_s", "the same log for every broker: consume msg/s")]
 TABLE_ONLY = {
     "partitions": [("rss_kb_per_partition", "RSS growth per partition, KB (JVM: heap pages touched)"),
-                   ("create_cpu_s", "broker CPU s to create the topic")],
+                   ("create_cpu_s", "broker CPU s to create the topic"), *_CONSUME_LOGS],
     "connections": [("produce_sys_us_per_request", "of which kernel (system) µs")],
+    "msgsize": _CONSUME_LOGS,
 }
 COLORS = {"kafka": "tab:blue", "kbus": "tab:orange", "kbus-base": "tab:gray"}
 
@@ -552,6 +690,13 @@ def main() -> int:
         p.add_argument("--out", default=None)
         p.add_argument("--cpu-detail", action="store_true", default=bool(os.environ.get("SCALE_CPU_DETAIL")),
                        help="record what the broker's CPU in each window went to (bench/lib/cpuwin.py)")
+        p.add_argument("--log-dir", default=None,
+                       help="the broker's log.dirs: the consume cells then record the records per batch they read")
+        p.add_argument("--same-log-batch", type=int, default=0,
+                       help="also consume a topic written with batches of exactly N records, the same for every "
+                            "broker (0: not)")
+        p.add_argument("--same-log-max-partitions", type=int, default=1000,
+                       help="the same-log consume only up to this many partitions (its topic adds as many)")
         if name == "partitions":
             p.add_argument("--partitions", type=int, required=True)
             p.add_argument("--phase", choices=("create", "load"), required=True)

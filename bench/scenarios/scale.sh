@@ -14,6 +14,10 @@
 #          from round to round; bench/notes/produce1p-2026-11-26-s11.md)
 #          SCALE_CPU_DETAIL=1: each produce / consume window's line also says where the broker's CPU went (per-thread
 #          CPU, user / system, faults, the machine's CPU and vmstat: bench/lib/cpuwin.py), for every system alike
+#          SAME_LOG_BATCH=N (default 100; 0: not): every consume cell is followed by a consume of the same log for
+#          every broker, a topic written once with batches of exactly N records (scale.py's --same-log-batch; up to
+#          SAME_LOG_MAX_PARTITIONS=1000 partitions); each consume cell records the records per batch it read
+#          (--log-dir: the broker's own log files)
 #          KBUS_BASE=DIR: also kbus-base, the kbus of another checkout (an older commit: before/after, same run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,6 +47,7 @@ admin = AdminClient({"bootstrap.servers": sys.argv[1]})  # kept: a dropped clien
 admin.create_topics([NewTopic("scale-conn", 10, 1)], operation_timeout=60)["scale-conn"].result(120)
 PY
 done
+same=(--same-log-batch "${SAME_LOG_BATCH:-100}" --same-log-max-partitions "${SAME_LOG_MAX_PARTITIONS:-1000}")
 flip=0
 point() {  # point AXIS-ARGS...: every system once, the order alternating from one point to the next
   local order=($SYSTEMS)
@@ -50,7 +55,8 @@ point() {  # point AXIS-ARGS...: every system once, the order alternating from o
   flip=$((1 - flip))
   for who in "${order[@]}"; do
     echo "== $(date +%T) $who: $*" >&2
-    $PY bench/scenarios/scale.py "$@" -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --label "$who" --out "$OUT" ||
+    $PY bench/scenarios/scale.py "$@" -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --label "$who" \
+      --log-dir "$work/$who" --out "$OUT" ||
       echo "   ($who: $* failed)" >&2
   done
 }
@@ -58,14 +64,16 @@ for r in $(seq "$rounds"); do
   for axis in $AXES; do
     case $axis in
       connections) for c in $CONNECTIONS; do point connections --connections "$c" --topic scale-conn; done ;;
-      msgsize) for s in $SIZES; do point msgsize --size "$s" ${MSGSIZE_BYTES:+--bytes "$MSGSIZE_BYTES"}; done ;;
+      msgsize)
+        for s in $SIZES; do point msgsize --size "$s" ${MSGSIZE_BYTES:+--bytes "$MSGSIZE_BYTES"} "${same[@]}"; done ;;
       partitions)  # every topic first (memory per partition before traffic grows the heaps), then the requests
         if [[ " $PHASES " = *" create "* ]] && [ "$r" = 1 ]; then
           for n in $PARTITIONS; do point partitions --phase create --partitions "$n"; done
         fi
         if [[ " $PHASES " = *" load "* ]]; then
           for n in $PARTITIONS; do
-            point partitions --phase load --partitions "$n" ${PARTITION_MESSAGES:+--messages "$PARTITION_MESSAGES"}
+            point partitions --phase load --partitions "$n" ${PARTITION_MESSAGES:+--messages "$PARTITION_MESSAGES"} \
+              "${same[@]}"
           done
         fi ;;
     esac

@@ -127,3 +127,23 @@ def test_the_readme_carries_the_markers_bench_run_readme_fills() -> None:
     readme = (ROOT / "README.md").read_text()
     out = shapes.splice(readme, f"{shapes.BEGIN}\nnew\n{shapes.END}")
     assert f"{shapes.BEGIN}\nnew\n{shapes.END}" in out and "## Benchmarks" in out
+
+
+def test_consume_cells_say_the_records_per_batch_they_read_and_the_same_log_row_follows() -> None:
+    scale = [_scale("kafka", "partitions", 1, consume_cpu_us_per_msg=0.12, consume_msg_s=1_500_000,
+                    consume_records_per_batch=4000, same_log_consume_cpu_us_per_msg=0.2, same_log_consume_msg_s=900_000,
+                    same_log_records_per_batch=100),
+             _scale("kbus", "partitions", 1, consume_cpu_us_per_msg=0.07, consume_msg_s=1_300_000,
+                    consume_records_per_batch=1200.5, same_log_consume_cpu_us_per_msg=0.1,
+                    same_log_consume_msg_s=950_000, same_log_records_per_batch=100)]
+    rows = shapes.build(scale, [])
+    assert [r.what for r in rows] == ["consume them", shapes.SAME_LOG]
+    own, same = rows
+    assert own.records_per_batch("kafka") == 4000 and own.records_per_batch("kbus") == 1200.5
+    assert own.over() == ["rate"] and same.over() == []
+    lines = shapes.markdown(rows).splitlines()
+    assert "| 0.07 (1,300,000/s, 1,200 rec/batch) | 0.12 (1,500,000/s, 4,000 rec/batch) |" in lines[2]
+    assert lines[3].startswith(f"| partitions 1 | {shapes.SAME_LOG} (µs/msg) | 0.1 (950,000/s, 100 rec/batch) |")
+    # a line without the records per batch (an older run) still makes its cell
+    del scale[0]["consume_records_per_batch"]
+    assert "| 0.12 (1,500,000/s) |" in shapes.markdown(shapes.build(scale, []))

@@ -33,7 +33,7 @@ S = "bench/scenarios/"
 ENV_KEYS = ("SYSTEMS", "KBUS_BASE", "KBUS_NOLAT", "AXES", "PARTITIONS", "CONNECTIONS", "SIZES", "APIS", "OUT", "TAG",
             "WARMUP", "BEFORE_LABEL", "BASE_LABEL", "KAFKA_VERSION", "KBUS_PROBE", "TOPOLOGIES", "LINGERS", "PHASES",
             "GENERATOR", "KAFKA_HEAP_OPTS", "MSGSIZE_BYTES", "PARTITION_MESSAGES", "MESSAGES", "PROCS",
-            "BATCH_RECORDS")
+            "BATCH_RECORDS", "SIZE", "SAME_LOG_BATCH", "SAME_LOG_MAX_PARTITIONS")
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ SCENARIOS = (
              "Kafka's own kafka-producer/consumer-perf-test (Java client) against Kafka and kbus"),
     Scenario("fetch-sessions", (S + "fetch_sessions.sh",), ("fetch_sessions.jsonl",), "[ROUNDS] [--requests N]",
              "broker CPU per Fetch with 1,000 partitions, full vs incremental (KIP-227)"),
-    Scenario("consume-wire", (S + "consume_wire.sh",), ("consume_wire.jsonl",),
-             "[ROUNDS]  env PARTITIONS MESSAGES PROCS BATCH_RECORDS",
+    Scenario("consume-wire", (S + "consume_wire.sh",), ("consume_wire*.jsonl", "wire_*.jsonl"),
+             "[ROUNDS]  env PARTITIONS MESSAGES SIZE PROCS BATCH_RECORDS",
              "many-partition consume on the wire: log shape, one full Fetch, librdkafka's Fetches and client CPU"),
     Scenario("perf-shape", (S + "perf_shape.sh",), ("perf-*-self.txt", "perf-*-dso.txt", "perf-*-run.jsonl"),
              "LABEL [small_requests.py args]",

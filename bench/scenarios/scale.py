@@ -261,7 +261,9 @@ def consume(args: argparse.Namespace, topic: str, partitions: int, count: int, s
     message arrives (as kafka-consumer-perf-test times its fetch rate without the group join) and cover the other
     count - 1 messages: the client's start (bootstrap, Metadata, connections, the first Fetch's round trip) is not
     the broker's consume rate; how long it took is kept apart, consume_first_msg_s. The broker may have sent up to
-    one Fetch response per partition (max.partition.fetch.bytes) before the window opens, for both systems alike."""
+    one Fetch response per partition (max.partition.fetch.bytes) before the window opens, for both systems alike.
+    The consumer's own CPU in the window is kept too: on a shared 2-core machine the rate is often the CPU share
+    the client got (bench/notes/consume-2026-11-27-s13.md)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"scale-{uuid.uuid4().hex[:6]}",
@@ -276,6 +278,7 @@ def consume(args: argparse.Namespace, topic: str, partitions: int, count: int, s
             got = sum(m.error() is None for m in c.consume(1, 1.0))
         snap0 = cpuwin.snapshot(args.broker_pid) if CPU_DETAIL else None
         cpu0 = broker_cpu(args.broker_pid)
+        own0 = time.process_time()
         t0 = time.monotonic()
         while got < count and time.monotonic() < deadline:
             # at most what is left: librdkafka's consume(n, timeout) waits the whole timeout for n messages, so
@@ -285,6 +288,7 @@ def consume(args: argparse.Namespace, topic: str, partitions: int, count: int, s
                     got += 1
         dt = time.monotonic() - t0
         cpu = broker_cpu(args.broker_pid) - cpu0
+        own = time.process_time() - own0
         detail = {} if snap0 is None else {"consume_detail": cpuwin.window(snap0, cpuwin.snapshot(args.broker_pid))}
     finally:
         c.close()
@@ -292,7 +296,10 @@ def consume(args: argparse.Namespace, topic: str, partitions: int, count: int, s
         raise RuntimeError(f"consume: {got}/{count}")
     timed = count - 1
     return {"consume_msg_s": timed / dt, "consume_mb_s": timed * size / dt / 1e6,
-            "consume_cpu_us_per_msg": cpu / timed * 1e6, "consume_first_msg_s": t0 - start, **detail}
+            "consume_cpu_us_per_msg": cpu / timed * 1e6, "consume_first_msg_s": t0 - start,
+            # the consumer's own CPU (this process: the Python thread that drains it and librdkafka's threads
+            # that parse the batches): where the rate is the client's, msg/s follows the CPU share it got
+            "consume_client_cpu_us_per_msg": own / timed * 1e6, "consume_client_cpu_of_wall": own / dt, **detail}
 
 
 # ----------------------------------------------------------------------------------------------- the log read
@@ -581,6 +588,8 @@ CHARTS = {
 }
 _CONSUME_LOGS = [("consume_msg_s", "consume msg/s"),
                  ("consume_records_per_batch", "records per batch of the log consumed (each broker's own)"),
+                 ("consume_client_cpu_us_per_msg", "the consumer's own CPU µs per message"),
+                 ("consume_client_cpu_of_wall", "the consumer's CPU share of the window (cores)"),
                  ("same_log_consume_cpu_us_per_msg", "the same log for every broker: broker CPU µs per message"),
                  ("same_log_consume_msg_s", "the same log for every broker: consume msg/s")]
 TABLE_ONLY = {

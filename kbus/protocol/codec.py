@@ -19,17 +19,24 @@ from typing import Any, Final
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
+from kio.static.protocol import Entity
 
 from kbus.protocol.bounds import check_bounds
 from kbus.protocol.errors import ProtocolError
 from kbus.protocol.fetch_response import EncodedBody
 from kbus.protocol.record_batch import CorruptRecordError, decode_unsigned_varint
+from kbus.protocol.upgrade import to_version, zero_value
 
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
 _SIZE_AND_ID: Final = struct.Struct(">ii")  # a response frame's size and correlation id
 _HEADER: Final = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 API_VERSIONS_KEY = 18
+
+
+# What a handler answers: kio's response message (of the newest version the handler serves, or the request's own;
+# encode_response writes it in the request's version), or a body it encoded itself (the hot APIs).
+Response = Entity | EncodedBody
 
 
 class UnsupportedVersionError(ProtocolError):
@@ -116,7 +123,7 @@ def request_type(api_key: int, api_version: int) -> type | None:
 
 
 @lru_cache(maxsize=512)
-def response_type(api_key: int, api_version: int) -> type:
+def response_type(api_key: int, api_version: int) -> type[Entity]:
     return load_response_schema(api_key, api_version)
 
 
@@ -220,9 +227,10 @@ def encode_entity(value: Any) -> bytes:
     return out.getvalue()
 
 
-def encode_response(header: RequestHeader, response: Any) -> bytes:
-    """Size-prefixed response frame. ApiVersions responses never carry header tagged fields (KIP-511), even at v3:
-    librdkafka misparses the body otherwise."""
+def encode_response(header: RequestHeader, response: Response) -> bytes:
+    """Size-prefixed response frame: a kio response of another version than the request's (a handler's newest)
+    is written in the request's version (kbus.protocol.upgrade.to_version). ApiVersions responses never carry
+    header tagged fields (KIP-511), even at v3: librdkafka misparses the body otherwise."""
     tagged = header.flexible and header.api_key != API_VERSIONS_KEY
     if isinstance(response, EncodedBody):  # a handler that encodes its own body (Produce, Fetch, Metadata, ...)
         # size and correlation id packed at once and joined to the body: one copy of it, no BytesIO
@@ -230,12 +238,16 @@ def encode_response(header: RequestHeader, response: Any) -> bytes:
         if tagged:
             return b"".join((_SIZE_AND_ID.pack(len(body) + 5, header.correlation_id), b"\0", body))
         return _SIZE_AND_ID.pack(len(body) + 4, header.correlation_id) + body
+    cls = type(response)
+    target = response_type(header.api_key, header.api_version)
+    if cls is not target:  # a handler's newest-version response, written in the request's version
+        response = to_version(cls, target)(response)
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     out.write(_I32.pack(header.correlation_id))
     if tagged:
         out.write(b"\0")
-    entity_writer(type(response))(out, response)
+    entity_writer(target)(out, response)
     data = out.getbuffer()
     _I32.pack_into(data, 0, len(data) - 4)
     return bytes(data)
@@ -262,31 +274,6 @@ def _specs(cls: type) -> tuple[_FieldSpec, ...]:
         default = f.default if f.default is not MISSING else None
         specs.append(_FieldSpec(f.name, f.metadata.get("kafka_type"), required, default))
     return tuple(specs)
-
-
-def zero_value(kt: str | None) -> Any:
-    """Kafka's zero for a field of kio's `kafka_type` (None: an array): what a generated Kafka message holds for
-    a field with no schema default (the response fields a handler leaves out, kbus.protocol.upgrade's added
-    request fields)."""
-    if kt is None:
-        return ()
-    if kt == "error_code":
-        return ErrorCode.none
-    if kt in ("timedelta_i32", "timedelta_i64"):
-        return datetime.timedelta(0)
-    if kt == "string":
-        return ""
-    if kt in ("bytes", "records"):
-        return b""
-    if kt == "bool":
-        return False
-    if kt == "uuid":
-        return None
-    if kt == "float64":
-        return 0.0
-    if kt == "datetime_i64":
-        return None
-    return 0
 
 
 def _convert(kt: str | None, value: Any) -> Any:

@@ -13,19 +13,52 @@ same zero codec.build gives a response field). A field the old version has and t
 e.g. OffsetFetch's top-level group_id at v8) cannot be carried: upgrader refuses with UpgradeError, and the handler
 then declares the last class of each shape (registry.api's `request` tuple). Nothing here runs for a request already
 of the target class, nor for the hand-decoded hot APIs (Produce, Fetch, OffsetCommit, Heartbeat).
+
+Responses go the other way: a handler builds the newest version's response class and `to_version` writes it in the
+request's version at encode time (the comment above to_version says how).
 """
 
 from __future__ import annotations
 
+import datetime
+import operator
 import typing
 from collections.abc import Callable
 from dataclasses import MISSING, fields, is_dataclass
 from functools import cache
 from types import UnionType
 
-from kbus.protocol.codec import zero_value
+from kio.schema.errors import ErrorCode
+from kio.static.protocol import Entity
+
+from kbus.protocol.errors import ProtocolError
 
 Upgrade = Callable[[object], object]
+
+
+def zero_value(kt: str | None) -> object:
+    """Kafka's zero for a field of kio's `kafka_type` (None: an array): what a generated Kafka message holds for
+    a field with no schema default (the response fields codec.build leaves out, the request fields upgrader adds,
+    the removed response fields to_version fills in)."""
+    if kt is None:
+        return ()
+    if kt == "error_code":
+        return ErrorCode.none
+    if kt in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(0)
+    if kt == "string":
+        return ""
+    if kt in ("bytes", "records"):
+        return b""
+    if kt == "bool":
+        return False
+    if kt == "uuid":
+        return None
+    if kt == "float64":
+        return 0.0
+    if kt == "datetime_i64":
+        return None
+    return 0
 
 
 class UpgradeError(Exception):
@@ -122,7 +155,7 @@ def _make(target: type, copied: tuple[str, ...], converted: tuple[tuple[str, Upg
         if not name.isidentifier():  # kio's field names always are; nothing else is ever pasted into the source
             raise UpgradeError(f"{target.__name__}: field name {name!r}")
     namespace: dict[str, object] = {"Target": target}
-    args = [f"{name}=request.{name}" for name in copied]
+    args = [f"{name}=request.{name}" for name in copied]  # `request`: the value converted (a response for to_version)
     for name, convert in converted:
         namespace[f"up_{name}"] = convert
         args.append(f"{name}=up_{name}(request.{name})")
@@ -145,3 +178,92 @@ def upgrades_for(versions: dict[int, type], targets: tuple[type, ...]) -> dict[t
         if source is not target:
             out[source] = upgrader(source, target)
     return out
+
+
+# ---- responses: the handler's newest version, written in the request's ----
+#
+# The response side of the same model, and its one place (codec.encode_response calls it). A handler builds kio's
+# response class of the newest version it serves (its signature says which: `-> DescribeAclsResponse`), so mypy
+# checks every field name and type it sets, nested entities included, and the handler never asks which version
+# it answers (it reads ctx.api_version only where Kafka's handler does, e.g. to report an error an old version has
+# no field for). At encode time to_version(newest, requested) turns it into the request's version:
+# - a field the requested version lacks is dropped, as Kafka's generated writer drops an ignorable one, except an
+#   error code that is not NONE: Kafka's writer refuses a non-default value of a non-ignorable field the version
+#   cannot carry ("Attempted to write a non-default errorCode at version N", UnsupportedVersionException, and its
+#   network thread closes the connection). kio does not carry `ignorable`: the error codes Kafka's schemas mark so
+#   are listed in IGNORABLE_ERRORS; the other fields (messages, authorized operations, arrays added later) are
+#   dropped as codec.build always did. ResponseVersionError is a ProtocolError: the connection is closed, as
+#   Kafka's, rather than an error lost. A handler answering an old version reports such an error where that
+#   version can (ElectLeaders v0: in each partition's result, as Kafka's ElectLeadersResponse constructor does).
+# - a field the requested version has and the newest lacks (Kafka removed it) gets what Kafka's one class holds for
+#   a field its handler did not set: the schema default, else the type's zero. A handler that must set such a field
+#   for an old version returns that version's class itself, which is written as it is.
+# Nothing here runs for a response already of the requested version, nor for the hot APIs' hand-encoded bodies
+# (Produce, Fetch, Metadata, OffsetCommit, Heartbeat return an EncodedBody in their hot paths).
+
+
+# (response class name, field) of the error codes added in a later version that Kafka's schemas mark "ignorable"
+# (AddPartitionsToTxnResponse.json: the top-level ErrorCode of v4+); every other one is refused (see above)
+IGNORABLE_ERRORS: frozenset[tuple[str, str]] = frozenset({("AddPartitionsToTxnResponse", "error_code")})
+
+
+class ResponseVersionError(ProtocolError):
+    """A response holds an error its request's version has no field for (Kafka's UnsupportedVersionException on
+    writing a non-default, non-ignorable field)."""
+
+
+Downgrade = Callable[[Entity], Entity]
+
+
+@cache
+def to_version(source: type[Entity], target: type[Entity]) -> Downgrade:
+    """The function from a `source` response (kio's class of one API version) to `target`'s version of it (see
+    above). Cached: made once per (class, class) pair; UpgradeError when the shapes cannot be matched."""
+    if source.__api_key__ != target.__api_key__:  # type: ignore[attr-defined]  # kio generates it on messages
+        raise UpgradeError(f"{source.__name__} is not a response of {target.__name__}'s API")
+    return typing.cast(Downgrade, _to_version(source, target, ""))
+
+
+@cache
+def _to_version(source: type, target: type, path: str) -> Upgrade:
+    where = path or f"{target.__name__} v{version_of(target)}"
+    new, old = _shape(source), _shape(target)
+    copied: list[str] = []
+    converted: list[tuple[str, Upgrade]] = []
+    zeros: dict[str, object] = {}
+    for name, (kafka_type, nested, is_array) in old.items():
+        if name not in new:  # removed after the target's version
+            if _has_default(target, name):
+                continue
+            if nested is not None and not is_array:
+                raise UpgradeError(f"{where}.{name}: an entity removed after v{version_of(target)} with no default")
+            zeros[name] = () if is_array else zero_value(kafka_type)
+            continue
+        new_type, new_nested, new_is_array = new[name]
+        if new_type != kafka_type or (new_nested is None) != (nested is None) or new_is_array != is_array:
+            raise UpgradeError(f"{where}.{name}: its type changed between v{version_of(target)} and "
+                               f"v{version_of(source)}")
+        if nested is None or new_nested is None:
+            copied.append(name)
+        else:
+            inner = _to_version(new_nested, nested, f"{where}.{name}")
+            converted.append((name, _each(inner) if is_array else _one(inner)))
+    convert = _make(target, tuple(copied), tuple(converted), zeros)
+    errors = tuple(name for name, (kafka_type, _, _) in new.items() if name not in old
+                   and kafka_type == "error_code" and (source.__name__, name) not in IGNORABLE_ERRORS)
+    if not errors:
+        return convert
+    return _refusing_errors(convert, errors, where)
+
+
+def _refusing_errors(convert: Upgrade, names: tuple[str, ...], where: str) -> Upgrade:
+    read = [(name, operator.attrgetter(name)) for name in names]
+
+    def checked(value: object) -> object:
+        for name, field_of in read:
+            if field_of(value) != ErrorCode.none:
+                raise ResponseVersionError(f"{where}: attempted to write a non-default {name} "
+                                           f"({ErrorCode(field_of(value)).name}), which that version lacks")
+        return convert(value)
+
+    return checked

@@ -11,30 +11,44 @@ import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kio.schema.delete_groups.v2 import response as dg
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.describe_groups.v5 import response as dgr
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode as E
+from kio.schema.find_coordinator.v3 import response as fc3
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as FindCoordinatorRequestV3
+from kio.schema.find_coordinator.v4 import response as fc
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.heartbeat.v4.response import HeartbeatResponse
+from kio.schema.join_group.v9 import response as jg
 from kio.schema.join_group.v9.request import JoinGroupRequest
 from kio.schema.leave_group.v2.request import LeaveGroupRequest as LeaveGroupRequestV2
+from kio.schema.leave_group.v5 import response as lg
 from kio.schema.leave_group.v5.request import LeaveGroupRequest
+from kio.schema.list_groups.v5 import response as lsg
 from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.offset_delete.v0 import response as od
 from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_fetch.v7 import response as of7
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as OffsetFetchRequestV7
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequestTopic as OffsetFetchRequestTopicV7
+from kio.schema.offset_fetch.v9 import response as of9
 from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as OffsetFetchRequestV9
 from kio.schema.offset_fetch.v9.request import OffsetFetchRequestGroup as OffsetFetchRequestGroupV9
 from kio.schema.offset_fetch.v9.request import OffsetFetchRequestTopics as OffsetFetchRequestTopicsV9
+from kio.schema.offset_fetch.v10 import response as of10
 from kio.schema.offset_fetch.v10.request import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
 from kio.schema.sync_group.v5.request import SyncGroupRequest
+from kio.schema.sync_group.v5.response import SyncGroupResponse
 
 from kbus.common.acl import Operation, ResourceType
-from kbus.protocol.codec import ms
+from kbus.protocol.codec import Response, ms
 from kbus.protocol.group_requests import HeartbeatRequest
 from kbus.protocol.group_responses import encode_heartbeat_response
+from kbus.protocol.kio_types import NO_TIME, broker, group, i32_, i64_, topic
 from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
 from kbus.server.apis.offset_commit import NO_TOPIC_ID, topic_names_by_id
 from kbus.server.apis.registry import RequestContext, api
@@ -119,27 +133,28 @@ def _error_message(error: int) -> str | None:
 @api(10, 0, 4, request=(FindCoordinatorRequestV3, FindCoordinatorRequest))  # v4: a list of keys, not one
 async def find_coordinator(
     m: Managers, ctx: RequestContext, req: FindCoordinatorRequestV3 | FindCoordinatorRequest
-) -> Any:
+) -> fc3.FindCoordinatorResponse | fc.FindCoordinatorResponse:
     key_type = req.key_type  # v0 has none: its schema default, GROUP (0)
     if isinstance(req, FindCoordinatorRequest):
-        coordinators = []
+        coordinators: list[fc.Coordinator] = []
         for key in req.coordinator_keys:
             error, node_id, host, port = await _find_coordinator(m, key, key_type, ctx.listener.name, ctx)
             coordinators.append(
-                ctx.nested(
-                    "Coordinator",
+                fc.Coordinator(
                     key=key,
-                    node_id=node_id,
+                    node_id=broker(node_id),
                     host=host,
-                    port=port,
-                    error_code=error,
+                    port=i32_(port),
+                    error_code=E(error),
                     error_message=_error_message(error),
                 )
             )
-        return ctx.build(throttle_time=0, coordinators=coordinators)
+        return fc.FindCoordinatorResponse(throttle_time=NO_TIME, coordinators=tuple(coordinators))
+    # v0-3: v3's class (Kafka removed the top-level coordinator fields at v4)
     error, node_id, host, port = await _find_coordinator(m, req.key, key_type, ctx.listener.name, ctx)
-    return ctx.build(
-        throttle_time=0, error_code=error, error_message=_error_message(error), node_id=node_id, host=host, port=port
+    return fc3.FindCoordinatorResponse(
+        throttle_time=NO_TIME, error_code=E(error), error_message=_error_message(error), node_id=broker(node_id),
+        host=host, port=i32_(port),
     )
 
 
@@ -147,17 +162,18 @@ async def find_coordinator(
 
 
 @api(11, 0, 9, request=JoinGroupRequest)
-async def join_group(m: Managers, ctx: RequestContext, req: JoinGroupRequest) -> Any:
+async def join_group(m: Managers, ctx: RequestContext, req: JoinGroupRequest) -> jg.JoinGroupResponse:
     version = ctx.api_version
     coordinator = _coordinator(m)
     if coordinator is None or not _group(ctx, Operation.READ, req.group_id):
-        return ctx.build(
-            throttle_time=0,
+        return jg.JoinGroupResponse(
+            throttle_time=NO_TIME,
             error_code=E.coordinator_not_available if coordinator is None else E.group_authorization_failed,
-            generation_id=-1,
+            generation_id=i32_(-1),
             member_id=req.member_id,
             protocol_name=None if version >= 7 else "",
             leader="",
+            members=(),
         )
     result = await coordinator.join_group(
         req.group_id,
@@ -172,15 +188,15 @@ async def join_group(m: Managers, ctx: RequestContext, req: JoinGroupRequest) ->
         protocol_type=req.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
     )
-    members = [
-        ctx.nested("JoinGroupResponseMember", member_id=mid, group_instance_id=iid, metadata=meta)
+    members = tuple(
+        jg.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
         for mid, iid, meta in result.members
-    ]
+    )
     protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
-    return ctx.build(
-        throttle_time=0,
-        error_code=result.error,
-        generation_id=result.generation_id,
+    return jg.JoinGroupResponse(
+        throttle_time=NO_TIME,
+        error_code=E(result.error),
+        generation_id=i32_(result.generation_id),
         protocol_type=result.protocol_type,
         protocol_name=protocol_name,
         leader=result.leader_id,
@@ -191,12 +207,12 @@ async def join_group(m: Managers, ctx: RequestContext, req: JoinGroupRequest) ->
 
 
 @api(14, 0, 5, request=SyncGroupRequest)
-async def sync_group(m: Managers, ctx: RequestContext, req: SyncGroupRequest) -> Any:
+async def sync_group(m: Managers, ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     coordinator = _coordinator(m)
     if not _group(ctx, Operation.READ, req.group_id):
-        return ctx.build(throttle_time=0, error_code=E.group_authorization_failed, assignment=b"")
+        return SyncGroupResponse(throttle_time=NO_TIME, error_code=E.group_authorization_failed, assignment=b"")
     if coordinator is None:
-        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, assignment=b"")
+        return SyncGroupResponse(throttle_time=NO_TIME, error_code=E.coordinator_not_available, assignment=b"")
     result = await coordinator.sync_group(
         req.group_id,
         req.generation_id,
@@ -206,9 +222,9 @@ async def sync_group(m: Managers, ctx: RequestContext, req: SyncGroupRequest) ->
         protocol_name=req.protocol_name,
         assignments={a.member_id: bytes(a.assignment) for a in req.assignments},
     )
-    return ctx.build(
-        throttle_time=0,
-        error_code=result.error,
+    return SyncGroupResponse(
+        throttle_time=NO_TIME,
+        error_code=E(result.error),
         protocol_type=result.protocol_type,
         protocol_name=result.protocol_name,
         assignment=result.assignment,
@@ -216,7 +232,7 @@ async def sync_group(m: Managers, ctx: RequestContext, req: SyncGroupRequest) ->
 
 
 @api(12, 0, 4)
-async def heartbeat(m: Managers, ctx: RequestContext, req: HeartbeatRequest) -> object:
+async def heartbeat(m: Managers, ctx: RequestContext, req: HeartbeatRequest) -> Response:
     coordinator = _coordinator(m)
     if not _group(ctx, Operation.READ, req.group_id):
         error = int(E.group_authorization_failed)
@@ -227,12 +243,14 @@ async def heartbeat(m: Managers, ctx: RequestContext, req: HeartbeatRequest) -> 
             req.group_id, req.generation_id, req.member_id, req.group_instance_id
         )
     if m.quotas.request.enabled:  # the network layer writes the request quota's throttle time into kio objects
-        return ctx.build(throttle_time=0, error_code=error)
+        return HeartbeatResponse(throttle_time=NO_TIME, error_code=E(error))
     return encode_heartbeat_response(ctx.api_version, error)  # by hand: kio's writer was a tenth of its CPU
 
 
 @api(13, 0, 5, request=(LeaveGroupRequestV2, LeaveGroupRequest))  # v3: a list of members, not one member_id
-async def leave_group(m: Managers, ctx: RequestContext, req: LeaveGroupRequestV2 | LeaveGroupRequest) -> Any:
+async def leave_group(
+    m: Managers, ctx: RequestContext, req: LeaveGroupRequestV2 | LeaveGroupRequest
+) -> lg.LeaveGroupResponse:
     coordinator = _coordinator(m)
     identities: list[tuple[str, str | None]]
     if isinstance(req, LeaveGroupRequest):
@@ -249,12 +267,12 @@ async def leave_group(m: Managers, ctx: RequestContext, req: LeaveGroupRequestV2
         # One member, one error: the member's error becomes the response's error.
         if top == E.none and errors:
             top = errors[0]
-        return ctx.build(throttle_time=0, error_code=top)
-    members = [
-        ctx.nested("MemberResponse", member_id=mid, group_instance_id=iid, error_code=err)
+        return lg.LeaveGroupResponse(throttle_time=NO_TIME, error_code=E(top), members=())
+    members = tuple(
+        lg.MemberResponse(member_id=mid, group_instance_id=iid, error_code=E(err))
         for (mid, iid), err in zip(identities, errors, strict=False)
-    ]
-    return ctx.build(throttle_time=0, error_code=top, members=members)
+    )
+    return lg.LeaveGroupResponse(throttle_time=NO_TIME, error_code=E(top), members=members)
 
 
 # ---------------------------------------------------------------- OffsetCommit / OffsetFetch / OffsetDelete
@@ -322,36 +340,39 @@ def _requested_by_id(
     return known, unknown
 
 
+# a partition of an OffsetFetch response: (partition, committed offset, committed leader epoch, metadata, error)
+_OffsetRow = tuple[int, int, int, str, int]
+
+
 def _offset_topics(
-    ctx: RequestContext, offsets: dict[tuple[str, int], OffsetAndMetadata | None], *, partition_cls: str,
-    topic_cls: str,
+    offsets: dict[tuple[str, int], OffsetAndMetadata | None], *,
     error: int = E.none, unstable: set[tuple[str, int]] | None = None, denied: set[tuple[str, int]] | None = None,
-    ids: Mapping[str, uuid.UUID] | None = None,
-) -> list[Any]:
-    """The response's topics; with `ids` (v10) named by topic id, a topic with none (deleted) left out."""
-    by_topic: dict[str, list[Any]] = defaultdict(list)
-    for (topic, partition), om in offsets.items():
-        if denied and (topic, partition) in denied:
+) -> dict[str, list[_OffsetRow]]:
+    """The response's partitions by topic name (each OffsetFetch shape has its own classes to hold them)."""
+    by_topic: dict[str, list[_OffsetRow]] = defaultdict(list)
+    for (name, partition), om in offsets.items():
+        if denied and (name, partition) in denied:
             part_error = int(E.topic_authorization_failed)
-        elif unstable and (topic, partition) in unstable:
+        elif unstable and (name, partition) in unstable:
             # KIP-447: a transactional commit is pending for it; the consumer retries until it is decided
             om, part_error = None, int(E.unstable_offset_commit)
         else:
             part_error = error
-        by_topic[topic].append(
-            ctx.nested(
-                partition_cls,
-                partition_index=partition,
-                committed_offset=-1 if om is None else om.offset,
-                committed_leader_epoch=-1 if om is None else om.leader_epoch,
-                metadata="" if om is None else om.metadata,
-                error_code=part_error,
-            )
-        )
-    if ids is not None:
-        return [ctx.nested(topic_cls, topic_id=ids[name], partitions=parts) for name, parts in by_topic.items()
-                if name in ids]
-    return [ctx.nested(topic_cls, name=name, partitions=parts) for name, parts in by_topic.items()]
+        by_topic[name].append((partition, -1 if om is None else om.offset, -1 if om is None else om.leader_epoch,
+                               "" if om is None else om.metadata, part_error))
+    return by_topic
+
+
+def _partitions_v9(rows: list[_OffsetRow]) -> tuple[of9.OffsetFetchResponsePartitions, ...]:
+    return tuple(of9.OffsetFetchResponsePartitions(
+        partition_index=i32_(p), committed_offset=i64_(offset), committed_leader_epoch=i32_(epoch), metadata=meta,
+        error_code=E(err)) for p, offset, epoch, meta, err in rows)  # fmt: skip
+
+
+def _partitions_v10(rows: list[_OffsetRow]) -> tuple[of10.OffsetFetchResponsePartitions, ...]:
+    return tuple(of10.OffsetFetchResponsePartitions(
+        partition_index=i32_(p), committed_offset=i64_(offset), committed_leader_epoch=i32_(epoch), metadata=meta,
+        error_code=E(err)) for p, offset, epoch, meta, err in rows)  # fmt: skip
 
 
 def _unstable(coordinator: GroupCoordinator | None, require_stable: bool, group_id: str,
@@ -377,64 +398,68 @@ def _member_epoch_error(
 @api(9, 1, 10, request=(OffsetFetchRequestV7, OffsetFetchRequestV9, OffsetFetchRequest))  # v8: groups; v10: ids
 async def offset_fetch(
     m: Managers, ctx: RequestContext, req: OffsetFetchRequestV7 | OffsetFetchRequestV9 | OffsetFetchRequest
-) -> Any:
-    """v10 names topics by id (Kafka 4.1): an unknown id gets UNKNOWN_TOPIC_ID on each requested partition."""
+) -> of7.OffsetFetchResponse | of9.OffsetFetchResponse | of10.OffsetFetchResponse:
+    """v10 names topics by id (Kafka 4.1): an unknown id gets UNKNOWN_TOPIC_ID on each requested partition. Each
+    shape answers in the last class of its shape (v7: one group; v9: groups, topics by name; v10: by id)."""
     coordinator = _coordinator(m)
     if not isinstance(req, OffsetFetchRequestV7):
         by_id = isinstance(req, OffsetFetchRequest)  # v10 (FIRST_VERSION_WITH_TOPIC_IDS)
         names_by_id = topic_names_by_id(m) if by_id else {}
-        ids = _topic_ids(m) if by_id else None
-        groups = []
+        ids = _topic_ids(m) if by_id else {}
+        groups_v9: list[of9.OffsetFetchResponseGroup] = []
+        groups_v10: list[of10.OffsetFetchResponseGroup] = []
         for g in req.groups:
             epoch_error = _member_epoch_error(coordinator, ctx, g)
-            if epoch_error is not None:
-                groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=[],
-                                         error_code=epoch_error))
-                continue
             unknown: dict[uuid.UUID | None, list[int]] = {}
-            if isinstance(g, OffsetFetchRequestGroup):
-                requested, unknown = _requested_by_id(g.topics, names_by_id)
+            if epoch_error is not None:
+                error, by_topic = epoch_error, {}
             else:
-                requested = _requested(g.topics)
-            error, offsets, denied = _fetch_group(coordinator, g.group_id, requested, ctx)
-            # a refused partition stays refused
-            unstable = _unstable(coordinator, req.require_stable, g.group_id, offsets)
-            topics = _offset_topics(
-                ctx, offsets, partition_cls="OffsetFetchResponsePartitions", topic_cls="OffsetFetchResponseTopics",
-                unstable=unstable, denied=denied, ids=ids,
-            )
+                if isinstance(g, OffsetFetchRequestGroup):
+                    requested, unknown = _requested_by_id(g.topics, names_by_id)
+                else:
+                    requested = _requested(g.topics)
+                error, offsets, denied = _fetch_group(coordinator, g.group_id, requested, ctx)
+                # a refused partition stays refused
+                unstable = _unstable(coordinator, req.require_stable, g.group_id, offsets)
+                by_topic = _offset_topics(offsets, unstable=unstable, denied=denied)
+            if not by_id:
+                groups_v9.append(of9.OffsetFetchResponseGroup(group_id=g.group_id, error_code=E(error), topics=tuple(
+                    of9.OffsetFetchResponseTopics(name=topic(name), partitions=_partitions_v9(rows))
+                    for name, rows in by_topic.items())))  # fmt: skip
+                continue
+            # by id: a topic with none (deleted) left out; the ids the cluster does not know, UNKNOWN_TOPIC_ID
+            topics = [of10.OffsetFetchResponseTopics(topic_id=ids[name], partitions=_partitions_v10(rows))
+                      for name, rows in by_topic.items() if name in ids]
             if error == E.none:
                 topics += [
-                    ctx.nested("OffsetFetchResponseTopics", topic_id=topic_id, partitions=[
-                        ctx.nested("OffsetFetchResponsePartitions", partition_index=p, committed_offset=-1,
-                                   committed_leader_epoch=-1, metadata="", error_code=E.unknown_topic_id)
-                        for p in partitions])
+                    of10.OffsetFetchResponseTopics(topic_id=topic_id, partitions=_partitions_v10(
+                        [(p, -1, -1, "", int(E.unknown_topic_id)) for p in partitions]))
                     for topic_id, partitions in unknown.items()
                 ]  # fmt: skip
-            groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics, error_code=error))
-        return ctx.build(throttle_time=0, groups=groups)
+            groups_v10.append(of10.OffsetFetchResponseGroup(group_id=g.group_id, topics=tuple(topics),
+                                                            error_code=E(error)))
+        if by_id:
+            return of10.OffsetFetchResponse(throttle_time=NO_TIME, groups=tuple(groups_v10))
+        return of9.OffsetFetchResponse(throttle_time=NO_TIME, groups=tuple(groups_v9))
     requested = _requested(req.topics)
     error, offsets, denied = _fetch_group(coordinator, req.group_id, requested, ctx)
     if error != E.none and ctx.api_version < 2:
-        # v1 has no group-level error: report it on every requested partition.
-        offsets = dict.fromkeys(requested or [], None)
-        topics = _offset_topics(
-            ctx,
-            offsets,
-            partition_cls="OffsetFetchResponsePartition",
-            topic_cls="OffsetFetchResponseTopic",
-            error=error,
-        )
+        # v1 has no group-level error: report it on every requested partition (Kafka's OffsetFetchResponse sets the
+        # top-level one from v2 only)
+        rows = _offset_topics(dict.fromkeys(requested or [], None), error=error)
+        error = int(E.none)
     else:
-        topics = _offset_topics(
-            ctx, offsets, partition_cls="OffsetFetchResponsePartition", topic_cls="OffsetFetchResponseTopic",
-            unstable=_unstable(coordinator, req.require_stable, req.group_id, offsets), denied=denied,
-        )
-    return ctx.build(throttle_time=0, topics=topics, error_code=error)
+        rows = _offset_topics(offsets, unstable=_unstable(coordinator, req.require_stable, req.group_id, offsets),
+                              denied=denied)
+    return of7.OffsetFetchResponse(throttle_time=NO_TIME, error_code=E(error), topics=tuple(
+        of7.OffsetFetchResponseTopic(name=topic(name), partitions=tuple(of7.OffsetFetchResponsePartition(
+            partition_index=i32_(p), committed_offset=i64_(offset), committed_leader_epoch=i32_(epoch), metadata=meta,
+            error_code=E(err)) for p, offset, epoch, meta, err in parts))
+        for name, parts in rows.items()))  # fmt: skip
 
 
 @api(47, 0, 0, request=OffsetDeleteRequest)
-async def offset_delete(m: Managers, ctx: RequestContext, req: OffsetDeleteRequest) -> Any:
+async def offset_delete(m: Managers, ctx: RequestContext, req: OffsetDeleteRequest) -> od.OffsetDeleteResponse:
     coordinator = _coordinator(m)
     partitions: list[tuple[str, int]] = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     if not _group(ctx, Operation.DELETE, req.group_id):
@@ -443,42 +468,41 @@ async def offset_delete(m: Managers, ctx: RequestContext, req: OffsetDeleteReque
         error, errors = int(E.coordinator_not_available), dict[tuple[str, int], int]()
     else:
         error, errors = await coordinator.delete_offsets(req.group_id, partitions)
-    by_topic: dict[str, list[Any]] = defaultdict(list)
-    for (topic, partition), err in errors.items():
-        by_topic[topic].append(ctx.nested("OffsetDeleteResponsePartition", partition_index=partition, error_code=err))
-    topics = [ctx.nested("OffsetDeleteResponseTopic", name=n, partitions=ps) for n, ps in by_topic.items()]
-    return ctx.build(throttle_time=0, error_code=error, topics=topics)
+    by_topic: dict[str, list[od.OffsetDeleteResponsePartition]] = defaultdict(list)
+    for (name, partition), err in errors.items():
+        by_topic[name].append(od.OffsetDeleteResponsePartition(partition_index=i32_(partition), error_code=E(err)))
+    topics = tuple(od.OffsetDeleteResponseTopic(name=topic(n), partitions=tuple(ps)) for n, ps in by_topic.items())
+    return od.OffsetDeleteResponse(throttle_time=NO_TIME, error_code=E(error), topics=topics)
 
 
 # ---------------------------------------------------------------- ListGroups / DescribeGroups / DeleteGroups
 
 
 @api(16, 0, 5, request=ListGroupsRequest)
-async def list_groups(m: Managers, ctx: RequestContext, req: ListGroupsRequest) -> Any:
+async def list_groups(m: Managers, ctx: RequestContext, req: ListGroupsRequest) -> lsg.ListGroupsResponse:
     coordinator = _coordinator(m)
     if coordinator is None:
-        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, groups=[])
+        return lsg.ListGroupsResponse(throttle_time=NO_TIME, error_code=E.coordinator_not_available, groups=())
     error, overviews = coordinator.list_groups(req.states_filter, req.types_filter)
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
         overviews = [o for o in overviews if _group(ctx, Operation.DESCRIBE, o.group_id)]
-    groups = [
-        ctx.nested(
-            "ListedGroup",
-            group_id=o.group_id,
+    groups = tuple(
+        lsg.ListedGroup(
+            group_id=group(o.group_id),
             protocol_type=o.protocol_type,
             group_state=o.state,
             group_type=o.group_type,
         )
         for o in overviews
-    ]
-    return ctx.build(throttle_time=0, error_code=error, groups=groups)
+    )
+    return lsg.ListGroupsResponse(throttle_time=NO_TIME, error_code=E(error), groups=groups)
 
 
 @api(15, 0, 5, request=DescribeGroupsRequest)
-async def describe_groups(m: Managers, ctx: RequestContext, req: DescribeGroupsRequest) -> Any:
+async def describe_groups(m: Managers, ctx: RequestContext, req: DescribeGroupsRequest) -> dgr.DescribeGroupsResponse:
     coordinator = _coordinator(m)
     include_ops = req.include_authorized_operations
-    described = []
+    described: list[dgr.DescribedGroup] = []
     for group_id in req.groups:
         if not _group(ctx, Operation.DESCRIBE, group_id):
             error, summary = int(E.group_authorization_failed), EMPTY_SUMMARY
@@ -486,9 +510,8 @@ async def describe_groups(m: Managers, ctx: RequestContext, req: DescribeGroupsR
             error, summary = int(E.coordinator_not_available), EMPTY_SUMMARY
         else:
             error, summary = coordinator.describe_group(group_id)
-        members = [
-            ctx.nested(
-                "DescribedGroupMember",
+        members = tuple(
+            dgr.DescribedGroupMember(
                 member_id=m.member_id,
                 group_instance_id=m.group_instance_id,
                 client_id=m.client_id,
@@ -497,24 +520,24 @@ async def describe_groups(m: Managers, ctx: RequestContext, req: DescribeGroupsR
                 member_assignment=m.assignment,
             )
             for m in summary.members
-        ]
+        )
         described.append(
-            ctx.nested(
-                "DescribedGroup",
-                error_code=error,
+            dgr.DescribedGroup(
+                error_code=E(error),
                 group_id=group_id,
                 group_state=summary.state,
                 protocol_type=summary.protocol_type,
                 protocol_data=summary.protocol,
                 members=members,
-                authorized_operations=group_operations(ctx, group_id) if include_ops else NOT_REQUESTED_OPERATIONS,
+                authorized_operations=i32_(
+                    group_operations(ctx, group_id) if include_ops else NOT_REQUESTED_OPERATIONS),
             )
         )
-    return ctx.build(throttle_time=0, groups=described)
+    return dgr.DescribeGroupsResponse(throttle_time=NO_TIME, groups=tuple(described))
 
 
 @api(42, 0, 2, request=DeleteGroupsRequest)
-async def delete_groups(m: Managers, ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
+async def delete_groups(m: Managers, ctx: RequestContext, req: DeleteGroupsRequest) -> dg.DeleteGroupsResponse:
     coordinator = _coordinator(m)
     names: list[str] = list(req.groups_names)
     denied = [n for n in names if not _group(ctx, Operation.DELETE, n)]
@@ -529,5 +552,5 @@ async def delete_groups(m: Managers, ctx: RequestContext, req: DeleteGroupsReque
                 await reset_partitions(m, share_group, share_group.initialized)
         errors = await coordinator.delete_groups(allowed)
     errors.update(dict.fromkeys(denied, E.group_authorization_failed))
-    results = [ctx.nested("DeletableGroupResult", group_id=n, error_code=errors[n]) for n in names]
-    return ctx.build(throttle_time=0, results=results)
+    results = tuple(dg.DeletableGroupResult(group_id=group(n), error_code=E(errors[n])) for n in names)
+    return dg.DeleteGroupsResponse(throttle_time=NO_TIME, results=results)

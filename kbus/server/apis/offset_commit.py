@@ -14,11 +14,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.offset_commit.v9 import response as v9
+from kio.schema.offset_commit.v10 import response as v10
 
 from kbus.common.acl import Operation, ResourceType
-from kbus.protocol.codec import ms
+from kbus.protocol.codec import Response, ms
 from kbus.protocol.group_requests import OffsetCommitRequest
 from kbus.protocol.group_responses import encode_offset_commit_response, errors_by_topic
+from kbus.protocol.kio_types import NO_TIME, i32_, topic
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.coordinator.commit_batch import OffsetAndMetadata
 from kbus.server.coordinator.commit_path import CommitPath
@@ -47,7 +50,7 @@ def topic_names_by_id(m: Managers) -> Mapping[uuid.UUID, str]:
 
 
 @api(8, 2, 10)
-async def offset_commit(m: Managers, ctx: RequestContext, req: OffsetCommitRequest) -> object:
+async def offset_commit(m: Managers, ctx: RequestContext, req: OffsetCommitRequest) -> Response:
     """v10 names topics by id (Kafka 4.1's KafkaApis: an id the cluster does not know gets UNKNOWN_TOPIC_ID on
     each of its partitions; the response names topics by id too)."""
     coordinator = m.groups
@@ -113,8 +116,21 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: OffsetCommitReque
     for unknown_id, partitions in unknown_ids.items():
         topics.append((None, unknown_id, [(p, _UNKNOWN_TOPIC_ID) for p in partitions]))
     if m.quotas.request.enabled:  # the network layer writes the request quota's throttle time into kio objects
-        return ctx.build(throttle_time=0, topics=[
-            ctx.nested("OffsetCommitResponseTopic", name=name, topic_id=topic_id, partitions=[
-                ctx.nested("OffsetCommitResponsePartition", partition_index=p, error_code=e) for p, e in parts])
-            for name, topic_id, parts in topics])  # fmt: skip
+        return _kio_response(version, topics)
     return encode_offset_commit_response(version, topics)  # by hand: kio's writer was a tenth of its CPU
+
+
+def _kio_response(
+    version: int, topics: list[tuple[str | None, uuid.UUID | None, list[tuple[int, int]]]]
+) -> v9.OffsetCommitResponse | v10.OffsetCommitResponse:
+    """The response as kio's class, which the network layer writes a request quota's throttle time into: v10 names
+    topics by id, the versions before by name (Kafka removed the name at v10, so v9's class is the older ones')."""
+    if version >= 10:
+        return v10.OffsetCommitResponse(throttle_time=NO_TIME, topics=tuple(
+            v10.OffsetCommitResponseTopic(topic_id=topic_id, partitions=tuple(
+                v10.OffsetCommitResponsePartition(partition_index=i32_(p), error_code=E(e)) for p, e in parts))
+            for _, topic_id, parts in topics))  # fmt: skip
+    return v9.OffsetCommitResponse(throttle_time=NO_TIME, topics=tuple(
+        v9.OffsetCommitResponseTopic(name=topic(name or ""), partitions=tuple(
+            v9.OffsetCommitResponsePartition(partition_index=i32_(p), error_code=E(e)) for p, e in parts))
+        for name, _, parts in topics))  # fmt: skip

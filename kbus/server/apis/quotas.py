@@ -7,14 +7,19 @@ are kept. Authorized as Kafka does: DescribeConfigs / AlterConfigs on the cluste
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kio.schema.alter_client_quotas.v1 import response as aq
 from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
+from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse
+from kio.schema.describe_client_quotas.v1 import response as dq
 from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
+from kio.schema.describe_client_quotas.v1.response import DescribeClientQuotasResponse
 from kio.schema.errors import ErrorCode as E
 
 from kbus.common import quotas as q
 from kbus.common.acl import Operation, ResourceType
+from kbus.protocol.kio_types import NO_TIME, f64_
 from kbus.server.apis.registry import RequestContext, api
 
 if TYPE_CHECKING:
@@ -22,9 +27,11 @@ if TYPE_CHECKING:
 
 
 @api(48, 0, 1, request=DescribeClientQuotasRequest)
-async def describe_client_quotas(m: Managers, ctx: RequestContext, request: DescribeClientQuotasRequest) -> Any:
-    def failed(code: E, message: str | None) -> Any:
-        return ctx.build(throttle_time=0, error_code=code, error_message=message, entries=None)
+async def describe_client_quotas(
+    m: Managers, ctx: RequestContext, request: DescribeClientQuotasRequest
+) -> DescribeClientQuotasResponse:
+    def failed(code: E, message: str | None) -> DescribeClientQuotasResponse:
+        return DescribeClientQuotasResponse(throttle_time=NO_TIME, error_code=code, error_message=message, entries=None)
 
     if not ctx.authorized(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER):
         return failed(E.cluster_authorization_failed, None)
@@ -39,22 +46,23 @@ async def describe_client_quotas(m: Managers, ctx: RequestContext, request: Desc
         return failed(E.invalid_request, str(exc))
     except q.QuotaUnsupportedError as exc:
         return failed(E.unsupported_version, str(exc))
-    entries = [
-        ctx.nested(
-            "EntryData",
-            entity=[ctx.nested("EntityData", entity_type=t, entity_name=n) for t, n in entity.components()],
-            values=[ctx.nested("ValueData", key=k, value=v) for k, v in sorted(values.items())],
+    entries = tuple(
+        dq.EntryData(
+            entity=tuple(dq.EntityData(entity_type=t, entity_name=n) for t, n in entity.components()),
+            values=tuple(dq.ValueData(key=k, value=f64_(v)) for k, v in sorted(values.items())),
         )
         for entity, values in sorted(found.items(), key=lambda item: item[0].path)
-    ]
-    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, entries=entries)
+    )
+    return DescribeClientQuotasResponse(throttle_time=NO_TIME, error_code=E.none, error_message=None, entries=entries)
 
 
 @api(49, 0, 1, request=AlterClientQuotasRequest)
-async def alter_client_quotas(m: Managers, ctx: RequestContext, request: AlterClientQuotasRequest) -> Any:
+async def alter_client_quotas(
+    m: Managers, ctx: RequestContext, request: AlterClientQuotasRequest
+) -> AlterClientQuotasResponse:
     allowed = ctx.authorized(Operation.ALTER_CONFIGS, ResourceType.CLUSTER)
     store = m.quota_store
-    results = []
+    results: list[aq.EntryData] = []
     for entry in request.entries:
         code, message = E.none, None
         if not allowed:
@@ -69,15 +77,14 @@ async def alter_client_quotas(m: Managers, ctx: RequestContext, request: AlterCl
             except q.QuotaRequestError as exc:
                 code, message = E.invalid_request, str(exc)
         results.append(
-            ctx.nested(
-                "EntryData",
+            aq.EntryData(
                 error_code=code,
                 error_message=message,
-                entity=[ctx.nested("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
-                        for e in entry.entity],
+                entity=tuple(aq.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
+                             for e in entry.entity),
             )
         )
-    return ctx.build(throttle_time=0, entries=results)
+    return AlterClientQuotasResponse(throttle_time=NO_TIME, entries=tuple(results))
 
 
 def _alter(store: QuotaStore, entity: q.QuotaEntity, ops: list[tuple[str, float | None]], validate_only: bool) -> None:

@@ -5,8 +5,11 @@ it may call, see managers.py). A handler registered with `request=` (kio's class
 or the last class of each shape when Kafka removed a field: `request=(V7, V10)`) receives every version's request
 as that class, fields the version lacks holding Kafka's defaults (kbus.protocol.upgrade); the others (the
 hand-decoded hot APIs, and handlers not yet moved) receive the decoded message for `ctx.api_version`. The
-response is built with `ctx.build(**fields)` (kio's response class for the same version; fields that version
-lacks are dropped). Returning None sends no response (Produce with acks=0).
+response is kio's response class of the newest version the handler serves (its return annotation says which, so
+mypy checks every field), or of an older version where Kafka removed a field (FindCoordinator v0-3); the network
+layer writes it in the request's version (kbus.protocol.upgrade.to_version: fields that version lacks are dropped,
+an error it cannot carry is refused). Handlers not yet moved build the request's own version with
+`ctx.build(**fields)`; the hot APIs may answer an EncodedBody. Returning None sends no response (Produce, acks=0).
 Handler modules register themselves with `@api(key, min_version, max_version)`; `ApiVersions` advertises exactly
 this table, so nothing is advertised that is not implemented. Each entry also declares what the connection layer
 needs to know about it (`ApiFlags`: may be pipelined, allowed before authentication); `CATALOG` is the table as
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from kio.schema.index import api_key_map
 
-from kbus.protocol.codec import request_type
+from kbus.protocol.codec import Response, request_type
 from kbus.protocol.connection import ApiFlags, ApiTable
 from kbus.protocol.upgrade import Upgrade, UpgradeError, upgrades_for, version_of
 
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
     from kbus.server.apis.managers import Managers
 
 NO_FLAGS = ApiFlags()
-Handler = Callable[["Managers", "RequestContext", Any], Awaitable[Any]]
+Handler = Callable[["Managers", "RequestContext", Any], Awaitable[Response | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,24 +81,24 @@ def api(
 @overload
 def api(
     key: int, min_version: int, max_version: int, *, request: type[R], pipelined: bool = ..., before_auth: bool = ...
-) -> Callable[[Callable[[Managers, RequestContext, R], Awaitable[Any]]],
-              Callable[[Managers, RequestContext, R], Awaitable[Any]]]: ...
+) -> Callable[[Callable[[Managers, RequestContext, R], Awaitable[Response | None]]],
+              Callable[[Managers, RequestContext, R], Awaitable[Response | None]]]: ...
 
 
 @overload
 def api(
     key: int, min_version: int, max_version: int, *, request: tuple[type[R], type[R2]], pipelined: bool = ...,
     before_auth: bool = ...,
-) -> Callable[[Callable[[Managers, RequestContext, R | R2], Awaitable[Any]]],
-              Callable[[Managers, RequestContext, R | R2], Awaitable[Any]]]: ...
+) -> Callable[[Callable[[Managers, RequestContext, R | R2], Awaitable[Response | None]]],
+              Callable[[Managers, RequestContext, R | R2], Awaitable[Response | None]]]: ...
 
 
 @overload
 def api(
     key: int, min_version: int, max_version: int, *, request: tuple[type[R], type[R2], type[R3]],
     pipelined: bool = ..., before_auth: bool = ...,
-) -> Callable[[Callable[[Managers, RequestContext, R | R2 | R3], Awaitable[Any]]],
-              Callable[[Managers, RequestContext, R | R2 | R3], Awaitable[Any]]]: ...
+) -> Callable[[Callable[[Managers, RequestContext, R | R2 | R3], Awaitable[Response | None]]],
+              Callable[[Managers, RequestContext, R | R2 | R3], Awaitable[Response | None]]]: ...
 
 
 def api(
@@ -141,7 +144,7 @@ def _upgrading(handler: Handler, upgrades: dict[type, Upgrade]) -> Handler:
     returns the handler's coroutine): no second coroutine per request."""
 
     @wraps(handler)
-    def handle(m: Managers, ctx: RequestContext, request: Any) -> Awaitable[Any]:
+    def handle(m: Managers, ctx: RequestContext, request: Any) -> Awaitable[Response | None]:
         upgrade = upgrades.get(type(request))
         return handler(m, ctx, request if upgrade is None else upgrade(request))
     return handle

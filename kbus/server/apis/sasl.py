@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode as E
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
 from kbus.protocol.connection import Connection
+from kbus.protocol.kio_types import NO_TIME64, ms64
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.security.sasl import ListenerSasl, SaslAuthenticationError
 
@@ -33,19 +36,21 @@ def _listener_sasl(security: SecurityManager | None, listener: str) -> ListenerS
 
 
 @api(17, 0, 1, before_auth=True, request=SaslHandshakeRequest)
-async def sasl_handshake(managers: Managers, ctx: RequestContext, request: SaslHandshakeRequest) -> Any:
+async def sasl_handshake(
+    managers: Managers, ctx: RequestContext, request: SaslHandshakeRequest
+) -> SaslHandshakeResponse:
     security, conn = managers.security, ctx.connection
     sasl = _listener_sasl(security, ctx.listener.name)
     if security is None or sasl is None or conn is None or conn.sasl is not None:
-        return ctx.build(error_code=E.illegal_sasl_state, mechanisms=())
+        return SaslHandshakeResponse(error_code=E.illegal_sasl_state, mechanisms=())
     mechanism = request.mechanism
     if mechanism not in sasl.enabled:
         conn.close(f"unsupported SASL mechanism {mechanism}")
-        return ctx.build(error_code=E.unsupported_sasl_mechanism, mechanisms=sasl.enabled)
+        return SaslHandshakeResponse(error_code=E.unsupported_sasl_mechanism, mechanisms=sasl.enabled)
     conn.sasl = sasl.server(mechanism, security.credentials)
     if ctx.api_version == 0:
         conn.expect_raw_sasl_token()
-    return ctx.build(error_code=E.none, mechanisms=sasl.enabled)
+    return SaslHandshakeResponse(error_code=E.none, mechanisms=sasl.enabled)
 
 
 async def _evaluate(
@@ -78,27 +83,30 @@ async def _evaluate(
 
 
 @api(36, 0, 2, before_auth=True, request=SaslAuthenticateRequest)
-async def sasl_authenticate(managers: Managers, ctx: RequestContext, request: SaslAuthenticateRequest) -> Any:
+async def sasl_authenticate(
+    managers: Managers, ctx: RequestContext, request: SaslAuthenticateRequest
+) -> SaslAuthenticateResponse:
     conn = ctx.connection
     sasl = _listener_sasl(managers.security, ctx.listener.name)
     if conn is None or sasl is None or conn.sasl is None:
         if conn is not None:
             conn.close("SaslAuthenticate without a SaslHandshake")
-        return ctx.build(
+        return SaslAuthenticateResponse(
             error_code=E.illegal_sasl_state,
             error_message="Unexpected SaslAuthenticate request without a SaslHandshake",
             auth_bytes=b"",
-            session_lifetime=0,
+            session_lifetime=NO_TIME64,
         )
     challenge, error = await _evaluate(
         sasl, ctx.listener.name, conn, bytes(request.auth_bytes), (ctx.client_host, ctx.client_port)
     )
     if error is not None:
-        return ctx.build(
-            error_code=E.sasl_authentication_failed, error_message=error, auth_bytes=b"", session_lifetime=0
+        return SaslAuthenticateResponse(
+            error_code=E.sasl_authentication_failed, error_message=error, auth_bytes=b"", session_lifetime=NO_TIME64
         )
     lifetime = sasl.reauth_ms if conn.authenticated and ctx.api_version >= 1 else 0
-    return ctx.build(error_code=E.none, error_message=None, auth_bytes=challenge, session_lifetime=lifetime)
+    return SaslAuthenticateResponse(error_code=E.none, error_message=None, auth_bytes=challenge,
+                                    session_lifetime=ms64(lifetime))
 
 
 async def raw_token(

@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest
+from kio.schema.alter_user_scram_credentials.v0.response import (
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+)
 from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
+from kio.schema.describe_user_scram_credentials.v0.response import (
+    CredentialInfo,
+    DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResult,
+)
 from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import Operation, ResourceType
+from kbus.protocol.kio_types import NO_TIME, i8_, i32_
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.security import scram
 
@@ -25,22 +35,24 @@ _TYPE_OF = {name: t for t, name in scram.MECHANISM_TYPES.items()}
 @api(50, 0, 0, request=DescribeUserScramCredentialsRequest)
 async def describe_user_scram_credentials(
     managers: Managers, ctx: RequestContext, request: DescribeUserScramCredentialsRequest
-) -> Any:
+) -> DescribeUserScramCredentialsResponse:
     store = managers.users
     if store is None:
-        return ctx.build(throttle_time=0, error_code=E.unsupported_version, error_message="no credential store")
+        return DescribeUserScramCredentialsResponse(throttle_time=NO_TIME, error_code=E.unsupported_version,
+                                                    error_message="no credential store", results=())
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
-        return ctx.build(throttle_time=0, error_code=E.cluster_authorization_failed, error_message=None, results=())
+        return DescribeUserScramCredentialsResponse(throttle_time=NO_TIME, error_code=E.cluster_authorization_failed,
+                                                    error_message=None, results=())
     everyone = await asyncio.to_thread(store.users_credentials)
     if not request.users:  # Kafka: null or empty, every user with credentials
         wanted = sorted(u for u, c in everyone.items() if any(m in scram.MECHANISMS for m in c))
     else:
         wanted = [u.name for u in request.users]
     counts = Counter(wanted)
-    results = []
+    results: list[DescribeUserScramCredentialsResult] = []
     for user in dict.fromkeys(wanted):
         creds = {m: c for m, c in everyone.get(user, {}).items() if m in scram.MECHANISMS}
-        infos: list[Any] = []
+        infos: list[CredentialInfo] = []
         if counts[user] > 1:
             code = E.duplicate_resource
             message: str | None = f"Cannot describe SCRAM credentials for the same user twice in a request: {user}"
@@ -50,39 +62,34 @@ async def describe_user_scram_credentials(
             code, message = E.none, None
             for m, c in sorted(creds.items()):
                 iterations = scram.ScramCredential.decode(c).iterations
-                infos.append(ctx.nested("CredentialInfo", mechanism=_TYPE_OF[m], iterations=iterations))
+                infos.append(CredentialInfo(mechanism=i8_(_TYPE_OF[m]), iterations=i32_(iterations)))
         results.append(
-            ctx.nested(
-                "DescribeUserScramCredentialsResult",
+            DescribeUserScramCredentialsResult(
                 user=user,
                 error_code=code,
                 error_message=message,
-                credential_infos=infos,
+                credential_infos=tuple(infos),
             )
         )
-    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, results=results)
+    return DescribeUserScramCredentialsResponse(throttle_time=NO_TIME, error_code=E.none, error_message=None,
+                                                results=tuple(results))
 
 
 @api(51, 0, 0, request=AlterUserScramCredentialsRequest)
 async def alter_user_scram_credentials(
     managers: Managers, ctx: RequestContext, request: AlterUserScramCredentialsRequest
-) -> Any:
+) -> AlterUserScramCredentialsResponse:
     store = managers.users
     if store is None:
-        return ctx.build(throttle_time=0, results=())
+        return AlterUserScramCredentialsResponse(throttle_time=NO_TIME, results=())
     if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
         users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
-        return ctx.build(
-            throttle_time=0,
-            results=[
-                ctx.nested(
-                    "AlterUserScramCredentialsResult",
-                    user=u,
-                    error_code=E.cluster_authorization_failed,
-                    error_message=None,
-                )
+        return AlterUserScramCredentialsResponse(
+            throttle_time=NO_TIME,
+            results=tuple(
+                AlterUserScramCredentialsResult(user=u, error_code=E.cluster_authorization_failed, error_message=None)
                 for u in users
-            ],
+            ),
         )
     seen: Counter[tuple[str, int]] = Counter(
         [(d.name, d.mechanism) for d in request.deletions] + [(u.name, u.mechanism) for u in request.upsertions]
@@ -137,13 +144,12 @@ async def alter_user_scram_credentials(
     for user, mechanism, text in upsertions:
         if user not in errors:
             await asyncio.to_thread(store.alter_user_credential, user, mechanism, text)
-    results = [
-        ctx.nested(
-            "AlterUserScramCredentialsResult",
+    results = tuple(
+        AlterUserScramCredentialsResult(
             user=user,
             error_code=errors.get(user, (E.none, ""))[0],
             error_message=errors[user][1] if user in errors else None,
         )
         for user in order
-    ]
-    return ctx.build(throttle_time=0, results=results)
+    )
+    return AlterUserScramCredentialsResponse(throttle_time=NO_TIME, results=results)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Protocol, cast
 
+from kio.schema.api_versions.v4.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode
 
 from kbus.common.clock import now_ms
@@ -25,10 +26,8 @@ from kbus.protocol.codec import (
     API_VERSIONS_KEY,
     ProtocolError,
     RequestHeader,
-    build,
+    Response,
     encode_response,
-    nested,
-    response_type,
 )
 from kbus.protocol.connection import (
     ANONYMOUS,
@@ -42,8 +41,10 @@ from kbus.protocol.connection import (
 )
 from kbus.protocol.fetch_request_decode import FETCH_KEY
 from kbus.protocol.fetch_response import EncodedBody
+from kbus.protocol.kio_types import NO_TIME
 from kbus.protocol.splice import OutFrame, RecordSplicer
 from kbus.protocol.throttle_field import with_throttle_time
+from kbus.server.apis.api_versions import api_version_entries
 from kbus.server.apis.registry import API_TABLE, CATALOG, AppendOrder, RequestContext
 from kbus.server.apis.sasl import raw_token
 from kbus.server.apis.throttling import request_quota_throttle
@@ -76,12 +77,8 @@ def unsupported_version_response(header: RequestHeader) -> bytes:
     UNSUPPORTED_VERSION and our ranges, so the client can retry at a version both sides speak."""
     if header.api_key != API_VERSIONS_KEY:
         raise ProtocolError(f"unsupported version {header.api_version} of API key {header.api_key}")
-    v0 = response_type(API_VERSIONS_KEY, 0)
-    keys = [
-        build(nested(v0, "ApiVersion"), api_key=s.key, min_version=s.min_version, max_version=s.max_version)
-        for s in sorted(API_TABLE.values(), key=lambda s: s.key)
-    ]
-    body = build(v0, error_code=ErrorCode.unsupported_version, api_keys=keys)
+    body = ApiVersionsResponse(error_code=ErrorCode.unsupported_version, api_keys=api_version_entries(),
+                               throttle_time=NO_TIME)  # written in v0's layout by encode_response
     return encode_response(RequestHeader(API_VERSIONS_KEY, 0, header.correlation_id, header.client_id, False), body)
 
 
@@ -114,7 +111,7 @@ def _api_metrics(api_key: int) -> _ApiMetrics:
     return metrics
 
 
-def _with_throttle_time(header: RequestHeader, response: object, throttle_ms: int) -> object:
+def _with_throttle_time(header: RequestHeader, response: Response, throttle_ms: int) -> Response:
     """The response with its throttle_time_ms set, when its version has the field."""
     if isinstance(response, EncodedBody):  # encoded by its handler (Metadata, Fetch, Heartbeat, OffsetCommit)
         return with_throttle_time(header.api_key, header.api_version, response, throttle_ms)
@@ -123,10 +120,10 @@ def _with_throttle_time(header: RequestHeader, response: object, throttle_ms: in
     if has is None and not dataclasses.is_dataclass(cls):
         has = _THROTTLED_TYPES[cls] = False
     if has is None:
-        has = _THROTTLED_TYPES[cls] = any(f.name == "throttle_time" for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        has = _THROTTLED_TYPES[cls] = any(f.name == "throttle_time" for f in dataclasses.fields(cls))
     if not has:
         return response
-    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))  # type: ignore[type-var]
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
 
 
 class ResponseBatch:
@@ -568,7 +565,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             ctx.splicer = RecordSplicer(header.flexible)
         return ctx
 
-    def _encode(self, api_key: int, ctx: RequestContext, response: object) -> tuple[OutFrame | None, int]:
+    def _encode(self, api_key: int, ctx: RequestContext, response: Response | None) -> tuple[OutFrame | None, int]:
         """The handler's response encoded (None: no response) and the time to mute the connection for after it."""
         header = ctx.header
         throttle_ms = ctx.throttle_time_ms

@@ -4,11 +4,15 @@ authorizer.class.name they answer SECURITY_DISABLED, as Kafka does."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+import enum
+from typing import TYPE_CHECKING, TypeVar
 
 from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+from kio.schema.create_acls.v3.response import AclCreationResult, CreateAclsResponse
 from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
+from kio.schema.delete_acls.v3.response import DeleteAclsFilterResult, DeleteAclsMatchingAcl, DeleteAclsResponse
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+from kio.schema.describe_acls.v3.response import AclDescription, DescribeAclsResource, DescribeAclsResponse
 from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import (
@@ -21,6 +25,7 @@ from kbus.common.acl import (
     Permission,
     ResourceType,
 )
+from kbus.protocol.kio_types import NO_TIME, i8_
 from kbus.server.apis.registry import RequestContext, api
 
 if TYPE_CHECKING:
@@ -29,7 +34,10 @@ if TYPE_CHECKING:
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
-def _enum(cls: type[Any], value: int) -> Any:
+EnumT = TypeVar("EnumT", bound=enum.IntEnum)
+
+
+def _enum(cls: type[EnumT], value: int) -> EnumT | None:
     try:
         return cls(value)
     except ValueError:
@@ -62,23 +70,26 @@ def _filter(f: DescribeAclsRequest | DeleteAclsFilter, version: int) -> AclFilte
     rtype = _enum(ResourceType, f.resource_type_filter)
     pattern = PatternType.LITERAL if version == 0 else _enum(PatternType, f.pattern_type_filter)
     op, perm = _enum(Operation, f.operation), _enum(Permission, f.permission_type)
-    if None in (rtype, pattern, op, perm):
+    if rtype is None or pattern is None or op is None or perm is None:
         return None
     return AclFilter(rtype, f.resource_name_filter, pattern, f.principal_filter, f.host_filter, op, perm)
 
 
 @api(30, 1, 3, request=CreateAclsRequest)
-async def create_acls(m: Managers, ctx: RequestContext, request: CreateAclsRequest) -> Any:
-    def result(code: E, message: str | None = None) -> Any:
-        return ctx.nested("AclCreationResult", error_code=code, error_message=message)
+async def create_acls(m: Managers, ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
+    def result(code: E, message: str | None = None) -> AclCreationResult:
+        return AclCreationResult(error_code=code, error_message=message)
 
     if ctx.authorizer is None or m.acls is None:
-        return ctx.build(
-            throttle_time=0, results=[result(E.security_disabled, NO_AUTHORIZER) for _ in request.creations]
+        return CreateAclsResponse(
+            throttle_time=NO_TIME, results=tuple(result(E.security_disabled, NO_AUTHORIZER) for _ in request.creations)
         )
     if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
-        return ctx.build(throttle_time=0, results=[result(E.cluster_authorization_failed) for _ in request.creations])
-    results, adds = [], []
+        return CreateAclsResponse(
+            throttle_time=NO_TIME, results=tuple(result(E.cluster_authorization_failed) for _ in request.creations)
+        )
+    results: list[AclCreationResult] = []
+    adds: list[AclBinding] = []
     for c in request.creations:
         binding, why = _binding(c, ctx.api_version)
         if binding is None:
@@ -89,68 +100,69 @@ async def create_acls(m: Managers, ctx: RequestContext, request: CreateAclsReque
     if adds:
         # returns once this broker's authorizer has it (others follow the change notification)
         await asyncio.to_thread(m.acls.alter_acls, adds, [])
-    return ctx.build(throttle_time=0, results=results)
+    return CreateAclsResponse(throttle_time=NO_TIME, results=tuple(results))
 
 
-def _description(ctx: RequestContext, acl: AclBinding) -> Any:
-    return ctx.nested(
-        "AclDescription",
+def _description(acl: AclBinding) -> AclDescription:
+    return AclDescription(
         principal=acl.principal,
         host=acl.host,
-        operation=int(acl.operation),
-        permission_type=int(acl.permission),
+        operation=i8_(acl.operation),
+        permission_type=i8_(acl.permission),
     )
 
 
 @api(29, 1, 3, request=DescribeAclsRequest)
-async def describe_acls(m: Managers, ctx: RequestContext, request: DescribeAclsRequest) -> Any:
+async def describe_acls(m: Managers, ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
+    def failed(code: E, message: str | None) -> DescribeAclsResponse:
+        return DescribeAclsResponse(throttle_time=NO_TIME, error_code=code, error_message=message, resources=())
+
     if ctx.authorizer is None or m.acls is None:
-        return ctx.build(throttle_time=0, error_code=E.security_disabled, error_message=NO_AUTHORIZER, resources=())
+        return failed(E.security_disabled, NO_AUTHORIZER)
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
-        return ctx.build(throttle_time=0, error_code=E.cluster_authorization_failed, error_message=None, resources=())
+        return failed(E.cluster_authorization_failed, None)
     flt = _filter(request, ctx.api_version)
     if flt is None:
-        return ctx.build(
-            throttle_time=0, error_code=E.invalid_request, error_message="Invalid ACL filter", resources=()
-        )
+        return failed(E.invalid_request, "Invalid ACL filter")
     groups: dict[tuple[ResourceType, str, PatternType], list[AclBinding]] = {}
     for acl in sorted(await asyncio.to_thread(m.acls.acls)):
         if flt.matches(acl):
             groups.setdefault((acl.resource_type, acl.name, acl.pattern), []).append(acl)
-    resources = [
-        ctx.nested(
-            "DescribeAclsResource",
-            resource_type=int(t),
+    resources = tuple(
+        DescribeAclsResource(
+            resource_type=i8_(t),
             resource_name=n,
-            pattern_type=int(p),
-            acls=[_description(ctx, a) for a in acls],
+            pattern_type=i8_(p),
+            acls=tuple(_description(a) for a in acls),
         )
         for (t, n, p), acls in groups.items()
-    ]
-    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, resources=resources)
+    )
+    return DescribeAclsResponse(throttle_time=NO_TIME, error_code=E.none, error_message=None, resources=resources)
 
 
 @api(31, 1, 3, request=DeleteAclsRequest)
-async def delete_acls(m: Managers, ctx: RequestContext, request: DeleteAclsRequest) -> Any:
-    def filter_result(code: E, message: str | None, matching: list[Any]) -> Any:
-        return ctx.nested("DeleteAclsFilterResult", error_code=code, error_message=message, matching_acls=matching)
+async def delete_acls(m: Managers, ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
+    def filter_result(code: E, message: str | None, matching: tuple[DeleteAclsMatchingAcl, ...] = ()
+                      ) -> DeleteAclsFilterResult:  # fmt: skip
+        return DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=matching)
 
     if ctx.authorizer is None or m.acls is None:
-        return ctx.build(
-            throttle_time=0,
-            filter_results=[filter_result(E.security_disabled, NO_AUTHORIZER, []) for _ in request.filters],
+        return DeleteAclsResponse(
+            throttle_time=NO_TIME,
+            filter_results=tuple(filter_result(E.security_disabled, NO_AUTHORIZER) for _ in request.filters),
         )
     if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
-        return ctx.build(
-            throttle_time=0,
-            filter_results=[filter_result(E.cluster_authorization_failed, None, []) for _ in request.filters],
+        return DeleteAclsResponse(
+            throttle_time=NO_TIME,
+            filter_results=tuple(filter_result(E.cluster_authorization_failed, None) for _ in request.filters),
         )
     current = await asyncio.to_thread(m.acls.acls)
-    results, removed = [], set()
+    results: list[DeleteAclsFilterResult] = []
+    removed: set[AclBinding] = set()
     for f in request.filters:
         flt = _filter(f, ctx.api_version)
         if flt is None:
-            results.append(filter_result(E.invalid_request, "Invalid ACL filter", []))
+            results.append(filter_result(E.invalid_request, "Invalid ACL filter"))
             continue
         hits = [a for a in current if flt.matches(a)]
         removed.update(hits)
@@ -158,23 +170,22 @@ async def delete_acls(m: Managers, ctx: RequestContext, request: DeleteAclsReque
             filter_result(
                 E.none,
                 None,
-                [
-                    ctx.nested(
-                        "DeleteAclsMatchingAcl",
+                tuple(
+                    DeleteAclsMatchingAcl(
                         error_code=E.none,
                         error_message=None,
-                        resource_type=int(a.resource_type),
+                        resource_type=i8_(a.resource_type),
                         resource_name=a.name,
-                        pattern_type=int(a.pattern),
+                        pattern_type=i8_(a.pattern),
                         principal=a.principal,
                         host=a.host,
-                        operation=int(a.operation),
-                        permission_type=int(a.permission),
+                        operation=i8_(a.operation),
+                        permission_type=i8_(a.permission),
                     )
                     for a in hits
-                ],
+                ),
             )
         )
     if removed:
         await asyncio.to_thread(m.acls.alter_acls, [], sorted(removed))
-    return ctx.build(throttle_time=0, filter_results=results)
+    return DeleteAclsResponse(throttle_time=NO_TIME, filter_results=tuple(results))

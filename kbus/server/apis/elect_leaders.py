@@ -3,13 +3,15 @@ controller, as in Kafka's ZooKeeper mode; any other broker says NOT_CONTROLLER a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+from kio.schema.elect_leaders.v2.response import ElectLeadersResponse, PartitionResult, ReplicaElectionResult
 from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.errors import KafkaError
+from kbus.protocol.kio_types import NO_TIME, i32_, topic
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
 
@@ -29,47 +31,52 @@ _MESSAGES = {
 }
 
 
-def _results(ctx: RequestContext, outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> list[Any]:
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), (code, message) in sorted(outcome.items()):
-        by_topic.setdefault(topic, []).append(
-            ctx.nested("PartitionResult", partition_id=partition, error_code=code, error_message=message)
+def _results(outcome: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> tuple[ReplicaElectionResult, ...]:
+    by_topic: dict[str, list[PartitionResult]] = {}
+    for (name, partition), (code, message) in sorted(outcome.items()):
+        by_topic.setdefault(name, []).append(
+            PartitionResult(partition_id=i32_(partition), error_code=code, error_message=message)
         )
-    return [ctx.nested("ReplicaElectionResult", topic=t, partition_result=r) for t, r in by_topic.items()]
+    return tuple(ReplicaElectionResult(topic=topic(t), partition_result=tuple(r)) for t, r in by_topic.items())
+
+
+def _response(ctx: RequestContext, code: ErrorCode, results: tuple[ReplicaElectionResult, ...] = ()
+              ) -> ElectLeadersResponse:  # fmt: skip
+    """v0 has no top-level error: Kafka's ElectLeadersResponse sets it from v1 only (the partitions carry it)."""
+    return ElectLeadersResponse(throttle_time=NO_TIME, error_code=code if ctx.api_version >= 1 else ErrorCode.none,
+                                replica_election_results=results)
 
 
 @api(43, 0, 2, request=ElectLeadersRequest)
-async def elect_leaders(m: Managers, ctx: RequestContext, request: ElectLeadersRequest) -> Any:
+async def elect_leaders(m: Managers, ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     # v0 has no election type: it is a preferred election
     kind = ELECTION_TYPES.get(int(request.election_type) if ctx.api_version >= 1 else 0)
     partitions: set[tuple[str, int]] | None = None
     if request.topic_partitions is not None:
         partitions = {(t.topic, int(p)) for t in request.topic_partitions for p in t.partitions}
     if kind is None:
-        return ctx.build(throttle_time=0, error_code=ErrorCode.invalid_request, replica_election_results=[])
+        return _response(ctx, ErrorCode.invalid_request)
     if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
         # Kafka: every partition asked for gets CLUSTER_AUTHORIZATION_FAILED (v1+ also at the top)
         denied: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {
             tp: (ErrorCode.cluster_authorization_failed, None) for tp in partitions or set()
         }
-        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
-                         replica_election_results=_results(ctx, denied))  # fmt: skip
+        return _response(ctx, ErrorCode.cluster_authorization_failed, _results(denied))
     if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
-        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed,
-                         replica_election_results=[])
+        return _response(ctx, ErrorCode.cluster_authorization_failed)
     try:
         results = await m.admin.elect_leaders(kind, partitions)
     except KafkaError as exc:
         code = error_code_for(exc)
         if ctx.api_version >= 1:
-            return ctx.build(throttle_time=0, error_code=code, replica_election_results=[])
+            return _response(ctx, code)
         # v0 has no top-level error: every partition asked for carries it
         failed: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {
             tp: (code, error_message(exc)) for tp in partitions or set()
         }
-        return ctx.build(throttle_time=0, replica_election_results=_results(ctx, failed))
+        return _response(ctx, ErrorCode.none, _results(failed))
     outcome = {
         tp: (ErrorCode.none, None) if name is None else (ErrorCode[name.lower()], _MESSAGES.get(name))
         for tp, name in results.items()
     }
-    return ctx.build(throttle_time=0, error_code=ErrorCode.none, replica_election_results=_results(ctx, outcome))
+    return _response(ctx, ErrorCode.none, _results(outcome))

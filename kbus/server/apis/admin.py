@@ -6,20 +6,31 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
+from kio.schema.alter_configs.v2 import response as ac
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest
 from kio.schema.alter_configs.v2.request import AlterConfigsResource as LegacyAlterConfigsResource
+from kio.schema.alter_configs.v2.response import AlterConfigsResponse
+from kio.schema.create_partitions.v3 import response as cp
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
+from kio.schema.create_topics.v7 import response as ct
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as DeleteTopicsRequestV5
+from kio.schema.delete_topics.v6 import response as dtp
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest
+from kio.schema.describe_cluster.v1 import response as dcl
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.describe_configs.v4 import response as dc
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1 import response as iac
 from kio.schema.incremental_alter_configs.v1.request import AlterableConfig as IncrementalAlterableConfig
 from kio.schema.incremental_alter_configs.v1.request import AlterConfigsResource, IncrementalAlterConfigsRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
+from kio.schema.types import TopicName
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.broker_config import BROKER_CONFIGS, ConfigError
@@ -51,6 +62,8 @@ from kbus.common.group_config import GROUP_CONFIGS, validate_group_configs
 from kbus.common.other_broker_configs import OTHER_BROKER_CONFIGS, ConfigType
 from kbus.common.topic_config import format_value, validate_topic_configs
 from kbus.common.topics import check_partitions_per_request, validate_topic_name
+from kbus.protocol.kio_types import NO_TIME, broker, i8_, i16_, i32_, ms32, producer
+from kbus.protocol.kio_types import topic as topic_name
 from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import RequestContext, api
@@ -83,13 +96,10 @@ def _config_type(value: str) -> int:
         return CONFIG_TYPE_STRING
 
 
-def _admin_error(exc: KafkaError) -> dict[str, Any]:
+def _admin_error(exc: KafkaError) -> tuple[ErrorCode, str | None]:
     """A refused admin request: its Kafka error, INVALID_REQUEST for anything without a more specific code."""
     code = error_code_for(exc)
-    return {
-        "error_code": ErrorCode.invalid_request if code == ErrorCode.unknown_server_error else code,
-        "error_message": error_message(exc),
-    }
+    return ErrorCode.invalid_request if code == ErrorCode.unknown_server_error else code, error_message(exc)
 
 
 # ------------------------------------------------------------------------------------------ CreateTopics
@@ -128,9 +138,18 @@ def _requested_partitions(m: Managers, topic: CreatableTopic) -> int:
     return m.config.num_partitions if topic.num_partitions == -1 else max(topic.num_partitions, 0)
 
 
+def _created(name: TopicName, code: ErrorCode, message: str | None = None, topic_id: uuid.UUID = ZERO_UUID,
+             partitions: int = -1, rf: int = -1, configs: tuple[ct.CreatableTopicConfigs, ...] = ()
+             ) -> ct.CreatableTopicResult:  # fmt: skip
+    """A CreateTopics result; an error one keeps Kafka's defaults: no id, -1 partitions and factor, an empty list
+    of configs (not null)."""
+    return ct.CreatableTopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message,
+                                   num_partitions=i32_(partitions), replication_factor=i16_(rf), configs=configs)
+
+
 @api(19, 2, 7, request=CreateTopicsRequest)
-async def create_topics(m: Managers, ctx: RequestContext, request: CreateTopicsRequest) -> Any:
-    results = []
+async def create_topics(m: Managers, ctx: RequestContext, request: CreateTopicsRequest) -> ct.CreateTopicsResponse:
+    results: list[ct.CreatableTopicResult] = []
     seen: set[str] = set()
     quota = mutation_quota(m, ctx, strict_since=6)
     try:
@@ -139,14 +158,7 @@ async def create_topics(m: Managers, ctx: RequestContext, request: CreateTopicsR
     except KafkaError as exc:
         too_many = exc
     for topic in request.topics:
-        fields: dict[str, Any] = {
-            "name": topic.name,
-            "topic_id": ZERO_UUID,
-            "error_message": None,
-            "num_partitions": -1,
-            "replication_factor": -1,
-            "configs": (),  # an error result keeps Kafka's default, an empty list (not null)
-        }
+        result = partial(_created, topic.name)
         try:
             if too_many is not None:
                 raise too_many
@@ -157,8 +169,7 @@ async def create_topics(m: Managers, ctx: RequestContext, request: CreateTopicsR
                 ctx.authorized(Operation.CREATE, ResourceType.CLUSTER)
                 or ctx.authorized(Operation.CREATE, ResourceType.TOPIC, topic.name)
             ):
-                fields.update(error_code=ErrorCode.topic_authorization_failed, error_message="Authorization failed.")
-                results.append(ctx.nested("CreatableTopicResult", **fields))
+                results.append(result(ErrorCode.topic_authorization_failed, "Authorization failed."))
                 continue
             partitions, rf, assignment, configs = _check_create(m, topic)
             if request.validate_only:
@@ -171,60 +182,61 @@ async def create_topics(m: Managers, ctx: RequestContext, request: CreateTopicsR
                 tid, partitions = created.topic_id, len(created.partitions)
                 rf = len(next(iter(created.partitions.values())).replicas)
                 effective = m.admin.log_config_for(created)
-            fields.update(error_code=ErrorCode.none, topic_id=tid, num_partitions=partitions, replication_factor=rf)
             sources = _topic_synonyms(m, configs)
-            fields["configs"] = [
-                ctx.nested(
-                    "CreatableTopicConfigs",
+            results.append(result(ErrorCode.none, None, tid, partitions, rf, tuple(
+                ct.CreatableTopicConfigs(
                     name=k,
                     value=v,
                     read_only=False,
                     is_sensitive=False,
-                    config_source=int(_source(sources(k, v))),
+                    config_source=i8_(_source(sources(k, v))),
                 )
                 for k, v in effective.to_properties().items()
-            ]
+            )))
         except KafkaError as exc:
-            fields.update(_admin_error(exc))
-        results.append(ctx.nested("CreatableTopicResult", **fields))
-    return ctx.build(throttle_time=mutation_throttle(m, ctx, quota), topics=results)
+            results.append(result(*_admin_error(exc)))
+    return ct.CreateTopicsResponse(throttle_time=ms32(mutation_throttle(m, ctx, quota)), topics=tuple(results))
 
 
 # ------------------------------------------------------------------------------------------ DeleteTopics
 @api(20, 1, 6, request=(DeleteTopicsRequestV5, DeleteTopicsRequest))  # v6: topics by name or id, not names
-async def delete_topics(m: Managers, ctx: RequestContext, request: DeleteTopicsRequestV5 | DeleteTopicsRequest) -> Any:
+async def delete_topics(
+    m: Managers, ctx: RequestContext, request: DeleteTopicsRequestV5 | DeleteTopicsRequest
+) -> dtp.DeleteTopicsResponse:
     wanted: list[tuple[str | None, uuid.UUID | None]]
     if isinstance(request, DeleteTopicsRequest):
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
     by_id = {t.topic_id: t.name for t in m.cluster.topics().values()}
-    results = []
+    results: list[dtp.DeletableTopicResult] = []
     quota = mutation_quota(m, ctx, strict_since=5)
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
             name = by_id.get(topic_id)
-        fields: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_message": None}
+        the_id = topic_id or ZERO_UUID
+        message: str | None = None
         try:
             if name is None:
-                fields["error_code"] = ErrorCode.unknown_topic_id
+                code = ErrorCode.unknown_topic_id
             elif not ctx.authorized(Operation.DELETE, ResourceType.TOPIC, name):
-                fields["error_code"] = ErrorCode.topic_authorization_failed
+                code = ErrorCode.topic_authorization_failed
             elif not m.config.delete_topic_enable:
-                fields["error_code"] = ErrorCode.topic_deletion_disabled
+                code = ErrorCode.topic_deletion_disabled
             else:
-                topic = m.cluster.topic(name)
-                if topic is None:
+                meta = m.cluster.topic(name)
+                if meta is None:
                     raise UnknownTopicError("This server does not host this topic-partition.")
-                fields["topic_id"] = topic.topic_id
+                the_id = meta.topic_id
                 if quota is not None:  # controller_mutation_rate counts the partitions deleted
-                    quota.record(len(topic.partitions))
+                    quota.record(len(meta.partitions))
                 await m.admin.delete_topic(name)
-                fields["error_code"] = ErrorCode.none
+                code = ErrorCode.none
         except KafkaError as exc:
-            fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
-        results.append(ctx.nested("DeletableTopicResult", **fields))
-    return ctx.build(throttle_time=mutation_throttle(m, ctx, quota), responses=results)
+            code, message = error_code_for(exc), error_message(exc)
+        results.append(dtp.DeletableTopicResult(name=None if name is None else topic_name(name), topic_id=the_id,
+                                                error_code=code, error_message=message))
+    return dtp.DeleteTopicsResponse(throttle_time=ms32(mutation_throttle(m, ctx, quota)), responses=tuple(results))
 
 
 # ------------------------------------------------------------------------------------------ CreatePartitions
@@ -266,8 +278,10 @@ def _new_partitions_assignment(
 
 
 @api(37, 0, 3, request=CreatePartitionsRequest)
-async def create_partitions(m: Managers, ctx: RequestContext, request: CreatePartitionsRequest) -> Any:
-    results = []
+async def create_partitions(
+    m: Managers, ctx: RequestContext, request: CreatePartitionsRequest
+) -> cp.CreatePartitionsResponse:
+    results: list[cp.CreatePartitionsTopicResult] = []
     quota = mutation_quota(m, ctx, strict_since=3)
     try:
         existing = {t.name: len(topic.partitions) for t in request.topics if (topic := m.cluster.topic(t.name))}
@@ -276,13 +290,13 @@ async def create_partitions(m: Managers, ctx: RequestContext, request: CreatePar
     except KafkaError as exc:
         too_many = exc
     for t in request.topics:
-        fields: dict[str, Any] = {"name": t.name, "error_message": None}
+        message: str | None = None
         try:
             if too_many is not None:
                 raise too_many
             if not ctx.authorized(Operation.ALTER, ResourceType.TOPIC, t.name):
-                fields["error_code"] = ErrorCode.topic_authorization_failed
-                results.append(ctx.nested("CreatePartitionsTopicResult", **fields))
+                results.append(cp.CreatePartitionsTopicResult(
+                    name=t.name, error_code=ErrorCode.topic_authorization_failed, error_message=None))
                 continue
             topic = m.cluster.topic(t.name)
             if topic is None:
@@ -301,16 +315,16 @@ async def create_partitions(m: Managers, ctx: RequestContext, request: CreatePar
                 if quota is not None:  # controller_mutation_rate counts the partitions added
                     quota.record(t.count - current)
                 await m.admin.create_partitions(t.name, t.count, assignment)
-            fields["error_code"] = ErrorCode.none
+            code = ErrorCode.none
         except KafkaError as exc:
-            fields.update(error_code=error_code_for(exc), error_message=error_message(exc))
-        results.append(ctx.nested("CreatePartitionsTopicResult", **fields))
-    return ctx.build(throttle_time=mutation_throttle(m, ctx, quota), results=results)
+            code, message = error_code_for(exc), error_message(exc)
+        results.append(cp.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
+    return cp.CreatePartitionsResponse(throttle_time=ms32(mutation_throttle(m, ctx, quota)), results=tuple(results))
 
 
 # ------------------------------------------------------------------------------------------ DescribeConfigs
-def _synonym(ctx: RequestContext, syn: ConfigSynonym) -> Any:
-    return ctx.nested("DescribeConfigsSynonym", name=syn.name, value=syn.value, source=int(syn.source))
+def _synonym(syn: ConfigSynonym) -> dc.DescribeConfigsSynonym:
+    return dc.DescribeConfigsSynonym(name=syn.name, value=syn.value, source=i8_(syn.source))
 
 
 def _source(synonyms: list[ConfigSynonym]) -> ConfigSource:
@@ -319,24 +333,23 @@ def _source(synonyms: list[ConfigSynonym]) -> ConfigSource:
 
 
 def _entry(
-    ctx: RequestContext, key: str, value: str | None, synonyms: list[ConfigSynonym], *, read_only: bool,
+    key: str, value: str | None, synonyms: list[ConfigSynonym], *, read_only: bool,
     with_synonyms: bool, kafka_type: ConfigType | None = None,
-) -> Any:
+) -> dc.DescribeConfigsResourceResult:
     source = _source(synonyms)
     sensitive = kafka_type == ConfigType.PASSWORD
     if sensitive:  # Kafka never shows a password's value, nor its synonyms'
         value = None
         synonyms = [ConfigSynonym(syn.name, None, syn.source) for syn in synonyms]
-    return ctx.nested(
-        "DescribeConfigsResourceResult",
+    # is_default (v0 only, before kbus's lowest v1) is not in v4's class: the source says it
+    return dc.DescribeConfigsResourceResult(
         name=key,
         value=value,
         read_only=read_only,
-        is_default=source == ConfigSource.DEFAULT_CONFIG,
-        config_source=int(source),
+        config_source=i8_(source),
         is_sensitive=sensitive,
-        synonyms=[_synonym(ctx, syn) for syn in synonyms] if with_synonyms else [],
-        config_type=int(kafka_type) if kafka_type is not None else _config_type(value or ""),
+        synonyms=tuple(_synonym(syn) for syn in synonyms) if with_synonyms else (),
+        config_type=i8_(kafka_type if kafka_type is not None else _config_type(value or "")),
         documentation=None,
     )
 
@@ -360,38 +373,38 @@ def _topic_synonyms(m: Managers, overrides: Mapping[str, str]) -> Callable[[str,
 
 
 def _topic_entries(
-    m: Managers, ctx: RequestContext, name: str, keys: set[str] | None, with_synonyms: bool
-) -> list[Any]:
+    m: Managers, name: str, keys: set[str] | None, with_synonyms: bool
+) -> tuple[dc.DescribeConfigsResourceResult, ...]:
     topic = m.cluster.topic(name)
     if topic is None:
         raise UnknownTopicError(f"Topic {name} does not exist.")
     sources = _topic_synonyms(m, topic.configs)
-    return [
-        _entry(ctx, key, value, sources(key, value), read_only=False, with_synonyms=with_synonyms)
+    return tuple(
+        _entry(key, value, sources(key, value), read_only=False, with_synonyms=with_synonyms)
         for key, value in m.admin.log_config_for(topic).to_properties().items()
         if keys is None or key in keys
-    ]
+    )
 
 
 def _broker_entries(
-    m: Managers, ctx: RequestContext, name: str, keys: set[str] | None, with_synonyms: bool
-) -> list[Any]:
+    m: Managers, name: str, keys: set[str] | None, with_synonyms: bool
+) -> tuple[dc.DescribeConfigsResourceResult, ...]:
     """A broker's configs with their sources (ConfigHelper.createBrokerConfigEntry); name "" is the cluster-wide
     dynamic default entity, which lists only what is set there, with only its own synonyms."""
     layers = m.admin.dynamic_broker_configs()
     cluster_default = layers.get(BROKER_DEFAULT_ENTITY, {})
     static = m.admin.static_config.raw
     if name == "":
-        out = []
+        out: list[dc.DescribeConfigsResourceResult] = []
         for key, value in sorted(cluster_default.items()):
             if keys is None or key in keys:
                 synonyms = [s for s in config_synonyms(key, {}, cluster_default, {})
                             if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]  # fmt: skip
-                out.append(_entry(ctx, key, value, synonyms, read_only=not is_dynamic_broker_key(key),
+                out.append(_entry(key, value, synonyms, read_only=not is_dynamic_broker_key(key),
                                   with_synonyms=with_synonyms, kafka_type=config_type(key)))  # fmt: skip
-        return out
+        return tuple(out)
     own = layers.get(str(m.broker_id), {})
-    entries = []
+    entries: list[dc.DescribeConfigsResourceResult] = []
     # every key of Kafka's KafkaConfig (those kbus does not act on too, as Kafka lists them) and the dynamic-only
     # throttles where set
     names = sorted({*BROKER_CONFIGS, *OTHER_BROKER_CONFIGS,
@@ -407,9 +420,9 @@ def _broker_entries(
             text = None if value in (None, "") else format_value(value)  # Kafka's null: not set and no default
         else:
             text = synonyms[0].value if synonyms else None
-        entries.append(_entry(ctx, key, text, synonyms, read_only=not is_dynamic_broker_key(key),
+        entries.append(_entry(key, text, synonyms, read_only=not is_dynamic_broker_key(key),
                               with_synonyms=with_synonyms, kafka_type=config_type(key)))  # fmt: skip
-    return entries
+    return tuple(entries)
 
 
 def _config_authorized(ctx: RequestContext, resource_type: int, name: str, op: Operation) -> bool:
@@ -421,65 +434,59 @@ def _config_authorized(ctx: RequestContext, resource_type: int, name: str, op: O
     return ctx.authorized(op, ResourceType.CLUSTER)
 
 
-def _config_denied(resource_type: int) -> dict[str, Any]:
-    code = (ErrorCode.topic_authorization_failed if resource_type == TOPIC else ErrorCode.group_authorization_failed
+def _config_denied(resource_type: int) -> ErrorCode:
+    return (ErrorCode.topic_authorization_failed if resource_type == TOPIC else ErrorCode.group_authorization_failed
             if resource_type == GROUP else ErrorCode.cluster_authorization_failed)
-    return {"error_code": code, "error_message": None}
 
 
 @api(32, 1, 4, request=DescribeConfigsRequest)
-async def describe_configs(m: Managers, ctx: RequestContext, request: DescribeConfigsRequest) -> Any:
-    results = []
+async def describe_configs(
+    m: Managers, ctx: RequestContext, request: DescribeConfigsRequest
+) -> dc.DescribeConfigsResponse:
+    results: list[dc.DescribeConfigsResult] = []
     for res in request.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-        fields: dict[str, Any] = {
-            "resource_type": res.resource_type,
-            "resource_name": res.resource_name,
-            "error_message": None,
-            "configs": (),
-        }
+        configs: tuple[dc.DescribeConfigsResourceResult, ...] = ()
+        code, message = ErrorCode.none, None
         try:
             if not _config_authorized(ctx, res.resource_type, res.resource_name, Operation.DESCRIBE_CONFIGS):
-                fields.update(_config_denied(res.resource_type))
-                results.append(ctx.nested("DescribeConfigsResult", **fields))
-                continue
-            if res.resource_type == TOPIC:
-                fields["configs"] = _topic_entries(m, ctx, res.resource_name, keys, request.include_synonyms)
+                code = _config_denied(res.resource_type)
+            elif res.resource_type == TOPIC:
+                configs = _topic_entries(m, res.resource_name, keys, request.include_synonyms)
             elif res.resource_type == GROUP:
-                fields["configs"] = await _group_entries(m, ctx, res.resource_name, keys)
+                configs = await _group_entries(m, res.resource_name, keys)
             elif res.resource_type == BROKER:
                 if res.resource_name not in ("", str(m.broker_id)):
                     raise InvalidRequestError(f"Unexpected broker id, expected {m.broker_id}")
-                fields["configs"] = _broker_entries(m, ctx, res.resource_name, keys, request.include_synonyms)
+                configs = _broker_entries(m, res.resource_name, keys, request.include_synonyms)
             else:
-                fields.update(
-                    error_code=ErrorCode.invalid_request, error_message=f"Unsupported resource type {res.resource_type}"
-                )
-                results.append(ctx.nested("DescribeConfigsResult", **fields))
-                continue
-            fields["error_code"] = ErrorCode.none
+                code, message = ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
         except KafkaError as exc:
-            fields.update(_admin_error(exc))
-        results.append(ctx.nested("DescribeConfigsResult", **fields))
-    return ctx.build(throttle_time=0, results=results)
+            (code, message), configs = _admin_error(exc), ()
+        results.append(dc.DescribeConfigsResult(error_code=code, error_message=message,
+                                                resource_type=res.resource_type, resource_name=res.resource_name,
+                                                configs=configs))
+    return dc.DescribeConfigsResponse(throttle_time=NO_TIME, results=tuple(results))
 
 
-async def _group_entries(m: Managers, ctx: RequestContext, group: str, keys: set[str] | None) -> list[Any]:
+async def _group_entries(
+    m: Managers, group: str, keys: set[str] | None
+) -> tuple[dc.DescribeConfigsResourceResult, ...]:
     """Kafka 4's group configs: the group's own value (GROUP_CONFIG) or the broker's (DEFAULT_CONFIG)."""
     if not group:
         raise InvalidRequestError("Group name must not be empty")
     own = await asyncio.to_thread(m.group_configs.group_config, group) if m.group_configs is not None else {}
-    out = []
+    out: list[dc.DescribeConfigsResourceResult] = []
     for key, (kind, broker_key) in sorted(GROUP_CONFIGS.items()):
         if keys is not None and key not in keys:
             continue
         default = str(getattr(m.config, broker_key.replace(".", "_"))) if broker_key else GROUP_DEFAULTS[key]
         value = own.get(key, default)
-        out.append(ctx.nested(
-            "DescribeConfigsResourceResult", name=key, value=value, read_only=False, is_default=key not in own,
-            config_source=GROUP_CONFIG_SOURCE if key in own else int(ConfigSource.DEFAULT_CONFIG),
-            is_sensitive=False, synonyms=[], config_type=int(ConfigType[kind]), documentation=None))
-    return out
+        out.append(dc.DescribeConfigsResourceResult(
+            name=key, value=value, read_only=False,
+            config_source=i8_(GROUP_CONFIG_SOURCE if key in own else ConfigSource.DEFAULT_CONFIG),
+            is_sensitive=False, synonyms=(), config_type=i8_(ConfigType[kind]), documentation=None))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------------ AlterConfigs
@@ -544,26 +551,19 @@ async def _alter_group(
 
 async def _alter_responses(
     m: Managers, ctx: RequestContext, request: AlterConfigsRequest | IncrementalAlterConfigsRequest
-) -> list[Any]:
+) -> list[tuple[int, str, ErrorCode, str | None]]:
+    """Per resource: (its type, its name, its error, the error's message)."""
     incremental = isinstance(request, IncrementalAlterConfigsRequest)
-    out = []
+    out: list[tuple[int, str, ErrorCode, str | None]] = []
     for res in request.resources:
-        fields: dict[str, Any] = {
-            "resource_type": res.resource_type,
-            "resource_name": res.resource_name,
-            "error_message": None,
-        }
+        code, message = ErrorCode.none, None
         try:
             if not _config_authorized(ctx, res.resource_type, res.resource_name, Operation.ALTER_CONFIGS):
-                fields.update(_config_denied(res.resource_type))
+                code = _config_denied(res.resource_type)
             elif res.resource_type == GROUP:
                 await _alter_group(m, res, request.validate_only)
-                fields["error_code"] = ErrorCode.none
             elif res.resource_type not in (TOPIC, BROKER):
-                fields.update(
-                    error_code=ErrorCode.invalid_request,
-                    error_message=f"Unsupported resource type {res.resource_type}",
-                )
+                code, message = ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
             else:
                 entity = None
                 if res.resource_type == BROKER:
@@ -592,43 +592,53 @@ async def _alter_responses(
                     await _alter_broker(m, entity, changes, request.validate_only, replace=not incremental)
                 else:
                     await _alter_topic(m, res.resource_name, changes, request.validate_only, replace=not incremental)
-                fields["error_code"] = ErrorCode.none
         except KafkaError as exc:
-            fields.update(_admin_error(exc))
-        out.append(ctx.nested("AlterConfigsResourceResponse", **fields))
+            code, message = _admin_error(exc)
+        out.append((res.resource_type, res.resource_name, code, message))
     return out
 
 
 @api(33, 0, 2, request=AlterConfigsRequest)
-async def alter_configs(m: Managers, ctx: RequestContext, request: AlterConfigsRequest) -> Any:
-    return ctx.build(throttle_time=0, responses=await _alter_responses(m, ctx, request))
+async def alter_configs(m: Managers, ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    return AlterConfigsResponse(throttle_time=NO_TIME, responses=tuple(
+        ac.AlterConfigsResourceResponse(error_code=code, error_message=message, resource_type=i8_(kind),
+                                        resource_name=name)
+        for kind, name, code, message in await _alter_responses(m, ctx, request)))
 
 
 @api(44, 0, 1, request=IncrementalAlterConfigsRequest)
-async def incremental_alter_configs(m: Managers, ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Any:
-    return ctx.build(throttle_time=0, responses=await _alter_responses(m, ctx, request))
+async def incremental_alter_configs(
+    m: Managers, ctx: RequestContext, request: IncrementalAlterConfigsRequest
+) -> iac.IncrementalAlterConfigsResponse:
+    return iac.IncrementalAlterConfigsResponse(throttle_time=NO_TIME, responses=tuple(
+        iac.AlterConfigsResourceResponse(error_code=code, error_message=message, resource_type=i8_(kind),
+                                         resource_name=name)
+        for kind, name, code, message in await _alter_responses(m, ctx, request)))
 
 
 # ------------------------------------------------------------------------------------------ DescribeCluster
 @api(60, 0, 1, request=DescribeClusterRequest)
-async def describe_cluster(m: Managers, ctx: RequestContext, request: DescribeClusterRequest) -> Any:
+async def describe_cluster(
+    m: Managers, ctx: RequestContext, request: DescribeClusterRequest
+) -> dcl.DescribeClusterResponse:
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
-        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, error_message=None,
-                         endpoint_type=1, cluster_id="", controller_id=-1, brokers=(),
-                         cluster_authorized_operations=-2147483648)
-    brokers = [
-        ctx.nested("DescribeClusterBroker", broker_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
+        return dcl.DescribeClusterResponse(
+            throttle_time=NO_TIME, error_code=ErrorCode.cluster_authorization_failed, error_message=None,
+            endpoint_type=i8_(1), cluster_id="", controller_id=broker(-1), brokers=(),
+            cluster_authorized_operations=i32_(-2147483648))
+    brokers = tuple(
+        dcl.DescribeClusterBroker(broker_id=broker(b.broker_id), host=ep.host, port=i32_(ep.port), rack=b.rack)
         for b, ep in on_listener(ctx, m.cluster.brokers())
-    ]
-    return ctx.build(
-        throttle_time=0,
+    )
+    return dcl.DescribeClusterResponse(
+        throttle_time=NO_TIME,
         error_code=ErrorCode.none,
         error_message=None,
-        endpoint_type=1,
+        endpoint_type=i8_(1),
         cluster_id=m.cluster.cluster_id,
-        controller_id=m.cluster.controller_id(),
+        controller_id=broker(m.cluster.controller_id()),
         brokers=brokers,
-        cluster_authorized_operations=(  # Kafka's INT32_MIN when not asked for
+        cluster_authorized_operations=i32_(  # Kafka's INT32_MIN when not asked for
             ctx.authorized_operations(ResourceType.CLUSTER) if request.include_cluster_authorized_operations
             else -2147483648),
     )
@@ -643,22 +653,22 @@ def _may_write_idempotently(m: Managers, ctx: RequestContext) -> bool:
 
 
 @api(22, 0, 4, request=InitProducerIdRequest)
-async def init_producer_id(m: Managers, ctx: RequestContext, request: InitProducerIdRequest) -> Any:
+async def init_producer_id(m: Managers, ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    def answer(code: ErrorCode, pid: int, epoch: int) -> InitProducerIdResponse:
+        return InitProducerIdResponse(throttle_time=NO_TIME, error_code=code, producer_id=producer(pid),
+                                      producer_epoch=i16_(epoch))
+
     if request.transactional_id is not None and not ctx.authorized(
         Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
     ):
-        return ctx.build(throttle_time=0, error_code=ErrorCode.transactional_id_authorization_failed,
-                         producer_id=-1, producer_epoch=-1)
+        return answer(ErrorCode.transactional_id_authorization_failed, -1, -1)
     if request.transactional_id is None and not _may_write_idempotently(m, ctx):
-        return ctx.build(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, producer_id=-1,
-                         producer_epoch=-1)
+        return answer(ErrorCode.cluster_authorization_failed, -1, -1)
     if request.transactional_id is not None:
         error, pid, epoch = await init_transactional_producer(m, ctx, request.transactional_id, request)
-        return ctx.build(throttle_time=0, error_code=error, producer_id=pid, producer_epoch=epoch)
+        return answer(ErrorCode(error), pid, epoch)
     pid, epoch = request.producer_id, request.producer_epoch  # v0-v2 have none: their schema default, -1
     if pid >= 0 and 0 <= epoch < 32766:
         # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
-        return ctx.build(throttle_time=0, error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch + 1)
-    return ctx.build(
-        throttle_time=0, error_code=ErrorCode.none, producer_id=m.admin.allocate_producer_id(), producer_epoch=0
-    )
+        return answer(ErrorCode.none, pid, epoch + 1)
+    return answer(ErrorCode.none, m.admin.allocate_producer_id(), 0)

@@ -12,14 +12,19 @@ on the group and READ on the topics.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kio.schema.alter_share_group_offsets.v0 import response as alter
 from kio.schema.alter_share_group_offsets.v0.request import AlterShareGroupOffsetsRequest
+from kio.schema.delete_share_group_offsets.v0 import response as delete
 from kio.schema.delete_share_group_offsets.v0.request import DeleteShareGroupOffsetsRequest
+from kio.schema.describe_share_group_offsets.v1 import response as describe
 from kio.schema.describe_share_group_offsets.v1.request import DescribeShareGroupOffsetsRequest
 from kio.schema.errors import ErrorCode as E
 
 from kbus.common.acl import Operation, ResourceType
+from kbus.protocol.kio_types import NO_TIME, i32_, i64_
+from kbus.protocol.kio_types import topic as topic_name
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.share.manager import PersisterError
 from kbus.server.share.state import ShareState, ShareStateKey
@@ -70,29 +75,31 @@ async def reset_partitions(m: Managers, group: ShareGroup, partitions: dict[str,
 
 
 @api(90, 0, 1, request=DescribeShareGroupOffsetsRequest)
-async def describe_share_group_offsets(m: Managers, ctx: RequestContext, req: DescribeShareGroupOffsetsRequest) -> Any:
+async def describe_share_group_offsets(
+    m: Managers, ctx: RequestContext, req: DescribeShareGroupOffsetsRequest
+) -> describe.DescribeShareGroupOffsetsResponse:
     ids = m.groups.topic_image.ids if m.groups is not None else {}
-    groups_out = []
+    groups_out: list[describe.DescribeShareGroupOffsetsResponseGroup] = []
     for g in req.groups:
         if not ctx.authorized(Operation.DESCRIBE, ResourceType.GROUP, g.group_id):
-            groups_out.append(ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=[],
-                                         error_code=E.group_authorization_failed, error_message=None))
+            groups_out.append(describe.DescribeShareGroupOffsetsResponseGroup(
+                group_id=g.group_id, topics=(), error_code=E.group_authorization_failed, error_message=None))
             continue
         error, message, group = _group(m, g.group_id)
         if group is None:
-            groups_out.append(ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=[],
-                                         error_code=error, error_message=message))
+            groups_out.append(describe.DescribeShareGroupOffsetsResponseGroup(
+                group_id=g.group_id, topics=(), error_code=E(error), error_message=message))
             continue
         wanted: dict[str, list[int]] = (
             {t: sorted(ps) for t, ps in sorted(group.initialized.items())} if g.topics is None
             else {t.topic_name: list(t.partitions) for t in g.topics})
-        topics = []
-        for topic, partitions in wanted.items():
-            topic_id = ids.get(topic)
-            parts = []
+        topics: list[describe.DescribeShareGroupOffsetsResponseTopic] = []
+        for name, partitions in wanted.items():
+            topic_id = ids.get(name)
+            parts: list[describe.DescribeShareGroupOffsetsResponsePartition] = []
             for p in partitions:
                 start, leader_epoch, lag, code = -1, -1, -1, int(E.none)
-                if not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, topic):
+                if not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, name):
                     code = int(E.topic_authorization_failed)
                 elif topic_id is None:
                     code = int(E.unknown_topic_or_partition)
@@ -104,15 +111,15 @@ async def describe_share_group_offsets(m: Managers, ctx: RequestContext, req: De
                     else:
                         if state is not None and state.start_offset >= 0:
                             start, leader_epoch = state.start_offset, state.leader_epoch
-                            lag = _lag(m, topic, p, state)
-                parts.append(ctx.nested("DescribeShareGroupOffsetsResponsePartition", partition_index=p,
-                                        start_offset=start, leader_epoch=leader_epoch, lag=lag, error_code=code,
-                                        error_message=None))
-            topics.append(ctx.nested("DescribeShareGroupOffsetsResponseTopic", topic_name=topic,
-                                     topic_id=topic_id, partitions=parts))
-        groups_out.append(ctx.nested("DescribeShareGroupOffsetsResponseGroup", group_id=g.group_id, topics=topics,
-                                     error_code=E.none, error_message=None))
-    return ctx.build(throttle_time=0, groups=groups_out)
+                            lag = _lag(m, name, p, state)
+                parts.append(describe.DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=i32_(p), start_offset=i64_(start), leader_epoch=i32_(leader_epoch), lag=i64_(lag),
+                    error_code=E(code), error_message=None))
+            topics.append(describe.DescribeShareGroupOffsetsResponseTopic(
+                topic_name=topic_name(name), topic_id=topic_id, partitions=tuple(parts)))
+        groups_out.append(describe.DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, topics=tuple(topics), error_code=E.none, error_message=None))
+    return describe.DescribeShareGroupOffsetsResponse(throttle_time=NO_TIME, groups=tuple(groups_out))
 
 
 def _lag(m: Managers, topic: str, partition: int, state: ShareState) -> int:
@@ -126,9 +133,12 @@ def _lag(m: Managers, topic: str, partition: int, state: ShareState) -> int:
 
 
 @api(91, 0, 0, request=AlterShareGroupOffsetsRequest)
-async def alter_share_group_offsets(m: Managers, ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> Any:
-    def top(code: int, message: str | None = None) -> Any:
-        return ctx.build(throttle_time=0, error_code=code, error_message=message, responses=[])
+async def alter_share_group_offsets(
+    m: Managers, ctx: RequestContext, req: AlterShareGroupOffsetsRequest
+) -> alter.AlterShareGroupOffsetsResponse:
+    def top(code: int, message: str | None = None) -> alter.AlterShareGroupOffsetsResponse:
+        return alter.AlterShareGroupOffsetsResponse(throttle_time=NO_TIME, error_code=E(code), error_message=message,
+                                                    responses=())
 
     if not ctx.authorized(Operation.READ, ResourceType.GROUP, req.group_id):
         return top(E.group_authorization_failed)
@@ -141,10 +151,10 @@ async def alter_share_group_offsets(m: Managers, ctx: RequestContext, req: Alter
         return top(E.non_empty_group, "The group is not empty.")
     ids = m.groups.topic_image.ids
     altered: dict[str, frozenset[int]] = {}
-    responses = []
+    responses: list[alter.AlterShareGroupOffsetsResponseTopic] = []
     for t in req.topics:
         topic_id = ids.get(t.topic_name)
-        parts = []
+        parts: list[alter.AlterShareGroupOffsetsResponsePartition] = []
         for p in t.partitions:
             if not ctx.authorized(Operation.READ, ResourceType.TOPIC, t.topic_name):
                 code = int(E.topic_authorization_failed)
@@ -154,19 +164,23 @@ async def alter_share_group_offsets(m: Managers, ctx: RequestContext, req: Alter
                 code = await _reset(m, ShareStateKey(req.group_id, topic_id, p.partition_index), p.start_offset)
                 if code == E.none:
                     altered[t.topic_name] = altered.get(t.topic_name, frozenset()) | {int(p.partition_index)}
-            parts.append(ctx.nested("AlterShareGroupOffsetsResponsePartition", partition_index=p.partition_index,
-                                    error_code=code, error_message=None))
-        responses.append(ctx.nested("AlterShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
-                                    topic_id=topic_id, partitions=parts))
+            parts.append(alter.AlterShareGroupOffsetsResponsePartition(partition_index=p.partition_index,
+                                                                       error_code=E(code), error_message=None))
+        responses.append(alter.AlterShareGroupOffsetsResponseTopic(topic_name=t.topic_name, topic_id=topic_id,
+                                                                   partitions=tuple(parts)))
     if altered:
         await m.groups.mark_initialized(group, altered)
-    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, responses=responses)
+    return alter.AlterShareGroupOffsetsResponse(throttle_time=NO_TIME, error_code=E.none, error_message=None,
+                                                responses=tuple(responses))
 
 
 @api(92, 0, 0, request=DeleteShareGroupOffsetsRequest)
-async def delete_share_group_offsets(m: Managers, ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> Any:
-    def top(code: int, message: str | None = None) -> Any:
-        return ctx.build(throttle_time=0, error_code=code, error_message=message, responses=[])
+async def delete_share_group_offsets(
+    m: Managers, ctx: RequestContext, req: DeleteShareGroupOffsetsRequest
+) -> delete.DeleteShareGroupOffsetsResponse:
+    def top(code: int, message: str | None = None) -> delete.DeleteShareGroupOffsetsResponse:
+        return delete.DeleteShareGroupOffsetsResponse(throttle_time=NO_TIME, error_code=E(code), error_message=message,
+                                                      responses=())
 
     if not ctx.authorized(Operation.DELETE, ResourceType.GROUP, req.group_id):
         return top(E.group_authorization_failed)
@@ -176,7 +190,7 @@ async def delete_share_group_offsets(m: Managers, ctx: RequestContext, req: Dele
     if group.members:
         return top(E.non_empty_group, "The group is not empty.")
     ids = m.groups.topic_image.ids if m.groups is not None else {}
-    responses = []
+    responses: list[delete.DeleteShareGroupOffsetsResponseTopic] = []
     for t in req.topics:
         topic_id = ids.get(t.topic_name)
         if not ctx.authorized(Operation.READ, ResourceType.TOPIC, t.topic_name):
@@ -185,6 +199,7 @@ async def delete_share_group_offsets(m: Managers, ctx: RequestContext, req: Dele
             code = int(E.unknown_topic_or_partition)
         else:
             code = await reset_partitions(m, group, {t.topic_name: group.initialized.get(t.topic_name, frozenset())})
-        responses.append(ctx.nested("DeleteShareGroupOffsetsResponseTopic", topic_name=t.topic_name,
-                                    topic_id=topic_id, error_code=code, error_message=None))
-    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, responses=responses)
+        responses.append(delete.DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, topic_id=topic_id,
+                                                                     error_code=E(code), error_message=None))
+    return delete.DeleteShareGroupOffsetsResponse(throttle_time=NO_TIME, error_code=E.none, error_message=None,
+                                                  responses=tuple(responses))

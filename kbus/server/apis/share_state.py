@@ -8,21 +8,27 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from kio.schema.delete_share_group_state.v0 import response as delete
 from kio.schema.delete_share_group_state.v0.request import DeleteShareGroupStateRequest
 from kio.schema.delete_share_group_state.v0.request import PartitionData as DeletePartition
 from kio.schema.errors import ErrorCode as E
+from kio.schema.initialize_share_group_state.v0 import response as initialize
 from kio.schema.initialize_share_group_state.v0.request import InitializeShareGroupStateRequest
 from kio.schema.initialize_share_group_state.v0.request import PartitionData as InitializePartition
+from kio.schema.read_share_group_state.v0 import response as read
 from kio.schema.read_share_group_state.v0.request import PartitionData as ReadPartition
 from kio.schema.read_share_group_state.v0.request import ReadShareGroupStateRequest
+from kio.schema.read_share_group_state_summary.v0 import response as summary
 from kio.schema.read_share_group_state_summary.v0.request import PartitionData as ReadSummaryPartition
 from kio.schema.read_share_group_state_summary.v0.request import ReadShareGroupStateSummaryRequest
+from kio.schema.write_share_group_state.v0 import response as write
 from kio.schema.write_share_group_state.v0.request import PartitionData as WritePartition
 from kio.schema.write_share_group_state.v0.request import WriteShareGroupStateRequest
 
 from kbus.common.acl import Operation, ResourceType
+from kbus.protocol.kio_types import i8_, i16_, i32_, i64_
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.share.coordinator import ShareCoordinatorError
 from kbus.server.share.state import ShareState, ShareStateKey
@@ -58,83 +64,92 @@ class _Request(Protocol[P]):
 
 
 Q = TypeVar("Q", bound=_Partition)
+R = TypeVar("R")  # a response's per-partition result (kio has a PartitionResult class per API)
+T = TypeVar("T")  # its per-topic result
 
 
-def _per_partition(ctx: RequestContext, topics: Iterable[_Topic[Q]], result_topic: str, result_partition: str,
-                   answer: Callable[[uuid.UUID, Q], dict[str, Any]], empty: dict[str, Any]) -> list[Any]:
-    out = []
-    for t in topics:
-        parts = [ctx.nested(result_partition, partition=p.partition, **(
-            answer(t.topic_id, p) if t.topic_id is not None else {**_error(E.invalid_request, "TopicId is null."),
-                                                                   **empty}))
-                 for p in t.partitions]
-        out.append(ctx.nested(result_topic, topic_id=t.topic_id, partitions=parts))
-    return out
-
-
-def _error(code: int, message: str | None = None) -> dict[str, Any]:
-    return {"error_code": code, "error_message": message}
+def _per_partition(topics: Iterable[_Topic[Q]], answer: Callable[[uuid.UUID, Q], R],
+                   failed: Callable[[Q, int, str | None], R], topic: Callable[[uuid.UUID | None, tuple[R, ...]], T],
+                   ) -> tuple[T, ...]:  # fmt: skip
+    return tuple(
+        topic(t.topic_id, tuple(answer(t.topic_id, p) if t.topic_id is not None
+                                else failed(p, E.invalid_request, "TopicId is null.") for p in t.partitions))
+        for t in topics
+    )  # fmt: skip
 
 
 @api(84, 0, 0, request=ReadShareGroupStateRequest)
-async def read_share_group_state(m: Managers, ctx: RequestContext, req: ReadShareGroupStateRequest) -> Any:
+async def read_share_group_state(
+    m: Managers, ctx: RequestContext, req: ReadShareGroupStateRequest
+) -> read.ReadShareGroupStateResponse:
     coordinator = m.share_coordinator
     denied = not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
 
-    empty: dict[str, Any] = {"state_epoch": 0, "start_offset": -1, "state_batches": []}
+    def failed(p: ReadPartition, code: int, message: str | None = None) -> read.PartitionResult:
+        return read.PartitionResult(partition=p.partition, error_code=E(code), error_message=message,
+                                    state_epoch=i32_(0), start_offset=i64_(-1), state_batches=())
 
-    def answer(topic_id: uuid.UUID, p: ReadPartition) -> dict[str, Any]:
+    def answer(topic_id: uuid.UUID, p: ReadPartition) -> read.PartitionResult:
         if denied:
-            return {**_error(E.cluster_authorization_failed), **empty}
+            return failed(p, E.cluster_authorization_failed)
         if coordinator is None:
-            return {**_error(E.coordinator_not_available), **empty}
+            return failed(p, E.coordinator_not_available)
         try:
             state = coordinator.read(ShareStateKey(req.group_id, topic_id, p.partition), p.leader_epoch)
         except ShareCoordinatorError as exc:
-            return {**_error(exc.code), **empty}
+            return failed(p, exc.code)
         if state is None:
-            return {**_error(E.none), **empty}
-        return {**_error(E.none), "state_epoch": state.state_epoch, "start_offset": state.start_offset,
-                "state_batches": [ctx.nested("StateBatch", first_offset=f, last_offset=la, delivery_state=s,
-                                             delivery_count=c) for f, la, s, c in state.batches]}
+            return failed(p, E.none)
+        return read.PartitionResult(
+            partition=p.partition, error_code=E.none, error_message=None, state_epoch=i32_(state.state_epoch),
+            start_offset=i64_(state.start_offset),
+            state_batches=tuple(read.StateBatch(first_offset=i64_(f), last_offset=i64_(la), delivery_state=i8_(s),
+                                                delivery_count=i16_(c)) for f, la, s, c in state.batches))
 
-    return ctx.build(results=_per_partition(ctx, req.topics, "ReadStateResult", "PartitionResult", answer, empty))
+    return read.ReadShareGroupStateResponse(results=_per_partition(
+        req.topics, answer, failed, lambda topic_id, parts: read.ReadStateResult(topic_id=topic_id, partitions=parts)))
 
 
 @api(87, 0, 0, request=ReadShareGroupStateSummaryRequest)
 async def read_share_group_state_summary(
     m: Managers, ctx: RequestContext, req: ReadShareGroupStateSummaryRequest
-) -> Any:
+) -> summary.ReadShareGroupStateSummaryResponse:
     coordinator = m.share_coordinator
     denied = not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
 
-    empty: dict[str, Any] = {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1}
+    def failed(p: ReadSummaryPartition, code: int, message: str | None = None) -> summary.PartitionResult:
+        return summary.PartitionResult(partition=p.partition, error_code=E(code), error_message=message,
+                                       state_epoch=i32_(0), leader_epoch=i32_(-1), start_offset=i64_(-1))
 
-    def answer(topic_id: uuid.UUID, p: ReadSummaryPartition) -> dict[str, Any]:
+    def answer(topic_id: uuid.UUID, p: ReadSummaryPartition) -> summary.PartitionResult:
         if denied:
-            return {**_error(E.cluster_authorization_failed), **empty}
+            return failed(p, E.cluster_authorization_failed)
         if coordinator is None:
-            return {**_error(E.coordinator_not_available), **empty}
+            return failed(p, E.coordinator_not_available)
         try:
             state = coordinator.read(ShareStateKey(req.group_id, topic_id, p.partition))
         except ShareCoordinatorError as exc:
-            return {**_error(exc.code), **empty}
+            return failed(p, exc.code)
         if state is None:
-            return {**_error(E.none), **empty}
-        return {**_error(E.none), "state_epoch": state.state_epoch, "leader_epoch": state.leader_epoch,
-                "start_offset": state.start_offset}
+            return failed(p, E.none)
+        return summary.PartitionResult(
+            partition=p.partition, error_code=E.none, error_message=None, state_epoch=i32_(state.state_epoch),
+            leader_epoch=i32_(state.leader_epoch), start_offset=i64_(state.start_offset))
 
-    return ctx.build(results=_per_partition(ctx, req.topics, "ReadStateSummaryResult", "PartitionResult", answer,
-                                            empty))
+    return summary.ReadShareGroupStateSummaryResponse(results=_per_partition(
+        req.topics, answer, failed,
+        lambda topic_id, parts: summary.ReadStateSummaryResult(topic_id=topic_id, partitions=parts)))
 
 
-async def _each(m: Managers, ctx: RequestContext, req: _Request[Q], result_topic: str,
-                apply: Callable[[ShareStateKey, Q], Awaitable[None]]) -> Any:
+async def _each(m: Managers, ctx: RequestContext, req: _Request[Q],
+                apply: Callable[[ShareStateKey, Q], Awaitable[None]],
+                ) -> list[tuple[uuid.UUID | None, list[tuple[Q, int, str | None]]]]:  # fmt: skip
+    """Per topic of the request, (its id, per partition (the partition, its error code, its error message))."""
     coordinator = m.share_coordinator
     denied = not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
-    results = []
+    results: list[tuple[uuid.UUID | None, list[tuple[Q, int, str | None]]]] = []
     for t in req.topics:
-        parts = []
+        parts: list[tuple[Q, int, str | None]] = []
         for p in t.partitions:
             if denied:
                 code, message = int(E.cluster_authorization_failed), None
@@ -148,35 +163,52 @@ async def _each(m: Managers, ctx: RequestContext, req: _Request[Q], result_topic
                     code, message = int(E.none), None
                 except ShareCoordinatorError as exc:
                     code, message = exc.code, str(exc)
-            parts.append(ctx.nested("PartitionResult", partition=p.partition, error_code=code,
-                                    error_message=message))
-        results.append(ctx.nested(result_topic, topic_id=t.topic_id, partitions=parts))
-    return ctx.build(results=results)
+            parts.append((p, code, message))
+        results.append((t.topic_id, parts))
+    return results
 
 
 @api(85, 0, 0, request=WriteShareGroupStateRequest)
-async def write_share_group_state(m: Managers, ctx: RequestContext, req: WriteShareGroupStateRequest) -> Any:
+async def write_share_group_state(
+    m: Managers, ctx: RequestContext, req: WriteShareGroupStateRequest
+) -> write.WriteShareGroupStateResponse:
     async def apply(key: ShareStateKey, p: WritePartition) -> None:
         assert m.share_coordinator is not None
         await m.share_coordinator.write(key, ShareState(p.state_epoch, p.leader_epoch, p.start_offset, tuple(
             (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)))
 
-    return await _each(m, ctx, req, "WriteStateResult", apply)
+    return write.WriteShareGroupStateResponse(results=tuple(
+        write.WriteStateResult(topic_id=topic_id, partitions=tuple(
+            write.PartitionResult(partition=p.partition, error_code=E(code), error_message=message)
+            for p, code, message in parts))
+        for topic_id, parts in await _each(m, ctx, req, apply)))  # fmt: skip
 
 
 @api(83, 0, 0, request=InitializeShareGroupStateRequest)
-async def initialize_share_group_state(m: Managers, ctx: RequestContext, req: InitializeShareGroupStateRequest) -> Any:
+async def initialize_share_group_state(
+    m: Managers, ctx: RequestContext, req: InitializeShareGroupStateRequest
+) -> initialize.InitializeShareGroupStateResponse:
     async def apply(key: ShareStateKey, p: InitializePartition) -> None:
         assert m.share_coordinator is not None
         await m.share_coordinator.write(key, ShareState(p.state_epoch, -1, p.start_offset))
 
-    return await _each(m, ctx, req, "InitializeStateResult", apply)
+    return initialize.InitializeShareGroupStateResponse(results=tuple(
+        initialize.InitializeStateResult(topic_id=topic_id, partitions=tuple(
+            initialize.PartitionResult(partition=p.partition, error_code=E(code), error_message=message)
+            for p, code, message in parts))
+        for topic_id, parts in await _each(m, ctx, req, apply)))  # fmt: skip
 
 
 @api(86, 0, 0, request=DeleteShareGroupStateRequest)
-async def delete_share_group_state(m: Managers, ctx: RequestContext, req: DeleteShareGroupStateRequest) -> Any:
+async def delete_share_group_state(
+    m: Managers, ctx: RequestContext, req: DeleteShareGroupStateRequest
+) -> delete.DeleteShareGroupStateResponse:
     async def apply(key: ShareStateKey, p: DeletePartition) -> None:
         assert m.share_coordinator is not None
         await m.share_coordinator.delete(key)
 
-    return await _each(m, ctx, req, "DeleteStateResult", apply)
+    return delete.DeleteShareGroupStateResponse(results=tuple(
+        delete.DeleteStateResult(topic_id=topic_id, partitions=tuple(
+            delete.PartitionResult(partition=p.partition, error_code=E(code), error_message=message)
+            for p, code, message in parts))
+        for topic_id, parts in await _each(m, ctx, req, apply)))  # fmt: skip

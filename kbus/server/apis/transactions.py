@@ -6,25 +6,34 @@ Request in, response out: the state lives in the broker's TransactionService (kb
 
 from __future__ import annotations
 
-import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+from kio.schema.add_offsets_to_txn.v3.response import AddOffsetsToTxnResponse
+from kio.schema.add_partitions_to_txn.v3 import response as apt3
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV3
+from kio.schema.add_partitions_to_txn.v5 import response as apt
 from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnRequest
+from kio.schema.describe_producers.v0 import response as dp
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+from kio.schema.describe_transactions.v0 import response as dt
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.end_txn.v5.request import EndTxnRequest
+from kio.schema.end_txn.v5.response import EndTxnResponse
 from kio.schema.errors import ErrorCode as E
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.list_transactions.v1 import response as lt
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.schema.txn_offset_commit.v5 import response as toc
 from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest
+from kio.schema.write_txn_markers.v2 import response as wtm
 from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.topics import OFFSETS_TOPIC
 from kbus.protocol.codec import ms
 from kbus.protocol.control import build_marker_batch
+from kbus.protocol.kio_types import NO_TIME, i16_, i32_, i32s, i64_, ms32, producer, time_ms, topic, transactional
 from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
 from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
@@ -118,7 +127,7 @@ def _txn_id(ctx: RequestContext, transactional_id: str | None) -> bool:
 @api(24, 0, 5, request=(AddPartitionsToTxnRequestV3, AddPartitionsToTxnRequest))  # v4: a batch of transactions
 async def add_partitions_to_txn(
     m: Managers, ctx: RequestContext, req: AddPartitionsToTxnRequestV3 | AddPartitionsToTxnRequest
-) -> Any:
+) -> apt3.AddPartitionsToTxnResponse | apt.AddPartitionsToTxnResponse:
     """v0-3 from producers (one transaction, Write on its transactional id and topics); v4-5 from brokers only
     (ClusterAction): a batch of transactions, `verify_only` ones asking whether partitions are in the ongoing
     transaction (KIP-890, kbus.server.transaction.verification) without adding them. The others are the
@@ -126,15 +135,17 @@ async def add_partitions_to_txn(
     transactionVersionForAddPartitionsToTxn) the transaction is a v2 one, its epoch bumped when it ends."""
     if isinstance(req, AddPartitionsToTxnRequest):  # v4+
         if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
-            return ctx.build(throttle_time=0, error_code=E.cluster_authorization_failed, results_by_transaction=[])
-        results = []
+            return apt.AddPartitionsToTxnResponse(throttle_time=NO_TIME, error_code=E.cluster_authorization_failed,
+                                                  results_by_transaction=())
+        results: list[apt.AddPartitionsToTxnResult] = []
         for txn in req.transactions:
             wanted: list[tuple[str, int]] = [(t.name, p) for t in txn.topics for p in t.partitions]
             errors = await _add_or_verify(m, ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted,
                                           verify_only=txn.verify_only, client_tv=2 if ctx.api_version >= 5 else 0)
-            results.append(ctx.nested("AddPartitionsToTxnResult", transactional_id=txn.transactional_id,
-                                      topic_results=_topic_results(ctx, errors)))
-        return ctx.build(throttle_time=0, error_code=E.none, results_by_transaction=results)
+            results.append(apt.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                                        topic_results=_topic_results(errors)))
+        return apt.AddPartitionsToTxnResponse(throttle_time=NO_TIME, error_code=E.none,
+                                              results_by_transaction=tuple(results))
     tid = req.v3_and_below_transactional_id
     wanted_v3: list[tuple[str, int]] = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
     if not _txn_id(ctx, tid):
@@ -142,7 +153,13 @@ async def add_partitions_to_txn(
     else:
         errors = await _add_or_verify(m, ctx, tid, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
                                       wanted_v3, verify_only=False)
-    return ctx.build(throttle_time=0, results_by_topic_v3_and_below=_topic_results(ctx, errors))
+    # v3's class: Kafka removed results_by_topic_v3_and_below at v4
+    return apt3.AddPartitionsToTxnResponse(throttle_time=NO_TIME, results_by_topic_v3_and_below=tuple(
+        apt3.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=tuple(
+            apt3.AddPartitionsToTxnPartitionResult(partition_index=r.partition_index,
+                                                   partition_error_code=r.partition_error_code)
+            for r in t.results_by_partition))
+        for t in _topic_results(errors)))  # fmt: skip
 
 
 async def _add_or_verify(
@@ -151,10 +168,10 @@ async def _add_or_verify(
 ) -> dict[tuple[str, int], int]:
     """One transaction of AddPartitionsToTxn: an error per partition."""
     unknown = set()
-    for topic, p in wanted:
-        meta = m.cluster.topics().get(topic)
+    for name, p in wanted:
+        meta = m.cluster.topics().get(name)
         if meta is None or p not in meta.partitions:
-            unknown.add((topic, p))
+            unknown.add((name, p))
     # brokers (v4) need no Write on the topics: they ask for their producers, already authorized
     from_client = ctx.api_version < 4
     if from_client and (denied := {(t, p) for t, p in wanted
@@ -172,55 +189,60 @@ async def _add_or_verify(
     return dict.fromkeys(wanted, _fenced(ctx, error))
 
 
-def _topic_results(ctx: RequestContext, errors: dict[tuple[str, int], int]) -> list[Any]:
+def _topic_results(errors: dict[tuple[str, int], int]) -> tuple[apt.AddPartitionsToTxnTopicResult, ...]:
     by_topic: dict[str, list[int]] = {}
-    for topic, p in errors:
-        by_topic.setdefault(topic, []).append(p)
-    return [
-        ctx.nested("AddPartitionsToTxnTopicResult", name=topic, results_by_partition=[
-            ctx.nested("AddPartitionsToTxnPartitionResult", partition_index=p, partition_error_code=errors[(topic, p)])
+    for name, p in errors:
+        by_topic.setdefault(name, []).append(p)
+    return tuple(
+        apt.AddPartitionsToTxnTopicResult(name=topic(name), results_by_partition=tuple(
+            apt.AddPartitionsToTxnPartitionResult(partition_index=i32_(p),
+                                                  partition_error_code=E(errors[(name, p)]))
             for p in partitions
-        ])
-        for topic, partitions in by_topic.items()
-    ]
+        ))
+        for name, partitions in by_topic.items()
+    )  # fmt: skip
 
 
 @api(25, 0, 3, request=AddOffsetsToTxnRequest)
-async def add_offsets_to_txn(m: Managers, ctx: RequestContext, req: AddOffsetsToTxnRequest) -> Any:
+async def add_offsets_to_txn(m: Managers, ctx: RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     coordinator = _coordinator(m)
     groups = m.groups
     if not _txn_id(ctx, req.transactional_id):
-        return ctx.build(throttle_time=0, error_code=E.transactional_id_authorization_failed)
+        return AddOffsetsToTxnResponse(throttle_time=NO_TIME, error_code=E.transactional_id_authorization_failed)
     if not ctx.authorized(Operation.READ, ResourceType.GROUP, req.group_id):
-        return ctx.build(throttle_time=0, error_code=E.group_authorization_failed)
+        return AddOffsetsToTxnResponse(throttle_time=NO_TIME, error_code=E.group_authorization_failed)
     if coordinator is None or groups is None:
-        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available)
+        return AddOffsetsToTxnResponse(throttle_time=NO_TIME, error_code=E.coordinator_not_available)
     partition = (OFFSETS_TOPIC, groups.partition_for(req.group_id))
     error = await coordinator.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [partition])
-    return ctx.build(throttle_time=0, error_code=_fenced(ctx, error))
+    return AddOffsetsToTxnResponse(throttle_time=NO_TIME, error_code=E(_fenced(ctx, error)))
 
 
 @api(26, 0, 5, request=EndTxnRequest)
-async def end_txn(m: Managers, ctx: RequestContext, req: EndTxnRequest) -> Any:
+async def end_txn(m: Managers, ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     """v5 is transactions v2's (KIP-890 part 2, Kafka's transactionVersionForEndTxn): the epoch is bumped as the
     transaction ends, and the producer id and epoch to go on with are in the response."""
     coordinator = _coordinator(m)
     if not _txn_id(ctx, req.transactional_id):
-        return ctx.build(throttle_time=0, error_code=E.transactional_id_authorization_failed, producer_id=-1,
-                         producer_epoch=-1)
+        return EndTxnResponse(throttle_time=NO_TIME, error_code=E.transactional_id_authorization_failed,
+                              producer_id=producer(-1), producer_epoch=i16_(-1))
     if coordinator is None:
-        return ctx.build(throttle_time=0, error_code=E.coordinator_not_available, producer_id=-1, producer_epoch=-1)
+        return EndTxnResponse(throttle_time=NO_TIME, error_code=E.coordinator_not_available, producer_id=producer(-1),
+                              producer_epoch=i16_(-1))
     error, producer_id, epoch = await coordinator.end_transaction_bumping(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed, 2 if ctx.api_version >= 5 else 0)
-    return ctx.build(throttle_time=0, error_code=_fenced(ctx, error), producer_id=producer_id, producer_epoch=epoch)
+    return EndTxnResponse(throttle_time=NO_TIME, error_code=E(_fenced(ctx, error)), producer_id=producer(producer_id),
+                          producer_epoch=i16_(epoch))
 
 
 @api(27, 1, 2, request=WriteTxnMarkersRequest)
-async def write_txn_markers(m: Managers, ctx: RequestContext, req: WriteTxnMarkersRequest) -> Any:
+async def write_txn_markers(
+    m: Managers, ctx: RequestContext, req: WriteTxnMarkersRequest
+) -> wtm.WriteTxnMarkersResponse:
     """From another broker's transaction coordinator: write the markers on the partitions this broker leads. v2
     (KIP-1228) gives each marker its transaction version; before it, 0 (the legacy epoch check)."""
     service = m.transactions
-    results = []
+    results: list[wtm.WritableTxnMarkerResult] = []
     # only brokers write markers (Kafka: ClusterAction on the cluster), never a client
     may = ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for marker in req.markers:
@@ -234,18 +256,20 @@ async def write_txn_markers(m: Managers, ctx: RequestContext, req: WriteTxnMarke
                                           marker.transaction_result, marker.coordinator_epoch, wanted,
                                           service.request_timeout_ms, service.marker_listeners,
                                           marker.transaction_version)  # v1 has none: its schema default, 0
-        results.append(ctx.nested("WritableTxnMarkerResult", producer_id=marker.producer_id, topics=[
-            ctx.nested("WritableTxnMarkerTopicResult", name=t.name, partitions=[
-                ctx.nested("WritableTxnMarkerPartitionResult", partition_index=p, error_code=errors[(t.name, p)])
+        results.append(wtm.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=tuple(
+            wtm.WritableTxnMarkerTopicResult(name=t.name, partitions=tuple(
+                wtm.WritableTxnMarkerPartitionResult(partition_index=p, error_code=E(errors[(t.name, p)]))
                 for p in t.partition_indexes
-            ])
+            ))
             for t in marker.topics
-        ]))
-    return ctx.build(markers=results)
+        )))
+    return wtm.WriteTxnMarkersResponse(markers=tuple(results))
 
 
 @api(28, 0, 5, request=TxnOffsetCommitRequest)
-async def txn_offset_commit(m: Managers, ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
+async def txn_offset_commit(
+    m: Managers, ctx: RequestContext, req: TxnOffsetCommitRequest
+) -> toc.TxnOffsetCommitResponse:
     groups = m.groups
     now = groups.clock() if groups is not None else 0
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {
@@ -269,13 +293,14 @@ async def txn_offset_commit(m: Managers, ctx: RequestContext, req: TxnOffsetComm
             req.group_id, req.producer_id, req.producer_epoch, req.member_id, req.group_instance_id,
             req.generation_id, offsets,
         )
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), error in errors.items():
-        by_topic.setdefault(topic, []).append(
-            ctx.nested("TxnOffsetCommitResponsePartition", partition_index=partition, error_code=error))
-    return ctx.build(throttle_time=0, topics=[
-        ctx.nested("TxnOffsetCommitResponseTopic", name=name, partitions=parts) for name, parts in by_topic.items()
-    ])
+    by_topic: dict[str, list[toc.TxnOffsetCommitResponsePartition]] = {}
+    for (name, partition), error in errors.items():
+        by_topic.setdefault(name, []).append(
+            toc.TxnOffsetCommitResponsePartition(partition_index=i32_(partition), error_code=E(error)))
+    return toc.TxnOffsetCommitResponse(throttle_time=NO_TIME, topics=tuple(
+        toc.TxnOffsetCommitResponseTopic(name=topic(name), partitions=tuple(parts))
+        for name, parts in by_topic.items()
+    ))
 
 
 async def _verify_txn_offsets(
@@ -320,38 +345,37 @@ def _offset_commit_error(code: int) -> int:
 
 
 @api(61, 0, 0, request=DescribeProducersRequest)
-async def describe_producers(m: Managers, ctx: RequestContext, req: DescribeProducersRequest) -> Any:
-    topics = []
+async def describe_producers(
+    m: Managers, ctx: RequestContext, req: DescribeProducersRequest
+) -> dp.DescribeProducersResponse:
+    topics: list[dp.TopicResponse] = []
     for t in req.topics:
-        parts = []
+        parts: list[dp.PartitionResponse] = []
         readable = ctx.authorized(Operation.READ, ResourceType.TOPIC, t.name)  # Kafka: Read on the topic
         for p in t.partition_indexes:
             part, error = m.replicas.leader_partition(t.name, p) if readable else (None, E.topic_authorization_failed)
-            producers = []
+            producers: list[dp.ProducerState] = []
             if part is not None:
                 for entry in part.log.producer_state.producers.values():
-                    producers.append(ctx.nested(
-                        "ProducerState", producer_id=entry.producer_id, producer_epoch=entry.producer_epoch,
-                        last_sequence=entry.last_seq, last_timestamp=entry.last_timestamp,
-                        coordinator_epoch=entry.coordinator_epoch,
-                        current_txn_start_offset=entry.current_txn_first_offset
-                        if entry.current_txn_first_offset is not None else -1,
+                    producers.append(dp.ProducerState(
+                        producer_id=producer(entry.producer_id), producer_epoch=i32_(entry.producer_epoch),
+                        last_sequence=i32_(entry.last_seq), last_timestamp=i64_(entry.last_timestamp),
+                        coordinator_epoch=i32_(entry.coordinator_epoch),
+                        current_txn_start_offset=i64_(entry.current_txn_first_offset
+                                                      if entry.current_txn_first_offset is not None else -1),
                     ))
-            parts.append(ctx.nested("PartitionResponse", partition_index=p, error_code=error,
-                                    error_message=None, active_producers=producers))
-        topics.append(ctx.nested("TopicResponse", name=t.name, partitions=parts))
-    return ctx.build(throttle_time=0, topics=topics)
-
-
-def _ms_time(ms_since_epoch: int) -> datetime.datetime:
-    # kio writes datetime_i64 fields from datetimes only; Kafka sends -1 for "no transaction started"
-    return datetime.datetime.fromtimestamp(0, datetime.UTC) + datetime.timedelta(milliseconds=ms_since_epoch)
+            parts.append(dp.PartitionResponse(partition_index=p, error_code=error, error_message=None,
+                                              active_producers=tuple(producers)))
+        topics.append(dp.TopicResponse(name=t.name, partitions=tuple(parts)))
+    return dp.DescribeProducersResponse(throttle_time=NO_TIME, topics=tuple(topics))
 
 
 @api(65, 0, 0, request=DescribeTransactionsRequest)
-async def describe_transactions(m: Managers, ctx: RequestContext, req: DescribeTransactionsRequest) -> Any:
+async def describe_transactions(
+    m: Managers, ctx: RequestContext, req: DescribeTransactionsRequest
+) -> dt.DescribeTransactionsResponse:
     coordinator = _coordinator(m)
-    states = []
+    states: list[dt.TransactionState] = []
     for tid in req.transactional_ids:
         if not ctx.authorized(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
             error, meta = int(E.transactional_id_authorization_failed), None
@@ -360,19 +384,19 @@ async def describe_transactions(m: Managers, ctx: RequestContext, req: DescribeT
         else:
             error, meta = coordinator.describe(tid)
         if meta is None:
-            states.append(ctx.nested("TransactionState", error_code=error, transactional_id=tid, transaction_state="",
-                                     transaction_timeout=0, transaction_start_time=_ms_time(-1), producer_id=-1,
-                                     producer_epoch=-1, topics=[]))
+            states.append(dt.TransactionState(
+                error_code=E(error), transactional_id=tid, transaction_state="", transaction_timeout=NO_TIME,
+                transaction_start_time=time_ms(-1), producer_id=producer(-1), producer_epoch=i16_(-1), topics=()))
             continue
-        states.append(ctx.nested(
-            "TransactionState", error_code=E.none, transactional_id=tid, transaction_state=meta.state.kafka_name,
-            transaction_timeout=meta.timeout_ms, transaction_start_time=_ms_time(meta.start_ms),
-            producer_id=meta.producer_id,
-            producer_epoch=meta.producer_epoch,
-            topics=[ctx.nested("TopicData", topic=t, partitions=sorted(ps))
-                    for t, ps in sorted(meta.partitions.items())],
+        states.append(dt.TransactionState(
+            error_code=E.none, transactional_id=tid, transaction_state=meta.state.kafka_name,
+            transaction_timeout=ms32(meta.timeout_ms), transaction_start_time=time_ms(meta.start_ms),
+            producer_id=producer(meta.producer_id),
+            producer_epoch=i16_(meta.producer_epoch),
+            topics=tuple(dt.TopicData(topic=topic(t), partitions=i32s(sorted(ps)))
+                         for t, ps in sorted(meta.partitions.items())),
         ))
-    return ctx.build(throttle_time=0, transaction_states=states)
+    return dt.DescribeTransactionsResponse(throttle_time=NO_TIME, transaction_states=tuple(states))
 
 
 _STATE_NAMES = {"empty", "ongoing", "preparecommit", "prepareabort", "completecommit", "completeabort", "dead",
@@ -380,7 +404,9 @@ _STATE_NAMES = {"empty", "ongoing", "preparecommit", "prepareabort", "completeco
 
 
 @api(66, 0, 1, request=ListTransactionsRequest)
-async def list_transactions(m: Managers, ctx: RequestContext, req: ListTransactionsRequest) -> Any:
+async def list_transactions(
+    m: Managers, ctx: RequestContext, req: ListTransactionsRequest
+) -> lt.ListTransactionsResponse:
     coordinator = _coordinator(m)
     filters = list(req.state_filters)
     unknown = [s for s in filters if s.lower() not in _STATE_NAMES]
@@ -388,8 +414,10 @@ async def list_transactions(m: Managers, ctx: RequestContext, req: ListTransacti
     listings = [] if coordinator is None or (filters and not known) else coordinator.list_transactions(
         known, req.producer_id_filters, req.duration_filter)  # v0 has none: its schema default, -1
     # Kafka lists only the transactional ids the principal may Describe
-    states = [ctx.nested("TransactionState", transactional_id=t.transactional_id, producer_id=t.producer_id,
-                         transaction_state=t.state.kafka_name) for t in listings
-              if ctx.authorized(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)]
+    states = tuple(lt.TransactionState(transactional_id=transactional(t.transactional_id),
+                                       producer_id=producer(t.producer_id), transaction_state=t.state.kafka_name)
+                   for t in listings
+                   if ctx.authorized(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id))
     error = E.coordinator_not_available if coordinator is None else E.none
-    return ctx.build(throttle_time=0, error_code=error, unknown_state_filters=unknown, transaction_states=states)
+    return lt.ListTransactionsResponse(throttle_time=NO_TIME, error_code=error, unknown_state_filters=tuple(unknown),
+                                       transaction_states=states)

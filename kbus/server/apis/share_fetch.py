@@ -9,20 +9,23 @@ ACLs as Kafka's KafkaApis: READ on the group, READ on each topic.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode as E
+from kio.schema.share_acknowledge.v2 import response as sa
 from kio.schema.share_acknowledge.v2.request import AcknowledgementBatch as AcknowledgeRequestBatch
 from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
+from kio.schema.share_fetch.v2 import response as sf
 from kio.schema.share_fetch.v2.request import AcknowledgementBatch, ShareFetchRequest
+from kio.static.primitive import i32Timedelta
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import ms
+from kbus.protocol.kio_types import NO_TIME, broker, i16_, i32_, i64_, ms32, records
 from kbus.protocol.record_batch import iter_complete_batches
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.share.manager import PersisterError, SessionError, SharePartitionManager
@@ -147,13 +150,13 @@ async def _acquire(m: Managers, share: SharePartitionManager, group_id: str, mem
 
 
 @api(78, 1, 2, request=ShareFetchRequest)
-async def share_fetch(m: Managers, ctx: RequestContext, req: ShareFetchRequest) -> Any:
+async def share_fetch(m: Managers, ctx: RequestContext, req: ShareFetchRequest) -> sf.ShareFetchResponse:
     share = m.share
-    lock_timeout = datetime.timedelta(milliseconds=share.config.lock_duration_ms)
+    lock_timeout = ms32(share.config.lock_duration_ms)
 
-    def top_error(code: int, message: str | None = None) -> Any:
-        return ctx.build(throttle_time=0, error_code=code, error_message=message,
-                         acquisition_lock_timeout=lock_timeout, responses=[], node_endpoints=[])
+    def top_error(code: int, message: str | None = None) -> sf.ShareFetchResponse:
+        return sf.ShareFetchResponse(throttle_time=NO_TIME, error_code=E(code), error_message=message,
+                                     acquisition_lock_timeout=lock_timeout, responses=(), node_endpoints=())
 
     group_id, member_id = req.group_id or "", req.member_id or ""
     if not group_id or not member_id:
@@ -258,44 +261,48 @@ async def share_fetch(m: Managers, ctx: RequestContext, req: ShareFetchRequest) 
 
 
 def _fetch_response(ctx: RequestContext, m: Managers, answers: dict[TopicPartition, _Answer],
-                    unknown: list[tuple[uuid.UUID | None, int]], lock_timeout: datetime.timedelta) -> Any:
+                    unknown: list[tuple[uuid.UUID | None, int]], lock_timeout: i32Timedelta,
+                    ) -> sf.ShareFetchResponse:  # fmt: skip
     ids = _ids_by_name(m)
-    by_topic: dict[uuid.UUID | None, list[Any]] = {}
+    by_topic: dict[uuid.UUID | None, list[sf.PartitionData]] = {}
     for (topic, partition), (error, ack_error, data, acquired) in sorted(answers.items()):
         by_topic.setdefault(ids.get(topic, uuid.UUID(int=0)), []).append(_partition_data(
-            ctx, m, topic, partition, error, ack_error, data, acquired))
+            m, topic, partition, error, ack_error, data, acquired))
     for topic_id, partition in unknown:
         by_topic.setdefault(topic_id, []).append(_partition_data(
-            ctx, m, "", partition, int(E.unknown_topic_id), 0, b"", []))
-    return ctx.build(
-        throttle_time=0, error_code=E.none, error_message=None, acquisition_lock_timeout=lock_timeout,
-        responses=[ctx.nested("ShareFetchableTopicResponse", topic_id=tid, partitions=parts)
-                   for tid, parts in by_topic.items()],
-        node_endpoints=_node_endpoints(ctx, m, _moved(((tp, a[0]) for tp, a in answers.items()), m)),
+            m, "", partition, int(E.unknown_topic_id), 0, b"", []))
+    return sf.ShareFetchResponse(
+        throttle_time=NO_TIME, error_code=E.none, error_message=None, acquisition_lock_timeout=lock_timeout,
+        responses=tuple(sf.ShareFetchableTopicResponse(topic_id=tid, partitions=tuple(parts))
+                        for tid, parts in by_topic.items()),
+        node_endpoints=tuple(
+            sf.NodeEndpoint(node_id=broker(node), host=host, port=i32_(port), rack=rack)
+            for node, host, port, rack in _node_endpoints(ctx, m, _moved(((tp, a[0]) for tp, a in answers.items()), m))
+        ),
     )
 
 
-def _leader(ctx: RequestContext, m: Managers, topic: str, partition: int) -> Any:
-    """The partition's current leader as this broker knows it (a NOT_LEADER_OR_FOLLOWER answer tells the client
-    where to go, with the leader's endpoint in NodeEndpoints)."""
+def _leader(m: Managers, topic: str, partition: int) -> tuple[int, int]:
+    """The partition's current leader and its epoch as this broker knows them (a NOT_LEADER_OR_FOLLOWER answer tells
+    the client where to go, with the leader's endpoint in NodeEndpoints); -1, -1 when unknown."""
     part = m.replicas.leader_partition(topic, partition)[0] if topic else None
     if part is not None:
-        return ctx.nested("LeaderIdAndEpoch", leader_id=m.broker_id, leader_epoch=part.leader_epoch)
+        return m.broker_id, part.leader_epoch
     t = m.cluster.topic(topic) if topic else None
     state = t.partitions.get(partition) if t is not None else None
     if state is None:
-        return ctx.nested("LeaderIdAndEpoch", leader_id=-1, leader_epoch=-1)
-    return ctx.nested("LeaderIdAndEpoch", leader_id=state.leader, leader_epoch=state.leader_epoch)
+        return -1, -1
+    return state.leader, state.leader_epoch
 
 
-def _node_endpoints(ctx: RequestContext, m: Managers, leaders: Iterable[int]) -> list[Any]:
+def _node_endpoints(ctx: RequestContext, m: Managers, leaders: Iterable[int]) -> list[tuple[int, str, int, str | None]]:
+    """(node id, host, port, rack) of each leader on the request's listener."""
     out = []
     for broker_id in sorted(set(leaders)):
         info = next((b for b in m.cluster.brokers() if b.broker_id == broker_id), None)
         endpoint = None if info is None else info.endpoint(ctx.listener.name)
         if info is not None and endpoint is not None:
-            out.append(ctx.nested("NodeEndpoint", node_id=broker_id, host=endpoint.host, port=endpoint.port,
-                                  rack=info.rack))
+            out.append((broker_id, endpoint.host, endpoint.port, info.rack))
     return out
 
 
@@ -311,31 +318,33 @@ def _moved(answers: Iterable[tuple[TopicPartition, int]], m: Managers) -> list[i
     return out
 
 
-def _partition_data(ctx: RequestContext, m: Managers, topic: str, partition: int, error: int, ack_error: int,
-                    data: bytes, acquired: list[Acquired]) -> Any:
-    return ctx.nested(
-        "PartitionData",
-        partition_index=partition,
-        error_code=error,
+def _partition_data(m: Managers, topic: str, partition: int, error: int, ack_error: int,
+                    data: bytes, acquired: list[Acquired]) -> sf.PartitionData:
+    leader, epoch = _leader(m, topic, partition)
+    return sf.PartitionData(
+        partition_index=i32_(partition),
+        error_code=E(error),
         error_message=None,
-        acknowledge_error_code=ack_error,
+        acknowledge_error_code=i16_(ack_error),
         acknowledge_error_message=None,
-        current_leader=_leader(ctx, m, topic, partition),
-        records=data,
-        acquired_records=[ctx.nested("AcquiredRecords", first_offset=a.first, last_offset=a.last,
-                                     delivery_count=a.delivery_count) for a in acquired],
+        current_leader=sf.LeaderIdAndEpoch(leader_id=i32_(leader), leader_epoch=i32_(epoch)),
+        records=records(data),
+        acquired_records=tuple(sf.AcquiredRecords(first_offset=i64_(a.first), last_offset=i64_(a.last),
+                                                  delivery_count=i16_(a.delivery_count)) for a in acquired),
     )
 
 
 @api(79, 1, 2, request=ShareAcknowledgeRequest)
-async def share_acknowledge(m: Managers, ctx: RequestContext, req: ShareAcknowledgeRequest) -> Any:
+async def share_acknowledge(
+    m: Managers, ctx: RequestContext, req: ShareAcknowledgeRequest
+) -> sa.ShareAcknowledgeResponse:
     share = m.share
 
-    lock_timeout = datetime.timedelta(milliseconds=share.config.lock_duration_ms)  # v2's AcquisitionLockTimeoutMs
+    lock_timeout = ms32(share.config.lock_duration_ms)  # v2's AcquisitionLockTimeoutMs
 
-    def top_error(code: int, message: str | None = None) -> Any:
-        return ctx.build(throttle_time=0, error_code=code, error_message=message, responses=[], node_endpoints=[],
-                         acquisition_lock_timeout=lock_timeout)
+    def top_error(code: int, message: str | None = None) -> sa.ShareAcknowledgeResponse:
+        return sa.ShareAcknowledgeResponse(throttle_time=NO_TIME, error_code=E(code), error_message=message,
+                                           responses=(), node_endpoints=(), acquisition_lock_timeout=lock_timeout)
 
     group_id, member_id = req.group_id or "", req.member_id or ""
     if not group_id or not member_id:
@@ -349,11 +358,11 @@ async def share_acknowledge(m: Managers, ctx: RequestContext, req: ShareAcknowle
     except SessionError as exc:
         return top_error(exc.code, exc.message)
     names = _names_by_id(m)
-    by_topic: list[Any] = []
+    by_topic: list[sa.ShareAcknowledgeTopicResponse] = []
     codes: list[tuple[TopicPartition, int]] = []
     for t in req.topics:
         name = None if t.topic_id is None else names.get(t.topic_id)
-        parts = []
+        parts: list[sa.PartitionData] = []
         for p in t.partitions:
             if name is None:
                 code = int(E.unknown_topic_id)
@@ -365,10 +374,15 @@ async def share_acknowledge(m: Managers, ctx: RequestContext, req: ShareAcknowle
                                           renew=ctx.api_version >= 2 and bool(req.is_renew_ack))
             if name is not None:
                 codes.append(((name, p.partition_index), code))
-            parts.append(ctx.nested("PartitionData", partition_index=p.partition_index, error_code=code,
-                                    error_message=None, current_leader=_leader(ctx, m, name or "", p.partition_index)))
-        by_topic.append(ctx.nested("ShareAcknowledgeTopicResponse", topic_id=t.topic_id, partitions=parts))
+            leader, epoch = _leader(m, name or "", p.partition_index)
+            parts.append(sa.PartitionData(
+                partition_index=p.partition_index, error_code=E(code), error_message=None,
+                current_leader=sa.LeaderIdAndEpoch(leader_id=i32_(leader), leader_epoch=i32_(epoch))))
+        by_topic.append(sa.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=tuple(parts)))
     if session is None:
         share.close_session(group_id, member_id)
-    return ctx.build(throttle_time=0, error_code=E.none, error_message=None, responses=by_topic,
-                     node_endpoints=_node_endpoints(ctx, m, _moved(codes, m)), acquisition_lock_timeout=lock_timeout)
+    return sa.ShareAcknowledgeResponse(
+        throttle_time=NO_TIME, error_code=E.none, error_message=None, responses=tuple(by_topic),
+        node_endpoints=tuple(sa.NodeEndpoint(node_id=broker(node), host=host, port=i32_(port), rack=rack)
+                             for node, host, port, rack in _node_endpoints(ctx, m, _moved(codes, m))),
+        acquisition_lock_timeout=lock_timeout)

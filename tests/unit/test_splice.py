@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kbus.protocol.codec import RequestHeader, encode_response
+from kbus.protocol.codec import RequestHeader, build, encode_response, nested, response_type
 from kbus.protocol.splice import FileRegion, RecordSplicer, SplicedFrame
-from kbus.server.apis.registry import RequestContext
 
 
-def fetch_response(version: int, records: list[bytes]) -> object:
-    ctx = RequestContext(RequestHeader(1, version, 42, "c", version >= 12), "127.0.0.1", 1, "t")
-    parts = [ctx.nested("PartitionData", partition_index=i, error_code=0, high_watermark=1000 + i,
-                        last_stable_offset=1000 + i, log_start_offset=0, aborted_transactions=None,
-                        preferred_read_replica=-1, records=r) for i, r in enumerate(records)]
-    topics = [ctx.nested("FetchableTopicResponse", topic="topic-\xff-free.name", partitions=parts)]
-    return ctx.build(throttle_time=0, error_code=0, session_id=0, responses=topics)
+def fetch_response(version: int, records: list[bytes]) -> Any:
+    """kio's Fetch response of `version` (codec.build: the fields that version has, the others dropped)."""
+    cls = response_type(1, version)
+    parts = [build(nested(cls, "PartitionData"), partition_index=i, error_code=0, high_watermark=1000 + i,
+                   last_stable_offset=1000 + i, log_start_offset=0, aborted_transactions=None,
+                   preferred_read_replica=-1, records=r) for i, r in enumerate(records)]
+    topics = [build(nested(cls, "FetchableTopicResponse"), topic="topic-\xff-free.name", partitions=parts)]
+    return build(cls, throttle_time=0, error_code=0, session_id=0, responses=topics)
 
 
 def materialize(frame: SplicedFrame | bytes) -> bytes:

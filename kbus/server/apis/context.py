@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+
+from kio.static.protocol import Entity
 
 from kbus.common.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, Authorizer, Operation, ResourceType, operations_field
 from kbus.common.security import ANONYMOUS, KafkaPrincipal, SecurityProtocol
-from kbus.protocol.codec import RequestHeader, build, nested, response_type
+from kbus.protocol.codec import RequestHeader, response_type
 from kbus.protocol.connection import Connection, ListenerName
 from kbus.protocol.splice import RecordSplicer
 
@@ -108,18 +109,7 @@ class RequestContext:
         return self.header.client_id or ""
 
     @property
-    def response_type(self) -> type:
+    def response_type(self) -> type[Entity]:
+        """kio's response class of this request's version (handlers answer their newest version's class;
+        codec.encode_response writes it in this one: kbus.protocol.upgrade.to_version)."""
         return response_type(self.header.api_key, self.header.api_version)
-
-    def build(self, /, **fields: Any) -> Any:
-        """The top-level response for this request's version."""
-        return build(self.response_type, **fields)
-
-    def nested(self, type_name: str, /, **fields: Any) -> Any:
-        """A nested response entity (e.g. 'MetadataResponseTopic') for this request's version; None when the
-        version has no such entity (the field holding it is then dropped by build() as well)."""
-        try:
-            cls = nested(self.response_type, type_name)
-        except AttributeError:
-            return None
-        return build(cls, **fields)

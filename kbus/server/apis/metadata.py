@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v10 import response as v10
 from kio.schema.metadata.v10.request import MetadataRequest as MetadataRequestV10
 from kio.schema.metadata.v10.request import MetadataRequestTopic as MetadataRequestTopicV10
+from kio.schema.metadata.v12 import response as v12
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.static.protocol import Entity
 
 from kbus.common.acl import Operation, ResourceType
 from kbus.common.cluster import BrokerInfo
 from kbus.common.errors import KafkaError
 from kbus.common.topics import is_internal, validate_topic_name
 from kbus.protocol.codec import encode_entity
+from kbus.protocol.fetch_response import EncodedBody
+from kbus.protocol.kio_types import NO_TIME, broker, i32_
 from kbus.protocol.metadata_response import encode_partitions, encode_topic, splice_topics
+from kbus.protocol.upgrade import to_version
 from kbus.server.apis.endpoints import on_listener
 from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
@@ -78,15 +84,22 @@ def _without_topics(ctx: RequestContext, m: Managers, brokers: list[BrokerInfo],
     cached = _HEAD_CACHE.get(key)
     if cached is not None and _same_brokers(cached[0], brokers):
         return cached[1]
-    encoded = encode_entity(ctx.build(
-        throttle_time=0,
-        brokers=[ctx.nested("MetadataResponseBroker", node_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack)
-                 for b, ep in on_listener(ctx, brokers)],
-        cluster_id=cluster_id,
-        controller_id=controller_id,
-        topics=(),
-        cluster_authorized_operations=cluster_ops,
-    ))  # fmt: skip
+    head: v10.MetadataResponse | v12.MetadataResponse
+    if ctx.api_version >= 11:  # v11 dropped cluster_authorized_operations: v10's class for the versions before
+        head = v12.MetadataResponse(
+            throttle_time=NO_TIME, cluster_id=cluster_id, controller_id=broker(controller_id), topics=(),
+            brokers=tuple(v12.MetadataResponseBroker(node_id=broker(b.broker_id), host=ep.host, port=i32_(ep.port),
+                                                     rack=b.rack) for b, ep in on_listener(ctx, brokers)))
+    else:
+        head = v10.MetadataResponse(
+            throttle_time=NO_TIME, cluster_id=cluster_id, controller_id=broker(controller_id), topics=(),
+            brokers=tuple(v10.MetadataResponseBroker(node_id=broker(b.broker_id), host=ep.host, port=i32_(ep.port),
+                                                     rack=b.rack) for b, ep in on_listener(ctx, brokers)),
+            cluster_authorized_operations=i32_(cluster_ops))
+    # once per key (cached): in the request's version, as encode_response writes a handler's kio response
+    source: type[Entity] = type(head)
+    target = ctx.response_type
+    encoded = encode_entity(head if source is target else to_version(source, target)(head))
     if len(_HEAD_CACHE) >= _HEAD_CACHE_MAX:
         _HEAD_CACHE.clear()
     _HEAD_CACHE[key] = (brokers, encoded)
@@ -123,7 +136,9 @@ def _by_id(req_topic: MetadataRequestTopicV10 | MetadataRequestTopic) -> bool:
 # v11 dropped include_cluster_authorized_operations (moved to DescribeCluster): v0-v10 reach the handler as v10's
 # class, v11-v12 as v12's (kbus.protocol.upgrade), v0-v9's topics with a null topic id
 @api(3, 0, 12, request=(MetadataRequestV10, MetadataRequest))
-async def metadata(m: Managers, ctx: RequestContext, request: MetadataRequestV10 | MetadataRequest) -> Any:
+async def metadata(
+    m: Managers, ctx: RequestContext, request: MetadataRequestV10 | MetadataRequest
+) -> EncodedBody:
     topics = m.cluster.topics()
     brokers = m.cluster.brokers()
     live = frozenset(b.broker_id for b in brokers)

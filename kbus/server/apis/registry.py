@@ -8,8 +8,8 @@ hand-decoded hot APIs, and handlers not yet moved) receive the decoded message f
 response is kio's response class of the newest version the handler serves (its return annotation says which, so
 mypy checks every field), or of an older version where Kafka removed a field (FindCoordinator v0-3); the network
 layer writes it in the request's version (kbus.protocol.upgrade.to_version: fields that version lacks are dropped,
-an error it cannot carry is refused). Handlers not yet moved build the request's own version with
-`ctx.build(**fields)`; the hot APIs may answer an EncodedBody. Returning None sends no response (Produce, acks=0).
+an error it cannot carry is refused). The hot APIs may answer an EncodedBody (a body they encoded themselves).
+Returning None sends no response (Produce, acks=0).
 Handler modules register themselves with `@api(key, min_version, max_version)`; `ApiVersions` advertises exactly
 this table, so nothing is advertised that is not implemented. Each entry also declares what the connection layer
 needs to know about it (`ApiFlags`: may be pipelined, allowed before authentication); `CATALOG` is the table as

@@ -4,7 +4,9 @@ OffsetCommit, Heartbeat) with kbus, Apache Kafka and kbus-base (KBUS_BASE: the p
 
 Every cell is the median over the run's rounds; Kafka's warmest round (its lowest cost, its highest rate) is a
 column of its own because the JVM's JIT may still be warming in the first rounds. A row whose kbus cost is above
-Kafka's (median or warmest) or whose rate is below Kafka's is marked in the "> 1.0x" column.
+Kafka's (median or warmest) or whose rate is below Kafka's is marked in the "> 1.0x" column. A system that failed a
+point (scale.py writes the point's line with "failed": why) has "failed" in its cell (or "+N failed" beside the
+rounds it did measure), and a failure of kbus or Kafka is marked in the "> 1.0x" column too.
 
     shapes.py table --scale scale.jsonl --small small_requests.jsonl [--since T] [--command C] > shapes.md
     shapes.py readme RESULTS_DIR [--readme README.md]   the README's shape table from RESULTS_DIR/shapes.json
@@ -33,6 +35,7 @@ class Measure:
     unit: str
     rate: str | None = None
     batch: str | None = None  # the JSON key of the records per batch of the log the cell read (consume cells)
+    phase: str | None = None  # the partitions axis: the phase ("create", "load") whose line has it
 
 
 # The consume cells read each broker's own log, written by librdkafka's producer, whose batches grow while a slower
@@ -43,13 +46,15 @@ SAME_LOG = "consume the same log (fixed batches, every broker)"
 
 SCALE: dict[str, tuple[str, tuple[Measure, ...]]] = {
     "partitions": ("partitions", (
-        Measure("produce 100 B spread over every partition", "produce_cpu_us_per_msg", "µs/msg", "produce_msg_s"),
-        Measure("consume them", "consume_cpu_us_per_msg", "µs/msg", "consume_msg_s", "consume_records_per_batch"),
+        Measure("produce 100 B spread over every partition", "produce_cpu_us_per_msg", "µs/msg", "produce_msg_s",
+                phase="load"),
+        Measure("consume them", "consume_cpu_us_per_msg", "µs/msg", "consume_msg_s", "consume_records_per_batch",
+                phase="load"),
         Measure(SAME_LOG, "same_log_consume_cpu_us_per_msg", "µs/msg", "same_log_consume_msg_s",
-                "same_log_records_per_batch"),
-        Measure("full Fetch of every partition, nothing new", "fetch_cpu_us_per_request", "µs/req"),
-        Measure("Metadata of the topic", "metadata_cpu_us_per_request", "µs/req"),
-        Measure("create the topic (wall time)", "create_s", "s"),
+                "same_log_records_per_batch", phase="load"),
+        Measure("full Fetch of every partition, nothing new", "fetch_cpu_us_per_request", "µs/req", phase="load"),
+        Measure("Metadata of the topic", "metadata_cpu_us_per_request", "µs/req", phase="load"),
+        Measure("create the topic (wall time)", "create_s", "s", phase="create"),
     )),
     "connections": ("connections", (
         Measure("one Produce (10 x 100 B) per connection", "produce_cpu_us_per_request", "µs/req", "produce_req_s"),
@@ -76,6 +81,7 @@ class Row:
     rate: dict[str, list[float]] = field(default_factory=dict)
     batch: dict[str, list[float]] = field(default_factory=dict)  # label -> records per batch of the log read
     load: list[float] = field(default_factory=list)
+    failed: dict[str, list[str]] = field(default_factory=dict)  # label -> why, one per failed round
 
     def med(self, label: str, rate: bool = False) -> float | None:
         values = (self.rate if rate else self.cost).get(label)
@@ -105,9 +111,10 @@ class Row:
         return out
 
     def over(self) -> list[str]:
-        """What misses the bar: the cost above 1.0x Kafka's (median or warmest round), the rate below."""
+        """What misses the bar: the cost above 1.0x Kafka's (median or warmest round), the rate below; kbus or
+        Kafka failing the point (then there may be nothing to compare)."""
         r = self.ratios()
-        marks = []
+        marks = [f"{name} failed" for label, name in (("kbus", "kbus"), ("kafka", "Kafka")) if self.failed.get(label)]
         if r.get("cost", 0) > 1.0:
             marks.append("cost")
         elif r.get("cost_warm", 0) > 1.0:
@@ -128,6 +135,12 @@ def build(scale_rows: list[dict[str, Any]], small_rows: list[dict[str, Any]]) ->
         for r in (r for r in scale_rows if r.get("axis") == axis):
             for i, m in enumerate(measures):
                 if m.cost not in r:
+                    if "failed" in r and (m.phase is None or r.get("phase") in (None, m.phase)):
+                        row = rows.setdefault((a, r["x"], i), Row(
+                            f"{name} {r['x']:,}", m.what, m.unit, m.rate is not None))
+                        row.failed.setdefault(r["label"], []).append(str(r["failed"]))
+                        if "loadavg_start" in r:
+                            row.load.append(float(r["loadavg_start"]))
                     continue
                 row = rows.setdefault((a, r["x"], i), Row(
                     f"{name} {r['x']:,}", m.what, m.unit, m.rate is not None))
@@ -161,14 +174,16 @@ def _num(v: float | None) -> str:
 
 
 def _cell(row: Row, label: str) -> str:
-    """cost (rate/s, records per batch of the log read)"""
+    """cost (rate/s, records per batch of the log read); "failed" for a system that failed every round of it,
+    "+N failed" beside the rounds it measured"""
+    failed = len(row.failed.get(label, ()))
     cost = row.med(label)
     if cost is None:
-        return ""
+        return "**failed**" if failed else ""
     inner = [f"{_num(rate)}/s"] if (rate := row.med(label, True)) is not None else []
     if (batch := row.records_per_batch(label)) is not None:
         inner.append(f"{_num(batch)} rec/batch")
-    return _num(cost) + (f" ({', '.join(inner)})" if inner else "")
+    return _num(cost) + (f" ({', '.join(inner)})" if inner else "") + (f" **+{failed} failed**" if failed else "")
 
 
 def _ratio(v: float | None) -> str:
@@ -196,10 +211,13 @@ def markdown(rows: list[Row]) -> str:
 
 
 def summary(rows: list[Row]) -> str:
-    missed = [r for r in rows if r.over()]
+    missed = [r for r in rows if any(not m.endswith(" failed") for m in r.over())]
+    failed = sorted({label for r in rows for label in r.failed})
     loads = [v for r in rows for v in r.load]
     load = f"load average {min(loads):.1f}-{max(loads):.1f} (1-minute, at each point's start)" if loads else ""
-    return f"{len(rows)} rows, {len(missed)} above 1.0x Kafka's cost or below its rate" + (f"; {load}" if load else "")
+    return (f"{len(rows)} rows, {len(missed)} above 1.0x Kafka's cost or below its rate"
+            + "".join(f"; {label} failed {sum(1 for r in rows if label in r.failed)} rows" for label in failed)
+            + (f"; {load}" if load else ""))
 
 
 def read_jsonl(path: Path, since: str = "") -> list[dict[str, Any]]:

@@ -429,7 +429,16 @@ def consumed_log_shape(args: argparse.Namespace, topic: str, partitions: int, pe
 
 
 # ----------------------------------------------------------------------------------------------- the axes
-def run_partitions(args: argparse.Namespace) -> None:
+def point_of(args: argparse.Namespace) -> dict[str, Any]:
+    """What names the point a command measures (its JSON line's first keys, a failed one's too)."""
+    if args.cmd == "partitions":
+        return {"axis": "partitions", "x": args.partitions, "partitions": args.partitions, "phase": args.phase}
+    if args.cmd == "connections":
+        return {"axis": "connections", "x": args.connections, "connections": args.connections}
+    return {"axis": "msgsize", "x": args.size, "size": args.size}
+
+
+def run_partitions(args: argparse.Namespace, out: dict[str, Any]) -> None:
     """Phase `create` makes the topic `scale-p<N>` (memory is measured here, before any traffic grows the
     broker's heap: scale.sh creates every size first); phase `load` then measures the requests on it."""
     from fetch_sessions import FetchResp, fetch_request
@@ -437,12 +446,15 @@ def run_partitions(args: argparse.Namespace) -> None:
     n = args.partitions
     topic = f"scale-p{n}"
     pid = args.broker_pid
-    out: dict[str, Any] = {"axis": "partitions", "x": n, "partitions": n, "phase": args.phase}
     if args.phase == "create":
         rss0, fds0 = broker_rss_mb(pid), broker_fds(pid)
         out.update(rss_before_mb=rss0, fds_before=fds0)
+        cpu0 = broker_cpu(pid)
         out.update(asyncio.run(create_topic_timed(args, topic, n)))
         time.sleep(2)
+        # the broker's CPU from the creation's start to 2 s after every partition had a leader: what it still
+        # does for the topic once Metadata shows the leaders (hosting the replicas, writing their files) included
+        out["create_cpu_settled_s"] = broker_cpu(pid) - cpu0
         rss1, fds1 = broker_rss_mb(pid), broker_fds(pid)
         out.update(rss_after_mb=rss1, fds_after=fds1, rss_kb_per_partition=(rss1 - rss0) * 1024 / n,
                    fds_per_partition=(fds1 - fds0) / n)
@@ -535,12 +547,13 @@ async def _connections(args: argparse.Namespace) -> dict[str, Any]:
             "produce_sys_us_per_request": (sys1 - sys0) / (rounds * c) * 1e6}
 
 
-def run_connections(args: argparse.Namespace) -> None:
-    emit(args, asyncio.run(_connections(args)))
+def run_connections(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    out.update(asyncio.run(_connections(args)))
+    emit(args, out)
     time.sleep(2)  # let the broker close them before the next point
 
 
-def run_msgsize(args: argparse.Namespace) -> None:
+def run_msgsize(args: argparse.Namespace, out: dict[str, Any]) -> None:
     size = args.size
     topic = f"scale-s{size}-{uuid.uuid4().hex[:6]}"
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -549,7 +562,6 @@ def run_msgsize(args: argparse.Namespace) -> None:
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(120)
     asyncio.run(wait_leaders(args.bootstrap, topic, 1, 120))
     count = max(2000, min(300_000, args.bytes // size))
-    out: dict[str, Any] = {"axis": "msgsize", "x": size, "size": size}
     out.update(produce(args, topic, 1, count, size))
     out.update(consume(args, topic, 1, count, size))
     out.update(consumed_log_shape(args, topic, 1, None))
@@ -594,7 +606,9 @@ _CONSUME_LOGS = [("consume_msg_s", "consume msg/s"),
                  ("same_log_consume_msg_s", "the same log for every broker: consume msg/s")]
 TABLE_ONLY = {
     "partitions": [("rss_kb_per_partition", "RSS growth per partition, KB (JVM: heap pages touched)"),
-                   ("create_cpu_s", "broker CPU s to create the topic"), *_CONSUME_LOGS],
+                   ("create_cpu_s", "broker CPU s to create the topic"),
+                   ("create_cpu_settled_s", "broker CPU s to create the topic, until 2 s after it had leaders"),
+                   *_CONSUME_LOGS],
     "connections": [("produce_sys_us_per_request", "of which kernel (system) µs")],
     "msgsize": _CONSUME_LOGS,
 }
@@ -728,8 +742,17 @@ def main() -> int:
     args = ap.parse_args()
     global CPU_DETAIL
     CPU_DETAIL = getattr(args, "cpu_detail", False)
-    {"partitions": run_partitions, "connections": run_connections, "msgsize": run_msgsize,
-     "plot": run_plot, "table": run_table}[args.cmd](args)
+    if args.cmd in ("plot", "table"):
+        {"plot": run_plot, "table": run_table}[args.cmd](args)
+        return 0
+    out = point_of(args)
+    try:
+        {"partitions": run_partitions, "connections": run_connections, "msgsize": run_msgsize}[args.cmd](args, out)
+    except Exception as exc:
+        # the point's line all the same, with what was measured before the failure and why it failed: the shape
+        # table marks the system's cells failed instead of leaving them blank (bench/lib/shapes.py)
+        emit(args, {**out, "failed": f"{type(exc).__name__}: {exc}"[:500]})
+        raise
     return 0
 
 

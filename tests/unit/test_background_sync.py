@@ -142,3 +142,41 @@ def test_many_files_replaced_at_once_are_made_durable_by_one_syncfs(
     # a few at a time (one partition's new epoch) keep their own fsyncs: no flush of the whole file system
     replace_file_sync_later(tmp_path / "topic-1" / "leader-epoch-checkpoint", "0\n1\n5 10\n").result(timeout=10)
     assert len(syncfs_calls) == 1 and len(fsyncs) == 2
+
+
+def test_the_files_of_a_batch_are_written_by_one_job_when_it_ends(
+    tmp_path: Path, fsyncs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A become-leader of many new partitions hands over one first checkpoint each: inside batch() the idle
+    background thread is not woken for the first of them (and then again for those handed over meanwhile), it
+    writes them all in one job, made durable by one syncfs, once the batch ends."""
+    syncfs_calls: list[str] = []
+
+    def fake_syncfs(fd: int) -> int:
+        syncfs_calls.append(threading.current_thread().name)
+        return 0
+
+    monkeypatch.setattr(background_sync, "_syncfs", fake_syncfs)
+    wait_for_background_syncs()  # idle
+    caches = []
+    with background_sync.batch():
+        for i in range(40):
+            d = tmp_path / f"topic-{i}"
+            d.mkdir()
+            cache = LeaderEpochCache(d / "leader-epoch-checkpoint")
+            cache.assign(0, i)
+            caches.append(cache)
+        with background_sync.batch():  # nested: the outer block's end queues the job
+            pass
+        threading.Event().wait(0.1)  # time enough for an idle thread to have started on them
+        assert not any((tmp_path / f"topic-{i}" / "leader-epoch-checkpoint").exists() for i in range(40))
+    wait_for_background_syncs()
+    assert (tmp_path / "topic-7" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 7\n"
+    assert len(syncfs_calls) == 1 and fsyncs == []
+
+
+def test_a_shutdown_writes_the_files_of_an_open_batch(tmp_path: Path) -> None:
+    with background_sync.batch():
+        LeaderEpochCache(tmp_path / "leader-epoch-checkpoint").assign(2, 0)
+        wait_for_background_syncs()  # a clean shutdown waits for every file handed over
+        assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n1\n2 0\n"

@@ -147,3 +147,30 @@ def test_consume_cells_say_the_records_per_batch_they_read_and_the_same_log_row_
     # a line without the records per batch (an older run) still makes its cell
     del scale[0]["consume_records_per_batch"]
     assert "| 0.12 (1,500,000/s) |" in shapes.markdown(shapes.build(scale, []))
+
+
+def test_a_point_a_system_failed_is_marked_not_blank() -> None:
+    """kbus-base out of descriptors at 10,000 partitions, kbus failing one round of a load: scale.py writes the
+    point's line with "failed" (and what it measured before); the cells say so, the table is built as before."""
+    load = dict(produce_cpu_us_per_msg=2.0, produce_msg_s=200_000, consume_cpu_us_per_msg=0.2, consume_msg_s=8e5,
+                fetch_cpu_us_per_request=20_000, metadata_cpu_us_per_request=600)
+    scale = [_scale("kafka", "partitions", 10_000, phase="load", **load) for _ in range(2)]
+    scale += [_scale("kafka", "partitions", 10_000, phase="create", create_s=49),
+              _scale("kbus", "partitions", 10_000, phase="create", create_s=24),
+              _scale("kbus-base", "partitions", 10_000, phase="create", create_s=24)]
+    scale += [_scale("kbus", "partitions", 10_000, phase="load", **load),
+              _scale("kbus", "partitions", 10_000, phase="load", metadata_cpu_us_per_request=500,
+                     failed="RuntimeError: produce: 3 not delivered")]
+    scale += [_scale("kbus-base", "partitions", 10_000, phase="load", failed="TimeoutError: scale-p10000")] * 2
+    rows = {r.what: r for r in shapes.build(scale, [])}
+    produce, metadata, create = (rows["produce 100 B spread over every partition"], rows["Metadata of the topic"],
+                                 rows["create the topic (wall time)"])
+    assert produce.failed == {"kbus": ["RuntimeError: produce: 3 not delivered"],
+                              "kbus-base": ["TimeoutError: scale-p10000"] * 2}
+    assert metadata.med("kbus") == 550 and "kbus" not in metadata.failed  # measured before the failure
+    assert create.failed == {}  # the load's failure is not the creation's
+    assert produce.over() == ["kbus failed"] and metadata.over() == []
+    text = shapes.markdown(list(rows.values()))
+    line = next(ln for ln in text.splitlines() if "| produce 100 B" in ln)
+    assert "| 2 (200,000/s) **+1 failed** |" in line and "| **failed** |" in line and "**kbus failed**" in line
+    assert "kbus-base failed 5 rows" in shapes.summary(list(rows.values()))

@@ -5,6 +5,7 @@ reconcile() hosts it is not served."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import uuid
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
+from kbus.server.log import background_sync
+from kbus.server.log.epochs import CHECKPOINT_FILE
 from kbus.server.log.log import Log
 from kbus.server.log.manager import LogManager
 from kbus.server.metadata.identity import read_partition_topic_id
@@ -180,3 +183,38 @@ def test_a_caller_cancelled_while_its_pass_is_queued_does_not_stop_later_passes(
         await replicas.stop()
 
     asyncio.run(scenario())
+
+
+def test_new_leaders_checkpoint_their_epoch_at_creation_in_one_background_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's Partition.makeLeader: the leader epoch of a new topic's partitions is cached and checkpointed as
+    they become leaders (their creation), not at their first produce; the checkpoints of one metadata pass are
+    written by one background job and made durable by one syncfs (background_sync.batch)."""
+    background: list[str] = []  # what the background thread did: "syncfs", "fsync"
+
+    def fake_syncfs(fd: int) -> int:
+        if threading.current_thread().name.startswith("kbus-file-sync"):
+            background.append("syncfs")
+        return 0
+
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if threading.current_thread().name.startswith("kbus-file-sync"):
+            background.append("fsync")
+        real_fsync(fd)
+
+    background_sync.wait_for_background_syncs()  # nothing of an earlier test's left on the background thread
+    monkeypatch.setattr(background_sync, "_syncfs", fake_syncfs)
+    monkeypatch.setattr(os, "fsync", fsync)
+    replicas, store, _ = broker(tmp_path)
+    store.create_topic("wide", 1200, 1, {})  # more than one OPEN_BATCH: the pass yields to the loop in between
+    asyncio.run(replicas.apply_metadata())
+    background_sync.wait_for_background_syncs()
+    for i in (0, 700, 1199):
+        part = replicas.partitions[("wide", i)]
+        assert part.epochs.entries == [(0, 0)] and part.end_offset_for_epoch(0) == (0, 0)
+        assert (part.log.dir / CHECKPOINT_FILE).read_text() == "0\n1\n0 0\n"
+    assert background == ["syncfs"]
+    asyncio.run(replicas.stop())

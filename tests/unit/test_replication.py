@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 
 import pytest
@@ -11,7 +12,9 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.record_batch import build_batch
-from kbus.server.log.epochs import UNDEFINED_EPOCH, LeaderEpochCache
+from kbus.server.log import background_sync
+from kbus.server.log.background_sync import wait_for_background_syncs
+from kbus.server.log.epochs import CHECKPOINT_FILE, UNDEFINED_EPOCH, LeaderEpochCache
 from kbus.server.log.log import Log
 from kbus.server.log.manager import LogManager
 from kbus.server.metadata.identity import read_partition_topic_id, write_partition_topic_id
@@ -158,3 +161,97 @@ def test_acks_all_is_satisfied_at_once_only_once_the_high_watermark_passes_the_b
     alone.log.update_config(dataclasses.replace(LogConfig(), min_insync_replicas=2))  # the ISR shrank below it
     with pytest.raises(NotEnoughReplicasAfterAppendError):
         replicas.acks_satisfied(alone, result, -1)
+
+
+def test_a_new_leader_caches_its_epoch_at_its_log_end_before_any_append(tmp_path):
+    """Kafka's Partition.makeLeader (maybeAssignEpochStartOffset): a replica becoming leader of a new epoch caches
+    it as starting at its log end offset, before any record of it is appended; OffsetForLeaderEpoch answers it at
+    once (Kafka 3.9 answers (0, 0) for a new topic's partition, kbus answered UNDEFINED until the first produce)."""
+    fresh = Partition("t", 0, Log.open(tmp_path / "t-0", LogConfig()), PartitionState(1, 0, [1], [1]), 1)
+    assert fresh.epochs.entries == [(0, 0)]
+    assert fresh.end_offset_for_epoch(0) == (0, 0)
+    part = follower_with(tmp_path / "f", [(1, 5)], replicas=(1, 2))  # broker 2 follows 1 at epoch 9
+    assert part.epochs.entries == [(1, 0)]  # a follower caches only the epochs of its records
+    part.update_state(PartitionState(2, 10, [1, 2], [1, 2]))  # leader at epoch 10
+    assert part.epochs.entries == [(1, 0), (10, 5)]
+    assert part.end_offset_for_epoch(1) == (1, 5) and part.end_offset_for_epoch(10) == (10, 5)
+    part.update_state(PartitionState(2, 10, [1, 2], [2]))  # an ISR change, the same epoch: nothing new
+    part.append_as_leader(build_batch([(None, b"x")]))
+    assert part.epochs.entries == [(1, 0), (10, 5)]
+    part.update_state(PartitionState(1, 11, [1, 2], [1, 2]))  # a follower again, of epoch 11: nothing assigned
+    assert part.epochs.entries == [(1, 0), (10, 5)]
+
+
+def test_a_leaders_first_checkpoint_lost_in_a_crash_is_rebuilt_as_it_was(tmp_path):
+    """A new leader's first checkpoint is written by the background thread. A crash before that write leaves no
+    file: the partition loaded then rebuilds its entries from the batch headers and, leader again, assigns its epoch
+    again at its log end; as a follower it has the entries of its records only (Kafka's load drops an epoch that
+    starts at the log end too). Nothing is lost or wrong either way."""
+    wait_for_background_syncs()  # no drain of an earlier test's files queued before the gate (it would take these)
+    gate = threading.Event()
+    background_sync._syncer.submit(gate.wait)  # the background thread busy: the queued writes are not on disk
+    try:
+        led = Partition("t", 0, Log.open(tmp_path / "t-0", LogConfig()), PartitionState(1, 4, [1], [1]), 1)
+        empty = Partition("t", 1, Log.open(tmp_path / "t-1", LogConfig()), PartitionState(1, 6, [1], [1]), 1)
+        for _ in range(3):
+            led.append_as_leader(build_batch([(None, b"x")]))
+        assert led.epochs.entries == [(4, 0)] and empty.epochs.entries == [(6, 0)]
+        assert not (tmp_path / "t-0" / CHECKPOINT_FILE).exists()
+        # the state a crash leaves: the records on disk, no checkpoint
+        led.log.close()
+        empty.log.close()
+        again = Partition("t", 0, Log.open(tmp_path / "t-0", LogConfig()), PartitionState(1, 4, [1], [1]), 1)
+        assert again.epochs.entries == [(4, 0)] and again.end_offset_for_epoch(4) == (4, 3)
+        assert Partition("t", 1, Log.open(tmp_path / "t-1", LogConfig()), PartitionState(1, 6, [1], [1]),
+                         1).epochs.entries == [(6, 0)]
+        as_follower = Partition("t", 1, Log.open(tmp_path / "t-1", LogConfig()), PartitionState(2, 7, [1, 2], [2]), 1)
+        assert as_follower.epochs.entries == []
+        for p in (led, empty, again, as_follower):
+            p.close()  # their queued writes are dropped: the directories are the test's to check
+    finally:
+        gate.set()
+    wait_for_background_syncs()
+    assert not (tmp_path / "t-0" / CHECKPOINT_FILE).exists()
+
+
+def test_a_restarted_leader_of_an_empty_partition_rewrites_no_checkpoint(tmp_path):
+    """The loaded checkpoint says (5, 0) for an empty log: loading drops the epoch (it starts at the log end),
+    becoming leader assigns it again; the entries are then the file's, and nothing is written (10,000 empty
+    partitions would otherwise rewrite 10,000 files on the event loop at every start)."""
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    Partition("t", 0, log, PartitionState(1, 5, [1], [1]), 1)
+    wait_for_background_syncs()
+    path = tmp_path / "t-0" / CHECKPOINT_FILE
+    assert path.read_text() == "0\n1\n5 0\n"
+    written = path.stat().st_ino  # a write replaces the file (a temporary file renamed over it): a new inode
+    part = Partition("t", 0, log, PartitionState(1, 5, [1], [1]), 1)
+    wait_for_background_syncs()
+    assert part.epochs.entries == [(5, 0)] and path.stat().st_ino == written
+    Partition("t", 0, log, PartitionState(1, 6, [1], [1]), 1)  # a new epoch: written at once (a file exists)
+    assert path.read_text() == "0\n1\n6 0\n"  # epoch 5 had no records
+
+
+def test_a_queued_checkpoint_of_a_deleted_partition_does_not_land_in_its_recreated_directory(tmp_path):
+    """A topic deleted and re-created under the same name while the old partition's first checkpoint waits for the
+    background thread: the partition's directory is the new topic's by then (here a follower with nothing of its
+    own to write yet). The write must not land there: loaded later with records of the new topic's epoch 0, the old
+    topic's epoch 3 would be trusted for them."""
+    d = tmp_path / "t-0"
+    wait_for_background_syncs()  # no drain of an earlier test's files queued before the gate (it would take these)
+    gate = threading.Event()
+    background_sync._syncer.submit(gate.wait)
+    try:
+        old = Partition("t", 0, Log.open(d, LogConfig()), PartitionState(1, 3, [1], [1]), 1)
+        assert old.epochs.entries == [(3, 0)]  # its first checkpoint queued
+        old.close()  # ReplicaManager._drop_partition, then the log's deletion
+        old.log.delete()
+        new = Partition("t", 0, Log.open(d, LogConfig()), PartitionState(2, 0, [2, 1], [2, 1]), 1)
+        assert new.epochs.entries == []
+    finally:
+        gate.set()
+    wait_for_background_syncs()
+    assert not (d / CHECKPOINT_FILE).exists()
+    new.append_as_follower(build_batch([(None, b"x")], base_offset=0, partition_leader_epoch=0), 1)
+    new.log.close()
+    assert Partition("t", 0, Log.open(d, LogConfig()), PartitionState(2, 0, [2, 1], [2, 1]), 1).epochs.entries == [
+        (0, 0)]

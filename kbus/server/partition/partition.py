@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from kbus.common.clock import now_ms
 from kbus.protocol.record_batch import iter_complete_batches
-from kbus.server.log.epochs import LeaderEpochCache
+from kbus.server.log.epochs import CHECKPOINT_FILE, LeaderEpochCache
 from kbus.server.metadata.types import PartitionState
 from kbus.server.partition.errors import NotLeaderError
 from kbus.server.util.metrics import METRICS
@@ -71,6 +71,9 @@ class Partition:
             self.high_watermark = max(log.log_start_offset, min(saved, log.log_end_offset))
         self.followers: dict[int, FollowerState] = {}
         self.epochs = self._load_epochs()
+        if self.is_leader:
+            self._start_leader_epoch(flush=False)
+        self.epochs.flush()  # what loading and becoming leader changed, written once (if it differs from the file)
         # parked Fetch requests (Kafka's DelayedFetch), by what completes them: followers read to the log end and
         # wake on appends; consumers read to the high watermark (or the LSO, which moves only with it) and wake
         # when it advances, not on an append that they cannot see yet
@@ -91,12 +94,26 @@ class Partition:
             self.maybe_advance_high_watermark()  # a leader alone in its ISR commits what it has
 
     def _load_epochs(self) -> LeaderEpochCache:
+        """The leader epoch cache as its checkpoint says, else (none, or a corrupt one) rebuilt from the batch
+        headers; not written yet (the caller flushes)."""
         cache = LeaderEpochCache.load(self.log.dir)
         if cache is None:
-            cache = LeaderEpochCache(self.log.dir / "leader-epoch-checkpoint")
-            cache.assign_from_headers((h.partition_leader_epoch, h.base_offset) for h in self.log.iter_batches())
-        cache.truncate_from_end(self.log.log_end_offset)  # a torn tail may have been cut by recovery
+            cache = LeaderEpochCache(self.log.dir / CHECKPOINT_FILE)
+            cache.assign_from_headers(((h.partition_leader_epoch, h.base_offset) for h in self.log.iter_batches()),
+                                      flush=False)
+        # a torn tail may have been cut by recovery; an epoch that starts at the log end has no records (Kafka's
+        # LogLoader: truncateFromEnd(nextOffset)), a leader assigns it again (_start_leader_epoch)
+        cache.truncate_from_end(self.log.log_end_offset, flush=False)
         return cache
+
+    def _start_leader_epoch(self, *, flush: bool = True) -> None:
+        """Kafka's Partition.makeLeader (maybeAssignEpochStartOffset): the replica becoming leader of a new leader
+        epoch caches it as starting at its log end offset, and checkpoints it (LeaderEpochCache.flush), then, not
+        at the epoch's first append: a follower holding records of a later epoch than any in this log (successive
+        elections in a short time) truncates to the right offset, and the first produce to 10,000 new partitions
+        writes no checkpoints (their topic's creation does, in one background job: ReplicaManager.apply_metadata).
+        A no-op for the epoch it already has (an update of the ISR, a restarted leader whose checkpoint has it)."""
+        self.epochs.assign(self.state.leader_epoch, self.log.log_end_offset, flush=flush)
 
     # ------------------------------------------------------------------ role
     @property
@@ -124,6 +141,8 @@ class Partition:
         was_leader, old_epoch = self.is_leader, self.state.leader_epoch
         self.state = state
         if self.is_leader:
+            if state.leader_epoch > old_epoch:  # Kafka's isNewLeaderEpoch
+                self._start_leader_epoch()
             self._init_followers()
             self.maybe_advance_high_watermark()
             return (not was_leader or state.leader_epoch != old_epoch), False
@@ -285,6 +304,7 @@ class Partition:
     def close(self) -> None:
         """The partition is no longer hosted here: answer every waiter, forget pending ISR changes."""
         self.closed = True
+        self.epochs.close()  # a queued checkpoint write must not land in a new topic's directory of the same name
         self.cancel_isr_change()
         self.fail_waiters()
 
@@ -388,8 +408,7 @@ class Partition:
         self.log.truncate_fully_and_start_at(offset)
         if self.truncated_since_copy is not None:
             self.truncated_since_copy = -1  # nothing of the copy holds
-        self.epochs.entries.clear()
-        self.epochs.save()
+        self.epochs.truncate_fully()
         self.high_watermark = offset
 
     def delete_records(self, before_offset: int) -> int:

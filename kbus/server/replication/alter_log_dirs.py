@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kbus.protocol.record_batch import CorruptRecordError
-from kbus.server.log.epochs import LeaderEpochCache
+from kbus.server.log.epochs import CHECKPOINT_FILE, LeaderEpochCache
 from kbus.server.log.log import Log
 from kbus.server.log.manager import LogManager
 from kbus.server.metadata.identity import write_partition_topic_id
@@ -189,8 +189,9 @@ class ReplicaAlterLogDirsManager:
         future, dest = found
         write_partition_topic_id(future.dir, part.topic_id if isinstance(part.topic_id, uuid.UUID) else None)
         moved = self._logs.replace_current_with_future(tp)
-        epochs = LeaderEpochCache(moved.dir / "leader-epoch-checkpoint", part.epochs.entries)
+        epochs = LeaderEpochCache(moved.dir / CHECKPOINT_FILE, part.epochs.entries)
         epochs.save()
+        part.epochs.close()  # the old dir's: a queued write of it goes nowhere now
         part.log, part.epochs = moved, epochs
         part.truncated_since_copy = None
         log.info("Moved replica %s-%d to %s", *tp, dest)

@@ -26,6 +26,7 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.client import PLAINTEXT
+from kbus.server.log import background_sync
 from kbus.server.log.background_sync import sync_filesystems
 from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData, Log
@@ -428,8 +429,10 @@ class ReplicaManager:
             with STALL_WATCH.phase(f"Broker {self.broker_id}'s metadata apply pass, preparing logs"):
                 await asyncio.to_thread(self.prepare_logs)
             # hosting a replica is ~50 µs of Python: 10,000 new ones in a row would stop the loop for
-            # a second, so they are taken OPEN_BATCH at a time with requests served in between
-            with STALL_WATCH.phase(f"Broker {self.broker_id}'s metadata apply pass, hosting replicas"):
+            # a second, so they are taken OPEN_BATCH at a time with requests served in between. The leader epoch
+            # checkpoints the new leaders write (Partition._start_leader_epoch) are one background job, at the end
+            with (STALL_WATCH.phase(f"Broker {self.broker_id}'s metadata apply pass, hosting replicas"),
+                  background_sync.batch()):
                 while not self.reconcile(max_new=OPEN_BATCH) and not self.stopping:
                     await asyncio.sleep(0)
 

@@ -285,11 +285,21 @@ def _checked_header(buf: Buffer, pos: int, end: int, view: memoryview | None) ->
     if view is not None:
         actual = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
         if actual != crc:
-            raise CorruptRecordError(
-                f"record batch at position {pos} (base offset {base_offset}) is corrupt: stored crc "
-                f"{crc}, computed {actual}"
-            )
+            raise _crc_mismatch(h, actual)
     return h
+
+
+def check_crc(buf: Buffer, h: BatchHeader) -> None:
+    """What batch_headers(verify_crc=True) checks of one batch whose header was parsed already (the log's append
+    of a batch Produce validation parsed): CorruptRecordError unless its CRC matches."""
+    actual = h.compute_crc(buf)
+    if actual != h.crc:
+        raise _crc_mismatch(h, actual)
+
+
+def _crc_mismatch(h: BatchHeader, actual: int) -> CorruptRecordError:
+    return CorruptRecordError(f"record batch at position {h.position} (base offset {h.base_offset}) is corrupt: "
+                              f"stored crc {h.crc}, computed {actual}")
 
 
 def iter_complete_batches(

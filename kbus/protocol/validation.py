@@ -32,7 +32,7 @@ import crc32c as _crc32c
 
 from kbus.common.errors import ErrorCode, KafkaError
 from kbus.protocol import record_batch as rb
-from kbus.protocol.record_scan import MalformedRecordsError, scan
+from kbus.protocol.record_scan import scan_tuple
 
 Buffer = rb.Buffer
 
@@ -40,11 +40,11 @@ Buffer = rb.Buffer
 # never holds them; kbus checks a whole batch at once, so it bounds the batch instead).
 MAX_UNCOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
 
-CORRUPT_MESSAGE = ErrorCode.corrupt_message
-INVALID_TIMESTAMP = ErrorCode.invalid_timestamp
-INVALID_RECORD = ErrorCode.invalid_record
+CORRUPT_MESSAGE: Final = ErrorCode.corrupt_message
+INVALID_TIMESTAMP: Final = ErrorCode.invalid_timestamp
+INVALID_RECORD: Final = ErrorCode.invalid_record
 _MAX_TS: Final = struct.Struct(">q")
-_LONG_MAX = rb.LONG_MAX
+_LONG_MAX: Final = rb.LONG_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,13 +184,21 @@ def _require_crc(buf: Buffer, h: rb.BatchHeader, tp: str) -> None:
 
 def validate_produce(buf: bytes | bytearray | memoryview, policy: ValidationPolicy, now_ms: int,
                      produce_version: int = 9) -> bytes | memoryview:
+    """`validate_produce_batch`'s records alone."""
+    return validate_produce_batch(buf, policy, now_ms, produce_version)[0]
+
+
+def validate_produce_batch(buf: bytes | bytearray | memoryview, policy: ValidationPolicy, now_ms: int,
+                           produce_version: int = 9) -> tuple[bytes | memoryview, rb.BatchHeader]:
     """Validate one partition's records from a Produce request; RecordValidationError if Kafka would refuse them.
     Returns the records to append: ``buf`` itself (a bytearray as bytes; a memoryview, the records of a large
     request read into its own buffer, as it is: no copy), or a copy whose maxTimestamp Kafka would have corrected.
 
     The CRC is computed once per batch, by the log's append (CORRUPT_MESSAGE), except where validation must know
     first: before it reports any other error (Kafka checks the CRC before LogValidator runs, so a corrupt batch is
-    CORRUPT_MESSAGE whatever else is wrong) and before it rewrites the batch."""
+    CORRUPT_MESSAGE whatever else is wrong) and before it rewrites the batch.
+    With the records, their one batch's header, as it describes them (the log's append takes it instead of parsing
+    the batch again; its CRC is still checked there)."""
     tp = policy.topic_partition
     h = _single_batch(buf, tp)
     if produce_version < 7 and h.compression == rb.COMPRESSION_ZSTD:  # Kafka's ProduceRequest.validateRecords
@@ -199,16 +207,16 @@ def validate_produce(buf: bytes | bytearray | memoryview, policy: ValidationPoli
     try:
         _check_header(h, tp)
         records = _records_payload(buf, h, tp)
-        try:
-            summary = scan(records, h.records_count)
-        except MalformedRecordsError as exc:
+        try:  # the bare tuple: no interpreted wrapper or frozen dataclass per batch
+            min_delta, max_delta, keyless, _first_keyless = scan_tuple(records, h.records_count)
+        except ValueError as exc:  # a malformed record (record_scan's MalformedRecordsError message)
             raise _invalid(f"{exc} in topic partition {tp}") from None
         log_append_batch = h.timestamp_type == rb.TIMESTAMP_TYPE_LOG_APPEND
         if log_append_batch:
             lowest = highest = h.max_timestamp  # a LogAppendTime batch's records all carry its maxTimestamp
         else:
-            lowest = h.base_timestamp + summary.min_timestamp_delta
-            highest = h.base_timestamp + summary.max_timestamp_delta
+            lowest = h.base_timestamp + min_delta
+            highest = h.base_timestamp + max_delta
             if lowest < rb.LONG_MIN or highest > _LONG_MAX:
                 # some record's base + delta wraps (Java's long sum): only the records themselves say the range
                 stamps = [r.timestamp for r in rb.decode_records_payload(records, h)]
@@ -221,7 +229,7 @@ def validate_produce(buf: bytes | bytearray | memoryview, policy: ValidationPoli
             and (now_ms - lowest > _LONG_MAX or now_ms - lowest > policy.timestamp_before_max_ms
                  or highest - now_ms > policy.timestamp_after_max_ms)
         )
-        if (policy.compacted and summary.keyless) or maybe_bad_timestamps:
+        if (policy.compacted and keyless) or maybe_bad_timestamps:
             errors = _record_errors(records, h, policy, now_ms)
             if errors:
                 _raise_record_errors(errors)
@@ -235,7 +243,8 @@ def validate_produce(buf: bytes | bytearray | memoryview, policy: ValidationPoli
         _MAX_TS.pack_into(out, h.position + rb.MAX_TIMESTAMP_OFFSET, highest)  # Kafka's batch.setMaxTimestamp
         crc = _crc32c.crc32c(memoryview(out)[h.position + rb.ATTRIBUTES_OFFSET : h.end_position])
         struct.pack_into(">I", out, h.position + rb.CRC_OFFSET, crc)
-        return bytes(out)
+        h.max_timestamp, h.crc = highest, crc  # the header of the copy
+        return bytes(out), h
     if isinstance(buf, bytearray):
-        return bytes(buf)
-    return buf  # bytes (small requests, kio's) or a memoryview into a large request's frame: no copy
+        return bytes(buf), h
+    return buf, h  # bytes (small requests, kio's) or a memoryview into a large request's frame: no copy

@@ -121,6 +121,31 @@ def test_crc_is_checked_on_client_appends_not_on_the_coordinators_own(tmp_path: 
                                                                              from_coordinator=True)  # fmt: skip
 
 
+def test_a_validated_header_is_taken_as_parsed_and_everything_else_still_checked(tmp_path: Path) -> None:
+    """Produce hands the log the header its validation parsed (`validated`): the log does not parse the batch
+    again, but still checks its CRC and max.message.bytes, stamps offsets into it, and ignores a header that does
+    not describe the whole buffer (it parses the buffer itself then)."""
+    lg = open_log(tmp_path, max_message_bytes=500)
+    good = batch(2)
+    [h] = rb.batch_headers(good)
+    r = lg.append_as_leader(good, leader_epoch=3, validated=h)
+    assert (r.first_offset, r.last_offset, r.num_records) == (0, 1, 2)
+    assert (h.base_offset, h.partition_leader_epoch) == (0, 3)  # the append's offsets went into the header given
+    bad = bytearray(good)
+    bad[-1] ^= 0x55
+    with pytest.raises(CorruptRecordError, match="is corrupt: stored crc"):
+        lg.append_as_leader(bytes(bad), validated=rb.batch_headers(bytes(bad), verify_crc=False)[0])
+    big = batch(1, value=b"x" * 600)
+    with pytest.raises(RecordTooLargeError):
+        lg.append_as_leader(big, validated=rb.batch_headers(big)[0])
+    # a header of only the first of two batches is not the buffer's: both batches are parsed and appended
+    two = batch(1) + batch(3)
+    r = lg.append_as_leader(two, validated=rb.batch_headers(two)[0])
+    assert (r.first_offset, r.last_offset, r.num_batches) == (2, 5, 2)
+    assert offsets_of(lg.read(0, 1 << 20).to_bytes()) == [(0, 1), (2, 2), (3, 5)]
+
+
+
 def test_read_max_bytes_min_one_and_max_offset(tmp_path: Path) -> None:
     lg = open_log(tmp_path)
     sizes = []

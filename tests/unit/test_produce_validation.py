@@ -19,6 +19,7 @@ from kbus.protocol.validation import (
     RecordValidationError,
     ValidationPolicy,
     validate_produce,
+    validate_produce_batch,
 )
 
 NOW = 1_700_000_000_000
@@ -185,6 +186,19 @@ def test_lying_max_timestamp_is_corrected_like_kafka() -> None:
     corrupt = bytearray(buf)
     struct.pack_into(">q", corrupt, rb.MAX_TIMESTAMP_OFFSET, NOW + 10**9 + 1)  # lying and not signed
     assert refused(corrupt).error_code == CORRUPT_MESSAGE
+
+
+def test_the_header_validation_hands_on_is_the_one_of_the_records_it_returns() -> None:
+    """The log's append takes validation's header instead of parsing the batch again: it must describe the
+    records returned, the client's as they are or the copy whose maxTimestamp was corrected (new CRC)."""
+    good = rb.build_batch([(b"k", b"v", NOW - 10), (b"k", b"v", NOW)])
+    records, h = validate_produce_batch(good, POLICY, NOW)
+    assert records is good and rb.batch_headers(records) == [h]
+    lying = bytearray(good)
+    struct.pack_into(">q", lying, rb.MAX_TIMESTAMP_OFFSET, NOW + 10**9)
+    recrc(lying)
+    records, h = validate_produce_batch(lying, POLICY, NOW)
+    assert rb.batch_headers(records) == [h] and h.max_timestamp == NOW and h.is_valid(records)
 
 
 # ---- the compiled scan agrees with the Python reference on every input ----

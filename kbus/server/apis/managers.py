@@ -14,6 +14,7 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.quotas import QuotaEntity
 from kbus.common.topic_config import LogConfig
+from kbus.protocol.record_batch import BatchHeader
 from kbus.server.log.log import AppendResult
 from kbus.server.log.manager import LogDirUsage
 from kbus.server.log.producer_state import VerificationGuard
@@ -42,7 +43,7 @@ class Replicas(Protocol):
         self, part: Partition, records: bytes | bytearray | memoryview, acks: int, *,
         from_coordinator: bool = False, verify_transactions: bool = False,
         verification_guard: VerificationGuard | None = None,
-        transaction_version: int = 0,
+        transaction_version: int = 0, validated: BatchHeader | None = None,
     ) -> AppendResult: ...
     def acks_satisfied(self, part: Partition, result: AppendResult, acks: int) -> bool: ...
     async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None: ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kio.schema.errors import ErrorCode
 
@@ -23,14 +23,15 @@ from kbus.protocol.produce_response import (
     PartitionProduceResult,
     encode_produce_response,
 )
-from kbus.protocol.validation import RecordValidationError, ValidationPolicy, validate_produce
+from kbus.protocol.validation import RecordValidationError, ValidationPolicy, validate_produce_batch
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import AppendOrder, RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
 from kbus.server.util.metrics import METRICS, Labels
 
 if TYPE_CHECKING:
-    from kbus.server.apis.managers import Managers
+    from kbus.protocol.record_batch import BatchHeader
+    from kbus.server.apis.managers import Managers, Replicas
     from kbus.server.log.log import AppendResult
     from kbus.server.log.producer_state import VerificationGuard
     from kbus.server.partition.partition import Partition
@@ -53,18 +54,20 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
         # Kafka: transactional records need the request's transactional id and Write on it; nothing is appended
         return _whole_request_error(m, ctx, request, acks, ErrorCode.transactional_id_authorization_failed)
     ready: list[_Ready] = []
+    version = ctx.api_version
+    replicas = m.replicas  # Managers is an interpreted object: each field read is a generic lookup
     valid_acks = acks in (0, 1, -1)
     now_ms = int(time.time() * 1000)  # once per request: a request spread over 10,000 partitions pays it once
     for topic_data in request.topic_data:
         name = topic_data.name
         parts: list[PartitionProduceResult] = []
         # per topic, not per partition: the ACL check and whether it is internal
-        writable = ctx.authorized(Operation.WRITE, ResourceType.TOPIC, name)
+        writable = ctx.authorized(_WRITE, _TOPIC, name)
         internal = is_internal(name)
         for pd in topic_data.partition_data:
             out = PartitionProduceResult(pd.index)
             parts.append(out)
-            part, error = m.replicas.leader_partition(name, pd.index)
+            part, error = replicas.leader_partition(name, pd.index)
             if not valid_acks:
                 out.error_code = ErrorCode.invalid_required_acks
             elif not writable:
@@ -78,34 +81,35 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
                 out.error_code = ErrorCode.corrupt_message
             else:
                 try:
-                    records = validate_produce(pd.records, _policy(part), now_ms, ctx.api_version)
+                    records, header = validate_produce_batch(pd.records, _policy(part), now_ms, version)
                 except RecordValidationError as refused:  # its own name: mypyc types a name once per function
                     out.error_code = refused.error_code
                     out.error_message = str(refused)
                     out.record_errors = [(e.batch_index, e.message) for e in refused.record_errors]
                 else:
-                    ready.append(_Ready(out, part, records, name))
+                    ready.append(_Ready(out, part, records, name, header))
         responses.append((name, parts))
     producers = {r.producer for r in ready if r.producer is not None}
     if len(producers) > 1:
         # Kafka's InvalidPidMappingException for the whole request
         return _whole_request_error(m, ctx, request, acks, ErrorCode.invalid_producer_id_mapping)
-    verifier = m.transactions.verifier if m.transactions is not None else None
     # transactions v2 (Produce v12+): the partitions are added to the transaction here, whatever the
-    # verification setting (the client sends no AddPartitionsToTxn)
-    verify = (transactional_id is not None and verifier is not None and bool(producers)
+    # verification setting (the client sends no AddPartitionsToTxn). The transaction service is read only for a
+    # transactional request (nearly every request has no transactional id).
+    verify = (transactional_id is not None and bool(producers) and m.transactions is not None
+              and m.transactions.verifier is not None
               and (m.config.transaction_partition_verification_enable
-                   or ctx.api_version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD))
+                   or version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD))
     order = ctx.append_order
     waits = order is not None and order.must_wait()
     to_verify = [] if waits or not verify else _start_verification(
-        ready, ctx.api_version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD)
+        ready, version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD)
     if waits or to_verify:
         assert order is not None or not waits
         await _append_in_order(m, ctx, order, ready, acks, verify, transactional_id, waits)
         appended = [r for r in ready if r.result is not None]
     else:
-        appended = [r for r in ready if r.out.error_code == ErrorCode.none and _append(m, r, acks, verify)]
+        appended = [r for r in ready if r.out.error_code == _NONE and _append(replicas, r, acks, verify)]
     if appended:
         parked = time.perf_counter()
         outcomes: list[BaseException | None]
@@ -116,14 +120,14 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
             assert one.result is not None
             try:
                 # acknowledged at once (the leader alone in the ISR): no coroutine at all
-                if not m.replicas.acks_satisfied(one.part, one.result, acks):
-                    await m.replicas.wait_for_acks(one.part, one.result, acks, timeout_ms)
+                if not replicas.acks_satisfied(one.part, one.result, acks):
+                    await replicas.wait_for_acks(one.part, one.result, acks, timeout_ms)
                 outcomes = [None]
             except Exception as exc:
                 outcomes = [exc]
         else:
             outcomes = await asyncio.gather(
-                *(m.replicas.wait_for_acks(r.part, r.result, acks, timeout_ms) for r in appended if r.result),
+                *(replicas.wait_for_acks(r.part, r.result, acks, timeout_ms) for r in appended if r.result),
                 return_exceptions=True,
             )
         counters = METRICS.counters
@@ -148,12 +152,12 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
     if quotas.request.enabled:
         ctx.throttle_time_ms = max(ctx.throttle_time_ms, request_quota_throttle(m, ctx))
     endpoints: dict[int, NodeEndpoint] = {}
-    if ctx.api_version >= LEADER_HINTS_VERSION:
+    if version >= LEADER_HINTS_VERSION:
         for name, parts in responses:
             for o in parts:
                 if o.error_code == ErrorCode.not_leader_or_follower:
                     _leader_hint(m, ctx, name, o, endpoints)
-    return encode_produce_response(ctx.api_version, responses, throttle_time_ms=ctx.throttle_time_ms,
+    return encode_produce_response(version, responses, throttle_time_ms=ctx.throttle_time_ms,
                                    node_endpoints=list(endpoints.values()))
 
 
@@ -175,10 +179,12 @@ def _leader_hint(m: Managers, ctx: RequestContext, topic: str, out: PartitionPro
 class _Ready:
     """One validated partition of the request, to append."""
 
-    __slots__ = ("guard", "name", "out", "part", "producer", "records", "result", "sequence")
+    __slots__ = ("guard", "header", "name", "out", "part", "producer", "records", "result", "sequence")
 
-    def __init__(self, out: PartitionProduceResult, part: Partition, records: bytes | memoryview, name: str) -> None:
+    def __init__(self, out: PartitionProduceResult, part: Partition, records: bytes | memoryview, name: str,
+                 header: BatchHeader) -> None:
         self.out, self.part, self.records, self.name = out, part, records, name
+        self.header = header  # validation's parse of the records' one batch: the log's append takes it as it is
         self.result: AppendResult | None = None
         self.guard: VerificationGuard | None = None
         # (producer id, epoch) of a transactional batch, and its first sequence
@@ -189,10 +195,10 @@ class _Ready:
             self.producer = (producer_id, epoch)
 
 
-def _append(m: Managers, r: _Ready, acks: int, verify: bool) -> bool:
+def _append(replicas: Replicas, r: _Ready, acks: int, verify: bool) -> bool:
     try:
-        r.result = m.replicas.append_records(r.part, r.records, acks, verify_transactions=verify,
-                                             verification_guard=r.guard)
+        r.result = replicas.append_records(r.part, r.records, acks, verify_transactions=verify,
+                                           verification_guard=r.guard, validated=r.header)
     except Exception as exc:
         _failed(r.out, exc)
         return False
@@ -223,7 +229,7 @@ def _still_leader(m: Managers, ready: list[_Ready]) -> list[_Ready]:
     one after a log dir move); the others answer NOT_LEADER_OR_FOLLOWER (or what the lookup says)."""
     current = []
     for r in ready:
-        if r.out.error_code != ErrorCode.none:
+        if r.out.error_code != _NONE:
             continue
         part, error = m.replicas.leader_partition(r.name, r.out.index)
         if part is None:
@@ -270,8 +276,8 @@ async def _append_in_order(
             # the coordinator's answer took up to request.timeout.ms: leadership may have moved meanwhile
             ready = _still_leader(m, ready)
         for r in ready:
-            if id(r) not in failed and r.out.error_code == ErrorCode.none:
-                _append(m, r, acks, verify)
+            if id(r) not in failed and r.out.error_code == _NONE:
+                _append(m.replicas, r, acks, verify)
     finally:
         mine.set_result(None)
         if order is not None and order.tail is mine:
@@ -279,9 +285,9 @@ async def _append_in_order(
 
 
 # Produce v11 is the first version whose clients know TRANSACTION_ABORTABLE (Kafka's genericError support)
-_FIRST_PRODUCE_VERSION_WITH_ABORTABLE = 11
+_FIRST_PRODUCE_VERSION_WITH_ABORTABLE: Final = 11
 # Produce v12 is a transactions-v2 client's (KIP-890 part 2): its new partitions are added, not verified
-_FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD = 12
+_FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD: Final = 12
 # what a producer is told when the coordinator could not answer: NOT_ENOUGH_REPLICAS makes every client retry
 # the Produce without refreshing its metadata (Kafka's postVerificationCallback)
 _RETRIABLE_VERIFICATION_ERRORS = frozenset({
@@ -308,8 +314,12 @@ def _transactional(records: bytes | memoryview | None) -> bool:
     return records is not None and len(records) >= _BATCH_HEADER and records[16] == 2 and bool(records[22] & 0x10)
 
 
-_BATCH_HEADER = 61
-_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at offset 43 of a v2 batch
+_BATCH_HEADER: Final = 61
+# read per request: Final, so compiled code holds them in C statics instead of two dict/attribute lookups a use
+_NONE: Final = ErrorCode.none
+_WRITE: Final = Operation.WRITE
+_TOPIC: Final = ResourceType.TOPIC
+_PRODUCER: Final = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at offset 43 of a v2 batch
 
 
 def _whole_request_error(
@@ -339,7 +349,7 @@ def _appended(out: PartitionProduceResult, result: AppendResult, topic: str, mes
         key = (("topic", topic),)  # labels_key(topic=topic)
         messages_in[key] = messages_in.get(key, 0.0) + result.num_records
         bytes_in[key] = bytes_in.get(key, 0.0) + result.size_bytes
-    out.error_code = ErrorCode.none
+    out.error_code = _NONE
     out.base_offset = result.first_offset
     out.log_append_time_ms = result.log_append_time_ms
     out.log_start_offset = result.log_start_offset

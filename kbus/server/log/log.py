@@ -365,7 +365,7 @@ class Log:
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0, from_coordinator: bool = False,
         verify_transactions: bool = False, verification_guard: VerificationGuard | None = None,
-        transaction_version: int = 0,
+        transaction_version: int = 0, validated: BatchHeader | None = None,
     ) -> AppendResult:
         """Validate, assign offsets from the log end, stamp LogAppendTime if configured, dedupe idempotent
         retries, write. Only a transaction coordinator (WriteTxnMarkers) may write control batches;
@@ -376,9 +376,11 @@ class Log:
         to give away: offsets are stamped into it in place and it is written from there. Anything else is copied
         first. `from_coordinator` (Kafka's AppendOrigin.COORDINATOR): this broker built the batch itself (a
         coordinator's state record, a transaction marker), so its CRC is not computed again here; sizes are still
-        checked, and a follower or a reader checks the CRC as for any batch."""
+        checked, and a follower or a reader checks the CRC as for any batch. `validated`: the header of `records`,
+        one batch, as Produce validation parsed it (kbus.protocol.validation): not parsed a second time here (its
+        CRC, sizes and everything else are checked as for any batch); the append stamps its offsets into it."""
         buf = records if type(records) is memoryview and not records.readonly else bytearray(records)
-        headers = self._validate(buf, verify_crc=not from_coordinator)
+        headers = self._validate(buf, verify_crc=not from_coordinator, validated=validated)
         markers: dict[int, EndTxnMarker] = {}
         for h in headers:
             if h.is_control:
@@ -463,11 +465,18 @@ class Log:
                                 size_bytes=len(buf), num_records=num_records)
 
     def _validate(
-        self, buf: bytes | bytearray | memoryview, *, from_leader: bool = False, verify_crc: bool = True
+        self, buf: bytes | bytearray | memoryview, *, from_leader: bool = False, verify_crc: bool = True,
+        validated: BatchHeader | None = None,
     ) -> list[BatchHeader]:
         if not buf:
             raise rb.InvalidRecordError("produce request holds no record batch")
-        headers = rb.batch_headers(buf, verify_crc=verify_crc)
+        if validated is not None and validated.position == 0 and validated.size == len(buf):
+            # the caller parsed the one batch `buf` holds: the same header batch_headers would give
+            if verify_crc:
+                rb.check_crc(buf, validated)
+            headers = [validated]
+        else:
+            headers = rb.batch_headers(buf, verify_crc=verify_crc)
         if from_leader:
             return headers
         max_size = self.config.max_message_bytes

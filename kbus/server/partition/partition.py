@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kbus.common.clock import now_ms
-from kbus.protocol.record_batch import iter_complete_batches
+from kbus.protocol.record_batch import BatchHeader, iter_complete_batches
 from kbus.server.log.epochs import CHECKPOINT_FILE, LeaderEpochCache
 from kbus.server.metadata.types import PartitionState
 from kbus.server.partition.errors import NotLeaderError
@@ -157,6 +157,7 @@ class Partition:
         self, records: bytes | bytearray | memoryview, *, from_coordinator: bool = False,
         verify_transactions: bool = False,
         verification_guard: VerificationGuard | None = None, transaction_version: int = 0,
+        validated: BatchHeader | None = None,
     ) -> AppendResult:
         # Kafka's appendRecordsToLeader (leaderLogIfLocal): a caller that awaited something since it looked the
         # partition up (a Produce waiting on the transaction coordinator) may find this replica a follower now;
@@ -167,7 +168,7 @@ class Partition:
         result = self.log.append_as_leader(records, leader_epoch=self.state.leader_epoch,
                                            from_coordinator=from_coordinator, verify_transactions=verify_transactions,
                                            verification_guard=verification_guard,
-                                           transaction_version=transaction_version)
+                                           transaction_version=transaction_version, validated=validated)
         if not result.duplicate:
             self.epochs.assign(self.state.leader_epoch, result.first_offset)
             self.wake_followers()

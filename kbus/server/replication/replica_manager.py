@@ -26,6 +26,7 @@ from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.client import PLAINTEXT
+from kbus.protocol.record_batch import BatchHeader
 from kbus.server.log import background_sync
 from kbus.server.log.background_sync import sync_filesystems
 from kbus.server.log.errors import KafkaStorageError
@@ -187,10 +188,11 @@ class ReplicaManager:
     def append_records(
         self, part: Partition, records: bytes | bytearray | memoryview, acks: int, *, from_coordinator: bool = False,
         verify_transactions: bool = False, verification_guard: VerificationGuard | None = None,
-        transaction_version: int = 0,
+        transaction_version: int = 0, validated: BatchHeader | None = None,
     ) -> AppendResult:
         """Leader append, synchronous so that appends keep the order requests arrived in. acks=-1 is refused up
-        front when the ISR is smaller than min.insync.replicas; wait_for_acks() then waits for the replicas."""
+        front when the ISR is smaller than min.insync.replicas; wait_for_acks() then waits for the replicas.
+        `validated`: the header Produce validation parsed (Log.append_as_leader)."""
         min_isr = part.log.config.min_insync_replicas
         if acks == -1 and len(part.state.isr) < min_isr:
             raise NotEnoughReplicasError(
@@ -201,7 +203,7 @@ class ReplicaManager:
             return part.append_as_leader(records, from_coordinator=from_coordinator,
                                          verify_transactions=verify_transactions,
                                          verification_guard=verification_guard,
-                                         transaction_version=transaction_version)
+                                         transaction_version=transaction_version, validated=validated)
         except OSError as e:
             raise self.storage_error(part, "appending to", e) from e
 

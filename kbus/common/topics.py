@@ -4,6 +4,7 @@ the tools that check a name before sending it."""
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from kbus.common.errors import InvalidTopicError, PolicyViolationError
 
@@ -14,7 +15,7 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"  # the share coordinator's (KIP-932)
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
+INTERNAL_TOPICS: Final = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 

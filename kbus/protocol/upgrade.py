@@ -123,27 +123,37 @@ def upgrader(source: type, target: type, path: str = "") -> Upgrade:
     if lost:
         raise UpgradeError(f"{where}: {source.__name__} v{version_of(source)} has {', '.join(lost)}, which "
                            f"v{version_of(target)} lacks (Kafka removed it): declare the last class with it")
+    return _field_by_field(source, target, where, upgrader, f"added after v{version_of(source)}")
+
+
+def _field_by_field(source: type, target: type, where: str, inner: Callable[[type, type, str], Upgrade],
+                    absent: str) -> Upgrade:  # fmt: skip
+    """The conversion of a `source` instance to `target`, one rule for both directions (a request upgraded to the
+    handler's class, a response written in an older version): each field of `target` is copied from `source`,
+    converted by `inner(source's entity, target's entity, path)` when it holds nested entities, or, when `source`
+    lacks it, left to kio's (Kafka's schema) default, else the type's zero. `absent` says in an error how a
+    missing nested entity came to be missing ("added after v3")."""
+    have = _shape(source)
     copied: list[str] = []
     converted: list[tuple[str, Upgrade]] = []
     zeros: dict[str, object] = {}
-    for name, (kafka_type, nested, is_array) in new.items():
-        if name not in old:
+    for name, (kafka_type, nested, is_array) in _shape(target).items():
+        if name not in have:
             if _has_default(target, name):
                 continue  # the dataclass fills in kio's (Kafka's schema) default
             if nested is not None and not is_array:
-                raise UpgradeError(f"{where}.{name}: an entity added after v{version_of(source)} "
-                                   "with no default")
+                raise UpgradeError(f"{where}.{name}: an entity {absent} with no default")
             zeros[name] = () if is_array else zero_value(kafka_type)
             continue
-        old_type, old_nested, old_is_array = old[name]
-        if old_type != kafka_type or (old_nested is None) != (nested is None) or old_is_array != is_array:
-            raise UpgradeError(f"{where}.{name}: its type changed between v{version_of(source)} and "
-                               f"v{version_of(target)}")
-        if nested is None or old_nested is None:
+        have_type, have_nested, have_is_array = have[name]
+        if have_type != kafka_type or (have_nested is None) != (nested is None) or have_is_array != is_array:
+            older, newer = sorted((version_of(source), version_of(target)))
+            raise UpgradeError(f"{where}.{name}: its type changed between v{older} and v{newer}")
+        if nested is None or have_nested is None:
             copied.append(name)
         else:
-            inner = upgrader(old_nested, nested, f"{where}.{name}")
-            converted.append((name, _each(inner) if is_array else _one(inner)))
+            convert = inner(have_nested, nested, f"{where}.{name}")
+            converted.append((name, _each(convert) if is_array else _one(convert)))
     return _make(target, tuple(copied), tuple(converted), zeros)
 
 
@@ -228,27 +238,8 @@ def to_version(source: type[Entity], target: type[Entity]) -> Downgrade:
 def _to_version(source: type, target: type, path: str) -> Upgrade:
     where = path or f"{target.__name__} v{version_of(target)}"
     new, old = _shape(source), _shape(target)
-    copied: list[str] = []
-    converted: list[tuple[str, Upgrade]] = []
-    zeros: dict[str, object] = {}
-    for name, (kafka_type, nested, is_array) in old.items():
-        if name not in new:  # removed after the target's version
-            if _has_default(target, name):
-                continue
-            if nested is not None and not is_array:
-                raise UpgradeError(f"{where}.{name}: an entity removed after v{version_of(target)} with no default")
-            zeros[name] = () if is_array else zero_value(kafka_type)
-            continue
-        new_type, new_nested, new_is_array = new[name]
-        if new_type != kafka_type or (new_nested is None) != (nested is None) or new_is_array != is_array:
-            raise UpgradeError(f"{where}.{name}: its type changed between v{version_of(target)} and "
-                               f"v{version_of(source)}")
-        if nested is None or new_nested is None:
-            copied.append(name)
-        else:
-            inner = _to_version(new_nested, nested, f"{where}.{name}")
-            converted.append((name, _each(inner) if is_array else _one(inner)))
-    convert = _make(target, tuple(copied), tuple(converted), zeros)
+    # a field the target's version has and the source's lacks was removed after the target's version
+    convert = _field_by_field(source, target, where, _to_version, f"removed after v{version_of(target)}")
     errors = tuple(name for name, (kafka_type, _, _) in new.items() if name not in old
                    and kafka_type == "error_code" and (source.__name__, name) not in IGNORABLE_ERRORS)
     if not errors:

@@ -32,7 +32,7 @@ from kbus.server.log.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from kbus.server.log.producer_state import CompletedTxn, ProducerStateManager, VerificationGuard
+from kbus.server.log.producer_state import CompletedTxn, ProducerAppend, ProducerStateManager, VerificationGuard
 from kbus.server.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -171,6 +171,10 @@ class Log:
         self.dir = directory
         self.topic, self.partition = parse_topic_partition(directory.name)
         self.config = config
+        # config.log_append_time (an interpreted property) as of the config object it was read from: read again only
+        # when the config is replaced (update_config, tests), not on every append
+        self._append_time_config: LogConfig | None = None
+        self._log_append_time = False
         self._time_ms = time_ms
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []  # segment base offsets, for bisect
@@ -393,16 +397,24 @@ class Log:
         with self._lock:
             self._check_open()
             config = self.config
-            append = self.producer_state.begin_append(
-                validate=True, verify_transactions=verify_transactions, verification_guard=verification_guard
-            )
+            if config is not self._append_time_config:
+                self._log_append_time = config.log_append_time
+                self._append_time_config = config
+            log_append = self._log_append_time
+            # the producer state's staging only for a batch with a producer id (made at the first one): an append
+            # of plain batches stages and commits nothing, so it makes no ProducerAppend
+            append: ProducerAppend | None = None
             next_offset = self.log_end_offset
             now = self._time_ms()
-            log_append = config.log_append_time
             num_records = 0
             completed: list[CompletedTxn] = []
             for h in headers:
                 if h.producer_id >= 0:
+                    if append is None:
+                        append = self.producer_state.begin_append(
+                            validate=True, verify_transactions=verify_transactions,
+                            verification_guard=verification_guard,
+                        )
                     dup = append.check(h)
                     if dup is not None:
                         return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
@@ -416,7 +428,7 @@ class Log:
                     rb.set_log_append_time(buf, h.position, now)
                     h.max_timestamp = now
                     h.attributes |= rb.TIMESTAMP_TYPE_MASK
-                if h.producer_id >= 0:
+                if append is not None and h.producer_id >= 0:
                     done = append.stage(h, next_offset, markers.get(h.position))
                     if done is not None:
                         completed.append(done)
@@ -424,7 +436,8 @@ class Log:
                 num_records += h.records_count
             first_offset = self.log_end_offset
             self._write(buf, headers, first_offset, next_offset - 1, now)
-            append.commit()
+            if append is not None:
+                append.commit()
             for done in completed:
                 self._index_completed(done, self._active)
                 self._unreplicated_txns.append(done)

@@ -27,6 +27,7 @@ from kbus.protocol.validation import RecordValidationError, ValidationPolicy, va
 from kbus.server.apis.errors import error_code_for, error_message
 from kbus.server.apis.registry import AppendOrder, RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
+from kbus.server.replication.replica_manager import ReplicaManager
 from kbus.server.util.metrics import METRICS, Labels
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
     timeout_ms = request.timeout  # milliseconds (the hand decoder gives an int)
     responses: list[tuple[str, list[PartitionProduceResult]]] = []
     transactional_id: str | None = request.transactional_id
-    if any(_transactional(pd.records) for td in request.topic_data for pd in td.partition_data) and (
+    if _has_transactional(request) and (
         transactional_id is None
         or not ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
     ):
@@ -67,7 +68,7 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
         for pd in topic_data.partition_data:
             out = PartitionProduceResult(pd.index)
             parts.append(out)
-            part, error = replicas.leader_partition(name, pd.index)
+            part, error = _leader_partition(replicas, name, pd.index)
             if not valid_acks:
                 out.error_code = ErrorCode.invalid_required_acks
             elif not writable:
@@ -89,14 +90,14 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
                 else:
                     ready.append(_Ready(out, part, records, name, header))
         responses.append((name, parts))
-    producers = {r.producer for r in ready if r.producer is not None}
-    if len(producers) > 1:
+    producers = _producer_count(ready)
+    if producers > 1:
         # Kafka's InvalidPidMappingException for the whole request
         return _whole_request_error(m, ctx, request, acks, ErrorCode.invalid_producer_id_mapping)
     # transactions v2 (Produce v12+): the partitions are added to the transaction here, whatever the
     # verification setting (the client sends no AddPartitionsToTxn). The transaction service is read only for a
     # transactional request (nearly every request has no transactional id).
-    verify = (transactional_id is not None and bool(producers) and m.transactions is not None
+    verify = (transactional_id is not None and producers > 0 and m.transactions is not None
               and m.transactions.verifier is not None
               and (m.config.transaction_partition_verification_enable
                    or version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD))
@@ -111,7 +112,9 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
     else:
         appended = [r for r in ready if r.out.error_code == _NONE and _append(replicas, r, acks, verify)]
     if appended:
-        parked = time.perf_counter()
+        # ctx.parked_s: the time spent waiting for the replicas (not request time for the request quota), measured
+        # only around an actual wait (acks=all with followers): an acks 0/1 request, or one the leader alone
+        # acknowledges, reads no clock here
         outcomes: list[BaseException | None]
         if acks != -1:  # nothing to wait for (wait_for_acks returns at once): no coroutine or task per partition
             outcomes = [None] * len(appended)
@@ -120,26 +123,29 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
             assert one.result is not None
             try:
                 # acknowledged at once (the leader alone in the ISR): no coroutine at all
-                if not replicas.acks_satisfied(one.part, one.result, acks):
-                    await replicas.wait_for_acks(one.part, one.result, acks, timeout_ms)
+                if not _acks_satisfied(replicas, one.part, one.result, acks):
+                    parked = time.perf_counter()
+                    try:
+                        await replicas.wait_for_acks(one.part, one.result, acks, timeout_ms)
+                    finally:
+                        ctx.parked_s += time.perf_counter() - parked
                 outcomes = [None]
             except Exception as exc:
                 outcomes = [exc]
         else:
+            parked = time.perf_counter()
             outcomes = await asyncio.gather(
                 *(replicas.wait_for_acks(r.part, r.result, acks, timeout_ms) for r in appended if r.result),
                 return_exceptions=True,
             )
-        counters = METRICS.counters
-        messages_in, bytes_in = counters["kbus_messages_in_total"], counters["kbus_bytes_in_total"]
+            ctx.parked_s += time.perf_counter() - parked
         for i, r in enumerate(appended):  # an index, not zip(strict=True): a generic call in compiled code
             outcome = outcomes[i]
             assert r.result is not None
             if isinstance(outcome, BaseException):
                 _failed(r.out, outcome)
             else:
-                _appended(r.out, r.result, r.name, messages_in, bytes_in)
-        ctx.parked_s += time.perf_counter() - parked
+                _appended(r.out, r.result, r.part.topic_labels)
     quotas = m.quotas
     if quotas.produce.enabled:
         # Kafka records the whole request's size once the appends are answered; the throttle goes in the
@@ -155,7 +161,7 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
     if version >= LEADER_HINTS_VERSION:
         for name, parts in responses:
             for o in parts:
-                if o.error_code == ErrorCode.not_leader_or_follower:
+                if o.error_code == _NOT_LEADER:
                     _leader_hint(m, ctx, name, o, endpoints)
     return encode_produce_response(version, responses, throttle_time_ms=ctx.throttle_time_ms,
                                    node_endpoints=list(endpoints.values()))
@@ -197,12 +203,54 @@ class _Ready:
 
 def _append(replicas: Replicas, r: _Ready, acks: int, verify: bool) -> bool:
     try:
-        r.result = replicas.append_records(r.part, r.records, acks, verify_transactions=verify,
-                                           verification_guard=r.guard, validated=r.header)
+        if isinstance(replicas, ReplicaManager):  # the broker's: a native call (see _leader_partition)
+            r.result = replicas.append_records(r.part, r.records, acks, verify_transactions=verify,
+                                               verification_guard=r.guard, validated=r.header)
+        else:
+            r.result = replicas.append_records(r.part, r.records, acks, verify_transactions=verify,
+                                               verification_guard=r.guard, validated=r.header)
     except Exception as exc:
         _failed(r.out, exc)
         return False
     return True
+
+
+# `Replicas` is a Protocol (tests hand the handlers fakes): a call through it is a Python-level call (a method
+# lookup, boxed arguments, keywords matched by name, a boxed tuple back). The broker's ReplicaManager is a compiled
+# class: narrowed by isinstance, the same call is a direct C call.
+def _leader_partition(replicas: Replicas, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
+    if isinstance(replicas, ReplicaManager):
+        return replicas.leader_partition(topic, index)
+    return replicas.leader_partition(topic, index)
+
+
+def _acks_satisfied(replicas: Replicas, part: Partition, result: AppendResult, acks: int) -> bool:
+    if isinstance(replicas, ReplicaManager):
+        return replicas.acks_satisfied(part, result, acks)
+    return replicas.acks_satisfied(part, result, acks)
+
+
+def _producer_count(ready: list[_Ready]) -> int:
+    """How many different (producer id, epoch) the request's transactional batches carry: 0, 1, or 2 for more than
+    one (refused). No set per request."""
+    first: tuple[int, int] | None = None
+    for r in ready:
+        producer = r.producer
+        if producer is not None:
+            if first is None:
+                first = producer
+            elif producer != first:
+                return 2
+    return 0 if first is None else 1
+
+
+def _has_transactional(request: ProduceRequest) -> bool:
+    """Does any partition's first batch carry the transactional attribute (a loop, not a generator per request)?"""
+    for td in request.topic_data:
+        for pd in td.partition_data:
+            if _transactional(pd.records):
+                return True
+    return False
 
 
 def _start_verification(ready: list[_Ready], supports_epoch_bump: bool) -> list[_Ready]:
@@ -320,6 +368,10 @@ _NONE: Final = ErrorCode.none
 _WRITE: Final = Operation.WRITE
 _TOPIC: Final = ResourceType.TOPIC
 _PRODUCER: Final = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at offset 43 of a v2 batch
+_NOT_LEADER: Final = ErrorCode.not_leader_or_follower
+# the series of the two per-append counters (Metrics never replaces a counter's dict, it only drops series from it)
+_MESSAGES_IN: Final = METRICS.counters["kbus_messages_in_total"]
+_BYTES_IN: Final = METRICS.counters["kbus_bytes_in_total"]
 
 
 def _whole_request_error(
@@ -341,12 +393,12 @@ def _failed(out: PartitionProduceResult, exc: BaseException) -> None:
     out.error_message = error_message(exc)
 
 
-def _appended(out: PartitionProduceResult, result: AppendResult, topic: str, messages_in: dict[Labels, float],
-              bytes_in: dict[Labels, float]) -> None:
-    """`messages_in`, `bytes_in`: the series of kbus_messages_in_total and kbus_bytes_in_total, counted here in
-    compiled code (two interpreted Metrics.inc_key calls and a labels_key per request cost ~0.5 us)."""
+def _appended(out: PartitionProduceResult, result: AppendResult, key: Labels) -> None:
+    """Counts the append in kbus_messages_in_total and kbus_bytes_in_total, here in compiled code (two interpreted
+    Metrics.inc_key calls per request cost ~0.5 us), under `key`, its partition's labels_key(topic=...), made once
+    (Partition.topic_labels: a new nested tuple per request was hashed and compared in full in both dicts)."""
     if not result.duplicate:
-        key = (("topic", topic),)  # labels_key(topic=topic)
+        messages_in, bytes_in = _MESSAGES_IN, _BYTES_IN
         messages_in[key] = messages_in.get(key, 0.0) + result.num_records
         bytes_in[key] = bytes_in.get(key, 0.0) + result.size_bytes
     out.error_code = _NONE

@@ -86,6 +86,9 @@ class Partition:
         self.closed = False
         # what Produce validates this partition's batches against, built once per LogConfig (apis/produce.py)
         self.validation_policy: tuple[LogConfig, ValidationPolicy] | None = None
+        # its topic's label set (metrics.labels_key(topic=...)) in kbus_messages_in_total / kbus_bytes_in_total, made
+        # once: Produce counts every append under it, and the same tuple object is a dict's fastest key
+        self.topic_labels: tuple[tuple[str, str], ...] = (("topic", topic),)
         # while the replica moves to another log dir: the lowest offset its log was truncated to since the mover
         # last looked (None: no move), so the copy drops what the truncation dropped
         self.truncated_since_copy: int | None = None

@@ -29,6 +29,12 @@ _I32: Final = struct.Struct(">i")
 _HEAD: Final = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms
 _I64: Final = struct.Struct(">q")
 _CURRENT_LEADER: Final = struct.Struct(">BBBiiB")  # tagged-field count, tag, size, leader id, leader epoch, its tags
+# v9+, one topic: the topic count (1, as a compact count) and the name's compact length (one byte below 128)
+_ONE_TOPIC: Final = struct.Struct(">BB")
+# v9+, the rest of a one-partition response with nothing optional: the partition count (1), index, error code,
+# base offset, log append time, log start offset, no record errors (compact count 0), a null error message, the
+# partition's and the topic's empty tagged fields, the throttle time and the response's empty tagged fields
+_ONE_PARTITION: Final = struct.Struct(">BihqqqBBBBiB")
 
 
 class PartitionProduceResult:
@@ -99,6 +105,17 @@ def encode_produce_response(
     with_log_start = version >= 5
     with_errors = version >= 8
     hints = version >= LEADER_HINTS_VERSION
+    if flexible and len(topics) == 1 and not (hints and node_endpoints):
+        # nearly every response (a producer's request per broker with one batch ready): one pack for the partition
+        name, partitions = topics[0]
+        if len(partitions) == 1:
+            p = partitions[0]
+            data = name.encode()
+            if (len(data) < 127 and not p.record_errors and p.error_message is None
+                    and (not hints or p.current_leader == (-1, -1))):
+                return EncodedBody(_ONE_TOPIC.pack(2, len(data) + 1) + data + _ONE_PARTITION.pack(
+                    2, p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset, 1, 0, 0, 0,
+                    throttle_time_ms, 0))
     out = bytearray()
     _count(len(topics), out, flexible)
     for name, partitions in topics:

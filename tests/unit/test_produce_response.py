@@ -111,6 +111,30 @@ def test_kip951_leader_hints_same_bytes_as_kio(version: int) -> None:
         (2, "broker-2.example", 9093, "rack-b"), (3, "h3", 9094, None)]
 
 
+ONE_PARTITION = [
+    PartitionProduceResult(0, 0, base_offset=0),
+    PartitionProduceResult(2**31 - 1, 0, base_offset=2**62, log_append_time_ms=1_795_000_000_123, log_start_offset=9),
+    PartitionProduceResult(5, 6),  # an error code alone
+    PartitionProduceResult(5, 87, error_message="Record 0 failed"),
+    PartitionProduceResult(5, 87, record_errors=[(0, None)]),
+    PartitionProduceResult(5, 6, current_leader=(2, 7)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("version", range(MIN_VERSION, MAX_VERSION + 1))
+def test_one_partition_responses_same_bytes_as_kio(version: int) -> None:
+    """One topic with one partition (flexible versions write it with one pack when nothing optional is in it):
+    each optional part present in turn, a topic name at the one-byte length varint's limit and past it, node
+    endpoints, and a throttle time."""
+    for name in ("t", "x" * 126, "x" * 127, "ü" * 64):
+        for p in ONE_PARTITION:
+            topics = [(name, [p])]
+            assert encode_produce_response(version, topics, throttle_time_ms=7).data == kio_bytes(version, topics, 7)
+            if version >= 10:
+                with_endpoints = encode_produce_response(version, topics, node_endpoints=ENDPOINTS).data
+                assert with_endpoints == kio_bytes(version, topics, 0, ENDPOINTS)
+
+
 def test_versions_outside_the_range_are_refused() -> None:
     with pytest.raises(ValueError):
         encode_produce_response(MAX_VERSION + 1, [])

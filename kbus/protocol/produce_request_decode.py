@@ -21,7 +21,9 @@ from typing import Final
 from kbus.protocol.codec import ProtocolError, read_uvarint, skip_tagged_fields
 
 PRODUCE_KEY: Final = 0
-MIN_VERSION, MAX_VERSION = 3, 12
+# Final (as the constants below): compiled code reads them as constants, not from the module's dict per request
+MIN_VERSION: Final = 3
+MAX_VERSION: Final = 12
 FLEXIBLE_VERSION: Final = 9
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")

@@ -69,7 +69,7 @@ COMPRESSION_GZIP: Final = 1
 COMPRESSION_SNAPPY: Final = 2
 COMPRESSION_LZ4: Final = 3
 COMPRESSION_ZSTD: Final = 4
-COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+COMPRESSION_NAMES: Final = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 TIMESTAMP_TYPE_CREATE: Final = 0
 TIMESTAMP_TYPE_LOG_APPEND: Final = 1
@@ -85,7 +85,7 @@ LONG_MIN: Final = -(2**63)
 LONG_MAX: Final = 2**63 - 1
 
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
-_PREFIX = struct.Struct(">qi")
+_PREFIX: Final = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -337,7 +337,7 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
     _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
-_PREFIX_AND_EPOCH = struct.Struct(">qii")
+_PREFIX_AND_EPOCH: Final = struct.Struct(">qii")
 
 
 def set_base_offset_and_epoch(buf: bytearray | memoryview, pos: int, offset: int, length: int, epoch: int) -> None:

@@ -45,6 +45,9 @@ INVALID_TIMESTAMP: Final = ErrorCode.invalid_timestamp
 INVALID_RECORD: Final = ErrorCode.invalid_record
 _MAX_TS: Final = struct.Struct(">q")
 _LONG_MAX: Final = rb.LONG_MAX
+# the record scan (kbus/protocol/_recordscan.c) held in a C static: a name imported from an interpreted module is
+# looked up in this module's dict at every use
+_SCAN: Final = scan_tuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +211,7 @@ def validate_produce_batch(buf: bytes | bytearray | memoryview, policy: Validati
         _check_header(h, tp)
         records = _records_payload(buf, h, tp)
         try:  # the bare tuple: no interpreted wrapper or frozen dataclass per batch
-            min_delta, max_delta, keyless, _first_keyless = scan_tuple(records, h.records_count)
+            min_delta, max_delta, keyless, _first_keyless = _SCAN(records, h.records_count)
         except ValueError as exc:  # a malformed record (record_scan's MalformedRecordsError message)
             raise _invalid(f"{exc} in topic partition {tp}") from None
         log_append_batch = h.timestamp_type == rb.TIMESTAMP_TYPE_LOG_APPEND

@@ -16,13 +16,14 @@ import bisect
 import os
 import struct
 from pathlib import Path
+from typing import Final
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-_INT32_MAX = 2**31 - 1
+_OFFSET_ENTRY: Final = struct.Struct(">ii")
+_TIME_ENTRY: Final = struct.Struct(">qi")
+_INT32_MAX: Final = 2**31 - 1
 # entries an active segment's index holds back before writing them (512 offset or 341 time entries): one write(2)
 # per ~2 MB of log at the default index.interval.bytes, not two per 4 KB (a small Produce paid ~0.5 of them)
-PENDING_WRITE_BYTES = 4096
+PENDING_WRITE_BYTES: Final = 4096
 
 
 class _IndexFile:

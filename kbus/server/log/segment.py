@@ -12,6 +12,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 from kbus.common.topic_config import LogConfig
 from kbus.protocol.record_batch import (
@@ -38,7 +39,7 @@ SWAP_SUFFIX = ".swap"
 
 _WALK_WINDOW = 64 * 1024
 _RECOVERY_CHUNK = 1 << 20
-_INT32_MAX = 2**31 - 1
+_INT32_MAX: Final = 2**31 - 1
 
 
 def filename_prefix(offset: int) -> str:

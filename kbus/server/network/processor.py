@@ -64,13 +64,13 @@ log = logging.getLogger("kbus.network")  # the acceptor's logger too (socket_ser
 _conn_ids = itertools.count(1)
 _DONE: Final = object()  # _start: the handler returned without waiting
 MAX_PIPELINED = 64  # produce requests one connection may have waiting on replicas at once
-READ_PAUSE_BYTES = 1 << 20  # stop reading a connection that has this much unread behind a waiting request
+READ_PAUSE_BYTES: Final = 1 << 20  # stop reading a connection that has this much unread behind a waiting request
 # Plaintext fetches send record bytes with sendfile(2) (network.sendfile). KBUS_SENDFILE=0 copies them through
 # Python instead: a switch for measuring the difference, not a Kafka property.
 SENDFILE = os.environ.get("KBUS_SENDFILE", "1") != "0"
 # Responses made while reading are held to the end of the loop's turn (ResponseBatch). KBUS_BATCH_WRITES=0 writes
 # each at once instead: a switch for measuring the difference, not a Kafka property.
-BATCH_WRITES = os.environ.get("KBUS_BATCH_WRITES", "1") != "0"
+BATCH_WRITES: Final = os.environ.get("KBUS_BATCH_WRITES", "1") != "0"
 
 
 def unsupported_version_response(header: RequestHeader) -> bytes:
@@ -101,7 +101,7 @@ class _ApiMetrics:
         requests[key] = requests.get(key, 0.0) + 1.0
 
 
-_API_METRICS: dict[int, _ApiMetrics] = {}
+_API_METRICS: Final[dict[int, _ApiMetrics]] = {}  # Final: a C static, not a module-dict lookup per request
 
 
 def _api_metrics(api_key: int) -> _ApiMetrics:

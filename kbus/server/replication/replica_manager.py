@@ -19,6 +19,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 from kio.schema.errors import ErrorCode
 
@@ -65,6 +66,7 @@ HW_CHECKPOINT = "replication-offset-checkpoint"
 OPEN_BATCH = 500  # replicas newly hosted per event-loop turn (apply_metadata)
 
 PREPARE_SYNC_BATCH = 1000  # new logs whose partition.metadata one syncfs makes durable (prepare_logs)
+_NONE: Final = ErrorCode.none  # leader_partition's answer for every Produce: a C static, not a module-dict lookup
 
 
 def _retrieve_outcome(task: asyncio.Task[None]) -> None:
@@ -173,7 +175,7 @@ class ReplicaManager:
         such partition, NOT_LEADER_OR_FOLLOWER when another broker (or nobody, for now) leads it."""
         part = self.partitions.get((topic, index))
         if part is not None and part.is_leader:
-            return part, ErrorCode.none
+            return part, _NONE
         if (topic, index) in self.offline_partitions:
             return None, ErrorCode.kafka_storage_error
         t = self._metadata.topics().get(topic)

@@ -178,14 +178,6 @@ class Partition:
             self.maybe_advance_high_watermark()
         return result
 
-    def in_sync_leos(self) -> list[int]:
-        leos = [self.log.log_end_offset]
-        for r in self._maximal_isr or self.state.isr:
-            if r != self.local_broker_id:
-                f = self.followers.get(r)
-                leos.append(f.log_end_offset if f is not None else -1)
-        return leos
-
     @property
     def last_stable_offset(self) -> int:
         """What read_committed consumers may see: the HW, lowered by open or not yet replicated transactions."""
@@ -194,7 +186,17 @@ class Partition:
     def maybe_advance_high_watermark(self) -> bool:
         if not self.is_leader:
             return False
-        new_hw = min(self.in_sync_leos())
+        # the lowest log end offset of the in-sync replicas (this one's, and each follower's as its fetches said; -1
+        # for one not heard from), in a loop: no list and no builtin min() on every append and every follower fetch
+        # that moves a follower
+        new_hw = self.log.log_end_offset
+        local = self.local_broker_id
+        for r in self._maximal_isr or self.state.isr:
+            if r != local:
+                f = self.followers.get(r)
+                leo = f.log_end_offset if f is not None else -1
+                if leo < new_hw:
+                    new_hw = leo
         if new_hw <= self.high_watermark:
             return False
         self.high_watermark = new_hw

@@ -156,8 +156,9 @@ class _Marker(enum.Enum):
     PAUSED = "PAUSED"
 
 
-NEED_DATA = _Marker.NEED_DATA
-PAUSED = _Marker.PAUSED
+# Final: C statics for the compiled callers that compare every event with them (processor._pump_once)
+NEED_DATA: Final = _Marker.NEED_DATA
+PAUSED: Final = _Marker.PAUSED
 Event = Request | SaslToken | Closed | _Marker
 
 
@@ -366,7 +367,10 @@ class Connection:
         if available < 6:
             return NEED_DATA
         (key,) = _API_KEY.unpack_from(self._buf, self._pos + 4)
-        flags = self._apis.flags(key) or _NO_FLAGS
+        # the server's ApiTable (a compiled class: narrowed by isinstance, the same call is a direct one), or a test's
+        # catalog through the ApiCatalog Protocol (a Python-level call)
+        apis = self._apis
+        flags = (apis.flags(key) if isinstance(apis, ApiTable) else apis.flags(key)) or _NO_FLAGS  # noqa: RUF034
         if self._inflight and (not flags.pipelined or len(self._inflight) >= self._max_pipelined):
             return PAUSED
         if available < 4 + size:

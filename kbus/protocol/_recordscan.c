@@ -70,14 +70,21 @@ static inline int skip_nullable(cursor *c, int32_t *len) {
 
 #define FAIL(...) do { PyErr_Format(PyExc_ValueError, __VA_ARGS__); goto done; } while (0)
 
+/* scan(records, count[, start, end]): the records are records[start:end] (default: all of it), so a caller
+   need not make a slice of a larger buffer first. */
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     long long count;
+    Py_ssize_t start = 0, end = -1;
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*L", &view, &count))
+    if (!PyArg_ParseTuple(args, "y*L|nn", &view, &count, &start, &end))
         return NULL;
-    const uint8_t *data = (const uint8_t *)view.buf;
-    const uint8_t *data_end = data + view.len;
+    if (end < 0)
+        end = view.len;
+    if (start < 0 || start > end || end > view.len)
+        FAIL("records [%zd, %zd) out of a buffer of %zd bytes", start, end, view.len);
+    const uint8_t *data = (const uint8_t *)view.buf + start;
+    const uint8_t *data_end = (const uint8_t *)view.buf + end;
     cursor all = {data, data_end};
     int64_t min_ts = 0, max_ts = 0;
     long long keyless = 0, first_keyless = -1;

@@ -65,12 +65,18 @@ def _skip_nullable(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
     return n, pos + max(n, 0)
 
 
-def scan_py(records: Buffer, count: int) -> tuple[int, int, int, int]:
-    """Same contract as the compiled ``_recordscan.scan``."""
+def scan_py(records: Buffer, count: int, first: int = 0, last: int = -1) -> tuple[int, int, int, int]:
+    """Same contract as the compiled ``_recordscan.scan``: the records are ``records[first:last]`` (``last`` -1:
+    to the end), so a caller need not slice a larger buffer first."""
+    size = len(records)
+    if last < 0:
+        last = size
+    if first < 0 or first > last or last > size:
+        raise ValueError(f"records [{first}, {last}) out of a buffer of {size} bytes")
     if count < 0:
         raise ValueError(f"record count {count} is negative")
-    end_all = len(records)
-    pos = 0
+    end_all = last
+    pos = first
     min_ts = max_ts = 0
     keyless, first_keyless = 0, -1
     for i in range(count):

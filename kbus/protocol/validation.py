@@ -209,9 +209,14 @@ def validate_produce_batch(buf: bytes | bytearray | memoryview, policy: Validati
                                     f"{produce_version} are not allowed to use ZStandard compression")
     try:
         _check_header(h, tp)
-        records = _records_payload(buf, h, tp)
+        if h.compression == rb.COMPRESSION_NONE:  # scanned where they are in the batch: no slice of it per request
+            scanned: Buffer = buf
+            first, last = h.position + rb.RECORDS_OFFSET, h.end_position
+        else:
+            scanned = _records_payload(buf, h, tp)
+            first, last = 0, len(scanned)
         try:  # the bare tuple: no interpreted wrapper or frozen dataclass per batch
-            min_delta, max_delta, keyless, _first_keyless = _SCAN(records, h.records_count)
+            min_delta, max_delta, keyless, _first_keyless = _SCAN(scanned, h.records_count, first, last)
         except ValueError as exc:  # a malformed record (record_scan's MalformedRecordsError message)
             raise _invalid(f"{exc} in topic partition {tp}") from None
         log_append_batch = h.timestamp_type == rb.TIMESTAMP_TYPE_LOG_APPEND
@@ -222,7 +227,7 @@ def validate_produce_batch(buf: bytes | bytearray | memoryview, policy: Validati
             highest = h.base_timestamp + max_delta
             if lowest < rb.LONG_MIN or highest > _LONG_MAX:
                 # some record's base + delta wraps (Java's long sum): only the records themselves say the range
-                stamps = [r.timestamp for r in rb.decode_records_payload(records, h)]
+                stamps = [r.timestamp for r in rb.decode_records_payload(memoryview(scanned)[first:last], h)]
                 lowest, highest = min(stamps), max(stamps)
         # The scan's range bounds every record: only a batch that may hold a refused record takes the slow path.
         # While now - lowest fits a long, Kafka's wrapping comparison is the plain one and monotonic in the
@@ -233,7 +238,7 @@ def validate_produce_batch(buf: bytes | bytearray | memoryview, policy: Validati
                  or highest - now_ms > policy.timestamp_after_max_ms)
         )
         if (policy.compacted and keyless) or maybe_bad_timestamps:
-            errors = _record_errors(records, h, policy, now_ms)
+            errors = _record_errors(memoryview(scanned)[first:last], h, policy, now_ms)
             if errors:
                 _raise_record_errors(errors)
     except RecordValidationError:

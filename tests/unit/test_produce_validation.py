@@ -242,6 +242,26 @@ def test_compiled_scan_matches_the_reference(records, flips, count_skew) -> None
         assert max_d - min_d == max(r[2] for r in records) - min(r[2] for r in records)
 
 
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(record_tuples, st.binary(max_size=70), st.binary(max_size=9), st.integers(-1, 1))
+def test_a_scan_of_a_window_is_the_scan_of_its_slice(records, before, after, count_skew) -> None:
+    """scan(buf, count, first, last) reads buf[first:last] only (validation passes the whole batch and where its
+    records are), in the compiled scan and its reference alike; a window outside the buffer is a ValueError."""
+    data = rb.build_batch(records)[rb.RECORDS_OFFSET :]
+    buf = before + data + after
+    first, last = len(before), len(before) + len(data)
+    count = len(records) + count_skew
+    for fn in (compiled_scan, record_scan.scan_py):
+        assert _outcome(lambda b, c, fn=fn: fn(b, c, first, last), buf, count) == _outcome(fn, data, count)
+        if not after:
+            assert _outcome(lambda b, c, fn=fn: fn(b, c, first), buf, count) == _outcome(fn, data, count)
+    for bad in ((-1, last), (last, first - 1) if first else (1, 0), (first, len(buf) + 1)):
+        errors = [_outcome(lambda b, c, fn=fn, bad=bad: fn(b, c, *bad), buf, count)
+                  for fn in (compiled_scan, record_scan.scan_py)]
+        message = f"records [{bad[0]}, {bad[1]}) out of a buffer of {len(buf)} bytes"
+        assert errors[0] == errors[1] == ("error", message)
+
+
 def test_zstd_needs_produce_v7() -> None:
     buf = rb.build_batch([(b"k", b"v")], timestamp_ms=NOW, compression=rb.COMPRESSION_ZSTD)
     with pytest.raises(RecordValidationError) as info:

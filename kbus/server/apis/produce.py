@@ -157,14 +157,16 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
         return None
     if quotas.request.enabled:
         ctx.throttle_time_ms = max(ctx.throttle_time_ms, request_quota_throttle(m, ctx))
-    endpoints: dict[int, NodeEndpoint] = {}
+    endpoints: dict[int, NodeEndpoint] | None = None  # made for the first NOT_LEADER_OR_FOLLOWER only
     if version >= LEADER_HINTS_VERSION:
         for name, parts in responses:
             for o in parts:
                 if o.error_code == _NOT_LEADER:
+                    if endpoints is None:
+                        endpoints = {}
                     _leader_hint(m, ctx, name, o, endpoints)
     return encode_produce_response(version, responses, throttle_time_ms=ctx.throttle_time_ms,
-                                   node_endpoints=list(endpoints.values()))
+                                   node_endpoints=() if endpoints is None else list(endpoints.values()))
 
 
 def _leader_hint(m: Managers, ctx: RequestContext, topic: str, out: PartitionProduceResult,

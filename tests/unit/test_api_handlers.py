@@ -353,6 +353,20 @@ def test_fetch_rejects_a_stale_leader_epoch(tmp_path: Path) -> None:
     assert replicas.reads == []
 
 
+@pytest.mark.parametrize(("epoch", "error"), [(4, E.unknown_leader_epoch), (3, E.none), (-2, E.none)])
+def test_fetch_compares_a_set_leader_epoch_with_the_partitions(tmp_path: Path, epoch: int, error: E) -> None:
+    # KIP-320 for Fetch (the partitions here are led at epoch 3): a newer epoch than the leader's is
+    # UNKNOWN_LEADER_EPOCH, the leader's own is read, and any negative one is unset (FetchRequest.optionalEpoch)
+    m, replicas, _, _ = managers(tmp_path)
+    topics = (part(1, 12, "FetchTopic", topic="t", partitions=(
+        part(1, 12, "FetchPartition", partition=0, fetch_offset=0, partition_max_bytes=100,
+             current_leader_epoch=epoch, log_start_offset=-1, last_fetched_epoch=-1),
+    )),)  # fmt: skip
+    r = call(m, 1, 12, max_wait=0, min_bytes=1, max_bytes=100, replica_id=-1, topics=topics)
+    assert fetched(r)[("t", 0)].error_code == error
+    assert len(replicas.reads) == (0 if error else 1)
+
+
 def test_fetch_long_poll_ends_when_the_broker_stops(tmp_path: Path) -> None:
     m, replicas, _, _ = managers(tmp_path)
     replicas.stopping = True

@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from kbus.common.acl import Operation, ResourceType
-from kbus.protocol.codec import ms
 from kbus.protocol.fetch_request_decode import FetchRequest
 from kbus.protocol.fetch_response import EncodedBody, PartitionEntry, encode_fetch_response
 from kbus.protocol.splice import FileRegion
-from kbus.server.apis.errors import error_code_for, leader_epoch_error
+from kbus.server.apis.errors import error_code_for
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
 from kbus.server.quotas.manager import ClientQuotaManager, now_ms, sanitized
@@ -78,9 +77,13 @@ def _collect(
                 entry = PartitionEntry(fp.partition, ErrorCode.topic_authorization_failed)
             elif part is None:
                 entry = PartitionEntry(fp.partition, error)
-            # any negative epoch is unset (FetchRequest.optionalEpoch): only a set one is compared
-            elif (epoch := fp.current_leader_epoch) >= 0 and (err := leader_epoch_error(part, epoch)) is not None:
-                entry = PartitionEntry(fp.partition, err)
+            # KIP-320 (errors.leader_epoch_error's rule, inline: this runs per partition of every Fetch): any
+            # negative epoch is unset (FetchRequest.optionalEpoch), a set one must be the partition's
+            elif (epoch := fp.current_leader_epoch) >= 0 and epoch != (leader_epoch := part.leader_epoch):
+                entry = PartitionEntry(
+                    fp.partition,
+                    ErrorCode.fenced_leader_epoch if epoch < leader_epoch else ErrorCode.unknown_leader_epoch,
+                )
             elif (
                 fctx.incremental
                 and fp.fetch_offset
@@ -159,8 +162,9 @@ def _collect(
 @api(1, 4, 12)
 async def fetch(m: Managers, ctx: RequestContext, request: FetchRequest) -> EncodedBody:
     replica_id = request.replica_id
-    deadline = time.monotonic() + ms(request.max_wait) / 1000
-    min_bytes = request.min_bytes if ms(request.max_wait) > 0 else 0  # Kafka: min_bytes <= 0 answers at once
+    max_wait = request.max_wait  # milliseconds (fetch_request_decode)
+    deadline = time.monotonic() + max_wait / 1000
+    min_bytes = request.min_bytes if max_wait > 0 else 0  # Kafka: max_wait <= 0 answers at once
     fctx = m.fetch_sessions.new_context(
         request.session_id,
         request.session_epoch,

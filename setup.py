@@ -47,6 +47,7 @@ COMPILED = [
     "kbus/protocol/produce_request_decode.py",
     "kbus/protocol/produce_response.py",
     "kbus/protocol/record_batch.py",
+    "kbus/protocol/splice.py",
     "kbus/protocol/validation.py",
     "kbus/server/apis/context.py",
     "kbus/server/apis/fetch.py",

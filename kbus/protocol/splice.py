@@ -14,31 +14,60 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
+from typing import Final
 
-_NONCE = b"\xffKB" + os.urandom(5)
-_INDEX = struct.Struct(">Q")
-_I32 = struct.Struct(">i")
-PLACEHOLDER_SIZE = 16
+_NONCE: Final = b"\xffKB" + os.urandom(5)
+_INDEX: Final = struct.Struct(">Q")
+_I32: Final = struct.Struct(">i")
+PLACEHOLDER_SIZE: Final = 16
 
 
-@dataclass(frozen=True, slots=True)
 class FileRegion:
-    """`size` bytes at `position` of the open file `fd` (a log segment)."""
+    """`size` bytes at `position` of the open file `fd` (a log segment). A plain class, not a dataclass: one is
+    made per partition of a spliced Fetch, and mypyc compiles a plain class's __init__ (a dataclass's is generated
+    Python). Treated as immutable: a partial send makes a new one."""
 
-    fd: int
-    position: int
-    size: int
+    __slots__ = ("fd", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int) -> None:
+        self.fd = fd
+        self.position = position
+        self.size = size
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, FileRegion)
+            and self.fd == other.fd
+            and self.position == other.position
+            and self.size == other.size
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.fd, self.position, self.size))
+
+    def __repr__(self) -> str:
+        return f"FileRegion(fd={self.fd}, position={self.position}, size={self.size})"
 
 
-@dataclass(frozen=True, slots=True)
 class SplicedFrame:
     """One response frame: encoded bytes and file regions, in the order they go on the wire."""
 
-    parts: tuple[bytes | FileRegion, ...]
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: tuple[bytes | FileRegion, ...]) -> None:
+        self.parts = parts
 
     def __len__(self) -> int:
         return sum(p.size if isinstance(p, FileRegion) else len(p) for p in self.parts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SplicedFrame) and self.parts == other.parts
+
+    def __hash__(self) -> int:
+        return hash(self.parts)
+
+    def __repr__(self) -> str:
+        return f"SplicedFrame(parts={self.parts!r})"
 
 
 OutFrame = bytes | SplicedFrame

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.e2e.ecosystem import jvm_tmp
 from tests.e2e.ecosystem.kafka_jars import KafkaDistribution
 from tests.kbus_processes import free_port
 
@@ -57,7 +58,8 @@ class ApacheKafka:
         path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
         log4j = self.dist.libs.parent / "config" / "log4j.properties"
         cmd = ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-               f"-Dlog4j.configuration=file:{log4j}", f"-Dkafka.logs.dir={self.workdir / 'logs'}",
+               *jvm_tmp.options(self.workdir / "tmp"), f"-Dlog4j.configuration=file:{log4j}",
+               f"-Dkafka.logs.dir={self.workdir / 'logs'}",
                "-cp", f"{self.dist.libs}/*", "kafka.Kafka", str(path)]  # fmt: skip
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.e2e.ecosystem import jvm_tmp
 from tests.e2e.ecosystem.connect_workers import Worker
 from tests.e2e.ecosystem.java_checks import VERSIONS, JavaChecks, build
 from tests.e2e.ecosystem.kafka_jars import KafkaDistribution, distribution
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jvm_tmp_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """java.io.tmpdir of the JVMs that session-wide helpers start (Kafka's tools, the Java checks): under this
+    process's pytest base temp dir, not /tmp (tests/e2e/ecosystem/jvm_tmp.py)."""
+    jvm_tmp.use_session_dir(tmp_path_factory.mktemp("jvm-tmp"))
+    return jvm_tmp.session_dir()
 
 
 @pytest.fixture(scope="session")

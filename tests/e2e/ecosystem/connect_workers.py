@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.e2e.ecosystem import jvm_tmp
 from tests.e2e.ecosystem.kafka_jars import REPO, fetch
 from tests.kbus_processes import wait_for
 
@@ -39,6 +40,8 @@ def worker_env(log_dir: Path, version: str = CONNECT_VERSIONS[0]) -> dict[str, s
         "KAFKA_HEAP_OPTS": "-Xmx256m",
         # a test worker lives seconds: C1 and the serial collector start a JVM fastest on a busy machine
         "KAFKA_JVM_PERFORMANCE_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        # the worker's temporary files (lz4-java's native library, ...) beside its logs, not in /tmp
+        "KAFKA_OPTS": " ".join([*jvm_tmp.options(log_dir / "tmp"), os.environ.get("KAFKA_OPTS", "")]).strip(),
     }
 
 

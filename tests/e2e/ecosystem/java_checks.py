@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.e2e.ecosystem import jvm_tmp
 from tests.e2e.ecosystem.kafka_jars import REPO, default_version, fetch
 
 POM = Path(__file__).resolve().parent / "java" / "pom.xml"
@@ -47,8 +48,32 @@ class JavaChecks:
 
     def java(self, main: str, *args: str, client_config: Path | None = None) -> list[str]:
         props = [f"-Dkbus.client.config={client_config}"] if client_config else []
-        return ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        return ["java", "-Xmx256m", *jvm_tmp.session_options(), "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
                 f"-Dkbus.client.version={self.version}", *props, "-cp", self.classpath, main, *args]  # fmt: skip
+
+    def start(
+        self, bootstrap: str, suffix: str, checks: tuple[str, ...] = (), client_config: Path | None = None
+    ) -> subprocess.Popen[str]:
+        """Starts the checks (all by default) in one JVM; `results` waits for them. `client_config`: a .properties
+        file every client gets (security settings)."""
+        cmd = self.java("kbus.compat.Checks", bootstrap, suffix, *checks, client_config=client_config)
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    @staticmethod
+    def results(proc: subprocess.Popen[str], timeout: float = 600) -> tuple[dict[str, tuple[bool, str]], str]:
+        """{check: (passed, detail)} of a run `start` began, and the JVM's stderr."""
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        results: dict[str, tuple[bool, str]] = {}
+        for line in stdout.splitlines():
+            m = RESULT.match(line)
+            if m:
+                results[m["name"]] = (m["status"] == "PASS", m["detail"])
+        return results, stderr
 
     def run(
         self,
@@ -58,16 +83,8 @@ class JavaChecks:
         client_config: Path | None = None,
         timeout: float = 600,
     ) -> tuple[dict[str, tuple[bool, str]], str]:
-        """Runs the checks (all by default) in one JVM; returns {check: (passed, detail)} and the JVM's stderr.
-        `client_config`: a .properties file every client gets (security settings)."""
-        cmd = self.java("kbus.compat.Checks", bootstrap, suffix, *checks, client_config=client_config)
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        results: dict[str, tuple[bool, str]] = {}
-        for line in out.stdout.splitlines():
-            m = RESULT.match(line)
-            if m:
-                results[m["name"]] = (m["status"] == "PASS", m["detail"])
-        return results, out.stderr
+        """Runs the checks (all by default) in one JVM; returns {check: (passed, detail)} and the JVM's stderr."""
+        return self.results(self.start(bootstrap, suffix, checks, client_config), timeout)
 
 
 def build(version: str) -> JavaChecks:
@@ -98,8 +115,8 @@ class SingleFileCheck:
 
     def run(self, main: str, *args: str, timeout: float) -> str:
         """Runs `main` with `args`, asserts its one RESULT line says PASS; returns its stdout."""
-        done = subprocess.run(["java", "-Xmx256m", "-cp", f"{self.classes}:{self.clients}/*", main, *args],
-                              capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        cmd = ["java", "-Xmx256m", *jvm_tmp.session_options(), "-cp", f"{self.classes}:{self.clients}/*", main, *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         results = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
         assert results == ["RESULT PASS"], f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         return done.stdout

@@ -8,6 +8,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.e2e.ecosystem import jvm_tmp
+
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "kafka-jars.sh"
 
@@ -69,6 +71,7 @@ class KafkaDistribution:
             # short-lived tools: the C1 compiler and the serial collector start a JVM fastest
             "-XX:TieredStopAtLevel=1",
             "-XX:+UseSerialGC",
+            *jvm_tmp.session_options(),
             f"-Dlog4j.configuration=file:{log4j}",
             "-cp",
             f"{self.libs}/*",

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.e2e.ecosystem import jvm_tmp
 from tests.e2e.ecosystem.kafka_jars import default_version, fetch
 from tests.zk_server import free_port
 
@@ -35,12 +36,13 @@ def kafka4_kraft(base: Path, configs: dict[str, str] | None = None, heap: str = 
     ]  # fmt: skip
     props.write_text("\n".join(lines) + "\n")
     cp = f"{libs}/*"
-    cluster_id = subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "random-uuid"], capture_output=True,
+    java = ["java", *jvm_tmp.options(base / "tmp")]  # its temporary files under `base`, not /tmp
+    cluster_id = subprocess.run([*java, "-cp", cp, "kafka.tools.StorageTool", "random-uuid"], capture_output=True,
                                 text=True, check=True, timeout=60).stdout.strip().splitlines()[-1]  # fmt: skip
-    subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+    subprocess.run([*java, "-cp", cp, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
                     "--standalone"], capture_output=True, text=True, check=True, timeout=120)  # fmt: skip
     log = (base / "kafka.out").open("w")
-    proc = subprocess.Popen(["java", f"-Xmx{heap}", "-cp", cp, "kafka.Kafka", str(props)], stdout=log,
+    proc = subprocess.Popen([*java, f"-Xmx{heap}", "-cp", cp, "kafka.Kafka", str(props)], stdout=log,
                             stderr=subprocess.STDOUT)  # fmt: skip
     try:
         deadline = time.monotonic() + 60

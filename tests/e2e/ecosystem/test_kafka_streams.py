@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.e2e.ecosystem import jvm_tmp
 from tests.e2e.ecosystem.kafka_jars import kbus
 from tests.e2e.ecosystem.streams_app import STREAMS_VERSIONS, build
 from tests.kbus_processes import BrokerProcess, free_port, wait_for
@@ -61,12 +62,14 @@ def final_counts(bootstrap: str, topic: str, want: dict[str, int], timeout: floa
 @pytest.fixture
 def run_app(tmp_path: Path) -> Iterator:
     procs: list[subprocess.Popen] = []
+    tmp = tmp_path / "jvm-tmp"  # the app's state dir (kbus-streams*) and RocksDB's native library go here
 
     def start(classpath: str, bootstrap: str, names: WordCountNames) -> subprocess.Popen:
         log = open(tmp_path / f"streams-{len(procs)}.log", "w")  # noqa: SIM115 - as long as the process
-        proc = subprocess.Popen(["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
-                                 classpath, "kbus.streams.WordCount", bootstrap, names.app, names.input, names.output,
-                                 "600"], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        proc = subprocess.Popen(["java", "-Xmx256m", *jvm_tmp.options(tmp),
+                                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath,
+                                 "kbus.streams.WordCount", bootstrap, names.app, names.input, names.output, "600"],
+                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
         procs.append(proc)
         return proc
 
@@ -75,6 +78,8 @@ def run_app(tmp_path: Path) -> Iterator:
         if p.poll() is None:
             p.kill()
             p.wait(10)
+    if procs:  # the apps' temporary state dirs are the test's, not left in /tmp
+        assert list(tmp.glob("kbus-streams*")), sorted(tmp.iterdir())
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -134,7 +139,7 @@ class Instance:
         self.log = workdir / "streams.log"
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *jvm_tmp.options(workdir / "tmp"),
                  "-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-Dorg.slf4j.simpleLogger.showDateTime=true",
                  "-cp", classpath, "kbus.streams.QueryableCounts",
                  bootstrap, *names, str(self.port), str(workdir / "state")],

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.ecosystem import jvm_tmp
 from tests.e2e.ecosystem.java_checks import VERSIONS, JavaChecks
 from tests.e2e.ecosystem.kafka_jars import REPO, KafkaDistribution
 from tests.kbus_processes import BrokerProcess
@@ -62,18 +63,19 @@ def test_seed_000_java_fleet_and_dashboards(
                           broker.bootstrap, "--partitions", "3", "--replication-factor", "1")  # fmt: skip
     assert created.returncode == 0, created.stderr
     outs = [tmp_path / f"dashboard-{i}.out" for i in range(3)]
+    tmp = jvm_tmp.options(tmp_path / "jvm-tmp")
     dashboards = []
     try:
         for out in outs:
             with open(out, "w") as stdout, open(out.with_suffix(".err"), "w") as stderr:
-                dashboards.append(subprocess.Popen(["java", "-Xmx128m", "-cp", classpath, "Dashboard"],
+                dashboards.append(subprocess.Popen(["java", "-Xmx128m", *tmp, "-cp", classpath, "Dashboard"],
                                                    stdout=stdout, stderr=stderr))  # fmt: skip
         deadline = time.monotonic() + 90
         while not group_ready(kafka39, broker.bootstrap):
             assert time.monotonic() < deadline, "the three Dashboards did not form a group"
             assert all(d.poll() is None for d in dashboards), "a Dashboard exited"
             time.sleep(1)
-        fleet = subprocess.run(["java", "-Xmx128m", "-cp", classpath, "Fleet"], capture_output=True, text=True,
+        fleet = subprocess.run(["java", "-Xmx128m", *tmp, "-cp", classpath, "Fleet"], capture_output=True, text=True,
                                timeout=120)  # fmt: skip
         assert fleet.returncode == 0, fleet.stderr
         deadline = time.monotonic() + 60

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kbus.protocol.client import KafkaConnection
+from tests.e2e.ecosystem import jvm_tmp
 from tests.e2e.ecosystem.kafka_jars import default_version, fetch, kbus
 from tests.integration.test_consumer_groups import create_topic, produce
 from tests.integration.test_share_groups import heartbeat, run, share_fetch, topic_id
@@ -28,7 +29,8 @@ def kafka4_libs() -> Path:
 
 
 def kafka_share_groups(libs: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", f"{libs}/*", MAIN, *args]
+    cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *jvm_tmp.session_options(), "-cp",
+           f"{libs}/*", MAIN, *args]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     # slf4j's "no binding" notice is not the tool's output
     stderr = "\n".join(line for line in out.stderr.splitlines() if not line.startswith("SLF4J"))

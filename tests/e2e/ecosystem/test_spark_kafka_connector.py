@@ -5,7 +5,6 @@ batch write and read, a stream from topic to topic resumed from its checkpoint."
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from confluent_kafka import Consumer
 
 from kbus.spark.connector import CONNECTOR, connector_jars
 from tests.e2e.ecosystem.kafka_jars import REPO, kbus
+from tests.e2e.spark.helpers import submit_env
 from tests.kbus_processes import BrokerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -45,8 +45,9 @@ def job_result(broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) 
         r = kbus("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic, "--partitions",
                  partitions)  # fmt: skip
         assert r.returncode == 0, r.stderr
-    checkpoint = tmp_path_factory.mktemp("spark-kafka") / "checkpoint"
-    env = {**os.environ, "KBUS_CACHE_DIR": str(cache)}
+    work = tmp_path_factory.mktemp("spark-kafka")
+    checkpoint = work / "checkpoint"
+    env = {**submit_env(work / "jvm-tmp"), "KBUS_CACHE_DIR": str(cache)}
     cmd = [
         str(Path(sys.executable).parent / "kbus"), "spark-submit", "--master", "local[2]",
         "--packages", f"{CONNECTOR}:{CONNECTOR_VERSION}", str(JOB),

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.e2e.ecosystem import jvm_tmp
+
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
@@ -19,6 +21,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
     import kbus.spark
 
+    # the JVM's temporary files (artifacts-*, liblz4-java-*.so) and Spark's local dir (blockmgr-*) under this
+    # process's pytest base temp dir, not /tmp
+    tmp = tmp_path_factory.mktemp("spark-tmp")
     session = (
         SparkSession.builder.master("local[2]")
         .appName("kbus-tests")
@@ -27,6 +32,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
+        .config("spark.local.dir", str(tmp))
+        .config("spark.driver.extraJavaOptions", " ".join(jvm_tmp.options(tmp)))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

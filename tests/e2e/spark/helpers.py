@@ -3,12 +3,26 @@ Spark."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from tests.e2e.ecosystem import jvm_tmp
+
+
+def submit_env(tmp: Path) -> dict[str, str]:
+    """The environment of a `kbus spark-submit` a test starts: no PYSPARK_/SPARK_ settings of the test process, and
+    the driver JVM's temporary files (artifacts-*, liblz4-java-*.so) and Spark's local dir (blockmgr-*) in `tmp`, not
+    /tmp, so a driver killed -9 leaves nothing behind there."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    env["SPARK_SUBMIT_OPTS"] = " ".join(jvm_tmp.options(tmp))
+    env["SPARK_LOCAL_DIRS"] = str(tmp)
+    return env
 
 
 @dataclass(frozen=True)

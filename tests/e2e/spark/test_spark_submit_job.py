@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from kbus.spark.jobs.bus_locations import DEFAULT_CONFIG, JobConfigError, load_job
-from tests.e2e.spark.helpers import consume_all, create_topic, produce
+from tests.e2e.spark.helpers import consume_all, create_topic, produce, submit_env
 
 REPO = Path(__file__).resolve().parents[3]
 JOB = REPO / "kbus" / "spark" / "jobs" / "bus_locations.py"
@@ -58,6 +58,7 @@ def test_job_description_is_checked() -> None:
 @pytest.mark.spark
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a JVM, a Python driver and two micro-batches: minutes on a loaded 2-core box
 def test_spark_submit_runs_the_bus_location_pipeline(spark, broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     suffix = uuid.uuid4().hex[:8]
     source, stats = f"abc-bus-location-{suffix}", f"abc-bus-stats-{suffix}"
@@ -78,12 +79,12 @@ def test_spark_submit_runs_the_bus_location_pipeline(spark, broker, tmp_path: Pa
     job_yaml.write_text(yaml.safe_dump(config))
 
     cmd = [str(KBUS), "spark-submit", "--master", "local[2]", str(JOB), "--config", str(job_yaml), "--available-now"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    env = submit_env(tmp_path / "jvm-tmp")
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
     )
     try:
-        out, err = proc.communicate(timeout=240)
+        out, err = proc.communicate(timeout=600)  # a bound on a hang (it took > 240 s at load 15)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the JVM and the Python driver it started
@@ -120,7 +121,7 @@ def test_spark_submit_with_the_broker_down_says_so_in_one_line(tmp_path: Path) -
     dead = f"127.0.0.1:{free_port()}"
     cmd = [str(KBUS), "spark-submit", "--master", "local[1]", str(JOB), "--bootstrap-server", dead,
            "--available-now"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    env = submit_env(tmp_path / "jvm-tmp")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True, cwd=tmp_path)
     try:

@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from kbus.spark.submit import CONF_DIR, pyspark_home
+from tests.e2e.ecosystem import jvm_tmp
 from tests.kbus_processes import free_port
 
 
@@ -48,6 +49,10 @@ class StandaloneCluster:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
         env.update(SPARK_HOME=str(pyspark_home()), SPARK_LOCAL_IP="127.0.0.1", SPARK_CONF_DIR=str(CONF_DIR))
+        # the daemons' and (inherited from a worker) its executors' temporary files and Spark local dirs
+        # (blockmgr-*) under the cluster's root, not /tmp: the executors of a killed worker leave theirs behind
+        tmp = self.root / "tmp"
+        env.update(JAVA_TOOL_OPTIONS=" ".join(jvm_tmp.options(tmp)), SPARK_LOCAL_DIRS=str(tmp))
         return env
 
     def _spark_class(self, name: str, args: list[str], ui_port: int, extra_env: dict[str, str]) -> Daemon:
@@ -82,7 +87,7 @@ class StandaloneCluster:
             state = self.state()
             if state is not None and state.get("aliveworkers") == workers:
                 return
-            time.sleep(1)
+            time.sleep(0.25)
         raise TimeoutError(f"{workers} workers did not register with {self.url}: {self.state()}")
 
     def _worker(self, i: int, host: str) -> Daemon:
@@ -175,6 +180,7 @@ class EventLog:
     tasks: list[TaskRun]
     stage_tasks: dict[int, int]  # stage id -> number of tasks
     removed: dict[str, str]  # executor id -> why it was removed
+    app: str = ""  # the application's id (app-...), the name of its executors' directories on the workers
 
     @classmethod
     def read(cls, directory: Path) -> EventLog:
@@ -186,6 +192,7 @@ class EventLog:
         tasks: list[TaskRun] = []
         stage_tasks: dict[int, int] = {}
         removed: dict[str, str] = {}
+        app = ""
         for path in files:
             for line in path.read_text(encoding="utf-8").splitlines():
                 if not line.strip():
@@ -195,7 +202,9 @@ class EventLog:
                 except json.JSONDecodeError:
                     continue  # the last line of a driver killed -9 mid-write
                 kind = event["Event"]
-                if kind == "SparkListenerExecutorAdded":
+                if kind == "SparkListenerApplicationStart":
+                    app = event.get("App ID", "")
+                elif kind == "SparkListenerExecutorAdded":
                     urls = event["Executor Info"].get("Log Urls", {})
                     port = urlparse(urls.get("stderr", "")).port
                     executors[event["Executor ID"]] = port or 0
@@ -211,4 +220,4 @@ class EventLog:
                                 info["Finish Time"], event["Task End Reason"]["Reason"],
                                 bool(info.get("Speculative", False)))
                     )
-        return cls(executors, tasks, stage_tasks, removed)
+        return cls(executors, tasks, stage_tasks, removed, app)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.spark.helpers import create_topic, produce
+from tests.e2e.spark.helpers import create_topic, produce, submit_env
 from tests.e2e.spark.standalone import EventLog, StandaloneCluster
 from tests.e2e.spark.test_spark_exactly_once import read_committed
 
@@ -56,10 +56,9 @@ def _submit(master: str, bootstrap: str, source: str, sink: str, work: Path, log
     for k, v in conf.items():
         cmd += ["--conf", f"{k}={v}"]
     cmd += [str(JOB), bootstrap, source, sink, str(work), "cluster"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
     with open(log, "w") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                cwd=work)
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=submit_env(work / "jvm-tmp"),
+                                start_new_session=True, cwd=work)
 
 
 def test_speculative_twin_and_worker_killed_mid_batch_write_every_record_once(

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kbus.spark.jobs.bus_locations import DEFAULT_CONFIG
-from tests.e2e.spark.helpers import create_topic, produce
+from kbus.spark.jobs.bus_locations import DEFAULT_CONFIG, load_job
+from kbus.spark.jobs.bus_locations import run as run_job
+from tests.e2e.spark.helpers import create_topic, produce, submit_env
 from tests.e2e.spark.standalone import EventLog, StandaloneCluster, python_without_kbus
 from tests.e2e.spark.test_spark_submit_job import TRIPS, _haversine_km, _position
 
@@ -77,6 +78,8 @@ def _submit(master: str, job_yaml: Path, events: Path, executor_python: Path | N
     events.mkdir(parents=True, exist_ok=True)
     conf = {
         "spark.executor.memory": "512m",
+        # the job's stateful aggregation in one task per executor (kbus's default, 4, runs two waves on 2 cores)
+        "spark.sql.shuffle.partitions": "2",
         # start only once both executors are there, so the first stage is spread over both workers
         "spark.scheduler.minRegisteredResourcesRatio": "1.0",
         "spark.eventLog.enabled": "true",
@@ -89,7 +92,7 @@ def _submit(master: str, job_yaml: Path, events: Path, executor_python: Path | N
     for k, v in conf.items():
         cmd += ["--conf", f"{k}={v}"]
     cmd += [str(JOB), "--config", str(job_yaml), "--available-now"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    env = submit_env(events.parent / f"{events.name}-jvm-tmp")
     # cwd outside the checkout: Python processes started with -m would import ./kbus from it and hide a missing one
     cwd = events.parent / f"{events.name}-cwd"
     cwd.mkdir(exist_ok=True)
@@ -130,7 +133,7 @@ def _check_stats(rows: dict[tuple[str, object], dict], updates: int) -> None:
 
 
 def test_case_study_job_reads_in_parallel_on_both_workers_and_matches_local(
-    cluster: StandaloneCluster, executor_python: Path, broker, tmp_path: Path  # type: ignore[no-untyped-def]
+    cluster: StandaloneCluster, executor_python: Path, spark, broker, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
     suffix = uuid.uuid4().hex[:8]
     source, updates = f"abc-bus-location-{suffix}", 10
@@ -144,8 +147,9 @@ def test_case_study_job_reads_in_parallel_on_both_workers_and_matches_local(
     out = _finish(_submit(cluster.url, job, tmp_path / "events", executor_python), timeout=600)
     t_cluster = time.monotonic() - t0
     assert f"{len(TRIPS) * updates} location updates in 1 micro-batches" in out
+    # the same job on local[2]: this session's SparkSession (a JVM already running), not another spark-submit
     job = _job_yaml(tmp_path / "local", broker.bootstrap, source, f"abc-bus-stats-local-{suffix}")
-    _finish(_submit("local[2]", job, tmp_path / "events-local", None), timeout=600)
+    run_job(load_job(job, available_now=True))
     print(f"cluster run {t_cluster:.1f}s, local run {time.monotonic() - t0 - t_cluster:.1f}s")
 
     on_cluster, local = _latest_rows(tmp_path / "cluster" / "parquet"), _latest_rows(tmp_path / "local" / "parquet")
@@ -168,21 +172,22 @@ def test_case_study_job_reads_in_parallel_on_both_workers_and_matches_local(
     ), reads
     print("read stage tasks:", [(t.index, t.executor, events.executors[t.executor]) for t in reads])
     # each worker ran its own executor JVM (with its own Python workers) for this application
+    assert events.app.startswith("app-"), events.app
     for i in range(2):
-        assert list((cluster.root / f"worker{i}").glob("app-*/*/stderr")), f"worker{i} ran no executor"
+        assert list((cluster.root / f"worker{i}" / events.app).glob("*/stderr")), f"worker{i} ran no executor"
 
 
 def test_worker_killed_mid_stream_the_query_finishes_counting_every_record_once(
     cluster: StandaloneCluster, executor_python: Path, broker, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
     suffix = uuid.uuid4().hex[:8]
-    source, stats, updates = f"abc-bus-location-{suffix}", f"abc-bus-stats-{suffix}", 40
+    source, stats, updates = f"abc-bus-location-{suffix}", f"abc-bus-stats-{suffix}", 20
     create_topic(broker.bootstrap, source, PARTITIONS)
     create_topic(broker.bootstrap, stats, 1)
     _produce_fleet(broker.bootstrap, source, updates)
     total = len(TRIPS) * updates
-    # ~10 micro-batches, so there is a stream to kill a worker in the middle of
-    job = _job_yaml(tmp_path / "run", broker.bootstrap, source, stats, maxOffsetsPerTrigger=str(total // 10))
+    # ~5 micro-batches, so there is a stream to kill a worker in the middle of (after the second: 3 more follow)
+    job = _job_yaml(tmp_path / "run", broker.bootstrap, source, stats, maxOffsetsPerTrigger=str(total // 5))
     commits = tmp_path / "run" / "checkpoint" / "commits"
 
     proc = _submit(cluster.url, job, tmp_path / "events", executor_python)

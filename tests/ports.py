@@ -33,9 +33,26 @@ def _candidates() -> list[int]:
     ports = [*below, *above]
     if len(ports) < 1000:  # an unusual range that leaves no room outside it: fall back to the kernel's choice
         return []
+    ports = _worker_share(ports)
     # each process starts at its own place, so two test runs on one machine rarely try the same ports
     start = random.Random(os.getpid()).randrange(len(ports))
     return ports[start:] + ports[:start]
+
+
+def _worker_share(ports: list[int]) -> list[int]:
+    """Under pytest-xdist (scripts/test.sh runs the suite on several workers), worker gwN's own slice of the ports:
+    two workers never pick the same port, even in the moment between picking it and binding it. The processes a
+    worker's tests start inherit its PYTEST_XDIST_WORKER and use the same slice, each from its own place in it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        index = int(worker.removeprefix("gw")) % count if worker.startswith("gw") else -1
+    except ValueError:
+        return ports
+    if count <= 1 or index < 0 or len(ports) // count < 500:
+        return ports
+    size = len(ports) // count
+    return ports[index * size : (index + 1) * size]
 
 
 _POOL = _candidates()

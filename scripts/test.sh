@@ -20,4 +20,9 @@ scripts/kafka-jars.sh --connect 4.1.1 >/dev/null
 .venv/bin/python -c 'from tests.e2e.ecosystem.streams_app import STREAMS_VERSIONS, build; [build(v) for v in STREAMS_VERSIONS]'
 # Quix Streams, Faust and kaskade, each in its own venv under .cache/python-apps (their pins clash with kbus's)
 scripts/python-apps.sh --all >/dev/null
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"
+# KBUS_TEST_WORKERS=N runs the tests on N pytest-xdist workers (tests/conftest.py: which tests share a worker or run
+# alone on the machine). Not yet the default: bench/notes/suite-time-2026-11-27-s14.md says what is measured and what
+# is left to check. Extra args come last, so they may also say -n N.
+xdist=()
+if [ "${KBUS_TEST_WORKERS:-0}" != 0 ]; then xdist=(-n "$KBUS_TEST_WORKERS" --dist loadgroup); fi
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "${xdist[@]}" "$@"

@@ -1,8 +1,8 @@
 """Shared fixtures for tests/integration and tests/e2e: real kbus broker processes on free loopback ports, one real
 ZooKeeper per session (each test gets its own chroot so tests never see each other's znodes), a 3-broker cluster.
 
-Also how the suite runs on pytest-xdist workers (scripts/test.sh: `-n 3 --dist loadgroup`, described below): which
-tests share a worker, which run alone on the machine, and in which order they start."""
+Also how the suite runs on pytest-xdist workers (`KBUS_TEST_WORKERS=N scripts/test.sh`: `-n N --dist loadgroup`,
+described below): which tests share a worker, which run alone on the machine, and in which order they start."""
 
 from __future__ import annotations
 
@@ -42,9 +42,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_RUN_LOCKS] = _RunLocks(Path(config.option.basetemp).parent)
 
 
-# How the suite runs on pytest-xdist workers (scripts/test.sh: -n 3 --dist loadgroup). A worker is a process of its
-# own with its own session fixtures (a broker, a ZooKeeper; tests/ports.py gives each worker its own ports), so most
-# tests may run beside any other, each handed out on its own. Grouped (one worker runs them, one after the other) are:
+# How the suite runs on pytest-xdist workers (KBUS_TEST_WORKERS=N scripts/test.sh: -n N --dist loadgroup). A worker
+# is a process of its own with its own session fixtures (a broker, a ZooKeeper; tests/ports.py gives each worker its
+# own ports), so most tests may run beside any other, each handed out on its own. Grouped (one worker runs them, one
+# after the other) are:
 # - every test of a module whose fixtures are module- or class-scoped (a module's cluster is started once), or that
 #   share module-level state (MODULE_STATE),
 # - every Spark test: one local SparkSession (1 GB of driver) and spark-submit's package cache for all of them,

@@ -256,5 +256,8 @@ def test_migrate_from_apache_kafka_to_kbus_and_back(
     # the way back, kbus -> Kafka: payments arrives on Kafka as kbus.payments with every record
     wait_for(lambda: "kbus.payments" in admin_kafka.list_topics(timeout=5).topics, 60, "kbus.payments on Kafka")
     back = read_partitions(kafka.bootstrap, "kbus.payments", dict.fromkeys(range(PARTITIONS), 19))
-    assert back == {p: list(range(20)) for p in range(PARTITIONS)}
+    # at least once, in order: exactly-once is enabled for the copies into kbus only, so MM2's kbus->Kafka task, when
+    # the kill -9 above lands after it sent records and before it flushed their source offsets, sends them again
+    # from its last flushed position (Apache Kafka's MM2 does the same); nothing may be lost or reordered
+    assert {p: list(dict.fromkeys(back[p])) for p in back} == {p: list(range(20)) for p in range(PARTITIONS)}, back
     assert mirror_maker[-1].proc.poll() is None

@@ -29,12 +29,7 @@ def error_message(exc: BaseException) -> str:
 def leader_epoch_error(part: Partition, current_leader_epoch: int) -> ErrorCode | None:
     """KIP-320: a client that knows a newer epoch than ours (UNKNOWN_LEADER_EPOCH) or an older one
     (FENCED_LEADER_EPOCH) must refresh its metadata. -1 means the client does not say; for Fetch any negative
-    value does (FetchRequest.optionalEpoch: the Fetch handler calls this only for a non-negative one), while
+    value does (FetchRequest.optionalEpoch: the Fetch handler asks Partition.leader_epoch_error, the rule's home,
+    only for a non-negative one), while
     ListOffsets and OffsetForLeaderEpoch compare any other value, so -2^31 is FENCED_LEADER_EPOCH there, as in Kafka."""
-    if current_leader_epoch == -1:
-        return None
-    if current_leader_epoch < part.leader_epoch:
-        return ErrorCode.fenced_leader_epoch
-    if current_leader_epoch > part.leader_epoch:
-        return ErrorCode.unknown_leader_epoch
-    return None
+    return part.leader_epoch_error(current_leader_epoch)

@@ -77,13 +77,10 @@ def _collect(
                 entry = PartitionEntry(fp.partition, ErrorCode.topic_authorization_failed)
             elif part is None:
                 entry = PartitionEntry(fp.partition, error)
-            # KIP-320 (errors.leader_epoch_error's rule, inline: this runs per partition of every Fetch): any
-            # negative epoch is unset (FetchRequest.optionalEpoch), a set one must be the partition's
-            elif (epoch := fp.current_leader_epoch) >= 0 and epoch != (leader_epoch := part.leader_epoch):
-                entry = PartitionEntry(
-                    fp.partition,
-                    ErrorCode.fenced_leader_epoch if epoch < leader_epoch else ErrorCode.unknown_leader_epoch,
-                )
+            # KIP-320 (Partition.leader_epoch_error, a direct call from here): any negative epoch is unset
+            # (FetchRequest.optionalEpoch), a set one must be the partition's
+            elif (epoch := fp.current_leader_epoch) >= 0 and (err := part.leader_epoch_error(epoch)) is not None:
+                entry = PartitionEntry(fp.partition, err)
             elif (
                 fctx.incremental
                 and fp.fetch_offset

@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kio.schema.errors import ErrorCode
+
 from kbus.common.clock import now_ms
 from kbus.protocol.record_batch import BatchHeader, iter_complete_batches
 from kbus.server.log.epochs import CHECKPOINT_FILE, LeaderEpochCache
@@ -126,6 +128,19 @@ class Partition:
     @property
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
+
+    def leader_epoch_error(self, current_leader_epoch: int) -> ErrorCode | None:
+        """KIP-320: a client that knows a newer epoch than ours (UNKNOWN_LEADER_EPOCH) or an older one
+        (FENCED_LEADER_EPOCH) must refresh its metadata; -1 means the client does not say. Here, in compiled code,
+        because the Fetch handler asks it for every partition of every Fetch that carries an epoch."""
+        if current_leader_epoch == -1:
+            return None
+        epoch = self.state.leader_epoch
+        if current_leader_epoch < epoch:
+            return ErrorCode.fenced_leader_epoch
+        if current_leader_epoch > epoch:
+            return ErrorCode.unknown_leader_epoch
+        return None
 
     @property
     def replicated(self) -> bool:

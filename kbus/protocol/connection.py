@@ -190,6 +190,7 @@ class Connection:
         self.principal = principal
         self.authenticated = not listener.security_protocol.uses_sasl
         self._apis = apis
+        self._supports = apis.supports  # bound once: parse_request_header asks it for every request
         self._max_frame = max_frame_bytes
         self._max_pipelined = max_pipelined
         # The unread input is self._buf[self._pos:]. A read that starts on a frame boundary is kept as the bytes
@@ -428,7 +429,7 @@ class Connection:
 
     def _decode(self, frame: bytes | bytearray, flags: ApiFlags) -> Event:
         try:
-            header, body_at = parse_request_header(frame, supported=self._apis.supports)
+            header, body_at = parse_request_header(frame, supported=self._supports)
         except UnsupportedVersionError as unsupported:  # its own name: compiled code types a name once
             if unsupported.header.api_key == API_VERSIONS_KEY:  # KIP-511: answered with the versions we do speak
                 return Request(self._open_slot(False), unsupported.header, None, unsupported_version=True)
@@ -492,8 +493,12 @@ class Connection:
         self.close(reason)
 
     def data_to_send(self) -> list[OutFrame]:
-        """Response frames ready to go, in request order."""
-        out, self._ready = self._ready, []
+        """Response frames ready to go, in request order. The caller owns a non-empty list; an empty one is the
+        connection's own (asked several times per request, mostly with nothing ready: no new list each time), so
+        it must not be kept or added to."""
+        out = self._ready
+        if out:
+            self._ready = []
         return out
 
     def abort(self) -> list[int]:

@@ -62,6 +62,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("kbus.network")  # the acceptor's logger too (socket_server)
 
 _conn_ids = itertools.count(1)
+# Final: C statics, not a module-dict lookup per request (the dispatch table is filled in place at import)
+_API_TABLE: Final = API_TABLE
+_perf_counter: Final = time.perf_counter
 _DONE: Final = object()  # _start: the handler returned without waiting
 MAX_PIPELINED = 64  # produce requests one connection may have waiting on replicas at once
 READ_PAUSE_BYTES: Final = 1 << 20  # stop reading a connection that has this much unread behind a waiting request
@@ -203,6 +206,11 @@ class KafkaProtocol(asyncio.BufferedProtocol):
 
     def __init__(self, server: ConnectionOwner, security: ListenerSecurity, ip: str) -> None:
         self.server = server
+        # the server's idle clock, response batch and authorizer, read on every request: kept here as their own
+        # (compiled) classes, each a native field read instead of two generic lookups through ConnectionOwner
+        self._idle: IdleExpiry = server.idle
+        self._responses: ResponseBatch = server.responses
+        self._authorizer = server.security.authorizer
         self.ip = ip  # the peer's address as the connection limits count it
         self._counted = True  # counted by the server's ConnectionQuotas until release()
         self.managers = server.managers
@@ -277,7 +285,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self.conn is None:
             return
-        self.server.idle.update(self.conn_id, now_ms())
+        self._idle.update(self.conn_id, now_ms())
         self.conn.buffer_updated(nbytes)
         self._pump_read(self.conn)
 
@@ -285,7 +293,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         """Bytes handed over whole (the transport calls buffer_updated instead; benchmarks feed frames here)."""
         if self.conn is None:
             return
-        self.server.idle.update(self.conn_id, now_ms())
+        self._idle.update(self.conn_id, now_ms())
         self.conn.receive_data(data)
         self._pump_read(self.conn)
 
@@ -300,7 +308,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             self.serve_read()
         elif not self._read_pending:
             self._read_pending = True
-            self.server.responses.read(self)
+            self._responses.read(self)
 
     def serve_read(self) -> None:
         """Serve what this turn's reads brought: responses answered meanwhile are held for the end of the turn."""
@@ -366,8 +374,10 @@ class KafkaProtocol(asyncio.BufferedProtocol):
     # ---- the loop between the Connection and the transport
     def _pump(self) -> None:
         """Write what the Connection has to send, dispatch the requests it has parsed. A handler that completes
-        on the spot (kbus.server.util.eager) calls this again from inside the loop below: that call only asks for
-        another round, so a buffer of pipelined requests is one loop and one write, not a recursion."""
+        on the spot (kbus.server.util.eager) answers inside the loop below, which writes what was answered when it
+        stops dispatching: a buffer of pipelined requests is one loop and one write, not a recursion. Anything
+        else that calls this from inside the loop (a drained writer, the end of a throttle) asks for another
+        round."""
         if self._pumping:
             self._pump_again = True
             return
@@ -397,9 +407,11 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             elif isinstance(event, SaslToken):
                 self._start(self._run_token(event))
             elif event is NEED_DATA:
+                self._write(conn.data_to_send())  # what this loop's handlers answered on the spot
                 self._resume_reading()
                 return
             elif event is PAUSED:
+                self._write(conn.data_to_send())
                 if conn.buffered > READ_PAUSE_BYTES:
                     self._pause_reading()
                 return
@@ -416,6 +428,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
                     log.log(level, "Closing connection %s (%s): %s", self.conn_id, self.listener.name, event.reason)
                 transport.close()
                 return
+        self._write(conn.data_to_send())
         self._pause_reading()
 
     def _write(self, frames: list[OutFrame]) -> None:
@@ -428,7 +441,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             return
         if self._reading and BATCH_WRITES:  # answered while reading: written at the end of the loop's turn
             self._held = frames  # data_to_send() gave us this list
-            self.server.responses.hold(self)
+            self._responses.hold(self)
             return
         # a response answered later (acks=all, a long poll) is activity of its own
         self._send(frames, not self._reading)
@@ -448,7 +461,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         transport = self.transport
         assert transport is not None
         if activity:
-            self.server.idle.update(self.conn_id, now_ms())
+            self._idle.update(self.conn_id, now_ms())
         try:
             if self._writer is not None:
                 self._writer.write(frames)
@@ -514,7 +527,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             if request.unsupported_version:
                 data: OutFrame | None = unsupported_version_response(header)
             else:
-                spec = API_TABLE[header.api_key]
+                spec = _API_TABLE[header.api_key]
                 ctx = self._context(request, conn)
                 response = await spec.handler(self.managers, ctx, request.body)
                 data, throttle_ms = self._encode(spec.key, ctx, response)
@@ -530,9 +543,17 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         else:
             if not self._lost:
                 conn.send_response(request.seq, data)
-        self._pump()
+        self._answered()
         if throttle_ms > 0:
             self._throttle(throttle_ms)
+
+    def _answered(self) -> None:
+        """A request was answered: send it. On the spot (inside _pump_once's loop, which writes what its handlers
+        answered when it stops) nothing is left to do; a handler that waited finishes in its Task, outside the
+        loop, and pumps. Before, every request answered on the spot asked _pump for a second _pump_once round (a
+        list, a next_event and a write check per request, nothing to do in them)."""
+        if not self._pumping:
+            self._pump()
 
     async def _run_token(self, event: SaslToken) -> None:
         conn = self.conn
@@ -549,7 +570,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
                 conn.fail(event.seq, "SASL authentication failed")
             else:
                 conn.send_response(event.seq, data)
-        self._pump()
+        self._answered()
 
     def _context(self, request: Request, conn: Connection) -> RequestContext:
         header = request.header
@@ -561,7 +582,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             listener=self.listener,
             connection=conn,
             append_order=self._append_order,
-            authorizer=self.server.security.authorizer,
+            authorizer=self._authorizer,
             size=request.size,
         )
         if self._writer is not None and header.api_key == FETCH_KEY:  # only Fetch leaves records in files
@@ -583,7 +604,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
             data = encode_response(header, response)
             if ctx.splicer is not None:
                 data = ctx.splicer.splice(data)
-        _api_metrics(api_key).record(time.perf_counter() - ctx.started)
+        _api_metrics(api_key).record(_perf_counter() - ctx.started)
         return data, throttle_ms
 
     async def abort(self) -> None:

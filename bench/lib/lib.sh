@@ -76,10 +76,13 @@ start_kafka() {
 # start_kbus NAME PORT ZK_CONNECT [--override k=v ...] -> sets kbus_pid. KBUS_SRC=DIR runs the kbus of another
 # checkout (e.g. a git worktree of an older commit, for a before/after in the same run; its C extension built);
 # KBUS_PROBE=1 runs it under bench/lib/latprobe.py (event-loop lag, GC pauses, replication trace -> $LATPROBE_DIR).
+# GCPROBE_DIR=DIR runs it under bench/lib/gcprobe.py instead (each collection of generation 1-2: when, how long, on
+# which thread -> DIR/gc-<pid>.jsonl; nothing patched on the request path).
 start_kbus() {
   local name=$1 port=$2 zk=$3; shift 3
   local py=$PY; [[ $py = /* ]] || py=$PWD/$PY
   local entry=(-m kbus.server); [ -z "${KBUS_PROBE:-}" ] || entry=("$PWD/bench/lib/latprobe.py")
+  [ -z "${GCPROBE_DIR:-}" ] || entry=("$PWD/bench/lib/gcprobe.py")
   (cd "${KBUS_SRC:-.}" && exec "$py" "${entry[@]}" "$OLDPWD/config/server.properties" \
     --override listeners=PLAINTEXT://127.0.0.1:"$port" --override log.dirs="$work/$name" \
     --override zookeeper.connect="$zk" "$@") >"$work/$name.log" 2>&1 &

@@ -192,6 +192,10 @@ class Controller:
             self._view.refresh_deletions()
         creations: list[tuple[str, int, LeaderAndIsr]] = []
         updates: list[tuple[str, int, LeaderAndIsr]] = []
+        # Most partitions need nothing: checked inline first (act runs on every event batch and walks every
+        # partition: 20 ms at 11,111 partitions without this, bench/notes/spikes-2026-11-27-s15.md). Only without
+        # replicas in failed log dirs, where a partition's live brokers are not the live brokers
+        settled_live = snap.live if not self.offline_replicas else None
         previous: dict[tuple[str, int], LeaderAndIsr] = {}
         for name, (assignment, version) in sorted(topics.items()):
             if assignment.topic_id is None:
@@ -205,8 +209,12 @@ class Controller:
             unclean = snap.configs.get(name, {}).get("unclean.leader.election.enable")
             default_unclean = self._settings.unclean_leader_election_enable
             allow_unclean = default_unclean if unclean is None else unclean.lower() == "true"
+            states = snap.states.get(name, {})
             for partition, replicas in sorted(assignment.partitions.items()):
-                current = snap.states.get(name, {}).get(partition)
+                current = states.get(partition)
+                if (settled_live is not None and current is not None and current.leader in settled_live
+                        and settled_live.issuperset(current.isr)):
+                    continue  # a live leader and a live ISR: reconcile() would leave it as it is
                 live = self._live_for(snap.live, name, partition)
                 if current is None:
                     fresh = initial_state(replicas, live, epoch)

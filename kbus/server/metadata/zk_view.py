@@ -74,6 +74,7 @@ _SESSION_LOST: Event = ("session_lost",)
 # how often the view is checked against ZooKeeper for changes whose watch never fired (see the module docstring)
 RECONCILE_INTERVAL_S = 5.0
 RECONCILE_BUDGET = 20
+_TIMERS = (_RECONCILE, _REBALANCE)  # the event thread's own timers: no news from ZooKeeper in themselves
 
 
 class ZkClusterView:
@@ -142,6 +143,8 @@ class ZkClusterView:
         self._controller_id = NO_LEADER
         self._controller_epoch: tuple[int, int] | None = None  # (epoch, znode version) while we are controller
         self._topics_view: dict[str, TopicMetadata] | None = None
+        # the last event batch this broker processed as controller changed nothing, Controller.act included
+        self._controller_settled = False
         self._controller = Controller(
             broker_id,
             self._client,
@@ -357,11 +360,18 @@ class ZkClusterView:
                 reads = [(str(e[1]), int(e[2])) for e in events if e[0] == "state" and e[1] in self._assignments]
             changed |= self._refresh_states(reads)
         if self._controller_epoch is not None:
+            settled, self._controller_settled = self._controller_settled, False
             try:
                 epoch = self._controller_epoch
                 if ("log_dir_events",) in events or _RESYNC in events or not was_controller:
                     changed |= self._controller.handle_log_dir_events(self._offline_replica_probe, self._on_watch)
-                changed |= self._controller.act(epoch)
+                # Controller.act walks every partition (~10 µs each: ~0.1 s of this thread at 10,000), and the
+                # reconciliation timer alone brings a batch every RECONCILE_INTERVAL_S. A batch of timers that
+                # changed nothing, after a batch that changed nothing either, would find what that one found:
+                # nothing to do. Whatever else changes the view (a broker, a topic, a state, a config, a deletion
+                # mark, this controller's own writes) arrives as a watch event, and such a batch acts.
+                if not (settled and was_controller and not changed and all(e in _TIMERS for e in events)):
+                    changed |= self._controller.act(epoch)
                 if _REBALANCE in events and self._auto_rebalance:
                     changed |= self._controller.elect_preferred_leaders(epoch, only_imbalanced=True)
                 if ("preferred_election",) in events or _RESYNC in events or not was_controller:
@@ -369,6 +379,7 @@ class ZkClusterView:
                 moved, done = self._reassigner.advance(epoch)
                 changed |= moved
                 changed |= self._reassigner.follow_request_znode(self._on_watch, done)
+                self._controller_settled = not changed
             except ControllerMovedError:
                 log.info("Broker %d is no longer the controller", self.broker_id)
                 with self._cond:
@@ -448,12 +459,12 @@ class ZkClusterView:
         """The partitions whose state in ZooKeeper is not the write the view holds: peeked without watches in
         multiRead batches (one request per 1,000, where one getData each cost ~0.1 ms of CPU per partition); those
         are then read again with a watch. Every item when the server has no multiRead (before 3.6)."""
-        peeked = self._client().peek_partition_states(items)
+        peeked = self._client().peek_partition_writes(items)
         if peeked is None:
             return items
         with self._cond:
-            return [item for item, state in zip(items, peeked, strict=True)
-                    if not _same_write(self._states.get(item[0], {}).get(item[1]), state)]  # fmt: skip
+            return [item for item, mzxid in zip(items, peeked, strict=True)
+                    if not _same_write(self._states.get(item[0], {}).get(item[1]), mzxid)]  # fmt: skip
 
     def _broker_entities(self) -> tuple[str, str]:
         return (paths.BROKER_DEFAULT_ENTITY, str(self.broker_id))
@@ -677,9 +688,9 @@ class ZkClusterView:
                 log.exception("metadata listener failed")
 
 
-def _same_write(held: LeaderAndIsr | None, found: LeaderAndIsr | None) -> bool:
-    """Whether the view holds the write ZooKeeper has: both absent, or the same state, znode version and zxid (a
-    held state whose zxid is unknown, one this broker wrote, is read again once to learn it)."""
-    if held is None or found is None:
-        return held is found
-    return held == found and held.zk_mzxid == found.zk_mzxid
+def _same_write(held: LeaderAndIsr | None, found_mzxid: int | None) -> bool:
+    """Whether the view holds the write ZooKeeper has: both absent, or the write of the same zxid (a held state
+    whose zxid is unknown, -1: one this broker wrote, is read again once to learn it)."""
+    if held is None or found_mzxid is None:
+        return held is None and found_mzxid is None
+    return held.zk_mzxid == found_mzxid

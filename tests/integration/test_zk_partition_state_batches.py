@@ -145,15 +145,18 @@ def test_a_pipelined_state_read_goes_through_the_polling_handler(kzk, monkeypatc
     assert not created
 
 
-def test_peeked_states_are_the_states_a_read_returns(kzk, monkeypatch):
-    """peek_partition_states (multiRead, no watches) answers what get_partition_states does, missing znodes as
-    None, the zxid and version of each write included, across several multiRead batches."""
+def test_peeked_writes_are_the_zxids_of_the_states_a_read_returns(kzk, monkeypatch):
+    """peek_partition_writes (multiRead, no watches) answers the zxid of each state's last write, as
+    get_partition_states reads it, missing znodes as None, across several multiRead batches; a state written again
+    has a new one."""
     monkeypatch.setattr(zk_client, "MULTI_READ_BATCH", 7)
     make_topic(kzk, "peeked", 20)
     kzk.create_partition_states([("peeked", p, state(epoch=p)) for p in range(18)])  # 18 and 19: none yet
     items = [("peeked", p) for p in range(20)] + [("no-such-topic", 0)]
     read = kzk.get_partition_states(items)
-    peeked = kzk.peek_partition_states(items)
-    assert peeked == read and peeked[18] is None and peeked[20] is None
-    assert [s.zk_mzxid for s in peeked[:18]] == [s.zk_mzxid for s in read[:18]]
-    assert all(s.zk_mzxid > 0 for s in peeked[:18])
+    peeked = kzk.peek_partition_writes(items)
+    assert peeked == [s.zk_mzxid if s else None for s in read]
+    assert peeked[18] is None and peeked[20] is None and all(z > 0 for z in peeked[:18])
+    written = kzk.update_partition_states([("peeked", 3, read[3].with_leader(1, (1,), 1))])[0]
+    again = kzk.peek_partition_writes(items)
+    assert again[3] == written.zk_mzxid > peeked[3] and again[:3] == peeked[:3]

@@ -39,7 +39,7 @@ from kbus.common.errors import ErrorCode, KafkaError, TopicExistsError, UnknownT
 from kbus.common.quotas import QuotaEntity
 from kbus.zk import codec, paths
 from kbus.zk.codec import Endpoint, LeaderAndIsr, TopicAssignment
-from kbus.zk.multi_read import MultiRead
+from kbus.zk.multi_read import MultiReadZxids
 from kbus.zk.poll_handler import PollingHandler
 from kbus.zk.security import ZkClientSecurity
 from kbus.zk.znode_acls import KafkaKazooClient
@@ -83,6 +83,8 @@ class KafkaZkClient:
     def __init__(self, zk: KazooClient) -> None:
         self.zk = zk
         self._multi_read = True  # until the server says it has none
+        # the last peek's items and its multiRead requests, reused while the items stay the same
+        self._peek_cache: tuple[tuple[tuple[str, int], ...], list[MultiReadZxids]] | None = None
 
     # ---- connection ----
 
@@ -342,11 +344,9 @@ class KafkaZkClient:
         if not self._multi_read:
             return None
         out: list[int | None] = []
-        for start in range(0, len(items), MULTI_READ_BATCH):
-            batch = items[start : start + MULTI_READ_BATCH]
+        for request in self._peek_requests(items):
             result = self.zk.handler.async_result()
-            self.zk._call(MultiRead(tuple(_prefix_root(self.zk.chroot, paths.partition_state(*i)) for i in batch)),
-                          result)  # fmt: skip
+            self.zk._call(request, result)
             try:
                 replies = result.get()
             except UnimplementedError:
@@ -358,8 +358,21 @@ class KafkaZkClient:
                 elif isinstance(reply, Exception):
                     raise reply
                 else:
-                    out.append(reply[1].mzxid)
+                    out.append(reply)
         return out
+
+    def _peek_requests(self, items: Sequence[tuple[str, int]]) -> list[MultiReadZxids]:
+        """The multiRead requests of items, made (paths built and serialized) once for the same items: the
+        reconciliation peeks at every partition state, in the same order, every few seconds."""
+        key = tuple(items)
+        if self._peek_cache is None or self._peek_cache[0] != key:
+            requests = [
+                MultiReadZxids.of(tuple(_prefix_root(self.zk.chroot, paths.partition_state(*i))
+                                        for i in key[start : start + MULTI_READ_BATCH]))
+                for start in range(0, len(key), MULTI_READ_BATCH)
+            ]  # fmt: skip
+            self._peek_cache = (key, requests)
+        return self._peek_cache[1]
 
     def _read_states(
         self, items: Sequence[tuple[str, int]], which: list[int], watch: Watch, out: list[LeaderAndIsr | None]

@@ -24,6 +24,7 @@ GET_DATA = 4
 ERROR = -1
 _HEADER = struct.Struct("!i?i")
 _INT = struct.Struct("!i")
+_MZXID = struct.Struct("!q")  # a Stat's second field (czxid, mzxid, ctime, mtime, version, ...)
 
 
 class MultiRead(NamedTuple):
@@ -54,6 +55,43 @@ class MultiRead(NamedTuple):
             if kind == GET_DATA:
                 data, offset = read_buffer(buf, offset)
                 out.append((data or b"", ZnodeStat._make(stat_struct.unpack_from(buf, offset))))
+                offset += stat_struct.size
+            elif kind == ERROR:
+                code = _INT.unpack_from(buf, offset)[0]
+                offset += _INT.size
+                out.append(EXCEPTIONS[code]())
+            else:
+                raise ValueError(f"multiRead reply: unexpected operation type {kind}")
+
+
+class MultiReadZxids(NamedTuple):
+    """A multiRead answering only the zxid of each znode's last write (its mzxid), or the exception ZooKeeper
+    reported for that path, as MultiRead's reply: the data is skipped and no ZnodeStat is built. It is serialized
+    once, when made, so the reconciliation that peeks at the same 10,000 states every few seconds reuses it
+    (kazoo's connection thread serialized every path again, and built a ZnodeStat per state of the reply)."""
+
+    payload: bytes
+    type: int = MULTI_READ
+
+    @classmethod
+    def of(cls, paths: tuple[str, ...]) -> MultiReadZxids:
+        return cls(bytes(MultiRead(paths).serialize()))
+
+    def serialize(self) -> bytes:
+        return self.payload
+
+    @classmethod
+    def deserialize(cls, buf: bytes, offset: int) -> list[int | Exception]:
+        out: list[int | Exception] = []
+        while True:
+            kind, done, _err = _HEADER.unpack_from(buf, offset)
+            offset += _HEADER.size
+            if done:
+                return out
+            if kind == GET_DATA:
+                length = _INT.unpack_from(buf, offset)[0]  # -1: no data
+                offset += _INT.size + max(length, 0)
+                out.append(_MZXID.unpack_from(buf, offset + 8)[0])
                 offset += stat_struct.size
             elif kind == ERROR:
                 code = _INT.unpack_from(buf, offset)[0]

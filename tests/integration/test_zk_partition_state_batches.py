@@ -160,3 +160,8 @@ def test_peeked_writes_are_the_zxids_of_the_states_a_read_returns(kzk, monkeypat
     written = kzk.update_partition_states([("peeked", 3, read[3].with_leader(1, (1,), 1))])[0]
     again = kzk.peek_partition_writes(items)
     assert again[3] == written.zk_mzxid > peeked[3] and again[:3] == peeked[:3]
+    # the requests are made once for the same items (paths built and serialized), again for other items
+    requests = kzk._peek_requests(items)
+    assert kzk._peek_requests(list(items)) is requests and len(requests) == 3
+    assert kzk._peek_requests(items[:7]) is not requests
+    assert kzk.peek_partition_writes(items[:2]) == peeked[:2]

@@ -56,6 +56,7 @@ COMPILED = [
     "kbus/server/apis/produce.py",
     "kbus/server/coordinator/commit_batch.py",
     "kbus/server/coordinator/commit_path.py",
+    "kbus/server/coordinator/state_path.py",
     "kbus/server/coordinator/timers.py",
     "kbus/server/log/epochs.py",
     "kbus/server/log/index.py",

@@ -24,6 +24,10 @@ _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
 _I32_I16: Final = struct.Struct(">ih")
 _ZERO_UUID: Final = bytes(16)
+# a consumer's commit of one partition (v8-v9): throttle time, 1 topic, its name's length (compact: one byte up to 126
+# bytes) ... 1 partition, its index and error code, the partition's, topic's and response's empty tagged fields
+_ONE_HEAD: Final = struct.Struct(">iBB")
+_ONE_PARTITION: Final = struct.Struct(">BihBBB")
 
 
 def encode_heartbeat_response(version: int, error_code: int, throttle_time_ms: int = 0) -> EncodedBody:
@@ -43,6 +47,13 @@ def encode_offset_commit_response(
     writes the id (the zero UUID for None), earlier versions the name."""
     flexible = version >= OFFSET_COMMIT_FLEXIBLE_VERSION
     by_id = version >= OFFSET_COMMIT_TOPIC_ID_VERSION
+    if flexible and not by_id and len(topics) == 1:
+        name, _, partitions = topics[0]
+        raw = (name or "").encode()
+        if len(partitions) == 1 and len(raw) <= 126:  # the common case in two packs (below: a dozen appends)
+            index, error_code = partitions[0]
+            return EncodedBody(b"".join((_ONE_HEAD.pack(throttle_time_ms, 2, len(raw) + 1), raw,
+                                         _ONE_PARTITION.pack(2, index, error_code, 0, 0, 0))))  # fmt: skip
     out = bytearray()
     if version >= 3:
         out += _I32.pack(throttle_time_ms)

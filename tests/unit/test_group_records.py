@@ -107,6 +107,8 @@ def _value_as_before(om: OffsetAndMetadata) -> bytes:
     ("group", "topic", "metadata", "expire", "partitions"),
     [
         ("g", "t", "", None, 1),  # the consumer's one-record commit
+        ("grüppe-" * 20, "tópic" * 30, "m" * 300, None, 1),  # one record, 2-byte varints
+        ("g", "t", "é/meta", 61000, 1),  # one record, a v1 value
         ("grüppe-" * 20, "tópic" * 30, "m" * 300, None, 3),  # varints of 2 bytes: key, value and record lengths
         ("g", "t", "é/meta", 61000, 2),  # v1 value (OffsetCommit v2-v4 retention_time)
         ("", "t", "x", None, 130),  # an empty group id; offset deltas past one varint byte
@@ -125,7 +127,8 @@ def test_offset_commit_batch_bytes_as_before(
                                 timestamp_ms=1700000000123)  # fmt: skip
     values = [r.value for r in decode_records(batch)]
     # a v1 value has no leader epoch
-    expected = [om if expire is None else om._replace(leader_epoch=-1) for om in offsets.values()]
+    expected = [om if expire is None else OffsetAndMetadata(om.offset, -1, om.metadata, om.commit_timestamp, expire)
+                for om in offsets.values()]  # fmt: skip
     assert [decode_offset_value(v) for v in values if v is not None] == expected
 
 
@@ -138,6 +141,30 @@ def test_offset_commit_keys_kept_are_bounded() -> None:
         batch = offset_commit_batch(f"g{i}", {("t", i): OffsetAndMetadata(i, -1, "", 1)}, 1)
         assert decode_key(decode_records(batch)[0].key or b"") == OffsetKey(f"g{i}", "t", i)
         assert len(commit_batch._KEYS) <= commit_batch._MAX_KEYS
+        assert len(commit_batch._ONE_RECORD) <= commit_batch._MAX_KEYS
+
+
+def test_one_record_batch_follows_its_value_length() -> None:
+    """A one-partition commit's batch is written from a head kept per (group, topic, partition) and value length: the
+    same partition committed with and without metadata, and a v1 value, each give build_batch's bytes."""
+    for metadata, expire in (("", None), ("abc", None), ("", None), ("x" * 200, None), ("", 5), ("", None)):
+        om = OffsetAndMetadata(7, 2, metadata, 1700000000000, expire)
+        batch = offset_commit_batch("g1", {("t", 4): om}, 1700000000999)
+        assert batch == build_batch([(offset_commit_key("g1", "t", 4), offset_commit_value(om))],
+                                    timestamp_ms=1700000000999)  # fmt: skip
+        assert decode_offset_value(decode_records(batch)[0].value or b"") == (
+            om if expire is None else OffsetAndMetadata(7, -1, metadata, 1700000000000, expire))
+
+
+def test_offset_and_metadata_equality_hash_and_repr() -> None:
+    """Equal when every field is (and only to another OffsetAndMetadata), hashable alike, its repr naming the fields,
+    keyword arguments and defaults as the NamedTuple it replaced."""
+    a = OffsetAndMetadata(5, metadata="m", commit_timestamp=3)
+    assert a == OffsetAndMetadata(5, -1, "m", 3, None) and hash(a) == hash(OffsetAndMetadata(5, -1, "m", 3))
+    assert a != OffsetAndMetadata(5, -1, "m", 3, 9) and a != OffsetAndMetadata(6, -1, "m", 3)
+    assert a != (5, -1, "m", 3, None)
+    assert repr(a) == ("OffsetAndMetadata(offset=5, leader_epoch=-1, metadata='m', commit_timestamp=3, "
+                       "expire_timestamp=None)")  # fmt: skip
 
 
 def test_check_offsets_refuses_unknown_partitions_and_long_metadata() -> None:

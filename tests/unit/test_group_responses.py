@@ -43,6 +43,22 @@ def test_offset_commit_same_bytes_as_kio(version: int, throttle: int) -> None:
     assert encode_offset_commit_response(version, []).data == encode_entity(build(cls, throttle_time=0, topics=()))
 
 
+@pytest.mark.parametrize("version", versions(8))
+@pytest.mark.parametrize("name", ["t", "x" * 126, "x" * 127, "é" * 63, "é" * 64, ""])
+@pytest.mark.parametrize(("partition", "error", "throttle"), [(0, 0, 0), (2**31 - 1, 22, 77), (5, -1, 2**31 - 1)])
+def test_offset_commit_of_one_partition_same_bytes_as_kio(
+    version: int, name: str, partition: int, error: int, throttle: int
+) -> None:
+    """A consumer's commit of one partition (encoded in two packs from v8) around the one-byte limit of a compact
+    name's length: 126 bytes (ASCII or two-byte UTF-8) in one byte, 127 in two."""
+    cls = response_type(8, version)
+    kio = build(cls, throttle_time=throttle, topics=[
+        build(nested(cls, "OffsetCommitResponseTopic"), name=name, topic_id=TID, partitions=[
+            build(nested(cls, "OffsetCommitResponsePartition"), partition_index=partition, error_code=error)])])
+    mine = encode_offset_commit_response(version, [(name, TID, [(partition, error)])], throttle if version >= 3 else 0)
+    assert mine.data == encode_entity(kio)
+
+
 def test_errors_by_topic_keeps_the_order_partitions_were_seen_in() -> None:
     errors = {("b", 1): 0, ("a", 0): 3, ("b", 0): 29}
     assert errors_by_topic(errors) == {"b": [(1, 0), (0, 29)], "a": [(0, 3)]}

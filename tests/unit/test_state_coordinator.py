@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import cast
 
+import pytest
 from kio.schema.errors import ErrorCode as E
 
 from kbus.server.coordinator.state_topic import (
@@ -15,8 +16,11 @@ from kbus.server.coordinator.state_topic import (
     StateCoordinator,
     StatePartitions,
     StateReplicas,
+    StateWriteError,
 )
 from kbus.server.log.log import AppendResult
+from kbus.server.partition.partition import Partition
+from tests.unit.test_api_handlers import fake_partition
 
 
 class GatedLog:
@@ -61,26 +65,31 @@ def test_a_partition_is_not_coordinated_then_loading_then_owned_then_not_after_r
 
 
 class _Replicas:
-    """What InternalTopicLog asks of the replica manager; `committed` answers acks_satisfied."""
+    """What InternalTopicLog asks of the replica manager; `committed` answers acks_satisfied. The partition is a real
+    one (the append is compiled: it checks the types it is handed), never appended to."""
 
     def __init__(self, committed: bool) -> None:
         self.committed = committed
         self.waits = 0
         self.from_coordinator = False
+        self.acks: list[int] = []
 
-    def leader_partition(self, topic: str, index: int) -> tuple[object, E]:
-        return object(), E.none
+    def leader_partition(self, topic: str, index: int) -> tuple[Partition, E]:
+        return fake_partition(topic, index), E.none
 
     def append_records(
-        self, part: object, records: bytes, acks: int, *, from_coordinator: bool = False
+        self, part: Partition, records: bytes, acks: int, *, from_coordinator: bool = False
     ) -> AppendResult:
         self.from_coordinator = from_coordinator
+        self.acks.append(acks)
         return AppendResult(7, 7, -1, 0)
 
-    def acks_satisfied(self, part: object, result: AppendResult, acks: int) -> bool:
+    def acks_satisfied(self, part: Partition, result: AppendResult, acks: int) -> bool:
+        self.acks.append(acks)
         return self.committed
 
-    async def wait_for_acks(self, part: object, result: AppendResult, acks: int, timeout_ms: int) -> None:
+    async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None:
+        self.acks.append(acks)
         self.waits += 1
 
 
@@ -93,3 +102,19 @@ def test_an_append_already_committed_does_not_wait_for_acks() -> None:
         assert asyncio.run(log.append(0, b"batch")) == 7
         assert replicas.waits == waits
         assert replicas.from_coordinator  # a coordinator's own batch: the log skips its CRC re-check
+        assert set(replicas.acks) == {-1}  # Kafka's coordinators write with acks=all
+
+
+def test_an_append_to_a_partition_this_broker_does_not_lead_is_refused() -> None:
+    """Not the leader (any more): StateWriteError naming the partition and the replica manager's error; nothing is
+    appended (the coordinator answers NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE from it)."""
+
+    class NotLeader(_Replicas):
+        def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, E]:
+            return None, E.not_leader_or_follower
+
+    replicas = NotLeader(committed=True)
+    log = InternalTopicLog("__consumer_offsets", cast(StateReplicas, replicas))
+    with pytest.raises(StateWriteError, match=r"__consumer_offsets-3: not the leader \(not_leader_or_follower\)"):
+        asyncio.run(log.append(3, b"batch"))
+    assert replicas.acks == []

@@ -107,6 +107,7 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: OffsetCommitReque
             req.generation_id_or_member_epoch,
             offsets,
             version,
+            now,
         )
     if refused:
         errors.update(refused)

@@ -15,10 +15,17 @@ from typing import Final, Protocol
 
 from kio.schema.errors import ErrorCode as E
 
-from kbus.server.coordinator.commit_batch import OffsetAndMetadata, check_offsets, offset_commit_batch
+from kbus.server.coordinator.commit_batch import OffsetAndMetadata, check_offsets, offset_commit_batch, partition_for
 from kbus.server.coordinator.consumer_group import ConsumerGroup, validate_offset_commit
 from kbus.server.coordinator.group import Group, GroupState, Member
-from kbus.server.coordinator.state_topic import StateLog
+from kbus.server.coordinator.state_path import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    NOT_COORDINATOR,
+    StateReplicas,
+    append_acked,
+    ownership_error,
+)
+from kbus.server.coordinator.state_topic import InternalTopicLog, StateLog
 from kbus.server.coordinator.timers import Timers
 
 TopicPartition = tuple[str, int]
@@ -30,6 +37,7 @@ _FENCED_INSTANCE_ID: Final = int(E.fenced_instance_id)
 _ILLEGAL_GENERATION: Final = int(E.illegal_generation)
 _REBALANCE_IN_PROGRESS: Final = int(E.rebalance_in_progress)
 _COORDINATOR_NOT_AVAILABLE: Final = int(E.coordinator_not_available)
+_INVALID_GROUP_ID: Final = int(E.invalid_group_id)
 _EMPTY: Final = GroupState.EMPTY
 _DEAD: Final = GroupState.DEAD
 _STABLE: Final = GroupState.STABLE
@@ -42,15 +50,27 @@ class CommitLimits(Protocol):
 
     @property
     def offset_metadata_max_bytes(self) -> int: ...
+    @property
+    def offsets_topic_num_partitions(self) -> int: ...
 
 
 class CommitOwner(Protocol):
     """What the commit path asks of the coordinator it belongs to (GroupStore)."""
 
-    def validate_group_status(self, group_id: str | None, api: str) -> int | None: ...
-    def partition_for(self, group_id: str) -> int: ...
+    @property
+    def active(self) -> bool: ...
+    def on_election(self, partition: int) -> None: ...
     def _append_error(self, partition: int, exc: Exception, *, for_offsets: bool) -> int: ...
     def _on_expire_heartbeat(self, group: Group, member_id: str) -> None: ...
+
+
+class Ownership(Protocol):
+    """Which partitions of `__consumer_offsets` the coordinator owns or is loading (StatePartitions)."""
+
+    @property
+    def owned(self) -> set[int]: ...
+    @property
+    def loading(self) -> dict[int, object]: ...
 
 
 def validate_current_member(group: Group, member_id: str, instance_id: str | None) -> int | None:
@@ -87,8 +107,9 @@ def validate_classic_offset_commit(
 
 
 class CommitPath:
-    """OffsetCommit from validation to result, and the heartbeat deadlines of classic members. Shares the
-    coordinator's groups, timers, clock and log (the same objects, never replaced)."""
+    """OffsetCommit from validation to result, the group id's partition and its coordinator's status (every group
+    request's first check), and the heartbeat deadlines of classic members. Shares the coordinator's groups, timers,
+    clock, log and partitions (the same objects, never replaced)."""
 
     def __init__(
         self,
@@ -100,6 +121,9 @@ class CommitPath:
         log: StateLog,
         partition_exists: Callable[[str, int], bool] | None,
         limits: CommitLimits,
+        partitions: Ownership,
+        offsets_partitions: Callable[[], int | None] | None = None,
+        leads_partition: Callable[[int], bool] | None = None,
     ) -> None:
         self._owner = owner
         self._groups = groups
@@ -109,14 +133,58 @@ class CommitPath:
         self._log = log
         self._partition_exists = partition_exists
         self._limits = limits
+        self._partitions = partitions
+        self._offsets_partitions = offsets_partitions
+        self._offsets_count: int | None = None  # __consumer_offsets' partition count, once the topic exists
+        self._leads_partition = leads_partition
+        # the broker's log (an InternalTopicLog, not a subclass or a test's): its compiled append is called from here,
+        # without the interpreted coroutine around it
+        self._replicas: StateReplicas | None = None
+        self._topic = ""
+        self._timeout_ms = 0
+        if type(log) is InternalTopicLog:
+            self._replicas, self._topic, self._timeout_ms = log.replicas, log.topic, log.timeout_ms
+
+    # ---- the group's coordinator
+    def partition_for(self, group_id: str) -> int:
+        """The `__consumer_offsets` partition of `group_id`."""
+        count = self._offsets_count
+        if count is None and self._offsets_partitions is not None:
+            # read once the topic exists, as Kafka's GroupMetadataManager reads it once (a lazy val): every request
+            # to the coordinator maps its group here, and the metadata lookup was half of that
+            count = self._offsets_count = self._offsets_partitions()
+        return partition_for(group_id, count or self._limits.offsets_topic_num_partitions)
+
+    def group_status(self, group_id: str | None, management: bool) -> int | None:
+        """Kafka's GroupCoordinator.validateGroupStatus: the error a request for `group_id` gets before the group is
+        looked at (None: none). `management`: a group-management API (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+        OffsetDelete, ListGroups), which an empty group id is invalid for."""
+        if group_id is None or (management and not group_id):
+            return _INVALID_GROUP_ID
+        owner = self._owner
+        if not owner.active:
+            return _COORDINATOR_NOT_AVAILABLE
+        partition = self.partition_for(group_id)
+        partitions = self._partitions
+        error = ownership_error(partitions.loading, partitions.owned, partition)
+        if error == NOT_COORDINATOR and self._leads_partition is not None and self._leads_partition(partition):
+            # Leadership may have arrived before our listener heard of it (a freshly created offsets topic).
+            owner.on_election(partition)
+            return COORDINATOR_LOAD_IN_PROGRESS if partition in partitions.loading else None
+        return None if error == _NONE else error
 
     # ---- heartbeats
-    def schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
-        """The member's session deadline moves on (every request a classic member sends counts as a heartbeat)."""
+    def schedule_heartbeat(
+        self, group: Group, member: Member, timeout_ms: int | None = None, now: int | None = None
+    ) -> None:
+        """The member's session deadline moves on (every request a classic member sends counts as a heartbeat).
+        `now`: the clock as the request read it (default: read here)."""
         member.heartbeat_satisfied = False
         member_id = member.member_id
         owner = self._owner
-        deadline = self._clock() + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
+        deadline = (self._clock() if now is None else now) + (
+            member.session_timeout_ms if timeout_ms is None else timeout_ms
+        )
         self._timers.schedule(("hb", group.group_id, member_id), deadline,
                               lambda: owner._on_expire_heartbeat(group, member_id))  # fmt: skip
 
@@ -124,7 +192,7 @@ class CommitPath:
     def new_group(self, group_id: str) -> Group:
         """A classic group that holds offsets only: a "simple" group (no group management), or the offsets of a
         consumer-protocol group of the same id."""
-        group = Group(group_id, self._owner.partition_for(group_id), current_state_timestamp=self._clock())
+        group = Group(group_id, self.partition_for(group_id), current_state_timestamp=self._clock())
         self._groups[group_id] = group
         return group
 
@@ -150,9 +218,13 @@ class CommitPath:
         generation_id: int,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         api_version: int,
+        now: int | None = None,
     ) -> dict[TopicPartition, int]:
-        """Kafka's GroupCoordinator.handleCommitOffsets: the error of each partition (NONE once stored)."""
-        error = self._owner.validate_group_status(group_id, "commit")
+        """Kafka's GroupCoordinator.handleCommitOffsets: the error of each partition (NONE once stored). `now`: the
+        clock as the request read it (its commit timestamps'; default: read here), read once per commit."""
+        if now is None:
+            now = self._clock()
+        error = self.group_status(group_id, False)
         if error is not None:
             return dict.fromkeys(offsets, error)
         cgroup = self._consumer_groups.get(group_id)
@@ -164,7 +236,7 @@ class CommitPath:
             )
             if error is not None:
                 return dict.fromkeys(offsets, error)
-            return await self.store(self.offsets_holder(group_id), offsets)
+            return await self.store(self.offsets_holder(group_id), offsets, now)
         group = self._groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -180,10 +252,12 @@ class CommitPath:
         if state is _STABLE or state is _PREPARING_REBALANCE:
             member = group.members.get(member_id)
             if member is not None:
-                self.schedule_heartbeat(group, member)
-        return await self.store(group, offsets)
+                self.schedule_heartbeat(group, member, None, now)
+        return await self.store(group, offsets, now)
 
-    async def store(self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+    async def store(
+        self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata], now: int
+    ) -> dict[TopicPartition, int]:
         """One append of the valid offsets to the group's `__consumer_offsets` partition; they are the group's
         committed offsets once it is acknowledged (and the group was not unloaded meanwhile). While it is in
         flight each partition counts as a pending commit (Kafka's pendingOffsetCommits: retention and OffsetDelete
@@ -191,13 +265,17 @@ class CommitPath:
         result, valid = self.check_offsets(offsets)
         if not valid:
             return result
-        batch = offset_commit_batch(group.group_id, valid, self._clock())
-        pending = group.pending_offset_commits  # a Counter; get() does not go through its __missing__ (Python)
+        batch = offset_commit_batch(group.group_id, valid, now)
+        pending = group.pending_offset_commits
         for tp in valid:
             pending[tp] = pending.get(tp, 0) + 1
         error = _NONE
         try:
-            await self._log.append(group.partition, batch)
+            replicas = self._replicas
+            if replicas is not None:
+                await append_acked(replicas, self._topic, group.partition, batch, self._timeout_ms)
+            else:
+                await self._log.append(group.partition, batch)
         except Exception as exc:
             error = self._owner._append_error(group.partition, exc, for_offsets=True)
         finally:

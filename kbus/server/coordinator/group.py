@@ -155,7 +155,10 @@ class Group:
     # "normal" completes as soon as every member has re-joined.
     join_kind: str = "normal"
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
-    pending_offset_commits: Counter[tuple[str, int]] = field(default_factory=Counter)
+    # the commits of each partition whose append is in flight (Kafka's pendingOffsetCommits; only counts above 0 are
+    # kept): a plain dict, which the compiled commit path reads and writes directly (a Counter's methods are looked up
+    # and called as Python methods there)
+    pending_offset_commits: dict[tuple[str, int], int] = field(default_factory=dict)
     # offsets committed inside a transaction (TxnOffsetCommit), per producer id, until its marker decides them
     pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     subscribed: set[str] | None = None
@@ -360,7 +363,7 @@ class Group:
 
     # ---- offsets
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(+self.pending_offset_commits) or bool(self.pending_txn_offsets)
+        return bool(self.offsets) or bool(self.pending_offset_commits) or bool(self.pending_txn_offsets)
 
     def complete_txn_offsets(self, producer_id: int, committed: bool) -> None:
         """A transaction's marker reached the offsets partition: its offsets become visible, or vanish."""

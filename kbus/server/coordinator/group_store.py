@@ -40,7 +40,6 @@ from kbus.server.coordinator.records import (
     group_metadata_key,
     group_metadata_value,
     offset_commit_key,
-    partition_for,
 )
 from kbus.server.coordinator.share_group import ShareGroup, ShareGroupReplay
 from kbus.server.coordinator.state_topic import (
@@ -100,8 +99,6 @@ class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[S
     ) -> None:
         self.config = config
         self.log = offsets_log
-        self._offsets_partitions = offsets_partitions
-        self._offsets_count: int | None = None  # __consumer_offsets' partition count, once the topic exists
         self.clock = clock_ms
         self.timers = Timers()
         self.groups: dict[str, Group] = {}
@@ -119,13 +116,14 @@ class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[S
         self._partition_exists = partition_exists
         # The cluster's topic names, or None while the metadata cannot be trusted (e.g. not loaded yet).
         self._live_topics = live_topics
-        self._leads_partition = leads_partition
         self._tasks = BackgroundTasks("group coordinator")
         self._cleanup_scheduled = False
         self.driver: TimerDriver | None = None  # runs `timers` on the event loop once started
-        # OffsetCommit's path and the heartbeat deadlines, compiled (a plain class: the mixins cannot be)
+        # OffsetCommit's path, the group's partition and status, the heartbeat deadlines: compiled (a plain class:
+        # the mixins cannot be)
         self.commit_path = CommitPath(self, self.groups, self.consumer_groups, self.timers, clock_ms, offsets_log,
-                                      partition_exists, config)  # fmt: skip
+                                      partition_exists, config, self.partitions, offsets_partitions,
+                                      leads_partition)  # fmt: skip
 
     # ================================================================ ownership and loading
 
@@ -143,12 +141,7 @@ class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[S
         )
 
     def partition_for(self, group_id: str) -> int:
-        count = self._offsets_count
-        if count is None and self._offsets_partitions is not None:
-            # read once the topic exists, as Kafka's GroupMetadataManager reads it once (a lazy val): every request
-            # to the coordinator maps its group here, and the metadata lookup was half of that
-            count = self._offsets_count = self._offsets_partitions()
-        return partition_for(group_id, count or self.config.offsets_topic_num_partitions)
+        return self.commit_path.partition_for(group_id)  # compiled
 
     def on_election(self, partition: int) -> None:
         """This broker now leads `partition` of __consumer_offsets: load its groups and offsets."""
@@ -270,17 +263,7 @@ class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[S
         return self.groups.get(group.group_id) is group and not group.is_(GroupState.DEAD)
 
     def validate_group_status(self, group_id: str | None, api: str) -> int | None:
-        if group_id is None or (api in _GROUP_MANAGEMENT_APIS and not group_id):
-            return E.invalid_group_id
-        if not self.active:
-            return E.coordinator_not_available
-        partition = self.partition_for(group_id)
-        error = self.ownership_error(partition)
-        if error == E.not_coordinator and self._leads_partition is not None and self._leads_partition(partition):
-            # Leadership may have arrived before our listener heard of it (a freshly created offsets topic).
-            self.on_election(partition)
-            return E.coordinator_load_in_progress if partition in self.loading else None
-        return None if error == E.none else error
+        return self.commit_path.group_status(group_id, api in _GROUP_MANAGEMENT_APIS)  # compiled
 
     def is_loading(self) -> bool:
         return bool(self.loading)

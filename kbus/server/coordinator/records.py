@@ -23,15 +23,18 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 # OffsetCommitKey v1 / OffsetCommitValue v3 (and v1) are written by the compiled commit_batch (every OffsetCommit
-# writes one of each per partition); they are re-exported here, the home of the formats
+# writes one of each per partition); they are re-exported here, the home of the formats. So is the mapping of a
+# group id (or transactional id, share coordinator key) to its state topic's partition: every request to a
+# coordinator maps its key.
 from kbus.server.coordinator.commit_batch import OFFSET_COMMIT_KEY_VERSION as OFFSET_COMMIT_KEY_VERSION
 from kbus.server.coordinator.commit_batch import OFFSET_COMMIT_VALUE_VERSION as OFFSET_COMMIT_VALUE_VERSION
 from kbus.server.coordinator.commit_batch import OffsetAndMetadata as OffsetAndMetadata
+from kbus.server.coordinator.commit_batch import java_string_hashcode as java_string_hashcode
 from kbus.server.coordinator.commit_batch import offset_commit_key as offset_commit_key
 from kbus.server.coordinator.commit_batch import offset_commit_value as offset_commit_value
+from kbus.server.coordinator.commit_batch import partition_for as partition_for
 
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
@@ -43,24 +46,6 @@ _I64 = struct.Struct(">q")
 
 class RecordFormatError(ValueError):
     """A `__consumer_offsets` record kbus cannot decode (unknown version or truncated)."""
-
-
-# memoized: every request to a coordinator (Heartbeat, OffsetCommit, ...) maps its key to a partition, and the loop
-# below costs a few µs per key; a client's keys are few (bounded, so made-up keys cannot grow it)
-@lru_cache(maxsize=4096)
-def java_string_hashcode(s: str) -> int:
-    """Java's String.hashCode: UTF-16 code units, h = 31*h + c, wrapped to a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's `Utils.abs(groupId.hashCode) % offsets.topic.num.partitions` (Utils.abs maps MIN_VALUE to 0)."""
-    h = java_string_hashcode(group_id)
-    return (0 if h == -(2**31) else abs(h)) % num_partitions
 
 
 # ---------------------------------------------------------------- the values

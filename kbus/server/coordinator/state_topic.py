@@ -16,11 +16,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from kio.schema.errors import ErrorCode
-
 from kbus.protocol.record_batch import iter_complete_batches
-from kbus.server.log.log import AppendResult
-from kbus.server.partition.partition import Partition
+from kbus.server.coordinator.state_path import StateReplicas as StateReplicas
+from kbus.server.coordinator.state_path import StateWriteError as StateWriteError
+from kbus.server.coordinator.state_path import append_acked, ownership_error
 
 log = logging.getLogger("kbus.coordinator")
 State = TypeVar("State")
@@ -80,25 +79,6 @@ class StateLog(Protocol):
     async def read(self, partition: int) -> list[bytes]: ...
 
 
-class StateReplicas(Protocol):
-    """What the state topic needs from the replica manager."""
-
-    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]: ...
-    def get_partition(self, topic: str, index: int) -> Partition | None: ...
-    def append_records(
-        self, part: Partition, records: bytes | bytearray, acks: int, *, from_coordinator: bool = False,
-        transaction_version: int = 0,
-    ) -> AppendResult: ...
-    def acks_satisfied(self, part: Partition, result: AppendResult, acks: int) -> bool: ...
-    async def wait_for_acks(self, part: Partition, result: AppendResult, acks: int, timeout_ms: int) -> None: ...
-    def add_leadership_listener(self, callback: Callable[[str, int, bool], None]) -> None: ...
-
-
-class StateWriteError(Exception):
-    """The coordinator's write was not acknowledged: not the leader, or the in-sync replicas did not confirm it
-    within the commit timeout (the coordinator answers COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR)."""
-
-
 class InternalTopicLog:
     """`StateLog` over this broker's partitions of one internal topic.
 
@@ -113,18 +93,18 @@ class InternalTopicLog:
         self._timeout_ms = commit_timeout_ms
 
     async def append(self, partition: int, records: bytes) -> int:
-        """acks=-1 with min.insync.replicas: NOT_ENOUGH_REPLICAS and a timeout both surface as exceptions."""
-        part, error = self._replicas.leader_partition(self.topic, partition)
-        if part is None:
-            raise StateWriteError(f"{self.topic}-{partition}: not the leader ({error.name})")
-        # The coordinator built this batch (Kafka's AppendOrigin.COORDINATOR): the log does not compute its CRC
-        # again. Kafka's analyzeAndValidateRecords checks it whatever the origin; here it was ~0.4 us of each offset
-        # commit, and nothing a client sees changes (a follower or a reader still checks it).
-        result = self._replicas.append_records(part, records, -1, from_coordinator=True)
-        # a leader that is the whole ISR has committed the batch already: no coroutine to wait on (every commit)
-        if not self._replicas.acks_satisfied(part, result, -1):
-            await self._replicas.wait_for_acks(part, result, -1, self._timeout_ms)
-        return result.first_offset
+        """acks=-1 with min.insync.replicas: NOT_ENOUGH_REPLICAS and a timeout both surface as exceptions (the
+        append: state_path, compiled)."""
+        return await append_acked(self._replicas, self.topic, partition, records, self._timeout_ms)
+
+    @property
+    def replicas(self) -> StateReplicas:
+        return self._replicas
+
+    @property
+    def timeout_ms(self) -> int:
+        """How long an append waits for the in-sync replicas (offsets.commit.timeout.ms and its like)."""
+        return self._timeout_ms
 
     async def read(self, partition: int) -> list[bytes]:
         # The partition is not served while it loads, so reading it off the loop cannot race our own appends.
@@ -235,12 +215,9 @@ class StateCoordinator(Generic[State]):
 
     def ownership_error(self, partition: int) -> int:
         """COORDINATOR_LOAD_IN_PROGRESS while `partition` loads, NOT_COORDINATOR when this broker does not own it,
-        else NONE."""
-        if partition in self.partitions.loading:
-            return ErrorCode.coordinator_load_in_progress
-        if partition not in self.partitions.owned:
-            return ErrorCode.not_coordinator
-        return ErrorCode.none
+        else NONE (the rule: state_path.ownership_error, compiled)."""
+        partitions = self.partitions
+        return ownership_error(partitions.loading, partitions.owned, partition)
 
     def on_election(self, partition: int) -> None:
         self.partitions.elect(partition)

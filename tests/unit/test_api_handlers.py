@@ -444,6 +444,30 @@ def test_metadata_broker_list_follows_registrations_controller_and_cluster_id() 
         assert [b.node_id for b in r.brokers] == [ME]
 
 
+def test_metadata_topic_entries_follow_the_topic_and_the_brokers() -> None:
+    # a topic's entry is encoded once and reused while the topic object, its partition count and the live brokers
+    # stay (apis/metadata.py _ENTRY_CACHE); authorized operations, when asked for, are never taken from it
+    m, _, cluster, _ = managers()
+
+    def entry(ops: bool = False) -> tuple[list[tuple[int, int, int]], int]:
+        r = call(m, 3, 12, topics=(part(3, 12, "MetadataRequestTopic", name="t"),), allow_auto_topic_creation=False,
+                 include_topic_authorized_operations=ops)  # fmt: skip
+        (t,) = r.topics
+        return [(p.partition_index, p.leader_id, p.leader_epoch) for p in t.partitions], t.topic_authorized_operations
+
+    assert entry() == entry() == ([(0, ME, 3), (1, ME, 3)], -2147483648)
+    assert entry(ops=True)[1] != -2147483648  # every operation a topic supports: no authorizer
+    topic = cluster.topic("t")
+    assert topic is not None
+    topic.partitions[2] = PartitionState(OTHER, 5, [OTHER], [OTHER])  # the standalone store adds partitions in place
+    assert entry()[0] == [(0, ME, 3), (1, ME, 3), (2, OTHER, 5)]
+    cluster.live = cluster.live[:1]  # OTHER died: its partition has no leader
+    assert entry()[0] == [(0, ME, 3), (1, ME, 3), (2, -1, 5)]
+    moved = cluster.add("t", 1, leader=OTHER)  # ZooKeeper: a new object on every change
+    moved.partitions[0] = PartitionState(ME, 9, [ME], [ME])
+    assert entry()[0] == [(0, ME, 9)]
+
+
 # ------------------------------------------------------------------------------------------------- admin
 def creatable(version: int, name: str, partitions: int = 1, rf: int = 1, **configs: str) -> Any:
     return part(19, version, "CreatableTopic", name=name, num_partitions=partitions, replication_factor=rf,

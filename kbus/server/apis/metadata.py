@@ -74,7 +74,9 @@ _HEAD_CACHE_MAX = 64
 
 
 def _same_brokers(a: list[BrokerInfo], b: list[BrokerInfo]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    # by index: mypyc compiles all() over a range into a loop, but zip() made a zip object and a tuple per broker (2%
+    # of a Metadata request)
+    return len(a) == len(b) and all(a[i] is b[i] for i in range(len(a)))
 
 
 def _without_topics(ctx: RequestContext, m: Managers, brokers: list[BrokerInfo], cluster_ops: int) -> bytes:
@@ -106,20 +108,37 @@ def _without_topics(ctx: RequestContext, m: Managers, brokers: list[BrokerInfo],
     return encoded
 
 
+# Encoded topic entries (partitions included) of recent answers without authorized operations (what clients ask for
+# but the admin tools): (version, topic) -> (topic object, partition count, live brokers, bytes), kept on the terms
+# of _PARTITIONS_CACHE. A client polling the metadata of a topic then costs a lookup, not the entry's encoding.
+_ENTRY_CACHE: dict[tuple[int, str], tuple[TopicMetadata, int, frozenset[int], bytes]] = {}
+
+
 def _topic_entry(
     ctx: RequestContext, m: Managers, topic: TopicMetadata, with_ops: bool, live: frozenset[int]
 ) -> bytes:
-    return encode_topic(
-        ctx.api_version,
+    version = ctx.api_version
+    key = (version, topic.name)
+    if not with_ops:
+        cached = _ENTRY_CACHE.get(key)
+        if cached is not None and cached[0] is topic and cached[1] == len(topic.partitions) and cached[2] == live:
+            return cached[3]
+    entry = encode_topic(
+        version,
         error_code=ErrorCode.none,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=is_internal(topic.name),
-        partitions=_partitions(ctx.api_version, topic, live),
+        partitions=_partitions(version, topic, live),
         authorized_operations=(
             ctx.authorized_operations(ResourceType.TOPIC, topic.name) if with_ops else NOT_REQUESTED_OPERATIONS
         ),
     )
+    if not with_ops:
+        if len(_ENTRY_CACHE) >= _PARTITIONS_CACHE_MAX:
+            _ENTRY_CACHE.clear()
+        _ENTRY_CACHE[key] = (topic, len(topic.partitions), live, entry)
+    return entry
 
 
 def _error_topic(
@@ -139,8 +158,8 @@ def _by_id(req_topic: MetadataRequestTopicV10 | MetadataRequestTopic) -> bool:
 async def metadata(
     m: Managers, ctx: RequestContext, request: MetadataRequestV10 | MetadataRequest
 ) -> EncodedBody:
-    topics = m.cluster.topics()
-    brokers = m.cluster.brokers()
+    cluster = m.cluster
+    brokers = cluster.brokers()
     live = frozenset(b.broker_id for b in brokers)
     # v0: an empty list means all topics; v1+: null means all, empty means none.
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
@@ -162,7 +181,7 @@ async def metadata(
     if all_topics:
         entries = [
             _topic_entry(ctx, m, t, topic_ops, live)
-            for t in sorted(topics.values(), key=lambda t: t.name)
+            for t in sorted(cluster.topics().values(), key=lambda t: t.name)
             if ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t.name)  # Kafka hides the others
         ]
     else:
@@ -173,7 +192,7 @@ async def metadata(
             # beside the id (Kafka's MetadataRequest.Builder(topicIds); KafkaApis looks such topics up by id).
             if req_topic.topic_id is not None:
                 if by_id is None:
-                    by_id = {t.topic_id: t for t in topics.values()}
+                    by_id = {t.topic_id: t for t in cluster.topics().values()}
                 t = by_id.get(req_topic.topic_id)
                 if t is None:
                     entries.append(_error_topic(ctx, None, ErrorCode.unknown_topic_id, req_topic.topic_id))
@@ -186,7 +205,9 @@ async def metadata(
             if name is None:  # neither a name nor an id: what validate_topic_name answers for an empty name
                 entries.append(_error_topic(ctx, "", ErrorCode.invalid_topic_exception))
                 continue
-            topic = topics.get(name)
+            # one topic looked up, not a copy of them all (the metadata store's topics() copies its view under its
+            # lock: a Python-level Condition, on every request)
+            topic = cluster.topic(name)
             if name and not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, name):
                 entries.append(_error_topic(ctx, name, ErrorCode.topic_authorization_failed))
                 continue

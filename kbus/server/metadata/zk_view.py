@@ -134,6 +134,7 @@ class ZkClusterView:
         self._cond = threading.Condition()
         self._generation = 0
         self._brokers: dict[int, BrokerInfo] = {}
+        self._brokers_sorted: tuple[BrokerInfo, ...] = ()  # _brokers by id, replaced with it
         self._assignments: dict[str, tuple[TopicAssignment, int]] = {}
         self._states: dict[str, dict[int, LeaderAndIsr]] = {}
         self._configs: dict[str, dict[str, str]] = {}
@@ -243,8 +244,9 @@ class ZkClusterView:
     # ---- reads ---------------------------------------------------------------------------------------------
 
     def brokers(self) -> list[BrokerInfo]:
-        with self._cond:
-            return [self._brokers[b] for b in sorted(self._brokers)]
+        # Replaced (never changed in place) under the lock when the brokers change: the reference read here is a
+        # consistent snapshot without taking the lock (a Python-level Condition; every Metadata request asks)
+        return list(self._brokers_sorted)
 
     def topics(self) -> dict[str, TopicMetadata]:
         with self._cond:
@@ -271,8 +273,7 @@ class ZkClusterView:
         return view
 
     def controller_id(self) -> int:
-        with self._cond:
-            return self._controller_id
+        return self._controller_id  # one int, replaced under the lock: read without it (every Metadata request)
 
     def is_controller(self) -> bool:
         with self._cond:
@@ -478,6 +479,7 @@ class ZkClusterView:
                 return False
             gone, joined = set(self._brokers) - set(brokers), set(brokers) - set(self._brokers)
             self._brokers = brokers
+            self._brokers_sorted = tuple(brokers[b] for b in sorted(brokers))
         if gone or joined:
             log.info("Live brokers %s (joined %s, gone %s)", sorted(brokers), sorted(joined), sorted(gone))
         return True

@@ -127,3 +127,20 @@ def test_a_followers_session_takes_a_consumers_slot_when_the_cache_is_full() -> 
     assert cache.new_context(consumer, 1, [], [], 0.4) == FetchSessionError(ErrorCode.fetch_session_id_not_found)
     assert start(0.5, True) == 0  # only followers left: nobody to evict
     assert isinstance(cache.new_context(follower, 1, [], [], 0.6), FetchContext)
+
+
+def test_a_topic_listed_twice_in_a_row_is_one_group() -> None:
+    # the response groups partitions by topic as Kafka's does (a new topic entry only where the topic changes); a
+    # topic listed with no partitions is not in it
+    cache = FetchSessionCache(10)
+    for epoch in (-1, 0):  # sessionless, and a new session
+        ctx = cache.new_context(0, epoch, [("t", [FP(0)]), ("t", [FP(1)]), ("u", []), ("v", [FP(0)]), ("t", [FP(2)])],
+                                [], 0.0)
+        assert isinstance(ctx, FetchContext)
+        assert [(t, [fp.partition for fp in parts]) for t, parts in ctx.topics()] == [
+            ("t", [0, 1]), ("v", [0]), ("t", [2])]
+        # the common case, each topic once: the request's own lists, as they are
+        parts = [FP(0), FP(1)]
+        ctx = cache.new_context(0, epoch, [("t", parts), ("v", [FP(0)])], [], 0.0)
+        assert isinstance(ctx, FetchContext)
+        assert ctx.topics()[0][1] is parts

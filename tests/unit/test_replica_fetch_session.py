@@ -83,7 +83,7 @@ def test_with_the_leaders_cache_the_session_holds_every_partition() -> None:
         req = h.build(step)
         ctx = cache.new_context(req.session_id, req.epoch, req.topics(), req.forgotten_topics(), now)
         assert isinstance(ctx, FetchContext)
-        assert {(t, p.partition): p.fetch_offset for t, p in ctx.partitions} == {
+        assert {(t, p.partition): p.fetch_offset for t, ps in ctx.topics() for p in ps} == {
             tp: p.fetch_offset for tp, p in step.items()
         }
         assert ctx.incremental == (not req.full)

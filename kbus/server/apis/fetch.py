@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kio.schema.errors import ErrorCode
 
@@ -18,6 +18,7 @@ from kbus.server.apis.registry import RequestContext, api
 from kbus.server.apis.throttling import request_quota_throttle
 from kbus.server.quotas.manager import ClientQuotaManager, now_ms, sanitized
 from kbus.server.replication.fetch_session import FetchContext, FetchSessionError
+from kbus.server.replication.replica_manager import ReplicaManager
 from kbus.server.util.metrics import METRICS
 
 if TYPE_CHECKING:
@@ -29,6 +30,19 @@ if TYPE_CHECKING:
 # Record sets smaller than this are copied: one pread costs what one sendfile does, and small fetches (the
 # latency path) then keep the transport's single write.
 ZERO_COPY_MIN_BYTES = 16384
+
+# read per partition or per request: Final, so compiled code holds them in C statics (any other module global is a
+# dict lookup, an enum member a class attribute lookup, at every use)
+_NONE: Final = ErrorCode.none
+_TOPIC_AUTHORIZATION_FAILED: Final = ErrorCode.topic_authorization_failed
+_READ: Final = Operation.READ
+_TOPIC: Final = ResourceType.TOPIC
+_CLUSTER_ACTION: Final = Operation.CLUSTER_ACTION
+_CLUSTER: Final = ResourceType.CLUSTER
+_UNLIMITED: Final = float("inf")  # no consumer_byte_rate quota: no bound on a fetch's bytes from it
+# the two kbus_*_out_total series dicts (Metrics never replaces one once made), written by _count_out
+_BYTES_OUT: Final = METRICS.counters["kbus_bytes_out_total"]
+_MESSAGES_OUT: Final = METRICS.counters["kbus_messages_out_total"]
 
 
 def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
@@ -48,41 +62,50 @@ def _records(ctx: RequestContext, read: FetchData) -> tuple[bytes, int, int]:
 def _collect(
     m: Managers, ctx: RequestContext, request: FetchRequest, replica_id: int, fctx: FetchContext, quota_bytes: float,
     first_pass: bool,
-) -> tuple[list[tuple[str, list[PartitionEntry]]], int, list[Partition], dict[str, tuple[int, int]], int]:
+) -> tuple[list[tuple[str, list[PartitionEntry]]], int, list[Partition], list[tuple[Partition, int, int]], int]:
     """One pass over the requested partitions: (per-topic partition entries, bytes gathered, partitions to wait
-    on, bytes and messages per topic, bytes of leader-throttled partitions). `quota_bytes`: the most a
-    consumer_byte_rate quota lets one fetch carry (Kafka's getMaxValueInQuotaWindow). A follower's positions
-    are its progress report on the `first_pass` only: the passes after a parked fetch wakes repeat them."""
+    on, (partition, bytes, messages) of each partition with records, bytes of leader-throttled partitions).
+    `quota_bytes`: the most a consumer_byte_rate quota lets one fetch carry (Kafka's getMaxValueInQuotaWindow). A
+    follower's positions are its progress report on the `first_pass` only: the passes after a parked fetch wakes
+    repeat them."""
     read_committed = replica_id < 0 and request.isolation_level == 1
     remaining = max(request.max_bytes, 0)
     if quota_bytes < remaining:
         remaining = int(quota_bytes)
     total = throttled = 0
-    leader_throttling = replica_id >= 0 and m.replicas.leader_throttling  # once per pass: nothing per partition
+    replicas = m.replicas
+    # the broker's own replica manager, compiled: its methods are called directly (C calls with the arguments
+    # matched at compile time), not through the Replicas protocol (a Python-level call per partition; tests' fakes
+    # still go that way)
+    native = replicas if isinstance(replicas, ReplicaManager) else None
+    leader_throttling = replica_id >= 0 and replicas.leader_throttling  # once per pass: nothing per partition
+    # a sessionless fetch (librdkafka's, every one) answers every partition: include() is not asked
+    in_session = fctx.session is not None
+    incremental = fctx.incremental
     waits: list[Partition] = []
     topics_out: list[tuple[str, list[PartitionEntry]]] = []
-    sent: dict[str, tuple[int, int]] = {}
+    sent: list[tuple[Partition, int, int]] = []
     for topic, partitions in fctx.topics():
         parts_out: list[PartitionEntry] = []
-        allowed = (
-            ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
-            if replica_id >= 0
-            else ctx.authorized(Operation.READ, ResourceType.TOPIC, topic)
-        )
+        allowed = ctx.authorized(_CLUSTER_ACTION, _CLUSTER) if replica_id >= 0 else ctx.authorized(_READ, _TOPIC, topic)
         for fp in partitions:
             # Kafka sends empty records for an error partition (librdkafka rejects a null record set)
             entry: PartitionEntry
-            part, error = m.replicas.leader_partition(topic, fp.partition)
+            index = fp.partition
+            if native is not None:
+                part, error = native.leader_partition(topic, index)
+            else:
+                part, error = replicas.leader_partition(topic, index)
             if not allowed:
-                entry = PartitionEntry(fp.partition, ErrorCode.topic_authorization_failed)
+                entry = PartitionEntry(index, _TOPIC_AUTHORIZATION_FAILED)
             elif part is None:
-                entry = PartitionEntry(fp.partition, error)
+                entry = PartitionEntry(index, error)
             # KIP-320 (Partition.leader_epoch_error, a direct call from here): any negative epoch is unset
             # (FetchRequest.optionalEpoch), a set one must be the partition's
             elif (epoch := fp.current_leader_epoch) >= 0 and (err := part.leader_epoch_error(epoch)) is not None:
-                entry = PartitionEntry(fp.partition, err)
+                entry = PartitionEntry(index, err)
             elif (
-                fctx.incremental
+                incremental
                 and fp.fetch_offset
                 == (
                     part.log_end_offset
@@ -91,59 +114,55 @@ def _collect(
                     if read_committed
                     else part.high_watermark
                 )
-                and fctx.unchanged(
-                    topic, fp.partition, part.high_watermark, part.last_stable_offset, part.log_start_offset
-                )
+                and fctx.unchanged(topic, index, part.high_watermark, part.last_stable_offset, part.log_start_offset)
             ):
                 # a caught-up consumer's or follower's partition with nothing new: left out without reading or
                 # encoding it (with 1,000 partitions and data on a few, this is most of them); a follower's
                 # position still counts as its progress report
                 if replica_id >= 0 and first_pass:
-                    m.replicas.follower_fetched(part, replica_id, fp.fetch_offset)
+                    replicas.follower_fetched(part, replica_id, fp.fetch_offset)
                 waits.append(part)
                 continue
             elif replica_id < 0 and not read_committed and fp.fetch_offset == (hw := part.high_watermark):
                 # a consumer at the high watermark, where its read ends (ReplicaManager.read would find nothing
                 # and read no file): the offsets alone, without a read result per partition (a caught-up
                 # consumer's full fetch of 1,000 partitions is all this)
-                entry = PartitionEntry(fp.partition, ErrorCode.none, hw, part.last_stable_offset, part.log_start_offset)
+                entry = PartitionEntry(index, _NONE, hw, part.last_stable_offset, part.log_start_offset)
                 waits.append(part)
             else:
+                max_bytes = min(fp.partition_max_bytes, remaining)
                 try:
-                    read = m.replicas.read(
-                        part,
-                        fp.fetch_offset,
-                        min(fp.partition_max_bytes, remaining),
-                        replica_id=replica_id,
-                        read_committed=read_committed,
-                        min_one_batch=total == 0,
-                        report_progress=first_pass,
-                    )
+                    if native is not None:
+                        read = native.read(part, fp.fetch_offset, max_bytes, replica_id=replica_id,
+                                           read_committed=read_committed, min_one_batch=total == 0,
+                                           report_progress=first_pass)  # fmt: skip
+                    else:
+                        read = replicas.read(part, fp.fetch_offset, max_bytes, replica_id=replica_id,
+                                             read_committed=read_committed, min_one_batch=total == 0,
+                                             report_progress=first_pass)  # fmt: skip
                 except Exception as exc:
                     entry = PartitionEntry(
-                        fp.partition, error_code_for(exc), part.high_watermark, part.last_stable_offset,
+                        index, error_code_for(exc), part.high_watermark, part.last_stable_offset,
                         part.log_start_offset,
                     )  # fmt: skip
                 else:
                     data, size, count = _records(ctx, read.records)
                     aborted = read.aborted_transactions
                     entry = PartitionEntry(
-                        fp.partition, ErrorCode.none, read.high_watermark, read.last_stable_offset,
-                        read.log_start_offset,
+                        index, _NONE, read.high_watermark, read.last_stable_offset, read.log_start_offset,
                         None if aborted is None else [(a.producer_id, a.first_offset) for a in aborted],
                         data,
                     )  # fmt: skip
                     total += size
-                    if leader_throttling and size and m.replicas.leader_throttled(topic, fp.partition):
+                    if leader_throttling and size and replicas.leader_throttled(topic, index):
                         throttled += size  # Kafka's sizeOfThrottledPartitions, recorded once the response is done
                     remaining = max(remaining - size, 0)
                     if size:
-                        nbytes, nmsgs = sent.get(topic, (0, 0))
-                        sent[topic] = (nbytes + size, nmsgs + count)
+                        sent.append((part, size, count))
                     waits.append(part)  # any healthy partition's next append may bring min_bytes closer
-            if fctx.include(
+            if not in_session or fctx.include(
                 topic,
-                fp.partition,
+                index,
                 error=entry.error_code,
                 has_records=bool(entry.records),
                 high_watermark=entry.high_watermark,
@@ -160,14 +179,15 @@ def _collect(
 async def fetch(m: Managers, ctx: RequestContext, request: FetchRequest) -> EncodedBody:
     replica_id = request.replica_id
     max_wait = request.max_wait  # milliseconds (fetch_request_decode)
-    deadline = time.monotonic() + max_wait / 1000
+    now = time.monotonic()
+    deadline = now + max_wait / 1000
     min_bytes = request.min_bytes if max_wait > 0 else 0  # Kafka: max_wait <= 0 answers at once
     fctx = m.fetch_sessions.new_context(
         request.session_id,
         request.session_epoch,
         [(ft.topic, ft.partitions) for ft in request.topics],
         [(f.topic, f.partitions) for f in request.forgotten_topics_data],
-        time.monotonic(),
+        now,
         privileged=replica_id >= 0,
     )
     if isinstance(fctx, FetchSessionError):
@@ -176,8 +196,10 @@ async def fetch(m: Managers, ctx: RequestContext, request: FetchRequest) -> Enco
         METRICS.inc("kbus_incremental_fetches_total")
     # consumer_byte_rate: a follower's fetch is exempt (replication has its own quotas)
     ctx.quota_exempt = replica_id >= 0
-    quota = m.quotas.fetch if replica_id < 0 and m.quotas.fetch.enabled else None
-    quota_bytes = float("inf")
+    quotas = m.quotas  # interpreted objects: each attribute read is a dictionary lookup, so each is read once
+    fetch_quota = quotas.fetch
+    quota = fetch_quota if replica_id < 0 and fetch_quota.enabled else None
+    quota_bytes = _UNLIMITED
     if quota is not None:
         quota_bytes = quota.max_value_in_window(sanitized(ctx.principal.name), sanitized(ctx.client_id), now_ms())
     first_pass = True
@@ -187,8 +209,10 @@ async def fetch(m: Managers, ctx: RequestContext, request: FetchRequest) -> Enco
         fctx.reset_pass()
         topics_out, total, waits, sent, throttled = _collect(m, ctx, request, replica_id, fctx, quota_bytes, first_pass)
         first_pass = False
+        if total >= min_bytes or not waits:  # the clock is read only for a fetch that may wait
+            break
         timeout = deadline - time.monotonic()
-        if total >= min_bytes or timeout <= 0 or not waits or m.replicas.stopping:
+        if timeout <= 0 or m.replicas.stopping:
             break
         # Park on every empty partition; the first append to any of them (a follower's) or the first high-watermark
         # advance (a consumer's: it reads no further), or the deadline, ends the wait. The deadline is a timer on
@@ -207,19 +231,27 @@ async def fetch(m: Managers, ctx: RequestContext, request: FetchRequest) -> Enco
             ctx.parked_s += time.perf_counter() - parked
             for part in waits:
                 part.remove_waiter(fut)
-    if quota is not None or m.quotas.request.enabled:
+    if quota is not None or quotas.request.enabled:
         throttled_response = _throttle(m, ctx, quota, fctx, total)
         if throttled_response is not None:
             return throttled_response
     fctx.commit()
     if throttled:
         m.replicas.record_leader_replication(throttled)
-    if replica_id < 0:
-        for topic, (nbytes, nmsgs) in sent.items():
-            key = (("topic", topic),)  # labels_key(topic=topic), without its keyword dict and sort
-            METRICS.inc_key("kbus_bytes_out_total", key, nbytes)
-            METRICS.inc_key("kbus_messages_out_total", key, nmsgs)
+    if replica_id < 0 and sent:
+        _count_out(sent)
     return encode_fetch_response(ctx.api_version, topics_out, session_id=fctx.session_id)
+
+
+def _count_out(sent: list[tuple[Partition, int, int]]) -> None:
+    """kbus_bytes_out_total and kbus_messages_out_total of a consumer's Fetch, by topic: here in compiled code, into
+    the two series dicts (Metrics never replaces them), under each partition's label key made once
+    (Partition.topic_labels), not two interpreted Metrics.inc_key calls and a new key per topic and Fetch."""
+    bytes_out, messages_out = _BYTES_OUT, _MESSAGES_OUT
+    for part, nbytes, nmsgs in sent:
+        key = part.topic_labels
+        bytes_out[key] = bytes_out.get(key, 0.0) + nbytes
+        messages_out[key] = messages_out.get(key, 0.0) + nmsgs
 
 
 def _end_wait(fut: asyncio.Future[None]) -> None:

@@ -331,7 +331,15 @@ class LogSegment:
                     return
             if window[rel + MAGIC_OFFSET] != MAGIC_V2:
                 return
-            h = BatchHeader(pos, *unpack(window, rel))
+            (base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta, base_timestamp,
+             max_timestamp, producer_id, producer_epoch, base_sequence,
+             records_count) = unpack(window, rel)  # fmt: skip
+            # arguments by position, not BatchHeader(pos, *unpack(...)): compiled code then calls the native
+            # constructor directly, not through a list, a tuple and the type's argument parsing (every Fetch that
+            # reads a partition walks at least one header)
+            h = BatchHeader(pos, base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
+                            base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+                            records_count)  # fmt: skip
             size = h.batch_length + LOG_OVERHEAD
             if h.batch_length < MIN_BATCH_LENGTH or pos + size > end:
                 return

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -67,33 +67,24 @@ class FetchSession:
 class FetchContext:
     """How to answer one Fetch: which partitions to read, which to put in the response, what session id to send."""
 
-    __slots__ = ("_pending", "incremental", "partitions", "session", "session_id")
+    __slots__ = ("_pending", "groups", "incremental", "session", "session_id")
 
     def __init__(
         self,
         session_id: int,
-        partitions: list[tuple[str, FetchPartitionRequest]],
+        groups: list[tuple[str, Sequence[FetchPartitionRequest]]],
         session: FetchSession | None = None,
         incremental: bool = False,
     ) -> None:
         self.session_id = session_id
-        self.partitions = partitions
+        self.groups = groups  # by topic, in request (or session) order; no topic right after itself
         self.session = session
         self.incremental = incremental
         self._pending: dict[tuple[str, int], _Sent] = {}
 
-    def topics(self) -> Iterator[tuple[str, list[FetchPartitionRequest]]]:
+    def topics(self) -> list[tuple[str, Sequence[FetchPartitionRequest]]]:
         """The partitions to read, grouped by topic in request (or session) order."""
-        topic: str | None = None
-        group: list[FetchPartitionRequest] = []
-        for t, fp in self.partitions:
-            if t != topic and group:
-                yield topic, group  # type: ignore[misc]  # topic is set once group is not empty
-                group = []
-            topic = t
-            group.append(fp)
-        if group:
-            yield topic, group  # type: ignore[misc]
+        return self.groups
 
     def unchanged(
         self, topic: str, partition: int, high_watermark: int, last_stable_offset: int, log_start_offset: int
@@ -170,18 +161,19 @@ class FetchSessionCache:
         now: float,
         privileged: bool = False,
     ) -> FetchContext | FetchSessionError:
-        requested = [(t, fp) for t, parts in topics for fp in parts]
         if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
             if session_id:
                 self._sessions.pop(session_id, None)  # the client closes (or restarts) its session
+            groups = _grouped(topics)
             if epoch == FINAL_EPOCH:
-                return FetchContext(0, requested)
+                return FetchContext(0, groups)
             session = self._create(now, privileged)
             if session is None:
-                return FetchContext(0, requested)  # no room: a sessionless full fetch
-            for t, fp in requested:
-                session.partitions[(t, fp.partition)] = fp
-            return FetchContext(session.session_id, requested, session)
+                return FetchContext(0, groups)  # no room: a sessionless full fetch
+            for t, parts in groups:
+                for fp in parts:
+                    session.partitions[(t, fp.partition)] = fp
+            return FetchContext(session.session_id, groups, session)
         session = self._sessions.get(session_id)
         if session is None:
             return FetchSessionError(ErrorCode.fetch_session_id_not_found)
@@ -190,13 +182,14 @@ class FetchSessionCache:
         session.epoch = _next_epoch(epoch)
         session.last_used = now
         self._sessions.move_to_end(session_id)
-        for t, parts in forgotten:
-            for p in parts:
+        for t, indexes in forgotten:
+            for p in indexes:
                 session.partitions.pop((t, p), None)
                 session.sent.pop((t, p), None)
-        for t, fp in requested:
-            session.partitions[(t, fp.partition)] = fp  # a new partition, or a new position for a known one
-        return FetchContext(session_id, [(t, fp) for (t, _), fp in session.partitions.items()], session, True)
+        for t, fps in topics:
+            for fp in fps:
+                session.partitions[(t, fp.partition)] = fp  # a new partition, or a new position for a known one
+        return FetchContext(session_id, _session_groups(session.partitions), session, True)
 
     def discard(self, session_id: int) -> None:
         """Forget a session whose first response was never sent (a throttled fetch)."""
@@ -222,6 +215,50 @@ class FetchSessionCache:
         session = FetchSession(session_id, 1, now, privileged)
         self._sessions[session_id] = session
         return session
+
+
+def _grouped(
+    topics: Sequence[tuple[str, Sequence[FetchPartitionRequest]]],
+) -> list[tuple[str, Sequence[FetchPartitionRequest]]]:
+    """The request's topics as the response groups them: a topic listed twice in a row is one group, a topic with
+    no partitions none. Almost every request lists each topic once, with partitions: its own lists are kept then,
+    nothing is made per partition (a full fetch of 1,000 partitions made a (topic, partition) pair for each)."""
+    previous: str | None = None
+    regroup = False
+    for t, parts in topics:
+        if t == previous or not parts:
+            regroup = True
+            break
+        previous = t
+    if not regroup:
+        return list(topics)
+    out: list[tuple[str, Sequence[FetchPartitionRequest]]] = []
+    for t, parts in topics:
+        if not parts:
+            continue
+        if out and out[-1][0] == t:
+            out[-1] = (t, [*out[-1][1], *parts])
+        else:
+            out.append((t, parts))
+    return out
+
+
+def _session_groups(
+    partitions: OrderedDict[tuple[str, int], FetchPartitionRequest],
+) -> list[tuple[str, Sequence[FetchPartitionRequest]]]:
+    """A session's partitions grouped by topic, in session order (a topic may come back later, as a new group)."""
+    out: list[tuple[str, Sequence[FetchPartitionRequest]]] = []
+    group: list[FetchPartitionRequest] = []
+    topic = ""
+    for (t, _), fp in partitions.items():
+        if t != topic and group:
+            out.append((topic, group))
+            group = []
+        topic = t
+        group.append(fp)
+    if group:
+        out.append((topic, group))
+    return out
 
 
 def _next_epoch(epoch: int) -> int:

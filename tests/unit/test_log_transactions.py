@@ -240,3 +240,20 @@ def test_non_transactional_write_of_a_newer_epoch_inside_a_transaction_is_refuse
     lg.append_as_leader(idem)  # 3: the transaction is over
     assert lg.log_end_offset == 4
     lg.close()
+
+
+def test_an_abort_indexed_after_a_read_committed_fetch_asked_is_found(tmp_path: Path) -> None:
+    # a log with no abort answers read_committed fetches without looking at its indexes again (Log._may_hold_aborts);
+    # the first abort indexed afterwards, on the leader or on a follower, is found by the next fetch
+    lg = Log.open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(txn_batch(0))  # 0-1
+    assert lg.collect_aborted_txns(0, 2) == []
+    lg.append_as_leader(marker(commit=False), from_coordinator=True)  # 2: ABORT
+    assert lg.collect_aborted_txns(0, 3) == [AbortedTxn(7, 0, 2, 3)]
+    follower = Log.open(tmp_path / "f-0", LogConfig())
+    follower.append_as_follower(lg.read_bytes(0, 1 << 20, max_offset=2))  # the transaction's batch alone
+    assert follower.collect_aborted_txns(0, 2) == []
+    follower.append_as_follower(lg.read_bytes(2, 1 << 20))  # its ABORT marker
+    assert follower.collect_aborted_txns(0, 3) == [AbortedTxn(7, 0, 2, 3)]
+    lg.close()
+    follower.close()

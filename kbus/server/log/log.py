@@ -186,6 +186,11 @@ class Log:
         self.producer_state = ProducerStateManager(directory)
         # transactions completed by a marker the high watermark has not passed yet: they still bound the LSO
         self._unreplicated_txns: list[CompletedTxn] = []
+        # whether any segment's transaction index may hold an aborted transaction: None until a read_committed
+        # fetch first asks (the indexes are read then), True from the first abort indexed on. A log that never saw
+        # an abort (most logs) then answers every read_committed fetch's aborted-transactions question with no lock
+        # and no pass over its segments' indexes (librdkafka's consumers are read_committed by default)
+        self._aborts_indexed: bool | None = None
         self._unflushed_records = 0
         self._last_flush_ms = time_ms()
         self.closed = False
@@ -306,6 +311,7 @@ class Log:
 
     def _index_completed(self, completed: CompletedTxn, seg: LogSegment) -> None:
         if completed.is_aborted:
+            self._aborts_indexed = True
             lso = self.producer_state.last_stable_offset_after(completed)
             seg.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
                                             lso))
@@ -648,6 +654,8 @@ class Log:
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound), for a read_committed fetch."""
+        if not self._may_hold_aborts():
+            return []
         with self._lock:
             segments = self._segments[self._segment_for(fetch_offset):]
         out: list[AbortedTxn] = []
@@ -657,6 +665,21 @@ class Log:
             if complete or seg.base_offset >= upper_bound:
                 break
         return out
+
+    def _may_hold_aborts(self) -> bool:
+        """Whether a segment's transaction index may hold an aborted transaction (_aborts_indexed). Only this log
+        adds to its indexes (_index_completed; the cleaner copies entries a cleaned segment had), so once every
+        index was seen empty, none holds one until the next abort is indexed."""
+        known = self._aborts_indexed
+        if known is None:
+            with self._lock:
+                known = False
+                for seg in self._segments:
+                    if seg.txn_index.entries:
+                        known = True
+                        break
+            self._aborts_indexed = known
+        return known
 
     def read_bytes(self, offset: int, max_bytes: int, **kw: object) -> bytes:
         return self.read(offset, max_bytes, **kw).to_bytes()  # type: ignore[arg-type]

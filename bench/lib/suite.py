@@ -90,6 +90,8 @@ SCENARIOS = (
              "TREE_A LABEL_A TREE_B LABEL_B [ROUNDS] [MESSAGES]", "broker CPU per replicated message, two kbus trees"),
     Scenario("fetch-path", (S + "fetch_path_cost.sh",), (), "TREE_A TREE_B [N]",
              "callgrind instructions per fetch partition, two kbus trees (printed)"),
+    Scenario("fetch-handler", (S + "fetch_handler_cost.sh",), (), "TREE_A TREE_B [N]  env SHAPES",
+             "callgrind instructions per consumer Fetch request (decode, handler, splice), two kbus trees (printed)"),
     Scenario("compare", (S + "compare.sh",), ("results.jsonl",), "ROUNDS NAME=DIR [NAME=DIR ...] [-- kbench args]",
              "kbus against itself at other commits, interleaved"),
     Scenario("validation", (S + "validation.sh",), ("validation.jsonl",), "BEFORE_TREE [ROUNDS] [kbench args]",

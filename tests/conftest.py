@@ -1,7 +1,7 @@
 """Shared fixtures for tests/integration and tests/e2e: real kbus broker processes on free loopback ports, one real
 ZooKeeper per session (each test gets its own chroot so tests never see each other's znodes), a 3-broker cluster.
 
-Also how the suite runs on pytest-xdist workers (`scripts/test.sh`: `-n 4 --dist loadgroup`, or KBUS_TEST_WORKERS=N;
+Also how the suite runs on pytest-xdist workers (`KBUS_TEST_WORKERS=N scripts/test.sh`: `-n N --dist loadgroup`,
 described below): which tests share a worker, which run alone on the machine, and in which order they start."""
 
 from __future__ import annotations

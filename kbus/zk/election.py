@@ -17,10 +17,16 @@ def initial_state(replicas: Sequence[int], live: Collection[int], controller_epo
     return LeaderAndIsr(live_replicas[0], 0, tuple(live_replicas), controller_epoch)
 
 
+def settled(current: LeaderAndIsr, live: frozenset[int] | set[int]) -> bool:
+    """A live leader with every in-sync replica live: reconcile() leaves the partition as it is. The controller asks
+    this of every partition first (most need nothing, and it is cheaper than reconcile's lists)."""
+    return current.leader in live and live.issuperset(current.isr)  # NO_LEADER (-1) is never a live broker
+
+
 def reconcile(
     replicas: Sequence[int],
     current: LeaderAndIsr,
-    live: Collection[int],
+    live: frozenset[int] | set[int],
     controller_epoch: int,
     unclean: bool = False,
 ) -> LeaderAndIsr | None:
@@ -32,11 +38,10 @@ def reconcile(
       is elected when it comes back; only `unclean` allows an out-of-sync live replica to lead.
     Every change bumps the leader epoch, as the controller's removeReplicasFromIsr / elections do.
     """
+    if settled(current, live):
+        return None
     live_isr = [b for b in current.isr if b in live]
-    leader_alive = current.leader != NO_LEADER and current.leader in live
-    if leader_alive:
-        if len(live_isr) == len(current.isr):
-            return None
+    if current.leader != NO_LEADER and current.leader in live:
         return current.with_leader(current.leader, live_isr, controller_epoch)
     candidates = [b for b in replicas if b in live and b in current.isr]
     if candidates:

@@ -25,7 +25,7 @@ from kbus.common.cluster import BrokerInfo
 from kbus.zk import paths
 from kbus.zk.client import KafkaZkClient, Watch
 from kbus.zk.codec import NO_LEADER, LeaderAndIsr, TopicAssignment
-from kbus.zk.election import imbalanced_brokers, initial_state, preferred_leader, reconcile, requested_election
+from kbus.zk.election import imbalanced_brokers, initial_state, preferred_leader, reconcile, requested_election, settled
 
 log = logging.getLogger("kbus.server.metadata.zk_store")
 
@@ -192,7 +192,7 @@ class Controller:
             self._view.refresh_deletions()
         creations: list[tuple[str, int, LeaderAndIsr]] = []
         updates: list[tuple[str, int, LeaderAndIsr]] = []
-        # Most partitions need nothing: checked inline first (act runs on every event batch and walks every
+        # Most partitions need nothing: election.settled first (act runs on every event batch and walks every
         # partition: 20 ms at 11,111 partitions without this, bench/notes/spikes-2026-11-27-s15.md). Only without
         # replicas in failed log dirs, where a partition's live brokers are not the live brokers
         settled_live = snap.live if not self.offline_replicas else None
@@ -212,8 +212,7 @@ class Controller:
             states = snap.states.get(name, {})
             for partition, replicas in sorted(assignment.partitions.items()):
                 current = states.get(partition)
-                if (settled_live is not None and current is not None and current.leader in settled_live
-                        and settled_live.issuperset(current.isr)):
+                if settled_live is not None and current is not None and settled(current, settled_live):
                     continue  # a live leader and a live ISR: reconcile() would leave it as it is
                 live = self._live_for(snap.live, name, partition)
                 if current is None:

@@ -14,10 +14,10 @@ the same closing header.
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from kazoo.exceptions import EXCEPTIONS
-from kazoo.protocol.serialization import ZnodeStat, read_buffer, stat_struct, write_string
+from kazoo.protocol.serialization import stat_struct, write_string
 
 MULTI_READ = 22
 GET_DATA = 4
@@ -27,55 +27,30 @@ _INT = struct.Struct("!i")
 _MZXID = struct.Struct("!q")  # a Stat's second field (czxid, mzxid, ctime, mtime, version, ...)
 
 
-class MultiRead(NamedTuple):
-    """A kazoo request (kazoo calls `serialize`, and `deserialize` on its connection thread): getData of every
-    path, already chroot-prefixed. The reply is one entry per path: (data, ZnodeStat), or the exception ZooKeeper
-    reported for that path (NoNodeError for a missing znode) -- one failed read does not fail the others."""
-
-    paths: tuple[str, ...]
-    type: int = MULTI_READ
-
-    def serialize(self) -> bytearray:
-        b = bytearray()
-        for path in self.paths:
-            b += _HEADER.pack(GET_DATA, False, -1)
-            b += write_string(path)
-            b.append(0)  # watch: ignored by ZooKeeper inside a multiRead
-        b += _HEADER.pack(-1, True, -1)
-        return b
-
-    @classmethod
-    def deserialize(cls, buf: bytes, offset: int) -> list[tuple[bytes, Any] | Exception]:
-        out: list[tuple[bytes, Any] | Exception] = []
-        while True:
-            kind, done, _err = _HEADER.unpack_from(buf, offset)  # an error result carries its code after it too
-            offset += _HEADER.size
-            if done:
-                return out
-            if kind == GET_DATA:
-                data, offset = read_buffer(buf, offset)
-                out.append((data or b"", ZnodeStat._make(stat_struct.unpack_from(buf, offset))))
-                offset += stat_struct.size
-            elif kind == ERROR:
-                code = _INT.unpack_from(buf, offset)[0]
-                offset += _INT.size
-                out.append(EXCEPTIONS[code]())
-            else:
-                raise ValueError(f"multiRead reply: unexpected operation type {kind}")
+def _serialize(paths: tuple[str, ...]) -> bytes:
+    """getData of every path (already chroot-prefixed) in one multiRead request."""
+    b = bytearray()
+    for path in paths:
+        b += _HEADER.pack(GET_DATA, False, -1)
+        b += write_string(path)
+        b.append(0)  # watch: ignored by ZooKeeper inside a multiRead
+    b += _HEADER.pack(-1, True, -1)
+    return bytes(b)
 
 
 class MultiReadZxids(NamedTuple):
-    """A multiRead answering only the zxid of each znode's last write (its mzxid), or the exception ZooKeeper
-    reported for that path, as MultiRead's reply: the data is skipped and no ZnodeStat is built. It is serialized
-    once, when made, so the reconciliation that peeks at the same 10,000 states every few seconds reuses it
-    (kazoo's connection thread serialized every path again, and built a ZnodeStat per state of the reply)."""
+    """A kazoo request (kazoo calls `serialize`, and `deserialize` on its connection thread): a multiRead whose reply
+    is, per path, the zxid of the znode's last write (its mzxid), or the exception ZooKeeper reported for that path
+    (NoNodeError for a missing znode; one failed read does not fail the others). The data is skipped and no
+    ZnodeStat is built. It is serialized once, when made, so the reconciliation that peeks at the same 10,000 states
+    every few seconds reuses it (kazoo's connection thread serialized every path again)."""
 
     payload: bytes
     type: int = MULTI_READ
 
     @classmethod
     def of(cls, paths: tuple[str, ...]) -> MultiReadZxids:
-        return cls(bytes(MultiRead(paths).serialize()))
+        return cls(_serialize(paths))
 
     def serialize(self) -> bytes:
         return self.payload

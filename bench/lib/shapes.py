@@ -69,6 +69,7 @@ SCALE: dict[str, tuple[str, tuple[Measure, ...]]] = {
 SMALL = Measure("", "broker_cpu_us_per_request", "µs/req", "requests_per_s")
 SMALL_ORDER = ("produce", "fetch", "metadata", "offsetcommit", "heartbeat", "apiversions")
 BASE = "kbus-base"
+FLOORS = ("floor-log", "floor")  # scale.sh's floor systems shown beside the connections rows, the first one run
 
 
 @dataclass
@@ -192,9 +193,13 @@ def _ratio(v: float | None) -> str:
 
 def markdown(rows: list[Row]) -> str:
     """The shape table: cost (and rate) medians, Kafka's warmest round, the ratios, the misses, the load."""
-    lines = ["| shape | measure (unit) | kbus | Kafka | Kafka warmest | kbus-base | cost kbus/Kafka "
+    # the measured floor (bench/lib/floor_server.py: a Python + uvloop server that reads, appends and answers with
+    # no broker), where the run had one: a column only then, so the tables of runs without it keep their shape
+    floor = next((f for f in FLOORS if any(f in row.cost for row in rows)), None)
+    head = f" {floor} (no broker) |" if floor else ""
+    lines = ["| shape | measure (unit) | kbus | Kafka | Kafka warmest | kbus-base |" + head + " cost kbus/Kafka "
              "| vs warmest | rate kbus/Kafka | kbus/kbus-base cost | > 1.0x | load | rounds |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|" + ("---|" if floor else "") + "---|---|---|---|---|---|---|"]
     for row in rows:
         r = row.ratios()
         warm = row.warmest()
@@ -205,7 +210,7 @@ def markdown(rows: list[Row]) -> str:
         lines.append(
             f"| {row.shape} | {row.what} ({row.unit}) | {_cell(row, 'kbus')} | {_cell(row, 'kafka')} | "
             + (_num(warm) + (f" ({_num(warm_rate)}/s)" if warm_rate is not None else "") if warm is not None else "")
-            + f" | {_cell(row, BASE)} | {_ratio(r.get('cost'))} | {_ratio(r.get('cost_warm'))} | "
+            + f" | {_cell(row, BASE)} |" + (f" {_cell(row, floor)} |" if floor else "") + f" {_ratio(r.get('cost'))} | {_ratio(r.get('cost_warm'))} | "
             f"{_ratio(r.get('rate'))} | {_ratio(r.get('cost_base'))} | {miss} | {load} | {rounds} |")
     return "\n".join(lines)
 

@@ -20,7 +20,7 @@
 #          (--log-dir: the broker's own log files)
 #          KBUS_BASE=DIR: also kbus-base, the kbus of another checkout (an older commit: before/after, same run)
 #          SYSTEMS may name floor, floor-log, floor-at-once, floor-writer (bench/lib/floor_server.py: the connections
-#          axis's measured floor, no broker; AXES=connections only)
+#          axis's measured floor, no broker: it runs the connections points only, so `bench/run shapes` may name it)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . bench/lib/lib.sh
@@ -57,6 +57,7 @@ point() {  # point AXIS-ARGS...: every system once, the order alternating from o
   if [ $flip = 1 ]; then order=($(printf '%s\n' "${order[@]}" | tac)); fi
   flip=$((1 - flip))
   for who in "${order[@]}"; do
+    [[ $who != floor* || $1 = connections ]] || continue  # the floor measures the connections axis only
     echo "== $(date +%T) $who: $*" >&2
     $PY bench/scenarios/scale.py "$@" -b 127.0.0.1:"${port[$who]}" --broker-pid "${pid[$who]}" --label "$who" \
       --log-dir "$work/$who" --out "$OUT" ||

@@ -11,6 +11,7 @@ cd "$(dirname "$0")/../.."
 rounds=${1:-3}; shift || true
 OUT=${OUT:-$RESULTS/small_requests.jsonl}
 SYSTEMS=${SYSTEMS:-kafka kbus${KBUS_BASE:+ kbus-base}}
+SYSTEMS=$(for who in $SYSTEMS; do [[ $who = floor* ]] || echo "$who"; done)  # the floor answers only Produce frames (scale.sh's connections axis): `bench/run shapes` may name it
 APIS=${APIS:-produce fetch metadata offsetcommit heartbeat}
 bench_start small
 start_systems

@@ -174,3 +174,15 @@ def test_a_point_a_system_failed_is_marked_not_blank() -> None:
     line = next(ln for ln in text.splitlines() if "| produce 100 B" in ln)
     assert "| 2 (200,000/s) **+1 failed** |" in line and "| **failed** |" in line and "**kbus failed**" in line
     assert "kbus-base failed 5 rows" in shapes.summary(list(rows.values()))
+
+
+def test_the_measured_floor_gets_a_column_only_in_a_run_that_had_it() -> None:
+    scale = [_scale(lbl, "connections", 5000, produce_cpu_us_per_request=cpu, produce_req_s=1000)
+             for lbl, cpu in (("kafka", 70), ("kbus", 80), ("floor-log", 17))]
+    scale.append(_scale("kbus", "msgsize", 10, produce_cpu_us_per_msg=0.3, produce_msg_s=1))
+    lines = shapes.markdown(shapes.build(scale, [])).splitlines()
+    assert "| floor-log (no broker) |" in lines[0]
+    assert all(line.count("|") == lines[0].count("|") for line in lines)  # every row has the column
+    assert "| 17 (1,000/s) |" in lines[2]  # the connections row carries the floor's cost
+    without = shapes.markdown(shapes.build(scale[:2], [])).splitlines()
+    assert "floor" not in without[0] and without[0].count("|") == lines[0].count("|") - 1

@@ -210,7 +210,8 @@ def markdown(rows: list[Row]) -> str:
         lines.append(
             f"| {row.shape} | {row.what} ({row.unit}) | {_cell(row, 'kbus')} | {_cell(row, 'kafka')} | "
             + (_num(warm) + (f" ({_num(warm_rate)}/s)" if warm_rate is not None else "") if warm is not None else "")
-            + f" | {_cell(row, BASE)} |" + (f" {_cell(row, floor)} |" if floor else "") + f" {_ratio(r.get('cost'))} | {_ratio(r.get('cost_warm'))} | "
+            + f" | {_cell(row, BASE)} |" + (f" {_cell(row, floor)} |" if floor else "")
+            + f" {_ratio(r.get('cost'))} | {_ratio(r.get('cost_warm'))} | "
             f"{_ratio(r.get('rate'))} | {_ratio(r.get('cost_base'))} | {miss} | {load} | {rounds} |")
     return "\n".join(lines)
 

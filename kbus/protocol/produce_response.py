@@ -35,6 +35,13 @@ _ONE_TOPIC: Final = struct.Struct(">BB")
 # base offset, log append time, log start offset, no record errors (compact count 0), a null error message, the
 # partition's and the topic's empty tagged fields, the throttle time and the response's empty tagged fields
 _ONE_PARTITION: Final = struct.Struct(">BihqqqBBBBiB")
+# v3-v8 (classic arrays and strings), one topic: the topic count (1) and the name's int16 length
+_CLASSIC_ONE_TOPIC: Final = struct.Struct(">ih")
+# v3-v8, the rest of a one-partition response: the partition count (1), index, error code, base offset, log append
+# time, then the log start offset (v5+), no record errors (count 0) and a null error message (v8+), and the throttle
+_CLASSIC_ONE_PARTITION_V3: Final = struct.Struct(">iihqqi")
+_CLASSIC_ONE_PARTITION_V5: Final = struct.Struct(">iihqqqi")
+_CLASSIC_ONE_PARTITION_V8: Final = struct.Struct(">iihqqqihi")
 
 
 class PartitionProduceResult:
@@ -105,17 +112,33 @@ def encode_produce_response(
     with_log_start = version >= 5
     with_errors = version >= 8
     hints = version >= LEADER_HINTS_VERSION
-    if flexible and len(topics) == 1 and not (hints and node_endpoints):
+    if len(topics) == 1 and len(topics[0][1]) == 1:
         # nearly every response (a producer's request per broker with one batch ready): one pack for the partition
         name, partitions = topics[0]
-        if len(partitions) == 1:
-            p = partitions[0]
+        p = partitions[0]
+        if flexible:
+            if not (hints and node_endpoints):
+                data = name.encode()
+                if (len(data) < 127 and not p.record_errors and p.error_message is None
+                        and (not hints or p.current_leader == (-1, -1))):
+                    return EncodedBody(_ONE_TOPIC.pack(2, len(data) + 1) + data + _ONE_PARTITION.pack(
+                        2, p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset, 1, 0, 0,
+                        0, throttle_time_ms, 0))
+        elif not with_errors or (not p.record_errors and p.error_message is None):
+            # v3-v8 (the scale bench's and older clients' Produce v8): below v8 the record errors and the message are
+            # not in the response at all, so only v8 needs them absent
             data = name.encode()
-            if (len(data) < 127 and not p.record_errors and p.error_message is None
-                    and (not hints or p.current_leader == (-1, -1))):
-                return EncodedBody(_ONE_TOPIC.pack(2, len(data) + 1) + data + _ONE_PARTITION.pack(
-                    2, p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset, 1, 0, 0, 0,
-                    throttle_time_ms, 0))
+            head = _CLASSIC_ONE_TOPIC.pack(1, len(data)) + data
+            if with_errors:
+                return EncodedBody(head + _CLASSIC_ONE_PARTITION_V8.pack(
+                    1, p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset, 0, -1,
+                    throttle_time_ms))
+            if with_log_start:
+                return EncodedBody(head + _CLASSIC_ONE_PARTITION_V5.pack(
+                    1, p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset,
+                    throttle_time_ms))
+            return EncodedBody(head + _CLASSIC_ONE_PARTITION_V3.pack(
+                1, p.index, p.error_code, p.base_offset, p.log_append_time_ms, throttle_time_ms))
     out = bytearray()
     _count(len(topics), out, flexible)
     for name, partitions in topics:

@@ -600,6 +600,39 @@ def test_flush_messages_moves_recovery_point(tmp_path: Path) -> None:
     assert lg.recovery_point == 7
 
 
+def test_a_replaced_config_is_what_the_next_append_obeys(tmp_path: Path) -> None:
+    """The log and its segments keep the config values an append reads per config object (AppendLimits): a
+    config replaced by update_config, or assigned to the log, is obeyed from the next append on (max.message.bytes,
+    segment.bytes, flush.messages, message.timestamp.type, index.interval.bytes, segment.ms)."""
+    clock = Clock(1_800_000_000_000)
+    one = len(batch(2))
+    lg = open_log(tmp_path, clock)
+    lg.append_as_leader(batch(2))
+    assert lg.num_segments == 1 and lg.recovery_point == 0
+    lg.update_config(LogConfig(max_message_bytes=one - 1, file_delete_delay_ms=0))
+    with pytest.raises(RecordTooLargeError):
+        lg.append_as_leader(batch(2))
+    # a segment holds one batch, every append flushes
+    lg.update_config(LogConfig(segment_bytes=one, flush_messages=1, file_delete_delay_ms=0))
+    lg.append_as_leader(batch(2))
+    assert lg.num_segments == 2 and lg.recovery_point == 4
+    lg.append_as_leader(batch(2))
+    assert lg.num_segments == 3 and lg.recovery_point == 6
+    # assigned to the log, not updated: the log's own reads follow it (LogAppendTime, no flush per append), the
+    # segments keep theirs until update_config (the active one still holds one batch: this append rolls)
+    lg.config = LogConfig(message_timestamp_type="LogAppendTime", file_delete_delay_ms=0)
+    assert lg.append_as_leader(batch(2)).log_append_time_ms == clock.ms
+    assert lg.num_segments == 4 and lg.recovery_point == 6
+    assert len(lg.segments[-1].index) == 0  # index.interval.bytes 4,096: no entry yet
+    lg.update_config(LogConfig(index_interval_bytes=0, segment_ms=1_000, file_delete_delay_ms=0))
+    lg.append_as_leader(batch(1))
+    assert lg.num_segments == 4 and len(lg.segments[-1].index) == 1
+    clock.ms += 1_001  # older than segment.ms now: the next append rolls
+    lg.append_as_leader(batch(1))
+    assert lg.num_segments == 5
+    assert lg.log_end_offset == 10
+
+
 def test_read_limits_match_a_brute_force_walk(tmp_path: Path) -> None:
     import random
 

@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
 from kbus.common.topic_config import LogConfig
 from kbus.protocol import record_batch as rb
 from kbus.server.log.index import OffsetIndex, TimeIndex
-from kbus.server.log.segment import LogSegment, filename_prefix
+from kbus.server.log.segment import LogSegment, filename_prefix, write_all
 
 
 def test_filename_prefix_is_20_digits() -> None:
     assert filename_prefix(0) == "00000000000000000000"
     assert filename_prefix(1234) == "00000000000000001234"
+
+
+def test_write_all_writes_every_kind_of_buffer_whole(tmp_path: Path) -> None:
+    """One write(2) when the file takes it all (the append's case), for every buffer an append writes from."""
+    path = tmp_path / "out.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        write_all(fd, b"abc")
+        write_all(fd, bytearray(b"def"))
+        write_all(fd, memoryview(bytearray(b"..ghi"))[2:])  # a slice of a frame, as a large request's records
+        write_all(fd, b"")
+        write_all(fd, bytes(range(256)) * 300)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"abcdefghi" + bytes(range(256)) * 300
 
 
 def test_offset_index_file_format_and_lookup(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from kbus.server.log.manager import LogManager
 from kbus.server.metadata.identity import read_partition_topic_id, write_partition_topic_id
 from kbus.server.metadata.local import LocalMetadataStore
 from kbus.server.metadata.types import PartitionState
-from kbus.server.partition.errors import NotEnoughReplicasAfterAppendError
+from kbus.server.partition.errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError
 from kbus.server.partition.partition import Partition
 from kbus.server.replication.fetcher import ReplicaFetcher, fetcher_id
 from kbus.server.replication.replica_manager import ReplicaManager
@@ -161,6 +161,12 @@ def test_acks_all_is_satisfied_at_once_only_once_the_high_watermark_passes_the_b
     alone.log.update_config(dataclasses.replace(LogConfig(), min_insync_replicas=2))  # the ISR shrank below it
     with pytest.raises(NotEnoughReplicasAfterAppendError):
         replicas.acks_satisfied(alone, result, -1)
+    # the next acks=-1 append is refused before it is written (the replaced config's min.insync.replicas); acks=1
+    # does not ask
+    with pytest.raises(NotEnoughReplicasError):
+        replicas.append_records(alone, build_batch([(None, b"z")]), -1)
+    assert alone.log.log_end_offset == 2
+    assert replicas.append_records(alone, build_batch([(None, b"z")]), 1).first_offset == 2
 
 
 def test_a_new_leader_caches_its_epoch_at_its_log_end_before_any_append(tmp_path):

@@ -37,8 +37,10 @@ from kbus.server.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     LOG_SUFFIX,
+    AppendLimits,
     LogSegment,
     complete_interrupted_swaps,
+    limits_for,
     pread_all,
 )
 from kbus.server.log.txn_index import AbortedTxn
@@ -171,10 +173,9 @@ class Log:
         self.dir = directory
         self.topic, self.partition = parse_topic_partition(directory.name)
         self.config = config
-        # config.log_append_time (an interpreted property) as of the config object it was read from: read again only
-        # when the config is replaced (update_config, tests), not on every append
-        self._append_time_config: LogConfig | None = None
-        self._log_append_time = False
+        # the config's values the appends read (log append time, sizes, flush policy) as of the config object they
+        # were read from: read again only when the config is replaced (update_config, tests), not on every append
+        self._limits: AppendLimits | None = None
         self._time_ms = time_ms
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []  # segment base offsets, for bisect
@@ -391,7 +392,9 @@ class Log:
         CRC, sizes and everything else are checked as for any batch); the append stamps its offsets into it."""
         buf = records if type(records) is memoryview and not records.readonly else bytearray(records)
         headers = self._validate(buf, verify_crc=not from_coordinator, validated=validated)
-        markers: dict[int, EndTxnMarker] = {}
+        # the transaction markers of the control batches, by position: made for a coordinator's append of one
+        # (a client's append, nearly every one, has none and makes no dict)
+        markers: dict[int, EndTxnMarker] | None = None
         for h in headers:
             if h.is_control:
                 if not from_coordinator:
@@ -399,21 +402,19 @@ class Log:
                 marker = parse_marker(memoryview(buf)[h.position : h.position + h.size])
                 if marker is None:
                     raise rb.InvalidRecordError("control batch without a transaction marker")
+                if markers is None:
+                    markers = {}
                 markers[h.position] = marker
         with self._lock:
             self._check_open()
-            config = self.config
-            if config is not self._append_time_config:
-                self._log_append_time = config.log_append_time
-                self._append_time_config = config
-            log_append = self._log_append_time
+            log_append = self.append_limits().log_append_time
             # the producer state's staging only for a batch with a producer id (made at the first one): an append
             # of plain batches stages and commits nothing, so it makes no ProducerAppend
             append: ProducerAppend | None = None
             next_offset = self.log_end_offset
             now = self._time_ms()
             num_records = 0
-            completed: list[CompletedTxn] = []
+            completed: list[CompletedTxn] | None = None  # made for a batch that completes a transaction
             for h in headers:
                 if h.producer_id >= 0:
                     if append is None:
@@ -426,6 +427,7 @@ class Log:
                         return AppendResult(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
                                             duplicate=True)
                     if h.is_control:
+                        assert markers is not None  # every control batch's marker was parsed above
                         append.check_marker(h, markers[h.position], transaction_version)
                 rb.set_base_offset_and_epoch(buf, h.position, next_offset, h.batch_length, leader_epoch)
                 h.base_offset = next_offset
@@ -435,8 +437,10 @@ class Log:
                     h.max_timestamp = now
                     h.attributes |= rb.TIMESTAMP_TYPE_MASK
                 if append is not None and h.producer_id >= 0:
-                    done = append.stage(h, next_offset, markers.get(h.position))
+                    done = append.stage(h, next_offset, markers.get(h.position) if markers is not None else None)
                     if done is not None:
+                        if completed is None:
+                            completed = []
                         completed.append(done)
                 next_offset += h.last_offset_delta + 1
                 num_records += h.records_count
@@ -444,9 +448,10 @@ class Log:
             self._write(buf, headers, first_offset, next_offset - 1, now)
             if append is not None:
                 append.commit()
-            for done in completed:
-                self._index_completed(done, self._active)
-                self._unreplicated_txns.append(done)
+            if completed is not None:
+                for done in completed:
+                    self._index_completed(done, self._active)
+                    self._unreplicated_txns.append(done)
             self._after_append(num_records, now)
             return AppendResult(first_offset, next_offset - 1, now if log_append else -1, self.log_start_offset,
                                 num_batches=len(headers), size_bytes=len(buf), num_records=num_records)
@@ -498,18 +503,25 @@ class Log:
             headers = rb.batch_headers(buf, verify_crc=verify_crc)
         if from_leader:
             return headers
-        max_size = self.config.max_message_bytes
+        limits = self.append_limits()
+        max_size = limits.max_message_bytes
         for h in headers:
             if h.batch_length + LOG_OVERHEAD > max_size:
                 raise RecordTooLargeError(
                     f"record batch of {h.batch_length + LOG_OVERHEAD} bytes is larger than max.message.bytes "
                     f"({max_size})"
                 )
-        if len(buf) > self.config.segment_bytes:
+        if len(buf) > limits.segment_bytes:
             raise RecordBatchTooLargeError(
-                f"{len(buf)} bytes of records cannot fit in a segment of {self.config.segment_bytes} bytes"
+                f"{len(buf)} bytes of records cannot fit in a segment of {limits.segment_bytes} bytes"
             )
         return headers
+
+    def append_limits(self) -> AppendLimits:
+        """The config's values an append reads (AppendLimits), as of the config object the log holds now."""
+        limits = limits_for(self.config, self._limits)
+        self._limits = limits
+        return limits
 
     def _write(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], first: int, last: int,
                now: int) -> None:
@@ -526,8 +538,8 @@ class Log:
 
     def _after_append(self, num_records: int, now: int) -> None:
         self._unflushed_records += num_records
-        config = self.config
-        if self._unflushed_records >= config.flush_messages or now - self._last_flush_ms >= config.flush_ms:
+        limits = self.append_limits()
+        if self._unflushed_records >= limits.flush_messages or now - self._last_flush_ms >= limits.flush_ms:
             self._flush_locked(now)
 
     def _replace_empty_active(self, base_offset: int) -> None:

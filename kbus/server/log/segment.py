@@ -40,6 +40,7 @@ SWAP_SUFFIX = ".swap"
 _WALK_WINDOW = 64 * 1024
 _RECOVERY_CHUNK = 1 << 20
 _INT32_MAX: Final = 2**31 - 1
+_NEVER: Final = 2**61  # AppendLimits' flush bounds: never reached, and a native int of compiled code
 
 
 def filename_prefix(offset: int) -> str:
@@ -47,7 +48,11 @@ def filename_prefix(offset: int) -> str:
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
+    n = os.write(fd, data)
+    if n == len(data):
+        # the whole of it in one write(2), as a regular file takes it: no memoryview and no slice of it per append
+        return
+    view = memoryview(data)[n:]
     while view:
         n = os.write(fd, view)
         view = view[n:]
@@ -68,11 +73,45 @@ def pread_all(fd: int, size: int, position: int) -> bytes:
     return b"".join(parts)
 
 
+class AppendLimits:
+    """The LogConfig values every append reads, as native fields of a compiled class. LogConfig is an interpreted
+    frozen dataclass: each of its fields read from compiled code is a generic attribute lookup and an unboxing,
+    about ten of them per append (the sizes, the roll, the index interval, the flush policy, min.insync.replicas
+    for acks=-1). A config change replaces the LogConfig object (Log.update_config), so the Log and each segment
+    keep one of these for the config object they hold and make a new one only when that object is another
+    (`limits_for`)."""
+
+    __slots__ = ("config", "flush_messages", "flush_ms", "index_interval_bytes", "log_append_time",
+                 "max_message_bytes", "min_insync_replicas", "roll_after_ms", "segment_bytes")  # fmt: skip
+
+    def __init__(self, config: LogConfig) -> None:
+        self.config = config
+        self.segment_bytes: int = config.segment_bytes
+        self.roll_after_ms: int = config.segment_ms - config.segment_jitter_ms
+        self.index_interval_bytes: int = config.index_interval_bytes
+        self.max_message_bytes: int = config.max_message_bytes
+        # flush.messages and flush.ms default to Long.MAX_VALUE ("never"), past a native int of compiled code: each
+        # append's comparison with it went through CPython's. No count of records or of milliseconds since the last
+        # flush reaches 2^61, so a bound past that is kept as 2^61: the same decisions, in native ints.
+        self.flush_messages: int = min(config.flush_messages, _NEVER)
+        self.flush_ms: int = min(config.flush_ms, _NEVER)
+        self.log_append_time: bool = config.log_append_time
+        self.min_insync_replicas: int = config.min_insync_replicas  # acks=-1's check, before and after the append
+
+
+def limits_for(config: LogConfig, kept: AppendLimits | None) -> AppendLimits:
+    """`kept` while it was made from `config` (the same object), else new ones."""
+    if kept is not None and kept.config is config:
+        return kept
+    return AppendLimits(config)
+
+
 class LogSegment:
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, fd: int, size: int) -> None:
         self.dir = directory
         self.base_offset = base_offset
         self.config = config
+        self._limits: AppendLimits | None = None  # config's values as the appends read them (limits_for)
         self.fd = fd
         self.size = size
         prefix = filename_prefix(base_offset)
@@ -268,7 +307,9 @@ class LogSegment:
             raise
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms
-        interval = self.config.index_interval_bytes
+        limits = limits_for(self.config, self._limits)
+        self._limits = limits
+        interval = limits.index_interval_bytes
         index, time_index = self.index, self.time_index
         for h in headers:
             if h.max_timestamp > self.max_timestamp:
@@ -290,11 +331,12 @@ class LogSegment:
     def should_roll(self, incoming_bytes: int, first_offset: int, last_offset: int, now_ms: int) -> bool:
         if self.size == 0:
             return False
-        cfg = self.config
-        if self.size > cfg.segment_bytes - incoming_bytes:
+        limits = limits_for(self.config, self._limits)
+        self._limits = limits
+        if self.size > limits.segment_bytes - incoming_bytes:
             return True
         base_ms = self.rolling_base_ms
-        if base_ms is not None and now_ms - base_ms > cfg.segment_ms - cfg.segment_jitter_ms:
+        if base_ms is not None and now_ms - base_ms > limits.roll_after_ms:
             return True
         if self.index.is_full or self.time_index.is_full:
             return True

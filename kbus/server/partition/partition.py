@@ -188,12 +188,13 @@ class Partition:
         if not self.is_leader:
             raise NotLeaderError(f"Leader not local for partition {self.topic}-{self.index} on broker "
                                  f"{self.local_broker_id}")
-        result = self.log.append_as_leader(records, leader_epoch=self.state.leader_epoch,
-                                           from_coordinator=from_coordinator, verify_transactions=verify_transactions,
+        epoch = self.state.leader_epoch  # PartitionState is interpreted: read once, not twice
+        result = self.log.append_as_leader(records, leader_epoch=epoch, from_coordinator=from_coordinator,
+                                           verify_transactions=verify_transactions,
                                            verification_guard=verification_guard,
                                            transaction_version=transaction_version, validated=validated)
         if not result.duplicate:
-            self.epochs.assign(self.state.leader_epoch, result.first_offset)
+            self.epochs.assign(epoch, result.first_offset)
             self.wake_followers()
             self.maybe_advance_high_watermark()
         return result

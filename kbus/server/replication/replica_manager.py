@@ -195,12 +195,13 @@ class ReplicaManager:
         """Leader append, synchronous so that appends keep the order requests arrived in. acks=-1 is refused up
         front when the ISR is smaller than min.insync.replicas; wait_for_acks() then waits for the replicas.
         `validated`: the header Produce validation parsed (Log.append_as_leader)."""
-        min_isr = part.log.config.min_insync_replicas
-        if acks == -1 and len(part.state.isr) < min_isr:
-            raise NotEnoughReplicasError(
-                f"The size of the current ISR {part.state.isr} is insufficient to satisfy the min.isr requirement of "
-                f"{min_isr} for partition {part.topic}-{part.index}"
-            )
+        if acks == -1:  # min.insync.replicas as the log's AppendLimits keep it (no LogConfig lookup per append)
+            min_isr = part.log.append_limits().min_insync_replicas
+            if len(part.state.isr) < min_isr:
+                raise NotEnoughReplicasError(
+                    f"The size of the current ISR {part.state.isr} is insufficient to satisfy the min.isr requirement "
+                    f"of {min_isr} for partition {part.topic}-{part.index}"
+                )
         try:
             return part.append_as_leader(records, from_coordinator=from_coordinator,
                                          verify_transactions=verify_transactions,
@@ -236,7 +237,7 @@ class ReplicaManager:
 
     @staticmethod
     def _check_isr_after_append(part: Partition) -> None:
-        min_isr = part.log.config.min_insync_replicas
+        min_isr = part.log.append_limits().min_insync_replicas
         if len(part.state.isr) < min_isr:
             raise NotEnoughReplicasAfterAppendError(
                 f"The ISR {part.state.isr} of {part.topic}-{part.index} shrank below min.insync.replicas={min_isr}"

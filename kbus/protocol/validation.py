@@ -45,6 +45,10 @@ INVALID_TIMESTAMP: Final = ErrorCode.invalid_timestamp
 INVALID_RECORD: Final = ErrorCode.invalid_record
 _MAX_TS: Final = struct.Struct(">q")
 _LONG_MAX: Final = rb.LONG_MAX
+# Java's long bounds are past what compiled code holds as a native int (63 bits): each comparison with one boxes the
+# other operand and goes through CPython's comparison. A timestamp (or a difference of two) within +-2^61 of zero is
+# inside both bounds, so that is asked first, in native ints; only a value past it is compared with the long bound.
+_NATIVE_BOUND: Final = 2**61
 # the record scan (kbus/protocol/_recordscan.c) held in a C static: a name imported from an interpreted module is
 # looked up in this module's dict at every use
 _SCAN: Final = scan_tuple
@@ -225,7 +229,7 @@ def validate_produce_batch(buf: bytes | bytearray | memoryview, policy: Validati
         else:
             lowest = h.base_timestamp + min_delta
             highest = h.base_timestamp + max_delta
-            if lowest < rb.LONG_MIN or highest > _LONG_MAX:
+            if (lowest < -_NATIVE_BOUND or highest > _NATIVE_BOUND) and (lowest < rb.LONG_MIN or highest > _LONG_MAX):
                 # some record's base + delta wraps (Java's long sum): only the records themselves say the range
                 stamps = [r.timestamp for r in rb.decode_records_payload(memoryview(scanned)[first:last], h)]
                 lowest, highest = min(stamps), max(stamps)
@@ -234,7 +238,8 @@ def validate_produce_batch(buf: bytes | bytearray | memoryview, policy: Validati
         # timestamp; a timestamp below that (near Long.MIN_VALUE) is judged record by record, as Kafka would.
         maybe_bad_timestamps = log_append_batch or (
             not policy.log_append_time
-            and (now_ms - lowest > _LONG_MAX or now_ms - lowest > policy.timestamp_before_max_ms
+            and ((now_ms - lowest > _NATIVE_BOUND and now_ms - lowest > _LONG_MAX)
+                 or now_ms - lowest > policy.timestamp_before_max_ms
                  or highest - now_ms > policy.timestamp_after_max_ms)
         )
         if (policy.compacted and keyless) or maybe_bad_timestamps:

@@ -285,6 +285,22 @@ def test_produce_acks_all_errors_stay_on_their_partition() -> None:
     assert errors[("t", 1)][0] == E.request_timed_out
 
 
+@pytest.mark.parametrize("version", [3, 5, 8, 9, 12])
+@pytest.mark.parametrize("acks", [1, -1])
+def test_produce_answers_each_appended_partition_once_its_acks_are_met(acks: int, version: int) -> None:
+    """acks=1 answers every append at once; acks=-1 waits for one partition directly and for several together,
+    and a partition whose wait fails answers its error while the others answer their offsets. One partition's
+    response is one pack in every version (produce_response), several the general encoder's."""
+    m, replicas, _, _ = managers()
+    assert produce_errors(produce(m, version, acks, [("t", 0)])) == {("t", 0): (E.none, 100)}
+    replicas.ack_error[("t", 1)] = RequestTimedOutError("replicas too slow")
+    assert produce_errors(produce(m, version, acks, [("t", 1)])) == {
+        ("t", 1): (E.none, 101) if acks == 1 else (E.request_timed_out, -1)}
+    assert produce_errors(produce(m, version, acks, [("t", 0), ("t", 1)])) == {
+        ("t", 0): (E.none, 102), ("t", 1): (E.none, 103) if acks == 1 else (E.request_timed_out, -1)}
+    assert [acked for _, _, _, acked in replicas.appended] == [acks] * 4
+
+
 def test_produce_refuses_an_invalid_batch_without_appending() -> None:
     m, replicas, _, _ = managers()
     bad = bytearray(build_batch([(b"k", b"v")]))

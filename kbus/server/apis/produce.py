@@ -103,7 +103,8 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
                    or version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD))
     order = ctx.append_order
     waits = order is not None and order.must_wait()
-    to_verify = [] if waits or not verify else _start_verification(
+    # None (no list per request) unless this request's transactional partitions are verified now
+    to_verify = None if waits or not verify else _start_verification(
         ready, version >= _FIRST_PRODUCE_VERSION_WITH_IMPLICIT_ADD)
     if waits or to_verify:
         assert order is not None or not waits
@@ -111,34 +112,36 @@ async def produce(m: Managers, ctx: RequestContext, request: ProduceRequest) -> 
         appended = [r for r in ready if r.result is not None]
     else:
         appended = [r for r in ready if r.out.error_code == _NONE and _append(replicas, r, acks, verify)]
-    if appended:
+    if appended and acks != -1:
+        # nothing to wait for (wait_for_acks returns at once): no coroutine, task or outcome list per partition
+        for r in appended:
+            assert r.result is not None
+            _appended(r.out, r.result, r.part.topic_labels)
+    elif len(appended) == 1:  # acks=-1, one partition (nearly every request): its wait directly, no task or gather
         # ctx.parked_s: the time spent waiting for the replicas (not request time for the request quota), measured
-        # only around an actual wait (acks=all with followers): an acks 0/1 request, or one the leader alone
-        # acknowledges, reads no clock here
-        outcomes: list[BaseException | None]
-        if acks != -1:  # nothing to wait for (wait_for_acks returns at once): no coroutine or task per partition
-            outcomes = [None] * len(appended)
-        elif len(appended) == 1:  # one partition (nearly every request): its wait directly, no task and no gather
-            one = appended[0]
-            assert one.result is not None
-            try:
-                # acknowledged at once (the leader alone in the ISR): no coroutine at all
-                if not _acks_satisfied(replicas, one.part, one.result, acks):
-                    parked = time.perf_counter()
-                    try:
-                        await replicas.wait_for_acks(one.part, one.result, acks, timeout_ms)
-                    finally:
-                        ctx.parked_s += time.perf_counter() - parked
-                outcomes = [None]
-            except Exception as exc:
-                outcomes = [exc]
+        # only around an actual wait (followers to catch up): a request the leader alone acknowledges reads no
+        # clock here
+        one = appended[0]
+        assert one.result is not None
+        try:
+            # acknowledged at once (the leader alone in the ISR): no coroutine at all
+            if not _acks_satisfied(replicas, one.part, one.result, acks):
+                parked = time.perf_counter()
+                try:
+                    await replicas.wait_for_acks(one.part, one.result, acks, timeout_ms)
+                finally:
+                    ctx.parked_s += time.perf_counter() - parked
+        except Exception as exc:
+            _failed(one.out, exc)
         else:
-            parked = time.perf_counter()
-            outcomes = await asyncio.gather(
-                *(replicas.wait_for_acks(r.part, r.result, acks, timeout_ms) for r in appended if r.result),
-                return_exceptions=True,
-            )
-            ctx.parked_s += time.perf_counter() - parked
+            _appended(one.out, one.result, one.part.topic_labels)
+    elif appended:
+        parked = time.perf_counter()
+        outcomes = await asyncio.gather(
+            *(replicas.wait_for_acks(r.part, r.result, acks, timeout_ms) for r in appended if r.result),
+            return_exceptions=True,
+        )
+        ctx.parked_s += time.perf_counter() - parked
         for i, r in enumerate(appended):  # an index, not zip(strict=True): a generic call in compiled code
             outcome = outcomes[i]
             assert r.result is not None

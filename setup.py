@@ -51,6 +51,7 @@ COMPILED = [
     "kbus/protocol/validation.py",
     "kbus/server/apis/context.py",
     "kbus/server/apis/fetch.py",
+    "kbus/server/apis/heartbeat.py",
     "kbus/server/apis/metadata.py",
     "kbus/server/apis/offset_commit.py",
     "kbus/server/apis/produce.py",

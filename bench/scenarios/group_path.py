@@ -9,11 +9,15 @@ tree's python:
 
     (cd OTHER_TREE && .venv/bin/python "$OLDPWD/bench/scenarios/group_path.py" 3000)
     .venv/bin/python bench/scenarios/group_path.py 3000
+
+bench/scenarios/group_path_cost.sh counts instructions instead (callgrind), for two trees.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import os
 import sys
 import tempfile
 import time
@@ -34,6 +38,10 @@ from kbus.server.apis.registry import API_TABLE, CATALOG, PLAINTEXT_LISTENER, Re
 from kbus.server.broker import Broker
 
 BLOCK = 100
+# CALLGRIND_SHIM (a library whose cg_on / cg_off start and stop callgrind's instrumentation, as fetch_handler_cost.sh
+# builds it) and GROUP_PATH_COUNT=N: count the instructions of N whole requests of each API instead of timing them
+CG = ctypes.CDLL(os.environ["CALLGRIND_SHIM"]) if os.environ.get("CALLGRIND_SHIM") else None
+COUNT = int(os.environ.get("GROUP_PATH_COUNT", "1000"))
 
 
 def frame(key: int, version: int, /, **fields: Any) -> bytes:
@@ -125,6 +133,13 @@ async def main(rounds: int) -> None:
         response = await handler(target, ctx, body)
         for _ in range(300):  # warm-up
             await serve(target, data)
+        if CG is not None:  # instructions of COUNT whole requests only (group_path_cost.sh): one callgrind dump each
+            CG.cg_on()
+            for _ in range(COUNT):
+                await serve(target, data)
+            CG.cg_off()
+            out.append(f"{name}: {COUNT} requests counted")
+            continue
 
         async def decode(data: bytes = data) -> object:
             request = read(data)

@@ -28,6 +28,11 @@ _ZERO_UUID: Final = bytes(16)
 # bytes) ... 1 partition, its index and error code, the partition's, topic's and response's empty tagged fields
 _ONE_HEAD: Final = struct.Struct(">iBB")
 _ONE_PARTITION: Final = struct.Struct(">BihBBB")
+# A consumer commits the same partition again and again, and with no request quota (throttle time 0) its answer is
+# the same bytes each time: kept per (version, topic, partition, error code), bounded (made-up names only empty it).
+# An EncodedBody is never changed once made (a throttle time makes a new one), so one is shared.
+_ONE_ANSWERS: Final[dict[tuple[int, str, int, int], EncodedBody]] = {}
+_MAX_ONE_ANSWERS: Final = 4096
 
 
 def encode_heartbeat_response(version: int, error_code: int, throttle_time_ms: int = 0) -> EncodedBody:
@@ -49,11 +54,11 @@ def encode_offset_commit_response(
     by_id = version >= OFFSET_COMMIT_TOPIC_ID_VERSION
     if flexible and not by_id and len(topics) == 1:
         name, _, partitions = topics[0]
-        raw = (name or "").encode()
-        if len(partitions) == 1 and len(raw) <= 126:  # the common case in two packs (below: a dozen appends)
+        if len(partitions) == 1:
             index, error_code = partitions[0]
-            return EncodedBody(b"".join((_ONE_HEAD.pack(throttle_time_ms, 2, len(raw) + 1), raw,
-                                         _ONE_PARTITION.pack(2, index, error_code, 0, 0, 0))))  # fmt: skip
+            one = _one_partition(name or "", index, error_code, throttle_time_ms)
+            if one is not None:
+                return one
     out = bytearray()
     if version >= 3:
         out += _I32.pack(throttle_time_ms)
@@ -78,6 +83,33 @@ def encode_offset_commit_response(
     if flexible:
         out.append(0)  # the response's
     return EncodedBody(bytes(out))
+
+
+def encode_offset_commit_one(version: int, name: str, index: int, error_code: int) -> EncodedBody:
+    """encode_offset_commit_response of one topic (by name) and one partition, throttle time 0: a consumer's commit.
+    v8-v9 answers are kept (the same bytes for the same partition and error)."""
+    if OFFSET_COMMIT_FLEXIBLE_VERSION <= version < OFFSET_COMMIT_TOPIC_ID_VERSION:
+        key = (version, name, index, error_code)
+        kept = _ONE_ANSWERS.get(key)
+        if kept is not None:
+            return kept
+        one = _one_partition(name, index, error_code, 0)
+        if one is not None:
+            if len(_ONE_ANSWERS) >= _MAX_ONE_ANSWERS:
+                _ONE_ANSWERS.clear()
+            _ONE_ANSWERS[key] = one
+            return one
+    return encode_offset_commit_response(version, [(name, None, [(index, error_code)])])
+
+
+def _one_partition(name: str, index: int, error_code: int, throttle_time_ms: int) -> EncodedBody | None:
+    """v8-v9 of one topic and one partition in two packs (the general case: a dozen appends); None for a name of
+    more than 126 bytes (its compact length takes two bytes)."""
+    raw = name.encode()
+    if len(raw) > 126:
+        return None
+    return EncodedBody(b"".join((_ONE_HEAD.pack(throttle_time_ms, 2, len(raw) + 1), raw,
+                                 _ONE_PARTITION.pack(2, index, error_code, 0, 0, 0))))  # fmt: skip
 
 
 def errors_by_topic(errors: dict[tuple[str, int], int]) -> dict[str, list[tuple[int, int]]]:

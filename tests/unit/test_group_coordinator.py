@@ -320,6 +320,10 @@ def test_static_member_rejoin_keeps_assignment_without_rebalance() -> None:
         assert h.group().state is GroupState.STABLE
         s = await h.sync(r2.member_id, 1, instance="dash-1")
         assert s.assignment == b"P0"
+        # the same member object under its new id: its session timer is the new id's, the old id's is gone
+        assert h.group().members[r2.member_id].heartbeat_timer.key == ("hb", "g", r2.member_id)
+        assert h.coord.timers.deadline(("hb", "g", r.member_id)) is None
+        assert h.coord.timers.deadline(("hb", "g", r2.member_id)) is not None
         assert h.coord.heartbeat("g", 1, r.member_id, "dash-1") == E.fenced_instance_id
         _top, errs = h.coord.leave_group("g", [("", "dash-1")])
         assert errs == [E.none]
@@ -664,6 +668,60 @@ def test_a_timer_moved_to_a_later_deadline_fires_then_and_only_once() -> None:
     timers.cancel("hb")
     timers.schedule("hb", 800, lambda: fired.append("again"))
     assert timers.run_due(10_000) == 1 and fired == ["moved", "early", "again"]
+
+
+def test_a_members_heartbeat_timer_is_made_once_and_moved_by_each_request() -> None:
+    """Heartbeats and commits move a member's session timer on in place (one HeartbeatTimer per member and group
+    object, no key tuple or closure per request); the timer still expires a silent member, and a member found in
+    another group object (its partition loaded again) gets a timer that expires it from that group."""
+    from kbus.server.coordinator.commit_path import HeartbeatTimer
+    from kbus.server.coordinator.group import Group
+
+    async def t(h: Harness) -> None:
+        first = await h.join_new()
+        await h.tick()
+        r = await first
+        assert (await h.sync(r.member_id, 1, {r.member_id: b"p0"})).error == E.none
+        member = h.group().members[r.member_id]
+        timer = member.heartbeat_timer
+        assert isinstance(timer, HeartbeatTimer) and timer.key == ("hb", "g", r.member_id)
+        await h.tick(1000)
+        assert h.coord.heartbeat("g", 1, r.member_id, None) == E.none
+        assert member.heartbeat_timer is timer
+        assert h.coord.timers.deadline(timer.key) == h.clock.now + SESSION
+        await h.tick(1000)
+        errors = await h.coord.commit_offsets("g", r.member_id, None, 1, {("t", 0): OffsetAndMetadata(5)}, 8)
+        assert errors == {("t", 0): E.none}
+        assert member.heartbeat_timer is timer, "a commit moves the same timer on"
+        assert h.coord.timers.deadline(timer.key) == h.clock.now + SESSION
+        again = Group("g", h.group().partition)
+        h.coord.commit_path.schedule_heartbeat(again, member)
+        assert member.heartbeat_timer is not timer and member.heartbeat_timer.group is again
+        h.coord.commit_path.schedule_heartbeat(h.group(), member)
+        await h.tick(SESSION + 1)  # silent since: expired, from the group that holds it
+        assert not h.group().has(r.member_id)
+        assert h.group().state is GroupState.PREPARING_REBALANCE or h.group().state is GroupState.EMPTY
+
+    run(t)
+
+
+def test_heartbeat_errors_before_the_member_is_looked_at() -> None:
+    """Kafka's handleHeartbeat (compiled: CommitPath.heartbeat): an empty group id is INVALID_GROUP_ID, a group
+    this coordinator does not know UNKNOWN_MEMBER_ID, a Dead one COORDINATOR_NOT_AVAILABLE, a group of offsets only
+    (no members) UNKNOWN_MEMBER_ID; none of them arms a session timer."""
+
+    async def t(h: Harness) -> None:
+        assert h.coord.heartbeat("", 1, "m", None) == E.invalid_group_id
+        assert h.coord.heartbeat("nope", 1, "m", None) == E.unknown_member_id
+        committed = await h.coord.commit_offsets("s", "", None, -1, {("t", 0): OffsetAndMetadata(1)})
+        assert committed == {("t", 0): E.none}
+        assert h.coord.heartbeat("s", -1, "", None) == E.unknown_member_id
+        h.group("s").state = GroupState.DEAD
+        assert h.coord.heartbeat("s", -1, "", None) == E.coordinator_not_available
+        assert h.coord.timers.deadline(("hb", "s", "")) is None
+        assert h.coord.timers.deadline(("hb", "nope", "m")) is None
+
+    run(t)
 
 
 def test_groups_keep_their_partition_when_offsets_partitions_are_added() -> None:

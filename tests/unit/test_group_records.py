@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 
 from kbus.protocol.record_batch import build_batch, decode_records
-from kbus.server.coordinator.commit_batch import check_offsets, offset_commit_batch
+from kbus.server.coordinator.commit_batch import (
+    PartitionExists,
+    check_offsets,
+    offset_commit_batch,
+    offset_commit_buffer,
+)
 from kbus.server.coordinator.records import (
     GroupKey,
     GroupMetadataRecord,
@@ -174,6 +180,38 @@ def test_check_offsets_refuses_unknown_partitions_and_long_metadata() -> None:
     assert errors == {("t", 1): 12, ("gone", 0): 3}  # OFFSET_METADATA_TOO_LARGE (12 bytes), UNKNOWN_TOPIC_OR_PARTITION
     assert valid == {("t", 0): offsets[("t", 0)]}
     assert check_offsets(offsets, None, 4096) == ({}, offsets)
+    _, same = check_offsets(offsets, None, 4096)
+    assert same is offsets  # none refused: the offsets given, not a copy
+
+
+def test_partition_exists_asks_the_metadata_for_the_one_topic() -> None:
+    """OffsetCommit's unknown-partition check (compiled): the topic looked up by name, the partition among its
+    partitions; an unknown topic or partition does not exist."""
+    from kbus.server.metadata.types import PartitionState, TopicMetadata
+
+    asked: list[str] = []
+    topics = {"t": TopicMetadata("t", uuid.uuid4(), {p: PartitionState(1, 0, [1], [1]) for p in (0, 1)})}
+
+    def topic(name: str) -> TopicMetadata | None:
+        asked.append(name)
+        return topics.get(name)
+
+    exists = PartitionExists(topic)
+    assert exists("t", 1) and not exists("t", 2) and not exists("gone", 0)
+    assert asked == ["t", "t", "gone"]
+    offsets = {("t", 0): OffsetAndMetadata(1), ("t", 5): OffsetAndMetadata(2)}
+    assert check_offsets(offsets, exists, 4096) == ({("t", 5): 3}, {("t", 0): offsets[("t", 0)]})
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_offset_commit_buffer_is_the_batch_in_a_bytearray(partitions: int) -> None:
+    """The commit path hands the log the batch as the bytearray it was written into (a writable memoryview of it):
+    the same bytes as offset_commit_batch, a new buffer each time (the log stamps offsets into it)."""
+    offsets = {("t", p): OffsetAndMetadata(10 + p, 1, "", 1700000000000) for p in range(partitions)}
+    first = offset_commit_buffer("g", offsets, 1700000000001)
+    second = offset_commit_buffer("g", offsets, 1700000000001)
+    assert type(first) is bytearray and first == offset_commit_batch("g", offsets, 1700000000001)
+    assert first == second and first is not second
 
 
 def test_offset_value_v4_flexible_decodes() -> None:

@@ -63,3 +63,37 @@ def test_errors_by_topic_keeps_the_order_partitions_were_seen_in() -> None:
     errors = {("b", 1): 0, ("a", 0): 3, ("b", 0): 29}
     assert errors_by_topic(errors) == {"b": [(1, 0), (0, 29)], "a": [(0, 3)]}
     assert list(errors_by_topic(errors)) == ["b", "a"]
+
+
+@pytest.mark.parametrize("version", [v for v in versions(8) if v < 10])
+@pytest.mark.parametrize("name", ["t", "x" * 126, "x" * 127, "é" * 64])
+@pytest.mark.parametrize(("partition", "error"), [(0, 0), (2**31 - 1, 22), (5, -1)])
+def test_offset_commit_one_is_kios_bytes_and_kept(version: int, name: str, partition: int, error: int) -> None:
+    """The handler's answer to a commit of one partition by topic name (v2-v9, no request quota: throttle time 0) is
+    kio's bytes; v8-v9's is kept and answered again for the same partition and error, and a different error or
+    partition gets its own."""
+    from kbus.protocol import group_responses
+
+    cls = response_type(8, version)
+    kio = build(cls, throttle_time=0, topics=[
+        build(nested(cls, "OffsetCommitResponseTopic"), name=name, topic_id=TID, partitions=[
+            build(nested(cls, "OffsetCommitResponsePartition"), partition_index=partition, error_code=error)])])
+    first = group_responses.encode_offset_commit_one(version, name, partition, error)
+    assert first.data == encode_entity(kio)
+    again = group_responses.encode_offset_commit_one(version, name, partition, error)
+    assert again.data == first.data
+    if version >= 8 and len(name.encode()) <= 126:
+        assert again is first
+        other = group_responses.encode_offset_commit_one(version, name, partition, 25)
+        assert other is not first and other.data != first.data
+    assert len(group_responses._ONE_ANSWERS) <= group_responses._MAX_ONE_ANSWERS
+
+
+def test_offset_commit_answers_kept_are_bounded() -> None:
+    """Made-up topic names only empty the kept answers: they never hold more than their bound."""
+    from kbus.protocol import group_responses
+
+    for i in range(group_responses._MAX_ONE_ANSWERS + 10):
+        body = group_responses.encode_offset_commit_one(8, f"t{i}", 0, 0)
+        assert body.data == encode_offset_commit_response(8, [(f"t{i}", None, [(0, 0)])]).data
+        assert len(group_responses._ONE_ANSWERS) <= group_responses._MAX_ONE_ANSWERS

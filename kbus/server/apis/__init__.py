@@ -8,6 +8,7 @@ from kbus.server.apis import (  # noqa: F401
     elect_leaders,
     fetch,
     groups,
+    heartbeat,
     log_dirs,
     metadata,
     offsets,

@@ -22,7 +22,6 @@ from kio.schema.find_coordinator.v3 import response as fc3
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as FindCoordinatorRequestV3
 from kio.schema.find_coordinator.v4 import response as fc
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
-from kio.schema.heartbeat.v4.response import HeartbeatResponse
 from kio.schema.join_group.v9 import response as jg
 from kio.schema.join_group.v9.request import JoinGroupRequest
 from kio.schema.leave_group.v2.request import LeaveGroupRequest as LeaveGroupRequestV2
@@ -45,9 +44,7 @@ from kio.schema.sync_group.v5.request import SyncGroupRequest
 from kio.schema.sync_group.v5.response import SyncGroupResponse
 
 from kbus.common.acl import Operation, ResourceType
-from kbus.protocol.codec import Response, ms
-from kbus.protocol.group_requests import HeartbeatRequest
-from kbus.protocol.group_responses import encode_heartbeat_response
+from kbus.protocol.codec import ms
 from kbus.protocol.kio_types import NO_TIME, broker, group, i32_, i64_, topic
 from kbus.server.apis.endpoints import NO_COORDINATOR, coordinator_endpoint
 from kbus.server.apis.offset_commit import NO_TOPIC_ID, topic_names_by_id
@@ -229,22 +226,6 @@ async def sync_group(m: Managers, ctx: RequestContext, req: SyncGroupRequest) ->
         protocol_name=result.protocol_name,
         assignment=result.assignment,
     )
-
-
-@api(12, 0, 4)
-async def heartbeat(m: Managers, ctx: RequestContext, req: HeartbeatRequest) -> Response:
-    coordinator = _coordinator(m)
-    if not _group(ctx, Operation.READ, req.group_id):
-        error = int(E.group_authorization_failed)
-    elif coordinator is None:
-        error = int(E.coordinator_not_available)
-    else:
-        error = coordinator.heartbeat(
-            req.group_id, req.generation_id, req.member_id, req.group_instance_id
-        )
-    if m.quotas.request.enabled:  # the network layer writes the request quota's throttle time into kio objects
-        return HeartbeatResponse(throttle_time=NO_TIME, error_code=E(error))
-    return encode_heartbeat_response(ctx.api_version, error)  # by hand: kio's writer was a tenth of its CPU
 
 
 @api(13, 0, 5, request=(LeaveGroupRequestV2, LeaveGroupRequest))  # v3: a list of members, not one member_id

@@ -20,7 +20,7 @@ from kio.schema.offset_commit.v10 import response as v10
 from kbus.common.acl import Operation, ResourceType
 from kbus.protocol.codec import Response, ms
 from kbus.protocol.group_requests import OffsetCommitRequest
-from kbus.protocol.group_responses import encode_offset_commit_response, errors_by_topic
+from kbus.protocol.group_responses import encode_offset_commit_one, encode_offset_commit_response, errors_by_topic
 from kbus.protocol.kio_types import NO_TIME, i32_, topic
 from kbus.server.apis.registry import RequestContext, api
 from kbus.server.coordinator.commit_batch import OffsetAndMetadata
@@ -111,12 +111,17 @@ async def offset_commit(m: Managers, ctx: RequestContext, req: OffsetCommitReque
         )
     if refused:
         errors.update(refused)
+    quota = m.quotas.request.enabled  # the network layer writes the request quota's throttle time into kio objects
+    if len(errors) == 1 and not by_id and not quota:
+        # a consumer's commit of one partition: no per-topic regrouping, its answer kept (group_responses)
+        for tp, error in errors.items():
+            return encode_offset_commit_one(version, tp[0], tp[1], error)
     topics: list[tuple[str | None, uuid.UUID | None, list[tuple[int, int]]]] = [
         (name, ids.get(name, NO_TOPIC_ID), parts) for name, parts in errors_by_topic(errors).items()
     ]
     for unknown_id, partitions in unknown_ids.items():
         topics.append((None, unknown_id, [(p, _UNKNOWN_TOPIC_ID) for p in partitions]))
-    if m.quotas.request.enabled:  # the network layer writes the request quota's throttle time into kio objects
+    if quota:
         return _kio_response(version, topics)
     return encode_offset_commit_response(version, topics)  # by hand: kio's writer was a tenth of its CPU
 

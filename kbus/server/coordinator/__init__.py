@@ -13,6 +13,7 @@ import contextlib
 from kbus.common.broker_config import KafkaConfig, parse_assignors, parse_migration_policy
 from kbus.common.clock import now_ms
 from kbus.common.topics import INTERNAL_TOPICS, OFFSETS_TOPIC
+from kbus.server.coordinator.commit_batch import PartitionExists
 from kbus.server.coordinator.consumer_group import TopicImage
 from kbus.server.coordinator.coordinator import GroupConfig, GroupCoordinator
 from kbus.server.coordinator.state_topic import InternalTopicLog, StateReplicas, follow_leadership
@@ -53,9 +54,8 @@ def group_config(cfg: KafkaConfig) -> GroupConfig:
 def start_group_coordinator(config: KafkaConfig, replicas: StateReplicas, metadata: MetadataStore) -> GroupCoordinator:
     """Runs on the event loop."""
 
-    def partition_exists(topic: str, partition: int) -> bool:
-        t = metadata.topic(topic)  # every OffsetCommit asks, per partition: not a copy of every topic
-        return t is not None and partition in t.partitions
+    # compiled: every OffsetCommit asks, per partition (a lookup of the one topic, not a copy of every topic)
+    partition_exists = PartitionExists(metadata.topic)
 
     def live_topics() -> set[str] | None:
         names = set(metadata.topics())

@@ -31,6 +31,7 @@ from kbus.protocol.record_batch import (
     encode_record,
     encode_varint,
 )
+from kbus.server.metadata.types import TopicMetadata
 
 OFFSET_COMMIT_KEY_VERSION: Final = 1
 OFFSET_COMMIT_VALUE_VERSION: Final = 3
@@ -153,18 +154,33 @@ def check_offsets(
     max_metadata_bytes: int,
 ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], OffsetAndMetadata]]:
     """(errors of the partitions refused, the offsets that may be stored): unknown partitions and metadata longer
-    than offset.metadata.max.bytes are refused, for plain and transactional commits alike."""
+    than offset.metadata.max.bytes are refused, for plain and transactional commits alike. When none is refused the
+    offsets given are the ones to store (the same dict: callers only read it)."""
     result: dict[tuple[str, int], int] = {}
-    valid: dict[tuple[str, int], OffsetAndMetadata] = {}
     for tp, om in offsets.items():
         if exists is not None and not exists(tp[0], tp[1]):
             result[tp] = _UNKNOWN_TOPIC_OR_PARTITION
         # a str of n characters is at most 4n UTF-8 bytes: only a long one needs encoding to be measured
         elif len(om.metadata) * 4 > max_metadata_bytes and len(om.metadata.encode("utf-8")) > max_metadata_bytes:
             result[tp] = _OFFSET_METADATA_TOO_LARGE
-        else:
-            valid[tp] = om
-    return result, valid
+    if not result:
+        return result, offsets
+    return result, {tp: om for tp, om in offsets.items() if tp not in result}
+
+
+@final
+class PartitionExists:
+    """Does the cluster have `topic`-`partition` (Kafka's metadata cache check before a commit is stored)? Asked for
+    each partition of every OffsetCommit: compiled, where an interpreted closure around the metadata store's
+    topic() was a Python frame per partition. `topic`: the store's topic(name) (a lookup, not a copy of every
+    topic)."""
+
+    def __init__(self, topic: Callable[[str], TopicMetadata | None]) -> None:
+        self._topic = topic
+
+    def __call__(self, topic: str, partition: int) -> bool:
+        t = self._topic(topic)
+        return t is not None and partition in t.partitions
 
 
 def offset_commit_records(
@@ -178,6 +194,15 @@ def offset_commit_batch(group_id: str, offsets: dict[tuple[str, int], OffsetAndM
     `build_batch(offset_commit_records(...), timestamp_ms=...)` writes, byte for byte, without its general case
     (normalizing each record, headers, per-record timestamps, compression): a third of a one-partition commit's
     coordinator work was that."""
+    return bytes(offset_commit_buffer(group_id, offsets, timestamp_ms))
+
+
+def offset_commit_buffer(
+    group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata], timestamp_ms: int
+) -> bytearray:
+    """offset_commit_batch's bytes in the bytearray they were written into: the commit path hands it to the log as a
+    writable memoryview, which the log stamps the offsets into and writes from (as bytes it was copied twice
+    more: into bytes here, then into a bytearray of the log's own)."""
     if len(offsets) == 1:
         for tp, om in offsets.items():
             return _one_record_batch(group_id, tp[0], tp[1], offset_commit_value(om), timestamp_ms)
@@ -196,7 +221,7 @@ def offset_commit_batch(group_id: str, offsets: dict[tuple[str, int], OffsetAndM
         timestamp_ms, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count,
     )  # fmt: skip
     _UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)
+    return out
 
 
 def _kept_key(group_id: str, topic: str, partition: int) -> bytes:
@@ -209,7 +234,7 @@ def _kept_key(group_id: str, topic: str, partition: int) -> bytes:
     return key
 
 
-def _one_record_batch(group_id: str, topic: str, partition: int, value: bytes, timestamp_ms: int) -> bytes:
+def _one_record_batch(group_id: str, topic: str, partition: int, value: bytes, timestamp_ms: int) -> bytearray:
     """offset_commit_batch of one partition: the kept head (for this value length), the value, the record's empty
     headers, then the timestamps and the CRC: a third of what encoding the record and the header cost each time
     (a one-partition commit's batch was a tenth of its broker CPU)."""
@@ -242,4 +267,4 @@ def _one_record_batch(group_id: str, topic: str, partition: int, value: bytes, t
     out.append(0)  # no headers
     _TWO_INT64.pack_into(out, BASE_TIMESTAMP_OFFSET, timestamp_ms, timestamp_ms)  # first and max timestamp
     _UINT32.pack_into(out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)
+    return out

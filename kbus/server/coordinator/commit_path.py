@@ -11,19 +11,26 @@ heartbeat deadline and member check of the classic protocol).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Final, Protocol, final
 
 from kio.schema.errors import ErrorCode as E
 
-from kbus.server.coordinator.commit_batch import OffsetAndMetadata, check_offsets, offset_commit_batch, partition_for
+from kbus.server.coordinator.commit_batch import (
+    OffsetAndMetadata,
+    check_offsets,
+    offset_commit_buffer,
+    partition_for,
+)
 from kbus.server.coordinator.consumer_group import ConsumerGroup, validate_offset_commit
 from kbus.server.coordinator.group import Group, GroupState, Member
 from kbus.server.coordinator.state_path import (
     COORDINATOR_LOAD_IN_PROGRESS,
     NOT_COORDINATOR,
     StateReplicas,
-    append_acked,
+    acks_committed,
+    append_leader,
     ownership_error,
+    wait_acked,
 )
 from kbus.server.coordinator.state_topic import InternalTopicLog, StateLog
 from kbus.server.coordinator.timers import Timers
@@ -62,6 +69,9 @@ class CommitOwner(Protocol):
     def on_election(self, partition: int) -> None: ...
     def _append_error(self, partition: int, exc: Exception, *, for_offsets: bool) -> int: ...
     def _on_expire_heartbeat(self, group: Group, member_id: str) -> None: ...
+    def classic_heartbeat_to_consumer_group(
+        self, group: ConsumerGroup, generation_id: int, member_id: str, instance_id: str | None
+    ) -> int: ...
 
 
 class Ownership(Protocol):
@@ -104,6 +114,28 @@ def validate_classic_offset_commit(
     if state is not _EMPTY:
         return _UNKNOWN_MEMBER_ID
     return None
+
+
+def serving_consumer_group(consumer_groups: dict[str, ConsumerGroup], group_id: str) -> ConsumerGroup | None:
+    """The consumer group serving this group id's classic requests (Kafka 4's online migration: one with members)."""
+    cgroup = consumer_groups.get(group_id)
+    return cgroup if cgroup is not None and cgroup.members and not cgroup.dead else None
+
+
+@final
+class HeartbeatTimer:
+    """A classic member's session timer: its key and what runs when it expires, made once per member (and group
+    object), then moved on by each of its requests (Timers.schedule changes the live timer in place). A key tuple
+    and a closure were made on every Heartbeat and OffsetCommit."""
+
+    def __init__(self, owner: CommitOwner, group: Group, member_id: str) -> None:
+        self.owner = owner
+        self.group = group
+        self.member_id = member_id
+        self.key = ("hb", group.group_id, member_id)
+
+    def __call__(self) -> None:
+        self.owner._on_expire_heartbeat(self.group, self.member_id)
 
 
 class CommitPath:
@@ -181,12 +213,46 @@ class CommitPath:
         `now`: the clock as the request read it (default: read here)."""
         member.heartbeat_satisfied = False
         member_id = member.member_id
-        owner = self._owner
         deadline = (self._clock() if now is None else now) + (
             member.session_timeout_ms if timeout_ms is None else timeout_ms
         )
-        self._timers.schedule(("hb", group.group_id, member_id), deadline,
-                              lambda: owner._on_expire_heartbeat(group, member_id))  # fmt: skip
+        timer = member.heartbeat_timer
+        # made again for a member of another group object (its partition unloaded and loaded again) or another id:
+        # what expires is this group's member
+        if timer is None or timer.group is not group or timer.member_id != member_id:
+            timer = member.heartbeat_timer = HeartbeatTimer(self._owner, group, member_id)
+        self._timers.schedule(timer.key, deadline, timer)
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
+        """Kafka's GroupCoordinator.handleHeartbeat: the error of a classic member's Heartbeat (NONE: its session
+        deadline moved on; REBALANCE_IN_PROGRESS: it did, and the member must join again). A group id served by a
+        consumer group with members (Kafka 4's online migration) is the owner's (migration.py)."""
+        error = self.group_status(group_id, True)
+        if error == COORDINATOR_LOAD_IN_PROGRESS:
+            return _NONE  # the member's session is not expired meanwhile: it heartbeats again
+        if error is not None:
+            return error
+        cgroup = serving_consumer_group(self._consumer_groups, group_id)
+        if cgroup is not None:
+            return self._owner.classic_heartbeat_to_consumer_group(cgroup, generation_id, member_id,
+                                                                   group_instance_id)  # fmt: skip
+        group = self._groups.get(group_id)
+        if group is None:
+            return _UNKNOWN_MEMBER_ID
+        state = group.state
+        if state is _DEAD:
+            return _COORDINATOR_NOT_AVAILABLE
+        error = validate_current_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return _ILLEGAL_GENERATION
+        if state is _EMPTY:
+            return _UNKNOWN_MEMBER_ID
+        self.schedule_heartbeat(group, group.members[member_id])
+        if state is _PREPARING_REBALANCE:
+            return _REBALANCE_IN_PROGRESS
+        return _NONE
 
     # ---- groups that only hold offsets
     def new_group(self, group_id: str) -> Group:
@@ -221,51 +287,22 @@ class CommitPath:
         now: int | None = None,
     ) -> dict[TopicPartition, int]:
         """Kafka's GroupCoordinator.handleCommitOffsets: the error of each partition (NONE once stored). `now`: the
-        clock as the request read it (its commit timestamps'; default: read here), read once per commit."""
+        clock as the request read it (its commit timestamps'; default: read here), read once per commit.
+
+        One append of the valid offsets to the group's `__consumer_offsets` partition; they are the group's committed
+        offsets once the in-sync replicas have it (and the group was not unloaded meanwhile). While it is in flight
+        each partition counts as a pending commit (Kafka's pendingOffsetCommits: retention and OffsetDelete leave it
+        alone). One coroutine: the checks and the append are synchronous, and it waits only when the replicas have
+        not committed the append yet (never on a one-broker cluster), not through a coroutine per step."""
         if now is None:
             now = self._clock()
-        error = self.group_status(group_id, False)
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        cgroup = self._consumer_groups.get(group_id)
-        if cgroup is not None and not cgroup.dead:
-            # A consumer-protocol group: the member epoch is checked against it, the offsets are stored in the
-            # classic group of the same id (Empty: it only holds offsets).
-            error = validate_offset_commit(
-                cgroup, member_id, generation_id, transactional=False, api_version=api_version
-            )
-            if error is not None:
-                return dict.fromkeys(offsets, error)
-            return await self.store(self.offsets_holder(group_id), offsets, now)
-        group = self._groups.get(group_id)
+        group, error = self.commit_target(group_id, member_id, group_instance_id, generation_id, api_version, now)
         if group is None:
-            if generation_id >= 0:
-                return dict.fromkeys(offsets, _ILLEGAL_GENERATION)
-            # Not using Kafka's group management: a "simple" group that only stores offsets.
-            group = self.new_group(group_id)
-        error = validate_classic_offset_commit(group, generation_id, member_id, group_instance_id)
-        state = group.state
-        if error is None and state is _COMPLETING_REBALANCE:
-            error = _REBALANCE_IN_PROGRESS
-        if error is not None:
             return dict.fromkeys(offsets, error)
-        if state is _STABLE or state is _PREPARING_REBALANCE:
-            member = group.members.get(member_id)
-            if member is not None:
-                self.schedule_heartbeat(group, member, None, now)
-        return await self.store(group, offsets, now)
-
-    async def store(
-        self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata], now: int
-    ) -> dict[TopicPartition, int]:
-        """One append of the valid offsets to the group's `__consumer_offsets` partition; they are the group's
-        committed offsets once it is acknowledged (and the group was not unloaded meanwhile). While it is in
-        flight each partition counts as a pending commit (Kafka's pendingOffsetCommits: retention and OffsetDelete
-        leave it alone)."""
         result, valid = self.check_offsets(offsets)
         if not valid:
             return result
-        batch = offset_commit_batch(group.group_id, valid, now)
+        batch = offset_commit_buffer(group.group_id, valid, now)
         pending = group.pending_offset_commits
         for tp in valid:
             pending[tp] = pending.get(tp, 0) + 1
@@ -273,9 +310,12 @@ class CommitPath:
         try:
             replicas = self._replicas
             if replicas is not None:
-                await append_acked(replicas, self._topic, group.partition, batch, self._timeout_ms)
+                # a writable memoryview: the log stamps the offsets into the batch and writes it from there
+                part, appended = append_leader(replicas, self._topic, group.partition, memoryview(batch))
+                if not acks_committed(replicas, part, appended):
+                    await wait_acked(replicas, part, appended, self._timeout_ms)
             else:
-                await self._log.append(group.partition, batch)
+                await self._log.append(group.partition, bytes(batch))
         except Exception as exc:
             error = self._owner._append_error(group.partition, exc, for_offsets=True)
         finally:
@@ -290,3 +330,46 @@ class CommitPath:
         for tp in valid:
             result[tp] = error
         return result
+
+    def commit_target(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        api_version: int,
+        now: int,
+    ) -> tuple[Group | None, int]:
+        """(the group whose offsets an OffsetCommit stores, NONE) or (None, the error every partition gets): the
+        coordinator's status, then a consumer group's member epoch or a classic group's member and generation (a
+        commit from a classic member moves its session deadline on)."""
+        error = self.group_status(group_id, False)
+        if error is not None:
+            return None, error
+        cgroup = self._consumer_groups.get(group_id)
+        if cgroup is not None and not cgroup.dead:
+            # A consumer-protocol group: the member epoch is checked against it, the offsets are stored in the
+            # classic group of the same id (Empty: it only holds offsets).
+            error = validate_offset_commit(
+                cgroup, member_id, generation_id, transactional=False, api_version=api_version
+            )
+            if error is not None:
+                return None, error
+            return self.offsets_holder(group_id), _NONE
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return None, _ILLEGAL_GENERATION
+            # Not using Kafka's group management: a "simple" group that only stores offsets.
+            group = self.new_group(group_id)
+        error = validate_classic_offset_commit(group, generation_id, member_id, group_instance_id)
+        state = group.state
+        if error is None and state is _COMPLETING_REBALANCE:
+            error = _REBALANCE_IN_PROGRESS
+        if error is not None:
+            return None, error
+        if state is _STABLE or state is _PREPARING_REBALANCE:
+            member = group.members.get(member_id)
+            if member is not None:
+                self.schedule_heartbeat(group, member, None, now)
+        return group, _NONE

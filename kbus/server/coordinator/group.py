@@ -11,6 +11,7 @@ import enum
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -20,6 +21,9 @@ from kbus.server.coordinator.records import (
     OffsetAndMetadata,
     subscribed_topics,
 )
+
+if TYPE_CHECKING:
+    from kbus.server.coordinator.commit_path import HeartbeatTimer
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 UNKNOWN_MEMBER_ID = ""
@@ -82,6 +86,9 @@ class Member:
     sync_future: asyncio.Future[SyncResult] | None = None
     is_new: bool = False
     heartbeat_satisfied: bool = False
+    # its session timer's key and callback (commit_path.HeartbeatTimer), made at its first heartbeat: every
+    # Heartbeat and OffsetCommit of the member moves the timer on
+    heartbeat_timer: HeartbeatTimer | None = field(default=None, repr=False)
 
     @property
     def is_static(self) -> bool:

@@ -278,6 +278,12 @@ class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[S
         """A member's session ran out (membership decides what follows)."""
         raise NotImplementedError
 
+    def classic_heartbeat_to_consumer_group(
+        self, group: ConsumerGroup, generation_id: int, member_id: str, instance_id: str | None
+    ) -> int:
+        """A classic member's Heartbeat to the consumer group serving its group id (migration.py)."""
+        raise NotImplementedError
+
     def _schedule_cleanup(self) -> None:
         """Arm the offsets retention sweep (offsets decide when)."""
         raise NotImplementedError

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode as E
 
+from kbus.server.coordinator.commit_path import serving_consumer_group
 from kbus.server.coordinator.consumer_group import ConsumerGroup
 from kbus.server.coordinator.group import Group, GroupState, JoinResult, Member, SyncResult
 from kbus.server.coordinator.migration import GroupMigration
@@ -37,8 +38,7 @@ STATES_BY_LOWER = {s.value.lower(): s for s in GroupState}
 class GroupMembership(GroupMigration):
     def _consumer_group_with_members(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group serving this group id's classic requests (Kafka 4's online migration)."""
-        cgroup = self.consumer_groups.get(group_id)
-        return cgroup if cgroup is not None and cgroup.members and not cgroup.dead else None
+        return serving_consumer_group(self.consumer_groups, group_id)
 
     # ================================================================ JoinGroup
 
@@ -584,30 +584,7 @@ class GroupMembership(GroupMigration):
     # ================================================================ Heartbeat / LeaveGroup
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> int:
-        error = self.validate_group_status(group_id, "heartbeat")
-        if error == E.coordinator_load_in_progress:
-            return E.none
-        if error is not None:
-            return error
-        cgroup = self._consumer_group_with_members(group_id)
-        if cgroup is not None:
-            return self.classic_heartbeat_to_consumer_group(cgroup, generation_id, member_id, group_instance_id)
-        group = self.groups.get(group_id)
-        if group is None:
-            return E.unknown_member_id
-        if group.is_(GroupState.DEAD):
-            return E.coordinator_not_available
-        error = self._validate_current_member(group, member_id, group_instance_id)
-        if error is not None:
-            return error
-        if generation_id != group.generation_id:
-            return E.illegal_generation
-        if group.is_(GroupState.EMPTY):
-            return E.unknown_member_id
-        self._schedule_heartbeat(group, group.get(member_id))
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            return E.rebalance_in_progress
-        return E.none
+        return self.commit_path.heartbeat(group_id, generation_id, member_id, group_instance_id)  # compiled
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """Returns (top-level error, one error per leaving member)."""

@@ -58,6 +58,21 @@ async def append_acked(replicas: StateReplicas, topic: str, partition: int, reco
     """A coordinator's own batch appended as the leader of `topic`-`partition`, acknowledged by the in-sync replicas
     (acks=-1: refused up front when the ISR is below min.insync.replicas, NOT_ENOUGH_REPLICAS and a timeout surface
     as exceptions); StateWriteError when this broker does not lead the partition. Its first offset."""
+    part, result = append_leader(replicas, topic, partition, records)
+    # a leader that is the whole ISR has committed the batch already (every commit of a one-broker cluster): nothing
+    # to wait on
+    if not acks_committed(replicas, part, result):
+        await wait_acked(replicas, part, result, timeout_ms)
+    return result.first_offset
+
+
+def append_leader(
+    replicas: StateReplicas, topic: str, partition: int, records: bytes | bytearray | memoryview
+) -> tuple[Partition, AppendResult]:
+    """append_acked's append, without the wait: (the partition, the append's result), which acks_committed and
+    wait_for_acks(acks=-1) take. Synchronous: the offset commit path (commit_path.py) awaits only when the in-sync
+    replicas have not committed the batch yet, not a coroutine around every append. `records`: a writable
+    memoryview is given away to the log (it stamps the offsets into it and writes it from there)."""
     part, error = _leader_partition(replicas, topic, partition)
     if part is None:
         raise StateWriteError(f"{topic}-{partition}: not the leader ({error.name})")
@@ -65,16 +80,22 @@ async def append_acked(replicas: StateReplicas, topic: str, partition: int, reco
     # Kafka's analyzeAndValidateRecords checks it whatever the origin; here it was ~0.4 us of each offset commit, and
     # nothing a client sees changes (a follower or a reader still checks it).
     if isinstance(replicas, ReplicaManager):
-        result = replicas.append_records(part, records, _ALL, from_coordinator=True)
-        committed = replicas.acks_satisfied(part, result, _ALL)
-    else:
-        result = replicas.append_records(part, records, _ALL, from_coordinator=True)
-        committed = replicas.acks_satisfied(part, result, _ALL)
-    # a leader that is the whole ISR has committed the batch already (every commit of a one-broker cluster): nothing
-    # to wait on
-    if not committed:
-        await replicas.wait_for_acks(part, result, _ALL, timeout_ms)
-    return result.first_offset
+        return part, replicas.append_records(part, records, _ALL, from_coordinator=True)
+    data = bytes(records) if isinstance(records, memoryview) else records
+    return part, replicas.append_records(part, data, _ALL, from_coordinator=True)
+
+
+def acks_committed(replicas: StateReplicas, part: Partition, result: AppendResult) -> bool:
+    """Have the in-sync replicas committed the append (acks=-1) already? Raises what wait_for_acks would for a
+    committed batch (the ISR shrank below min.insync.replicas)."""
+    if isinstance(replicas, ReplicaManager):
+        return replicas.acks_satisfied(part, result, _ALL)
+    return replicas.acks_satisfied(part, result, _ALL)
+
+
+async def wait_acked(replicas: StateReplicas, part: Partition, result: AppendResult, timeout_ms: int) -> None:
+    """Until the in-sync replicas have the append (acks=-1), after acks_committed said they had not yet."""
+    await replicas.wait_for_acks(part, result, _ALL, timeout_ms)
 
 
 # The broker's ReplicaManager is a compiled class: narrowed by isinstance, each call below is a direct C call (through

@@ -16,22 +16,35 @@ from collections.abc import Callable, Hashable
 log = logging.getLogger("kbus.coordinator")
 
 
+class _Timer:
+    """A live timer: its deadline and callback are changed in place when it is moved on (a member's heartbeat, on
+    every Heartbeat and OffsetCommit of a classic member), so moving one allocates nothing."""
+
+    __slots__ = ("deadline", "fn", "seq")
+
+    def __init__(self, deadline: int, seq: int, fn: Callable[[], None]) -> None:
+        self.deadline = deadline
+        self.seq = seq
+        self.fn = fn
+
+
 class Timers:
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, Hashable]] = []
-        self._live: dict[Hashable, tuple[int, int, Callable[[], None]]] = {}
+        self._live: dict[Hashable, _Timer] = {}
         self._seq = itertools.count()
         self.on_change: Callable[[], None] | None = None
 
     def schedule(self, key: Hashable, deadline_ms: int, fn: Callable[[], None]) -> None:
         live = self._live.get(key)
-        if live is not None and deadline_ms >= live[0]:
+        if live is not None and deadline_ms >= live.deadline:
             # a later deadline for a live timer (a member's heartbeat, every few seconds per member): its heap entry
             # stays, run_due moves it on when it comes up; no new entry and no wake-up of the driver
-            self._live[key] = (deadline_ms, live[1], fn)
+            live.deadline = deadline_ms
+            live.fn = fn
             return
         seq = next(self._seq)
-        self._live[key] = (deadline_ms, seq, fn)
+        self._live[key] = _Timer(deadline_ms, seq, fn)
         heapq.heappush(self._heap, (deadline_ms, seq, key))
         if self.on_change is not None:
             self.on_change()
@@ -45,14 +58,14 @@ class Timers:
 
     def deadline(self, key: Hashable) -> int | None:
         entry = self._live.get(key)
-        return None if entry is None else entry[0]
+        return None if entry is None else entry.deadline
 
     def next_deadline(self) -> int | None:
         """The earliest deadline, or earlier: a timer moved on (schedule) shows its old one until run_due passes it."""
         while self._heap:
             deadline, seq, key = self._heap[0]
             live = self._live.get(key)
-            if live is not None and live[1] == seq:
+            if live is not None and live.seq == seq:
                 return deadline
             heapq.heappop(self._heap)
         return None
@@ -62,15 +75,15 @@ class Timers:
         while self._heap and self._heap[0][0] <= now_ms:
             _deadline, seq, key = heapq.heappop(self._heap)
             live = self._live.get(key)
-            if live is None or live[1] != seq:
+            if live is None or live.seq != seq:
                 continue
-            if live[0] > now_ms:  # moved on to a later deadline: its entry goes back in for that one
-                heapq.heappush(self._heap, (live[0], seq, key))
+            if live.deadline > now_ms:  # moved on to a later deadline: its entry goes back in for that one
+                heapq.heappush(self._heap, (live.deadline, seq, key))
                 continue
             del self._live[key]
             fired += 1
             try:
-                live[2]()
+                live.fn()
             except Exception:
                 log.exception("coordinator timer %r failed", key)
         return fired

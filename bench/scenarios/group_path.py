@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -159,6 +160,7 @@ async def main(rounds: int) -> None:
         out.append(f"{name}: {t_all * 1e6:.1f} us/request (decode {t_dec * 1e6:.1f}, handler {t_handle * 1e6:.1f},"
                    f" encode {t_enc * 1e6:.1f})")  # fmt: skip
     await broker.stop()
+    shutil.rmtree(log_dir, ignore_errors=True)  # each run's broker writes its own log dir
     print("\n".join(out))
 
 

@@ -167,6 +167,49 @@ def parse_request_header(frame: bytes | bytearray, *,
     return header, pos
 
 
+class RequestHeaderReader:
+    """parse_request_header for one connection, which nearly always sends the same API and version under the same
+    client id (a producer: Produce after Produce). What parse_request_header found for the last request is kept:
+    while the next one's (key, version) pair and client id bytes are the same, its header is that answer with the
+    new correlation id, with no `supported` call, no flexible-header lookup and no client id slice and decode.
+    Anything else (another pair, another client id, a short frame) goes through parse_request_header, whose rules
+    (lengths, UNSUPPORTED_VERSION, tagged fields) are the only ones, and becomes the kept answer if it parses."""
+
+    def __init__(self, supported: Callable[[int, int], bool]) -> None:
+        self._supported = supported
+        # (api_key << 16 | api_version) of the kept answer; two int16s make no pair this large: none kept yet
+        self._pair = 1 << 40
+        self._flexible = False
+        self._client_id_size = -1  # the kept client id's int16 length (-1: null)
+        self._client_id_bytes = b""
+        self._client_id: str | None = None
+
+    def read(self, frame: bytes | bytearray) -> tuple[RequestHeader, int]:
+        """The header and the body's offset, as parse_request_header(frame, supported=...) gives them."""
+        n: int
+        if len(frame) >= 10:
+            api_key: int  # declared: native int operations below, not generic ones on struct's objects
+            api_version: int
+            correlation_id: int
+            api_key, api_version, correlation_id = _HEADER.unpack_from(frame, 0)
+            n = _I16.unpack_from(frame, 8)[0]
+            # startswith reads the client id in place: no slice; it is False for a frame too short to hold it
+            if ((api_key << 16) | (api_version & 0xFFFF)) == self._pair and n == self._client_id_size \
+                    and (n <= 0 or frame.startswith(self._client_id_bytes, 10)):
+                flexible = self._flexible
+                header = RequestHeader(api_key, api_version, correlation_id, self._client_id, flexible)
+                pos = 10 + n if n > 0 else 10
+                return header, skip_tagged_fields(frame, pos) if flexible else pos
+        header, pos = parse_request_header(frame, supported=self._supported)
+        n = _I16.unpack_from(frame, 8)[0]
+        self._pair = (header.api_key << 16) | (header.api_version & 0xFFFF)
+        self._flexible = header.flexible
+        self._client_id_size = n
+        self._client_id_bytes = bytes(frame[10 : 10 + n]) if n > 0 else b""
+        self._client_id = header.client_id
+        return header, pos
+
+
 OFFSET_COMMIT_KEY = 8
 _I64: Final = struct.Struct(">q")
 # kio decodes a timedelta_i64 through int64 microseconds: a longer one (+-292,000 years) failed the whole request

@@ -31,9 +31,9 @@ from kbus.protocol.codec import (
     API_VERSIONS_KEY,
     ProtocolError,
     RequestHeader,
+    RequestHeaderReader,
     UnsupportedVersionError,
     checked_frame_size,
-    parse_request_header,
 )
 from kbus.protocol.produce_request_decode import PRODUCE_KEY
 from kbus.protocol.request_body import decode_body
@@ -41,23 +41,24 @@ from kbus.protocol.splice import OutFrame
 
 _API_KEY: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
-SASL_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size default
+SASL_MAX_RECEIVE_SIZE: Final = 524288  # Kafka's sasl.server.max.receive.size default
 
 # Large frames are read straight into a buffer of their own (see `get_buffer`): from this size (a Produce of a few
 # large messages, or of many small ones batched) up to LARGE_FRAME_MAX; outside that range a frame is gathered as
 # the reads bring it. The cap keeps a frame's claimed size from allocating memory its bytes have not earned (Kafka
 # allocates the claimed size at once; kbus only below the cap).
-LARGE_FRAME_MIN = 32 * 1024
-LARGE_FRAME_MAX = 16 * 1024 * 1024
+LARGE_FRAME_MIN: Final = 32 * 1024
+LARGE_FRAME_MAX: Final = 16 * 1024 * 1024
 # Reads that are not into a large frame's buffer land in one scratch buffer shared by every connection of the
 # process (as uvloop's own read buffer is): its bytes are copied out before the read callback returns.
-READ_CHUNK = 256 * 1024
+# Final, as the sizes above: compiled code reads them as C statics, not from the module's dict on every read
+READ_CHUNK: Final = 256 * 1024
 # After a large frame, the next read is this small, so that little of the next (large) frame lands in the scratch
 # buffer and has to be copied into its own: one more read per large frame instead of a copy of up to READ_CHUNK.
-HEADER_READ = 4096
-_SCRATCH = bytearray(READ_CHUNK)
-_SCRATCH_VIEW = memoryview(_SCRATCH)  # handed out for every such read (one object, not one per read)
-_HEADER_VIEW = _SCRATCH_VIEW[:HEADER_READ]
+HEADER_READ: Final = 4096
+_SCRATCH: Final = bytearray(READ_CHUNK)
+_SCRATCH_VIEW: Final = memoryview(_SCRATCH)  # handed out for every such read (one object, not one per read)
+_HEADER_VIEW: Final = _SCRATCH_VIEW[:HEADER_READ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +173,7 @@ class _Slot:
         self.data: OutFrame | None = None
 
 
-_NO_FLAGS = ApiFlags()  # an API the catalog does not know (its request is refused once decoded)
+_NO_FLAGS: Final = ApiFlags()  # an API the catalog does not know (its request is refused once decoded)
 
 
 class Connection:
@@ -190,7 +191,9 @@ class Connection:
         self.principal = principal
         self.authenticated = not listener.security_protocol.uses_sasl
         self._apis = apis
-        self._supports = apis.supports  # bound once: parse_request_header asks it for every request
+        # the connection's request headers (parse_request_header, with the last answer kept: a producer sends the
+        # same API, version and client id every time); the catalog's supports bound once
+        self._headers = RequestHeaderReader(apis.supports)
         self._max_frame = max_frame_bytes
         self._max_pipelined = max_pipelined
         # The unread input is self._buf[self._pos:]. A read that starts on a frame boundary is kept as the bytes
@@ -429,7 +432,7 @@ class Connection:
 
     def _decode(self, frame: bytes | bytearray, flags: ApiFlags) -> Event:
         try:
-            header, body_at = parse_request_header(frame, supported=self._supports)
+            header, body_at = self._headers.read(frame)
         except UnsupportedVersionError as unsupported:  # its own name: compiled code types a name once
             if unsupported.header.api_key == API_VERSIONS_KEY:  # KIP-511: answered with the versions we do speak
                 return Request(self._open_slot(False), unsupported.header, None, unsupported_version=True)

@@ -107,6 +107,28 @@ def _malformed(what: str) -> ProtocolError:
 def _decode_classic(buf: bytes | bytearray, pos: int) -> ProduceRequest:
     """v3-v8: int16-length strings and bytes, int32 array counts, no tagged fields."""
     end = len(buf)
+    # A producer's request: no transactional id, one topic, one partition with records. Its fixed fields are read
+    # with two unpacks instead of six (each a Python-level call, a tuple and its ints); anything else, or anything
+    # that does not fit in the frame, is read by the general walk below, which alone says what is malformed.
+    n: int  # declared (as the fields below): native int operations, not generic ones on struct's objects
+    acks: int
+    timeout: int
+    topic_count: int
+    if pos + 26 <= end:
+        name_size: int
+        part_count: int
+        index: int
+        size: int
+        n, acks, timeout, topic_count, name_size = _ONE_TOPIC_HEAD.unpack_from(buf, pos)
+        name_at = pos + 14
+        part_at = name_at + name_size
+        if n == -1 and topic_count == 1 and name_size >= 0 and part_at + 12 <= end:
+            part_count, index, size = _ONE_PARTITION_HEAD.unpack_from(buf, part_at)
+            records_at = part_at + 12
+            if part_count == 1 and size >= 0 and records_at + size <= end:
+                name = buf[name_at:part_at].decode()
+                part = PartitionProduceData(index, _records(buf, records_at, size))
+                return ProduceRequest(None, acks, timeout, [TopicProduceData(name, [part])])
     (n,) = _I16.unpack_from(buf, pos)
     pos += 2
     transactional_id: str | None = None
@@ -153,6 +175,10 @@ def _decode_classic(buf: bytes | bytearray, pos: int) -> ProduceRequest:
 
 
 _PARTITION_CLASSIC: Final = struct.Struct(">ii")  # index, records length (-1: null)
+# v3-v8's fields before a topic's name (transactional id length, acks, timeout, topic count, name length), and
+# those before one partition's records (partition count, index, records length): _decode_classic's one-topic case
+_ONE_TOPIC_HEAD: Final = struct.Struct(">hhiih")
+_ONE_PARTITION_HEAD: Final = struct.Struct(">iii")
 
 
 def _decode_flexible(buf: bytes | bytearray, pos: int) -> ProduceRequest:

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from kbus.protocol.codec import (
     ProtocolError,
+    RequestHeaderReader,
     UnsupportedVersionError,
     build,
     decode_request,
@@ -151,3 +152,49 @@ def test_offset_commit_retention_beyond_a_timedelta_decodes(version: int, retent
     bound = datetime.timedelta(milliseconds=(2**63 - 1) // 1000)
     assert value.retention_time == (bound if retention > 0 else -bound)
     assert value.topics[0].partitions[0].committed_offset == 5 and value.member_id == "m"
+
+
+def test_a_connections_header_reader_reads_what_parse_request_header_reads() -> None:
+    """RequestHeaderReader keeps the last header parse_request_header gave and reuses it (new correlation id) while
+    the (key, version) pair and the client id bytes repeat: the same headers and body offsets, every refusal
+    still made, and the catalog asked only when something changed."""
+    asked: list[tuple[int, int]] = []
+
+    def supported(key: int, version: int) -> bool:
+        asked.append((key, version))
+        return key != 999 and version <= 12
+
+    reader = RequestHeaderReader(supported)
+    frames = [
+        header(0, 8, 1, b"producer") + b"body",
+        header(0, 8, 2, b"producer") + b"body",  # the kept answer: nothing asked
+        header(0, 8, 3, b"producez") + b"body",  # same length, other bytes
+        header(0, 8, 4, b"produce") + b"body",  # a prefix of the kept id
+        header(0, 8, 5, None),
+        header(0, 8, 6, None),
+        header(0, 8, 7, b""),
+        header(0, 8, 8, b""),
+        header(0, 9, 9, b"p", flexible=True) + b"x",
+        header(0, 9, 10, b"p", flexible=True) + b"x",
+        header(0, 9, 11, b"p") + b"\x01\x00\x01z" + b"x",  # one tagged field in the header, skipped
+        header(3, 1, 12, b"\xff\xfe"),  # not UTF-8: replaced, as parse_request_header does
+        header(3, 1, 13, b"\xff\xfe"),
+    ]
+    for frame in frames:
+        assert reader.read(frame) == parse_request_header(frame, supported=lambda k, v: k != 999 and v <= 12)
+    assert reader.read(frames[-1])[0].client_id == "\ufffd\ufffd"
+    assert asked == [(0, 8), (0, 8), (0, 8), (0, 8), (0, 8), (0, 9), (3, 1)]
+    # refusals after a kept answer: the same errors as parse_request_header's
+    reader.read(header(0, 8, 20, b"producer"))
+    with pytest.raises(UnsupportedVersionError):
+        reader.read(header(0, 13, 21, b"producer"))
+    with pytest.raises(UnsupportedVersionError):
+        reader.read(header(999, 8, 22, b"producer"))
+    with pytest.raises(ProtocolError, match="truncated client_id"):
+        reader.read(header(0, 8, 23, b"producer")[:-1])  # the kept id's length, its bytes cut short
+    with pytest.raises(ProtocolError, match="shorter than a request header"):
+        reader.read(header(0, 8, 24, b"producer")[:9])
+    with pytest.raises(ProtocolError, match="bad client_id length"):
+        reader.read(struct.pack(">hhih", 0, 8, 25, -2))
+    h, pos = reader.read(header(0, 8, 26, b"producer") + b"body")  # the kept answer is still the good one
+    assert (h.correlation_id, h.client_id, pos) == (26, "producer", 18)

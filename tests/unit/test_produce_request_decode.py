@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kbus.protocol.codec import ProtocolError, build, decode_request, encode_request, nested, parse_request_header
 from kbus.protocol.codec import request_type as kio_request
-from kbus.protocol.produce_request_decode import decode_produce_request
+from kbus.protocol.produce_request_decode import ProduceRequest, decode_produce_request
 
 VERSIONS = range(3, 13)
 i32 = st.integers(-(2**31), 2**31 - 1)
@@ -123,3 +123,35 @@ def test_bad_utf8_in_a_topic_name_is_a_protocol_error() -> None:
     bad = frame.replace(b"tt", b"\xff\xfe", 1)
     with pytest.raises(ProtocolError):
         decode_produce_request(bad, 9, at)
+
+
+@pytest.mark.parametrize("version", range(3, 9))
+@pytest.mark.parametrize("records", [b"abc", b"", None, bytes(300)])
+def test_a_producers_one_partition_request_as_kio_reads_it(version: int, records: bytes | None) -> None:
+    """v3-v8 read a request with no transactional id, one topic and one partition with two unpacks
+    (_decode_classic's first case); anything else takes the general walk: both give what kio gives, from bytes
+    (a copy of the records) and from a large frame's bytearray (a view into it)."""
+    shapes: list[Topics] = [[("t", [(5, records)])], [("tōpic", [(5, records), (6, b"x")])],
+                            [("t", [(5, records)]), ("u", [])]]
+    for topics in shapes:
+        frame = kio_frame(version, None, -1, 500, topics)
+        kio, ours = both(frame)
+        same(kio, ours)
+        _, at = parse_request_header(frame, supported=lambda k, v: True)
+        assert isinstance(ours, ProduceRequest)
+        viewed = decode_produce_request(bytearray(frame), version, at)
+        assert [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
+                for t in viewed.topic_data] == [(t.name, [(p.index, p.records) for p in t.partition_data])
+                                                for t in ours.topic_data]  # fmt: skip
+
+
+@pytest.mark.parametrize("version", [3, 8])
+def test_every_truncation_of_a_producers_request_is_a_protocol_error(version: int) -> None:
+    frame = kio_frame(version, None, 1, 500, [("topic", [(0, b"abcdef")])])
+    _, at = parse_request_header(frame, supported=lambda k, v: True)
+    assert decode_produce_request(frame, version, at).topic_data[0].partition_data[0].records == b"abcdef"
+    for cut in range(at, len(frame)):
+        with pytest.raises(ProtocolError):
+            decode_produce_request(frame[:cut], version, at)
+    with pytest.raises(ProtocolError):  # a name that is not UTF-8, in the one-partition case too
+        decode_produce_request(frame.replace(b"topic", b"\xff\xfeopi", 1), version, at)

@@ -18,7 +18,8 @@ class IdleExpiry:
 
     def update(self, conn_id: str, now_ms: int) -> None:
         last = self._last
-        last.pop(conn_id, None)
+        if conn_id in last:  # `in` and `del` are compiled dict operations; dict.pop was a Python-level method call
+            del last[conn_id]
         last[conn_id] = now_ms
 
     def remove(self, conn_id: str) -> None:

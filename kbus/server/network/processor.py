@@ -50,6 +50,7 @@ from kbus.server.apis.sasl import raw_token
 from kbus.server.apis.throttling import request_quota_throttle
 from kbus.server.network.connection_quotas import IdleExpiry
 from kbus.server.network.sendfile import SendfileWriter
+from kbus.server.quotas.manager import ClientQuotaManager
 from kbus.server.security.manager import ListenerSecurity, SecurityManager
 from kbus.server.security.principal import certificate_principal
 from kbus.server.util import eager, histogram
@@ -211,6 +212,9 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         self._idle: IdleExpiry = server.idle
         self._responses: ResponseBatch = server.responses
         self._authorizer = server.security.authorizer
+        # the request quota, asked after every request: its manager kept here (made once with the broker's managers)
+        # instead of three generic lookups through Managers and QuotaManagers per request
+        self._request_quota: ClientQuotaManager = server.managers.quotas.request
         self.ip = ip  # the peer's address as the connection limits count it
         self._counted = True  # counted by the server's ConnectionQuotas until release()
         self.managers = server.managers
@@ -530,7 +534,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
                 spec = _API_TABLE[header.api_key]
                 ctx = self._context(request, conn)
                 response = await spec.handler(self.managers, ctx, request.body)
-                data, throttle_ms = self._encode(spec.key, ctx, response)
+                data, throttle_ms = self._encode(header.api_key, ctx, response)  # spec's key (an interpreted field)
         except asyncio.CancelledError:
             raise
         except ProtocolError as exc:
@@ -593,7 +597,7 @@ class KafkaProtocol(asyncio.BufferedProtocol):
         """The handler's response encoded (None: no response) and the time to mute the connection for after it."""
         header = ctx.header
         throttle_ms = ctx.throttle_time_ms
-        if self.managers.quotas.request.enabled:  # all a request pays when no request_percentage is set
+        if self._request_quota.enabled:  # all a request pays when no request_percentage is set
             request_throttle = request_quota_throttle(self.managers, ctx)
             if request_throttle > throttle_ms:
                 throttle_ms = request_throttle

@@ -3,18 +3,21 @@
 Per log dir: ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (format: version line
 ``0``, a count line, then ``<topic> <partition> <offset>`` lines) and ``.kafka_cleanshutdown``, written at a
 clean shutdown and removed at startup, so a crash is always followed by recovery of what was not flushed.
+Each checkpoint file is a CheckpointFile, which does not rewrite offsets it last wrote (see there).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import logging
+import operator
 import os
 import shutil
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,24 +78,81 @@ def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
 
 
 def write_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
-    lines = [str(_CHECKPOINT_VERSION), str(len(offsets))]
-    lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    _write_lines(path, len(offsets), [f"{t} {p} {offsets[t, p]}\n" for t, p in sorted(offsets)])
+
+
+def _write_lines(path: Path, count: int, lines: Iterable[str]) -> bool:
+    """The file's content, the offsets' `count` lines (sorted), written atomically: a temporary file fsynced, then
+    renamed over the old one, then the dir fsynced. Whether that last fsync succeeded (the rename is durable)."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(f"{_CHECKPOINT_VERSION}\n{count}\n" + "".join(lines))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    return _fsync_dir(path.parent)
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
+def _fsync_dir(path: Path) -> bool:
+    try:
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+    except OSError:
+        return False  # (some filesystems refuse an fsync of a dir)
+    return True
+
+
+class CheckpointFile:
+    """One offset checkpoint file (Kafka's OffsetCheckpointFile) and the offsets this process last wrote to it.
+
+    Kafka rewrites its checkpoints on timers whether or not an offset moved (replication-offset-checkpoint every
+    replica.high.watermark.checkpoint.interval.ms, 5 s); at 11,111 partitions each rewrite cost kbus 35-66 ms of CPU
+    (bench/notes/spikes-2026-11-27-s15.md). The content is a function of the offsets alone (sorted lines), so offsets
+    equal to the last ones written would write the same bytes: they are not written again. Only a durable write
+    counts (file fsynced, renamed, dir fsynced): after a failed or undurable write, or in a new process, the next
+    write goes to disk whatever it holds. This object is the file's only writer while the broker holds the dir's
+    lock (LogManager.checkpoint_file).
+
+    The offsets come as two lists (partitions, offsets) in the caller's order, a dict's: while the same partitions
+    come in the same order, telling that nothing moved is two list comparisons (no hashing), and a write reuses the
+    last one's sorted order and lines and formats only the lines whose offset moved (a few partitions under a light
+    load)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()  # a timer's worker thread and the broker's stop() may write at once
+        self._durable = False  # whether the file holds what the fields below say
+        self._keys: list[TopicPartition] = []
+        self._values: list[int] = []
+        self._lines: list[str] = []  # the line of each partition, in _keys's order
+        self._order: list[int] = []  # _keys's indices, sorted by partition
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> bool:
+        return self.write_entries(list(offsets), list(offsets.values()))
+
+    def write_entries(self, keys: list[TopicPartition], values: list[int]) -> bool:
+        """Write the offsets (`values[i]` is partition `keys[i]`'s; no partition twice) unless they are what the
+        file durably holds; whether it wrote. The lists are copied. An OSError passes through (the caller takes the
+        dir offline)."""
+        with self._lock:
+            if self._durable and keys == self._keys:
+                if values == self._values:
+                    return False
+                lines, order = self._lines, self._order
+                for i in itertools.compress(itertools.count(), map(operator.ne, values, self._values)):
+                    t, p = keys[i]
+                    lines[i] = f"{t} {p} {values[i]}\n"
+            else:
+                lines = [f"{t} {p} {o}\n" for (t, p), o in zip(keys, values, strict=True)]
+                order = sorted(range(len(keys)), key=keys.__getitem__)
+            self._durable = False  # until this write is known durable (self._lines may be half updated)
+            if _write_lines(self.path, len(order), map(lines.__getitem__, order)):
+                self._keys, self._values, self._lines, self._order = list(keys), list(values), lines, order
+                self._durable = True
+            return True
 
 
 class LogManager:
@@ -116,6 +176,9 @@ class LogManager:
         self._time_ms = time_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
+        # the same logs grouped by their dir: a checkpoint of a dir reads its own, with no Path compared per log
+        self._dir_logs: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
+        self._checkpoint_files: dict[Path, CheckpointFile] = {}
         self._lock = threading.RLock()
         self._lock_fds: dict[Path, int] = {}
         self.offline_dirs: list[Path] = []
@@ -227,7 +290,7 @@ class LogManager:
             self._adopt_future(tp, future, d)
         # from now on a crash must trigger recovery
         marker.unlink(missing_ok=True)
-        count = sum(1 for v in self._log_dir_of.values() if v == d)
+        count = len(self._dir_logs[d])
         after = "clean shutdown" if clean else ("unclean shutdown" if count else "no previous logs")
         log.info("loaded %d logs from %s (%s)", count, d, after)
 
@@ -250,8 +313,12 @@ class LogManager:
             return None
 
     def _register(self, tp: TopicPartition, lg: Log, d: Path) -> None:
+        previous = self._log_dir_of.get(tp)
+        if previous is not None:
+            self._dir_logs[previous].pop(tp, None)  # (a replica moved to another dir)
         self._logs[tp] = lg
         self._log_dir_of[tp] = d
+        self._dir_logs[d][tp] = lg
         # the log's own background flush (of a rolled segment) reports I/O errors here too
         lg.io_error_listener = lambda e: self.failure_channel.maybe_add_offline_log_dir(
             d, f"Error while flushing log {lg.dir}", e
@@ -259,7 +326,8 @@ class LogManager:
 
     def _forget_dir(self, d: Path) -> list[TopicPartition]:
         """Drop every log of `d` (closing fds without flushing: the disk is gone) and its lock."""
-        gone = [tp for tp, ld in self._log_dir_of.items() if ld == d]
+        gone = list(self._dir_logs[d])
+        self._dir_logs[d] = {}
         for tp in gone:
             lg = self._logs.pop(tp)
             del self._log_dir_of[tp]
@@ -307,6 +375,20 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._log_dir_of.get((topic, partition))
 
+    def partitions_by_dir(self) -> list[tuple[Path, list[TopicPartition]]]:
+        """Each online log dir with the partitions whose logs it holds (a snapshot)."""
+        with self._lock:
+            return [(d, list(self._dir_logs[d])) for d in self.log_dirs if d not in self.offline_dirs]
+
+    def checkpoint_file(self, d: Path, name: str) -> CheckpointFile:
+        """The one CheckpointFile of `name` in log dir `d`."""
+        path = d / name
+        with self._lock:
+            found = self._checkpoint_files.get(path)
+            if found is None:
+                found = self._checkpoint_files[path] = CheckpointFile(path)
+            return found
+
     def describe_dirs(self) -> list[LogDirUsage]:
         """Every configured log dir, offline ones included (DescribeLogDirs answers KAFKA_STORAGE_ERROR for them)."""
         with self._lock:
@@ -339,11 +421,7 @@ class LogManager:
             return preferred  # AlterReplicaLogDirs named it before the replica existed here
         if len(usable) == 1:
             return usable[0]  # counting every log per creation made a 10,000-partition topic quadratic
-        counts = {d: 0 for d in usable}
-        for d in self._log_dir_of.values():
-            if d in counts:
-                counts[d] += 1
-        return min(usable, key=lambda d: counts[d])  # like Kafka: the dir with the fewest partitions
+        return min(usable, key=lambda d: len(self._dir_logs[d]))  # like Kafka: the dir with the fewest partitions
 
     def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """Create (or return the existing) log of a partition."""
@@ -370,6 +448,7 @@ class LogManager:
             d = self._log_dir_of.pop(tp, None)
             if lg is None or d is None:
                 return
+            del self._dir_logs[d][tp]
             lg.release()
             self._cleaner_offsets.pop(tp, None)
             target = d / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
@@ -484,9 +563,9 @@ class LogManager:
         ids idle for producer.id.expiration.ms. Returns the number of segments deleted."""
         now = self._time_ms() if now_ms is None else now_ms
         deleted = 0
-        for lg in list(self._logs.values()):
+        for tp, lg in list(self._logs.items()):
             try:
-                hw = None if high_watermarks is None else high_watermarks.get((lg.topic, lg.partition))
+                hw = None if high_watermarks is None else high_watermarks.get(tp)
                 deleted += lg.enforce_retention(now, max_offset=hw)
                 lg.remove_expired_producers(now, self.producer_id_expiration_ms)
             except OSError as e:
@@ -503,9 +582,16 @@ class LogManager:
 
         now = self._time_ms() if now_ms is None else now_ms
         rewritten = 0
+        # cleanup.policy parsed once per distinct value in a pass, not once per log (this pass runs every
+        # log.cleaner.backoff.ms, 15 s, over every log of the broker)
+        compact: dict[str, bool] = {}
         with self._cleaner_lock:
             for tp, lg in list(self._logs.items()):
-                if not lg.config.compact_enabled or lg.closed or tp in self._future_logs:
+                config = lg.config
+                enabled = compact.get(config.cleanup_policy)
+                if enabled is None:
+                    enabled = compact[config.cleanup_policy] = config.compact_enabled
+                if not enabled or lg.closed or tp in self._future_logs:
                     continue  # (a replica being moved is not cleaned: Kafka's abortAndPauseCleaning)
                 first_dirty = self._cleaner_offsets.get(tp, 0)
                 if first_dirty > lg.log_end_offset:  # the log was truncated below the checkpoint
@@ -552,14 +638,15 @@ class LogManager:
                     self._checkpoint_dir(d)
 
     def _checkpoint_dir(self, d: Path) -> None:
-        logs = {tp: lg for tp, lg in self._logs.items() if self._log_dir_of.get(tp) == d}
+        logs = self._dir_logs[d]
         try:
-            write_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs.items()})
-            write_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
-                             {tp: lg.log_start_offset for tp, lg in logs.items() if lg.log_start_offset > 0})
+            self.checkpoint_file(d, RECOVERY_POINT_CHECKPOINT).write_entries(
+                list(logs), [lg.recovery_point for lg in logs.values()])
+            self.checkpoint_file(d, LOG_START_OFFSET_CHECKPOINT).write(
+                {tp: lg.log_start_offset for tp, lg in logs.items() if lg.log_start_offset > 0})
             cleaned = {tp: o for tp, o in self._cleaner_offsets.items() if tp in logs}
             if cleaned or (d / CLEANER_OFFSET_CHECKPOINT).exists():
-                write_checkpoint(d / CLEANER_OFFSET_CHECKPOINT, cleaned)
+                self.checkpoint_file(d, CLEANER_OFFSET_CHECKPOINT).write(cleaned)
         except OSError as e:
             self.failure_channel.maybe_add_offline_log_dir(d, f"Disk error while writing checkpoints in {d}", e)
 

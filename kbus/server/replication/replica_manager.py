@@ -32,7 +32,7 @@ from kbus.server.log import background_sync
 from kbus.server.log.background_sync import sync_filesystems
 from kbus.server.log.errors import KafkaStorageError
 from kbus.server.log.log import EMPTY_FETCH, AppendResult, FetchData, Log
-from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint, write_checkpoint
+from kbus.server.log.manager import LogDirUsage, LogManager, read_checkpoint
 from kbus.server.log.producer_state import VerificationGuard
 from kbus.server.log.txn_index import AbortedTxn
 from kbus.server.metadata.identity import read_partition_topic_id, write_partition_topic_id
@@ -650,8 +650,9 @@ class ReplicaManager:
 
     # ---------------------------------------------------------------- periodic work
     def shrink_isrs(self) -> None:
+        max_lag_ms = self.config.replica_lag_time_max_ms
         for part in list(self.partitions.values()):
-            part.maybe_shrink_isr(self.config.replica_lag_time_max_ms)
+            part.maybe_shrink_isr(max_lag_ms)
 
     def describe_log_dirs(self) -> list[tuple[LogDirUsage, dict[TopicPartition, int], dict[TopicPartition, int]]]:
         """Each log dir with its partitions' offset lag (DescribeLogDirs): how far the log end is below the high
@@ -676,13 +677,16 @@ class ReplicaManager:
     def checkpoint_high_watermarks(self) -> None:
         """Kafka's replication-offset-checkpoint: where each replica's high watermark was, so a restarted
         replica never shows consumers records that were not committed."""
-        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self._log_manager.live_log_dirs}
-        for key, hw in self.high_watermarks().items():
-            d = self._log_manager.log_dir_of(*key)
-            if d is not None and d in by_dir:
-                by_dir[d][key] = hw
-        for d, offsets in by_dir.items():
+        partitions = self.partitions
+        for d, keys in self._log_manager.partitions_by_dir():
+            # the work per partition every interval: one lookup and one read (CheckpointFile compares the lists
+            # with the last ones written and writes nothing when nothing moved). The keys stay in their lists: a
+            # compiled loop variable of type tuple[str, int] would unbox each and box it again, a new tuple a use
+            found = list(map(partitions.get, keys))
+            values = [part.high_watermark for part in found if part is not None]
+            if len(values) != len(keys):  # logs not hosted (yet): left out
+                keys = [key for key, part in zip(keys, found, strict=True) if part is not None]
             try:
-                write_checkpoint(d / HW_CHECKPOINT, offsets)
+                self._log_manager.checkpoint_file(d, HW_CHECKPOINT).write_entries(keys, values)
             except OSError as e:
                 self._failures.maybe_add_offline_log_dir(d, f"Error while writing {HW_CHECKPOINT} in {d}", e)

@@ -292,6 +292,20 @@ def test_the_coordinator_sends_the_transaction_version_to_other_leaders(broker: 
             await writer.close()
 
     assert asyncio.run(late_marker(2)) == 47  # INVALID_PRODUCER_EPOCH
+
+    async def two_at_once() -> list[int]:
+        # transactions complete concurrently, each in its own task, and their markers may go to the same leader
+        # over the writer's one connection to it: the second waits its turn (it raised "a request is already in
+        # flight", which left its transaction in PrepareCommit)
+        writer = BrokerMarkerWriter(Coordinator(), 10_000, [], None)  # type: ignore[arg-type]
+        try:
+            answers = await asyncio.gather(*(
+                writer.write_markers(pid, epoch + 1, True, coordinator_epoch, {(topic, 0)}, 2) for _ in range(3)))
+            return [answer[(topic, 0)] for answer in answers]
+        finally:
+            await writer.close()
+
+    assert asyncio.run(two_at_once()) == [47, 47, 47]
     assert _producer_state(broker, topic, pid)[2] == 2  # the second transaction is still open
     assert end_txn(broker.bootstrap, tid, pid, epoch + 1, commit=True) == ("none", pid, epoch + 2)
     wait_state(broker, tid, "CompleteCommit")

@@ -99,6 +99,11 @@ class BrokerMarkerWriter:
         self._listeners = listeners
         self._connections: dict[int, KafkaConnection] = {}
         self._marker_versions: dict[int, int] = {}  # the WriteTxnMarkers version each connected broker speaks
+        # a KafkaConnection carries one request at a time, and transactions complete concurrently (each in its own
+        # task): two sends to one broker queue here, as Kafka's TransactionMarkerChannelManager queues them per
+        # broker. Without it the second raised "a request is already in flight" and left its transaction in
+        # PrepareCommit/PrepareAbort for good.
+        self._sending: dict[int, asyncio.Lock] = {}
 
     async def write_markers(
         self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
@@ -134,6 +139,17 @@ class BrokerMarkerWriter:
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)
         timeout = self._timeout_ms / 1000 + 5
+        lock = self._sending.get(broker_id)
+        if lock is None:
+            lock = self._sending[broker_id] = asyncio.Lock()
+        async with lock:
+            return await self._send_one(broker_id, tps, by_topic, producer_id, producer_epoch, committed,
+                                        coordinator_epoch, transaction_version, timeout)
+
+    async def _send_one(self, broker_id: int, tps: set[TopicPartition], by_topic: dict[str, list[int]],
+                        producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+                        transaction_version: int, timeout: float) -> dict[TopicPartition, int]:
+        """One WriteTxnMarkers to the leader BROKER_ID, under its connection's lock (_send)."""
         response: v1.response.WriteTxnMarkersResponse | v2.response.WriteTxnMarkersResponse
         try:
             conn = self._connection(broker_id)

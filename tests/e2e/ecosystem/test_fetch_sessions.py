@@ -25,7 +25,7 @@ def produce(kafka39: KafkaDistribution, bootstrap: str, topic: str, n: int, rate
 
 @pytest.mark.parametrize("slots", [1000, 0])
 def test_java_consumer_reads_everything_through_fetch_sessions(
-    kafka39: KafkaDistribution, broker_factory, slots: int
+    kafka39: KafkaDistribution, broker_factory, tmp_path, slots: int
 ) -> None:
     metrics_port = free_port()
     broker = broker_factory({"metrics.port": str(metrics_port), "num.partitions": "30",
@@ -34,8 +34,14 @@ def test_java_consumer_reads_everything_through_fetch_sessions(
     first = produce(kafka39, broker.bootstrap, topic, 6000, -1)
     assert first.wait(120) == 0, first.stderr
     live = produce(kafka39, broker.bootstrap, topic, 6000, 1500)  # written while the consumer reads
+    # Small fetches, so that the consumer needs many of them whatever the timing: on a loaded machine its JVM may
+    # start after the live producer is done, and 12,000 waiting messages then fit in one full fetch and one
+    # incremental one (a whole-suite run on workers saw 1 incremental fetch).
+    config = tmp_path / "consumer.properties"
+    config.write_text("fetch.max.bytes=4096\nmax.partition.fetch.bytes=2048\n")
     consumed = kafka39.run("kafka-consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", topic,
-                           "--messages", "12000", "--timeout", "60000", timeout=180)  # fmt: skip
+                           "--messages", "12000", "--timeout", "60000", "--consumer.config", str(config),
+                           timeout=180)  # fmt: skip
     assert live.wait(120) == 0, live.stderr
     assert consumed.returncode == 0, consumed.stderr
     row = consumed.stdout.strip().splitlines()[-1].split(", ")

@@ -46,11 +46,12 @@ class MultiReadZxids(NamedTuple):
     every few seconds reuses it (kazoo's connection thread serialized every path again)."""
 
     payload: bytes
+    size: int  # the paths it names
     type: int = MULTI_READ
 
     @classmethod
     def of(cls, paths: tuple[str, ...]) -> MultiReadZxids:
-        return cls(_serialize(paths))
+        return cls(_serialize(paths), len(paths))
 
     def serialize(self) -> bytes:
         return self.payload

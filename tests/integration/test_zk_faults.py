@@ -371,3 +371,61 @@ def test_a_reconciliation_rereads_only_the_states_that_changed(stores, raw_zk):
         assert store.partition_state("calm", 7).leader_epoch == 9
     finally:
         del client.get_partition_states
+
+
+def test_a_lost_state_change_is_found_by_a_sweep_in_parts(stores, raw_zk, monkeypatch):
+    """At 11,111 partitions a look at every state cost the metadata thread 90-107 ms after any write in the
+    ensemble (bench/notes/spikes-2026-11-27-s16.md). A pass now peeks at 1/SWEEP_PASSES of the states (here 10 of
+    30: one multiRead of MULTI_READ_BATCH each), the sweep goes on until every state was looked at since it began,
+    and a state written with its notification lost is read in the pass that reaches it; once a sweep is complete
+    and nothing was written, a pass peeks at nothing."""
+    from kbus.server.metadata import zk_view
+    from kbus.zk import client as zk_client
+
+    monkeypatch.setattr(zk_client, "MULTI_READ_BATCH", 10)
+    monkeypatch.setattr(zk_view, "SWEEP_PASSES", 3)
+    store = stores(1, reconcile_interval_s=3600)
+    store.create_topic("swept", 30, 1, {})
+    wait_for(lambda: store.partition_state("swept", 29) is not None, timeout=10, what="30 states")
+    lose_every_watch(store)  # the event thread idle and hearing nothing: every read below is the reconciliation's
+    client = store._client()
+    peeks: list[int] = []
+    rereads: list[list[tuple[str, int]]] = []
+    real_peek, real_read = client.peek_writes, client.get_partition_states
+
+    def counting_peek(request):  # type: ignore[no-untyped-def]
+        peeks.append(request.size)
+        return real_peek(request)
+
+    def counting_read(items, watch=None, **kwargs):  # type: ignore[no-untyped-def]
+        rereads.append(list(items))
+        return real_read(items, watch=watch, **kwargs)
+
+    client.peek_writes = counting_peek  # type: ignore[method-assign]
+    client.get_partition_states = counting_read  # type: ignore[method-assign]
+    try:
+        for _ in range(4):  # the sweep the store's own writes started (learning the zxids of its writes)
+            store._reconcile()
+            if store._sweep is None:
+                break
+        assert store._sweep is None
+        lose_every_watch(store)  # a state read again above was watched again
+        peeks.clear()
+        rereads.clear()
+        store._reconcile()
+        assert peeks == [] and rereads == []  # nothing written since the sweep began
+        raw_zk.set("/brokers/topics/swept/partitions/25/state", json.dumps({
+            "version": 1, "leader": 1, "leader_epoch": 9, "isr": [1], "controller_epoch": 1}).encode())  # fmt: skip
+        store._reconcile()
+        store._reconcile()
+        assert peeks == [10, 10] and rereads == []  # partitions 0-19
+        assert store.partition_state("swept", 25).leader_epoch != 9
+        store._reconcile()
+        assert peeks == [10, 10, 10] and rereads == [[("swept", 25)]]
+        assert store.partition_state("swept", 25).leader_epoch == 9
+        assert store._sweep is None
+        store._reconcile()
+        assert peeks == [10, 10, 10]
+    finally:
+        del client.peek_writes
+        del client.get_partition_states

@@ -146,22 +146,61 @@ def test_a_pipelined_state_read_goes_through_the_polling_handler(kzk, monkeypatc
 
 
 def test_peeked_writes_are_the_zxids_of_the_states_a_read_returns(kzk, monkeypatch):
-    """peek_partition_writes (multiRead, no watches) answers the zxid of each state's last write, as
-    get_partition_states reads it, missing znodes as None, across several multiRead batches; a state written again
-    has a new one."""
+    """peek_writes (multiRead, no watches) answers the zxid of each state's last write, as get_partition_states
+    reads it, missing znodes as None, across several multiRead batches (peek_requests, MULTI_READ_BATCH paths
+    each); a state written again has a new one."""
     monkeypatch.setattr(zk_client, "MULTI_READ_BATCH", 7)
     make_topic(kzk, "peeked", 20)
     kzk.create_partition_states([("peeked", p, state(epoch=p)) for p in range(18)])  # 18 and 19: none yet
     items = [("peeked", p) for p in range(20)] + [("no-such-topic", 0)]
+
+    def peek(of: list[tuple[str, int]]) -> list[int | None]:
+        out: list[int | None] = []
+        for request in kzk.peek_requests(of):
+            peeked = kzk.peek_writes(request)
+            assert peeked is not None and len(peeked) == request.size
+            out += peeked
+        return out
+
     read = kzk.get_partition_states(items)
-    peeked = kzk.peek_partition_writes(items)
+    peeked = peek(items)
     assert peeked == [s.zk_mzxid if s else None for s in read]
     assert peeked[18] is None and peeked[20] is None and all(z > 0 for z in peeked[:18])
     written = kzk.update_partition_states([("peeked", 3, read[3].with_leader(1, (1,), 1))])[0]
-    again = kzk.peek_partition_writes(items)
+    again = peek(items)
     assert again[3] == written.zk_mzxid > peeked[3] and again[:3] == peeked[:3]
     # the requests are made once for the same items (paths built and serialized), again for other items
-    requests = kzk._peek_requests(items)
-    assert kzk._peek_requests(list(items)) is requests and len(requests) == 3
-    assert kzk._peek_requests(items[:7]) is not requests
-    assert kzk.peek_partition_writes(items[:2]) == peeked[:2]
+    requests = kzk.peek_requests(items)
+    assert kzk.peek_requests(list(items)) is requests and [r.size for r in requests] == [7, 7, 7]
+    assert kzk.peek_requests(items[:7]) is not requests
+    assert peek(items[:2]) == peeked[:2]
+
+
+def test_a_topics_znodes_are_deleted_in_batches(kzk, raw_zk, monkeypatch):
+    """delete_topic_znodes removes the partitions' znodes in multi ops (DELETE_STATES_BATCH partitions each, here
+    7), not one request per znode; a batch that meets a znode it does not expect (a child it does not name, a state
+    never written) fails whole, and the recursive delete after it removes the rest. Assignment, config and the
+    deletion marker go too."""
+    monkeypatch.setattr(zk_client, "DELETE_STATES_BATCH", 7)
+    make_topic(kzk, "doomed", 20)
+    kzk.create_partition_states([("doomed", p, state()) for p in range(19)])  # 19: no state written
+    raw_zk.ensure_path("/brokers/topics/doomed/partitions/19")
+    raw_zk.create("/brokers/topics/doomed/partitions/3/unexpected", b"")  # fails the first batch
+    kzk.mark_topic_for_deletion("doomed")
+    make_topic(kzk, "kept", 2)
+    kzk.create_partition_states([("kept", p, state()) for p in range(2)])
+    order = raw_zk.get_children("/brokers/topics/doomed/partitions")  # as delete_topic_znodes will list them
+    deletes: list[str] = []
+    real_delete = kzk.zk.delete
+    monkeypatch.setattr(kzk.zk, "delete", lambda path, *a, **kw: deletes.append(path) or real_delete(path, *a, **kw))
+    kzk.delete_topic_znodes("doomed")
+    assert raw_zk.exists("/brokers/topics/doomed") is None
+    assert raw_zk.exists("/config/topics/doomed") is None
+    assert raw_zk.exists("/admin/delete_topics/doomed") is None
+    assert sorted(raw_zk.get_children("/brokers/topics/kept/partitions")) == ["0", "1"]
+    # the batches follow ZooKeeper's order of the children; the ones holding 3 (a child) or 19 (no state) failed
+    # and the recursive delete met only their partitions (one request per znode), the others went in their multi
+    batches = [set(order[i : i + 7]) for i in range(0, 20, 7)]
+    failed = set().union(*(b for b in batches if "3" in b or "19" in b))
+    one_by_one = {p.split("/partitions/")[1].split("/")[0] for p in deletes if "/partitions/" in p}
+    assert one_by_one == failed and len(failed) <= 14

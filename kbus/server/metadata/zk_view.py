@@ -13,12 +13,14 @@ reach this view anyway:
   ZooKeeper's Java client) and a new session has none: on every CONNECTED, same session or new, the thread reads
   everything again (registration, brokers, controller, topics, partition states), leaving fresh watches.
 - every RECONCILE_INTERVAL_S the thread asks ZooKeeper for its last zxid and, if anything was written since its
-  last full look, re-reads the brokers, the controller, the assignments and every partition state. So a decision
-  whose notification was lost still arrives within that interval; a quiet cluster costs one read per interval.
-  A re-read that takes long (many thousands of partitions) stretches the interval to RECONCILE_BUDGET times its
-  duration, so it never takes more than 1/RECONCILE_BUDGET of the event thread's time.
+  last look, re-reads the brokers, the controller and the assignments, and peeks at the next part of a sweep over
+  every partition state (1/SWEEP_PASSES of them, all of them up to 1,000 partitions), which goes on while anything
+  was written since the last complete sweep began. So a decision whose notification was lost still arrives within
+  that interval (a leader or ISR change within SWEEP_PASSES intervals); a quiet cluster costs one read per
+  interval. A pass that takes long stretches the interval to RECONCILE_BUDGET times its duration, so it never
+  takes more than 1/RECONCILE_BUDGET of the event thread's time.
 
-Why ~630 lines: one view and the one thread that writes it; the operations on it are zk_store.py's, the
+Why ~750 lines: one view and the one thread that writes it; the operations on it are zk_store.py's, the
 controller's rules controller.py's, the znode I/O kbus/zk/client.py's.
 """
 
@@ -31,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from kazoo.exceptions import (
     ConnectionLoss,
@@ -60,6 +63,7 @@ from kbus.zk.client import (
 )
 from kbus.zk.codec import NO_LEADER, Endpoint, LeaderAndIsr, TopicAssignment
 from kbus.zk.config_changes import ConfigChangeListener
+from kbus.zk.multi_read import MultiReadZxids
 from kbus.zk.security import ZkClientSecurity
 
 log = logging.getLogger("kbus.server.metadata.zk_store")  # the store's logger, as before the split
@@ -74,6 +78,8 @@ _SESSION_LOST: Event = ("session_lost",)
 # how often the view is checked against ZooKeeper for changes whose watch never fired (see the module docstring)
 RECONCILE_INTERVAL_S = 5.0
 RECONCILE_BUDGET = 20
+# a reconciliation pass peeks at this fraction of the partition states (see _sweep_states)
+SWEEP_PASSES = 12
 _TIMERS = (_RECONCILE, _REBALANCE)  # the event thread's own timers: no news from ZooKeeper in themselves
 
 
@@ -120,7 +126,9 @@ class ZkClusterView:
         self._reconcile_interval_s = reconcile_interval_s
         self._next_reconcile = time.monotonic() + reconcile_interval_s
         self._reconcile_took_s = 0.0  # how long the last full re-read took (it stretches the interval)
-        self._reconciled_zxid = -1  # ZooKeeper's last zxid when the view was last read in full
+        self._reconciled_zxid = -1  # ZooKeeper's last zxid when the last full read or complete sweep began
+        self._checked_zxid = -1  # ZooKeeper's last zxid when the brokers, controller and topics were last read
+        self._sweep: _Sweep | None = None  # the reconciliation's look at every partition state, under way
 
         self._zk: KafkaZkClient | None = None
         self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
@@ -424,48 +432,77 @@ class ZkClusterView:
         for entity in self._broker_entities():
             self._refresh_broker_config(entity)
         self._refresh_controller()
-        self._reconciled_zxid = zxid
+        self._reconciled_zxid = self._checked_zxid = zxid
+        self._sweep = None  # everything was read: a sweep under way has nothing left to find
         return True
 
     def _reconcile(self) -> bool:
-        """The backstop for a watch that never fired (see the module docstring): when ZooKeeper has changed since
-        the view was last read in full, read the live brokers, the controller, the topics' assignments and every
-        partition state again, pipelined. Returns whether the view changed."""
+        """The backstop for a notification that never came (see the module docstring). When ZooKeeper has changed
+        since the last pass, read the live brokers, the controller and the topics' assignments again; and while
+        ZooKeeper has changed since the last complete sweep began, peek at the next part of the partition states
+        (_sweep_states). Returns whether the view changed."""
         zk = self._client()
         zxid = zk.last_zxid()
-        if zxid == self._reconciled_zxid:
+        if self._sweep is None and zxid == self._reconciled_zxid:
             return False
         started = time.monotonic()
-        changed = self._refresh_brokers()
-        changed |= self._refresh_controller()
-        changed |= self._refresh_topic_list()
-        with self._cond:
-            names = sorted(self._assignments)
-        versions = zk.get_topic_versions(names)
-        with self._cond:
-            moved = [n for n, v in zip(names, versions, strict=True) if v != self._assignments.get(n, (None, v))[1]]
-        for name in moved:  # a new assignment (reassignment, added partitions) or a topic gone meanwhile
-            changed |= self.refresh_topic(name)
-        with self._cond:
-            items = [(name, p) for name, (assignment, _) in self._assignments.items() for p in assignment.partitions]
-        if self._refresh_states(self._changed_states(items)):
+        changed = False
+        if zxid != self._checked_zxid:
+            changed |= self._refresh_brokers()
+            changed |= self._refresh_controller()
+            changed |= self._refresh_topic_list()
+            with self._cond:
+                names = sorted(self._assignments)
+            versions = zk.get_topic_versions(names)
+            with self._cond:
+                moved = [n for n, v in zip(names, versions, strict=True)
+                         if v != self._assignments.get(n, (None, v))[1]]  # fmt: skip
+            for name in moved:  # a new assignment (reassignment, added partitions) or a topic gone meanwhile
+                changed |= self.refresh_topic(name)
+            self._checked_zxid = zxid
+        if self._sweep is None:
+            with self._cond:
+                items = [(n, p) for n, (assignment, _) in self._assignments.items() for p in assignment.partitions]
+            self._sweep = _Sweep(zxid, items, zk.peek_requests(items))
+        if self._refresh_states(self._sweep_states(self._sweep)):
             # usually a watch lost with its connection; rarely one that fired while this ran (it finds no change)
             log.info("Broker %d: re-read partition states that had changed in ZooKeeper unannounced", self.broker_id)
             changed = True
-        self._reconciled_zxid = zxid
+        if self._sweep.done:
+            # every state written before the sweep began is in the view (a later write moved the zxid past it)
+            self._reconciled_zxid, self._sweep = self._sweep.zxid, None
         self._reconcile_took_s = time.monotonic() - started
         return changed
 
-    def _changed_states(self, items: list[tuple[str, int]]) -> list[tuple[str, int]]:
-        """The partitions whose state in ZooKeeper is not the write the view holds: peeked without watches in
-        multiRead batches (one request per 1,000, where one getData each cost ~0.1 ms of CPU per partition); those
-        are then read again with a watch. Every item when the server has no multiRead (before 3.6)."""
-        peeked = self._client().peek_partition_writes(items)
-        if peeked is None:
-            return items
-        with self._cond:
-            return [item for item, mzxid in zip(items, peeked, strict=True)
-                    if not _same_write(self._states.get(item[0], {}).get(item[1]), mzxid)]  # fmt: skip
+    def _sweep_states(self, sweep: _Sweep) -> list[tuple[str, int]]:
+        """The partitions, among the sweep's next requests, whose state in ZooKeeper is not the write the view
+        holds: peeked without watches in multiRead batches (one request per 1,000, where one getData each cost
+        ~0.1 ms of CPU per partition); those are then read again with a watch.
+
+        A leader or ISR write changes its state znode's stat only (no parent's mzxid, pzxid or cversion moves), so
+        finding one whose notification was lost takes a look at every state. One pass looks at 1/SWEEP_PASSES of
+        them (at least one request): at 11,111 partitions the full look cost the metadata thread 90-107 ms after
+        every write anywhere in the ensemble (bench/notes/spikes-2026-11-27-s16.md), now a twelfth of it per
+        pass, and a lost notification still arrives within SWEEP_PASSES intervals (one, up to 1,000 partitions).
+        Notifications themselves (the watches) arrive at once, as before. Every item of the sweep's next requests
+        when the server has no multiRead (before 3.6)."""
+        zk = self._client()
+        found: list[tuple[str, int]] = []
+        for _ in range(-(-len(sweep.requests) // SWEEP_PASSES)):
+            if sweep.done:
+                break
+            request = sweep.requests[sweep.next]
+            items = sweep.items[sweep.offset : sweep.offset + request.size]
+            sweep.next += 1
+            sweep.offset += request.size
+            peeked = zk.peek_writes(request)
+            if peeked is None:
+                found += items
+                continue
+            with self._cond:
+                found += [item for item, mzxid in zip(items, peeked, strict=True)
+                          if not _same_write(self._states.get(item[0], {}).get(item[1]), mzxid)]  # fmt: skip
+        return found
 
     def _broker_entities(self) -> tuple[str, str]:
         return (paths.BROKER_DEFAULT_ENTITY, str(self.broker_id))
@@ -688,6 +725,21 @@ class ZkClusterView:
                 callback()
             except Exception:
                 log.exception("metadata listener failed")
+
+
+@dataclass(slots=True)
+class _Sweep:
+    """The reconciliation's look at every partition state, a part per pass (_sweep_states)."""
+
+    zxid: int  # ZooKeeper's last zxid when the sweep began
+    items: list[tuple[str, int]]  # every partition of the view then, in the requests' order
+    requests: list[MultiReadZxids]
+    next: int = 0  # the next request
+    offset: int = 0  # the index in items of its first partition
+
+    @property
+    def done(self) -> bool:
+        return self.next >= len(self.requests)
 
 
 def _same_write(held: LeaderAndIsr | None, found_mzxid: int | None) -> bool:

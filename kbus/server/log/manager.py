@@ -105,6 +105,11 @@ def _fsync_dir(path: Path) -> bool:
     return True
 
 
+def _remove_dirs(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 class CheckpointFile:
     """One offset checkpoint file (Kafka's OffsetCheckpointFile) and the offsets this process last wrote to it.
 
@@ -440,32 +445,49 @@ class LogManager:
             return lg
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Rename to ``<topic>-<partition>.<uuid>-delete`` (atomic, survives a crash) then remove, like Kafka."""
-        tp = (topic, partition)
+        self.delete_logs([(topic, partition)])
+
+    def delete_logs(self, tps: Iterable[TopicPartition]) -> None:
+        """Rename each log to ``<topic>-<partition>.<uuid>-delete`` (atomic, survives a crash), then, once for all
+        of them, fsync each dir they were in, write that dir's checkpoints and remove the renamed dirs off the
+        caller's thread, like Kafka's LogManager.asyncDelete of a topic's partitions. Per partition this was a dir
+        fsync, a thread, and both checkpoint files of the dir rewritten: a 10,000-partition deletion wrote 10,000
+        files of up to 11,111 lines each, on the event loop.
+
+        A crash at any point recovers the same: a rename not yet durable leaves the log under its name, opened
+        again at start-up with the recovery point the checkpoint still holds; a durable one leaves a ``-delete`` dir,
+        removed at start-up, and the checkpoint's line for it names no log (dropped by the next write)."""
         with self._lock:
-            self.abort_future_log(tp)
-            lg = self._logs.pop(tp, None)
-            d = self._log_dir_of.pop(tp, None)
-            if lg is None or d is None:
-                return
-            del self._dir_logs[d][tp]
-            lg.release()
-            self._cleaner_offsets.pop(tp, None)
-            target = d / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-            try:
-                os.replace(lg.dir, target)
-                renamed = True
-            except OSError as e:
-                log.warning("cannot rename %s for deletion: %s", lg.dir, e)
-                target, renamed = lg.dir, False
-            _fsync_dir(d)
+            dirs: dict[Path, None] = {}  # in the order met
+            renamed: list[Path] = []
+            kept: list[Path] = []  # not renamed: removed in place
+            for tp in tps:
+                self.abort_future_log(tp)
+                lg = self._logs.pop(tp, None)
+                d = self._log_dir_of.pop(tp, None)
+                if lg is None or d is None:
+                    continue
+                del self._dir_logs[d][tp]
+                lg.release()
+                self._cleaner_offsets.pop(tp, None)
+                dirs[d] = None
+                target = d / f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+                try:
+                    os.replace(lg.dir, target)
+                    renamed.append(target)
+                except OSError as e:
+                    log.warning("cannot rename %s for deletion: %s", lg.dir, e)
+                    kept.append(lg.dir)
+            for d in dirs:
+                _fsync_dir(d)
             if renamed:
                 # a big topic takes a while to remove: do it off the caller's thread (the broker's event loop);
-                # the name is already unique, and a crash mid-way is finished at the next startup
-                threading.Thread(target=shutil.rmtree, args=(target, True), name="delete-log", daemon=True).start()
-            else:
-                shutil.rmtree(target, ignore_errors=True)
-            self._checkpoint_dir(d)
+                # the names are already unique, and a crash mid-way is finished at the next startup
+                threading.Thread(target=_remove_dirs, args=(renamed,), name="delete-log", daemon=True).start()
+            for path in kept:
+                shutil.rmtree(path, ignore_errors=True)
+            for d in dirs:
+                self._checkpoint_dir(d)
 
     # --- moving a replica between log dirs (AlterReplicaLogDirs) -----------------------------------------
 

@@ -93,6 +93,9 @@ _UINT32 = struct.Struct(">I")
 assert _HEADER.size == RECORD_BATCH_OVERHEAD
 # Public so storage code can unpack headers straight out of its own read windows.
 HEADER_STRUCT = _HEADER
+# the CRC-32C function held in a C static: `_crc32c.crc32c` in compiled code is an attribute lookup on the module
+# per batch checked
+_CRC32C: Final = _crc32c.crc32c
 
 
 
@@ -189,7 +192,7 @@ class BatchHeader:
 
     def compute_crc(self, buf: Buffer) -> int:
         view = memoryview(buf)
-        return _crc32c.crc32c(view[self.position + ATTRIBUTES_OFFSET : self.end_position])
+        return _CRC32C(view[self.position + ATTRIBUTES_OFFSET : self.end_position])
 
     def is_valid(self, buf: Buffer) -> bool:
         return self.compute_crc(buf) == self.crc
@@ -270,6 +273,20 @@ def _checked_header(buf: Buffer, pos: int, end: int, view: memoryview | None) ->
         raise InvalidRecordError(f"record batch at position {pos} has unsupported magic {magic}")
     if remaining < RECORD_BATCH_OVERHEAD:
         raise CorruptRecordError(f"record batch at position {pos} is truncated ({remaining} bytes)")
+    # declared: struct gives objects, and undeclared the length and CRC checks below were generic additions and
+    # comparisons of them (a new int object each); declared, compiled code unboxes each field once
+    base_offset: int
+    batch_length: int
+    leader_epoch: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
     (base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta, base_timestamp, max_timestamp,
      producer_id, producer_epoch, base_sequence, records_count) = _HEADER.unpack_from(buf, pos)  # fmt: skip
     # arguments by position, not *unpack(...): compiled code then calls the native constructor directly
@@ -283,7 +300,7 @@ def _checked_header(buf: Buffer, pos: int, end: int, view: memoryview | None) ->
             f"{RECORD_BATCH_OVERHEAD})"
         )
     if view is not None:
-        actual = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size])
+        actual = _CRC32C(view[pos + ATTRIBUTES_OFFSET : pos + size])
         if actual != crc:
             raise _crc_mismatch(h, actual)
     return h

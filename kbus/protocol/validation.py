@@ -219,6 +219,10 @@ def validate_produce_batch(buf: bytes | bytearray | memoryview, policy: Validati
         else:
             scanned = _records_payload(buf, h, tp)
             first, last = 0, len(scanned)
+        # declared: the scan's tuple holds objects, and undeclared the timestamps below were generic additions
+        min_delta: int
+        max_delta: int
+        keyless: int  # how many records have no key
         try:  # the bare tuple: no interpreted wrapper or frozen dataclass per batch
             min_delta, max_delta, keyless, _first_keyless = _SCAN(scanned, h.records_count, first, last)
         except ValueError as exc:  # a malformed record (record_scan's MalformedRecordsError message)

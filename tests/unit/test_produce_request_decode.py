@@ -125,14 +125,20 @@ def test_bad_utf8_in_a_topic_name_is_a_protocol_error() -> None:
         decode_produce_request(bad, 9, at)
 
 
-@pytest.mark.parametrize("version", range(3, 9))
-@pytest.mark.parametrize("records", [b"abc", b"", None, bytes(300)])
+# the records' flexible length (size + 1) in one varint byte up to 126 bytes, two up to 16,382, three beyond
+RECORD_SIZES = [b"abc", b"", None, bytes(125), bytes(126), bytes(127), bytes(300), bytes(16_382), bytes(16_383)]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("records", RECORD_SIZES)
 def test_a_producers_one_partition_request_as_kio_reads_it(version: int, records: bytes | None) -> None:
-    """v3-v8 read a request with no transactional id, one topic and one partition with two unpacks
-    (_decode_classic's first case); anything else takes the general walk: both give what kio gives, from bytes
-    (a copy of the records) and from a large frame's bytearray (a view into it)."""
+    """A request with no transactional id, one topic and one partition is read with two unpacks (the first case
+    of _decode_classic, v3-v8, and of _decode_flexible, v9-v12); anything else takes the general walk: both give
+    what kio gives, from bytes (a copy of the records) and from a large frame's bytearray (a view into it). The
+    names: v9+'s one-byte length holds up to 126 bytes (127 takes two)."""
     shapes: list[Topics] = [[("t", [(5, records)])], [("tōpic", [(5, records), (6, b"x")])],
-                            [("t", [(5, records)]), ("u", [])]]
+                            [("t", [(5, records)]), ("u", [])], [("n" * 126, [(-7, records)])],
+                            [("n" * 127, [(2**31 - 1, records)])], [("", [(5, records)])]]
     for topics in shapes:
         frame = kio_frame(version, None, -1, 500, topics)
         kio, ours = both(frame)
@@ -145,13 +151,43 @@ def test_a_producers_one_partition_request_as_kio_reads_it(version: int, records
                                                 for t in ours.topic_data]  # fmt: skip
 
 
-@pytest.mark.parametrize("version", [3, 8])
-def test_every_truncation_of_a_producers_request_is_a_protocol_error(version: int) -> None:
-    frame = kio_frame(version, None, 1, 500, [("topic", [(0, b"abcdef")])])
+@pytest.mark.parametrize("version", [3, 8, 9, 12])
+@pytest.mark.parametrize("records", [b"abcdef", bytes(range(200))])
+def test_every_truncation_of_a_producers_request_is_a_protocol_error(version: int, records: bytes) -> None:
+    frame = kio_frame(version, None, 1, 500, [("topic", [(0, records)])])
     _, at = parse_request_header(frame, supported=lambda k, v: True)
-    assert decode_produce_request(frame, version, at).topic_data[0].partition_data[0].records == b"abcdef"
+    assert decode_produce_request(frame, version, at).topic_data[0].partition_data[0].records == records
     for cut in range(at, len(frame)):
         with pytest.raises(ProtocolError):
             decode_produce_request(frame[:cut], version, at)
     with pytest.raises(ProtocolError):  # a name that is not UTF-8, in the one-partition case too
         decode_produce_request(frame.replace(b"topic", b"\xff\xfeopi", 1), version, at)
+
+
+@pytest.mark.parametrize("version", [9, 12])
+def test_a_producers_flexible_request_with_tagged_fields_or_a_long_varint(version: int) -> None:
+    """What v9+'s one-partition case does not read itself goes to the general walk, which reads it as before: a
+    tagged field after the partition, the topic or the request; a transactional id; a topic count or a records
+    length written in more varint bytes than it needs (Kafka reads any unsigned varint)."""
+    frame = kio_frame(version, None, -1, 500, [("t", [(5, b"abc")])])
+    _, at = parse_request_header(frame, supported=lambda k, v: True)
+    records_end = frame.index(b"abc", at) + 3
+    assert frame[records_end:] == b"\0\0\0"
+    for tagged_at in range(records_end, records_end + 3):  # one unknown tagged field (tag 5, 2 bytes) at each
+        tagged = frame[:tagged_at] + b"\x01\x05\x02xy" + frame[tagged_at + 1 :]
+        assert decode_produce_request(tagged, version, at) == decode_produce_request(frame, version, at)
+        with pytest.raises(ProtocolError):  # one that runs past the end
+            decode_produce_request(frame[:tagged_at] + b"\x01\x05\x09xy" + frame[tagged_at + 1 :], version, at)
+    expected = decode_produce_request(frame, version, at)
+    assert expected.topic_data[0].partition_data[0].records == b"abc" and expected.acks == -1
+    topics_at = at + 1 + 6
+    assert frame[topics_at : topics_at + 3] == b"\x02\x02t"
+    long_count = frame[:topics_at] + b"\x82\x00" + frame[topics_at + 1 :]  # 2 in two varint bytes
+    assert decode_produce_request(long_count, version, at) == expected
+    size_at = records_end - 4
+    assert frame[size_at] == 4
+    long_size = frame[:size_at] + b"\x84\x80\x00" + frame[size_at + 1 :]  # 4 in three varint bytes
+    assert decode_produce_request(long_size, version, at) == expected
+    txn = kio_frame(version, "tx", -1, 500, [("t", [(5, b"abc")])])
+    _, at = parse_request_header(txn, supported=lambda k, v: True)
+    assert decode_produce_request(txn, version, at).transactional_id == "tx"

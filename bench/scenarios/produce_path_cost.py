@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -49,9 +50,8 @@ def frame(version: int, acks: int, records: int) -> bytes:
 
 
 async def main() -> None:
-    config = KafkaConfig.load(
-        None, [f"log.dirs={tempfile.mkdtemp()}", "zookeeper.connect=", "listeners=PLAINTEXT://127.0.0.1:0"]
-    )
+    log_dir = tempfile.mkdtemp(prefix="produce-path-cost-")
+    config = KafkaConfig.load(None, [f"log.dirs={log_dir}", "zookeeper.connect=", "listeners=PLAINTEXT://127.0.0.1:0"])
     broker = Broker(config)
     await broker.start()
     await broker.ensure_topic("bench", 1, 1, {})
@@ -83,6 +83,7 @@ async def main() -> None:
                 blocks.append((time.process_time() - t0) / N * 1e6)
             print(f"{name}: {min(blocks):.1f} us/request (best of 5 x {N})")
     await broker.stop()
+    shutil.rmtree(log_dir, ignore_errors=True)  # each run's standalone log dir
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import pytest
 from tests.e2e.ecosystem import jvm_tmp
 from tests.e2e.ecosystem.connect_workers import Worker
 from tests.e2e.ecosystem.java_checks import VERSIONS, JavaChecks, build
-from tests.e2e.ecosystem.kafka_jars import KafkaDistribution, distribution
+from tests.e2e.ecosystem.kafka_jars import KafkaDistribution, distribution, tool_runners
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -19,6 +19,14 @@ def jvm_tmp_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     process's pytest base temp dir, not /tmp (tests/e2e/ecosystem/jvm_tmp.py)."""
     jvm_tmp.use_session_dir(tmp_path_factory.mktemp("jvm-tmp"))
     return jvm_tmp.session_dir()
+
+
+@pytest.fixture(autouse=True)
+def kafka_tool_runners() -> Iterator[None]:
+    """A test's one-shot Kafka tools (kafka39.run("kafka-configs", ...)) run in one JVM of the test's own, started
+    at its first call and ended with the test (tests/e2e/ecosystem/kafka_jars.py: ToolRunner)."""
+    with tool_runners():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,17 @@ the main classes behind Kafka's bin/kafka-*.sh scripts, so tests drive kbus with
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
+import os
+import selectors
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +91,11 @@ class KafkaDistribution:
     def run(
         self, script: str, *args: str, input: str | None = None, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
+        """The script's tool on `args`, as its own process would run it: its status, stdout and stderr. Inside a
+        `tool_runners()` scope a one-shot tool without input runs in the scope's ToolRunner JVM instead of a JVM
+        of its own (the same main class and arguments)."""
+        if input is None and script in ONE_SHOT and _scope is not None:
+            return _scope.runner(self).run(self.main_classes[script], args, timeout, self.command(script, *args))
         return subprocess.run(self.command(script, *args), input=input, capture_output=True, text=True, timeout=timeout)
 
 
@@ -101,3 +115,118 @@ def kbus(*args: str, input: str | None = None, timeout: float = 60) -> subproces
     return subprocess.run(
         [str(Path(sys.executable).parent / "kbus"), *args], input=input, capture_output=True, text=True, timeout=timeout
     )
+
+
+# Tools that read no stdin, start no long-lived client and end on their own: these may share a ToolRunner JVM.
+# The console producer/consumer and the perf tests keep a JVM of their own (stdin, rates that a test reads).
+ONE_SHOT = frozenset({
+    "kafka-topics", "kafka-configs", "kafka-consumer-groups", "kafka-get-offsets", "kafka-delete-records",
+    "kafka-dump-log", "kafka-transactions", "kafka-log-dirs", "kafka-leader-election", "kafka-reassign-partitions",
+})  # fmt: skip
+RUNNER_SOURCE = Path(__file__).resolve().parent / "tool_runner" / "ToolRunner.java"
+
+
+def runner_classes() -> Path:
+    """ToolRunner.java compiled once into .cache/tool-runner/<its hash> (a directory renamed into place whole, so
+    workers compiling at once never see half of one)."""
+    source = RUNNER_SOURCE.read_bytes()
+    out = REPO / ".cache" / "tool-runner" / hashlib.sha256(source).hexdigest()[:16]
+    if not (out / "ToolRunner.class").exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".build-"))
+        try:
+            subprocess.run(["javac", "-d", str(tmp), str(RUNNER_SOURCE)], check=True, capture_output=True, timeout=300)
+            with contextlib.suppress(OSError):  # another worker's build is in place: the same classes
+                tmp.rename(out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+class ToolRunner:
+    """One JVM (tests/e2e/ecosystem/tool_runner/ToolRunner.java) that runs one-shot Kafka tools one after another:
+    a test's tool calls pay one JVM start, not one each. Answers as subprocess.run would (CompletedProcess, and
+    TimeoutExpired after which the JVM is gone: the next call starts another)."""
+
+    def __init__(self, dist: KafkaDistribution) -> None:
+        log4j = dist.libs.parent / "config" / "tools-log4j.properties"
+        cmd = [
+            "java",
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            *jvm_tmp.session_options(),
+            f"-Dlog4j.configuration=file:{log4j}",
+            "-cp",
+            f"{dist.libs}/*:{runner_classes()}",
+            "ToolRunner",
+        ]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.pending = b""
+
+    def run(
+        self, main_class: str, args: tuple[str, ...], timeout: float, argv: list[str]
+    ) -> subprocess.CompletedProcess[str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        fields = [base64.b64encode(f.encode()).decode() for f in (main_class, *args)]
+        self.proc.stdin.write((" ".join(fields) + "\n").encode())
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            while True:
+                line, nl, rest = self.pending.partition(b"\n")
+                if nl:
+                    self.pending = rest
+                    if line.startswith(b"KBUS-TOOL "):
+                        break
+                    continue  # anything else the JVM itself printed
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.close()
+                    raise subprocess.TimeoutExpired(argv, timeout)
+                if sel.select(left):
+                    chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+                    if not chunk:
+                        raise RuntimeError(f"the ToolRunner JVM ended (rc={self.proc.wait()}) running {argv}")
+                    self.pending += chunk
+        status, out, err = line.split(b" ")[1:4]
+        return subprocess.CompletedProcess(
+            argv, int(status), base64.b64decode(out).decode(), base64.b64decode(err).decode()
+        )
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f is not None:
+                f.close()
+
+
+class _Scope:
+    def __init__(self) -> None:
+        self.runners: dict[Path, ToolRunner] = {}
+
+    def runner(self, dist: KafkaDistribution) -> ToolRunner:
+        r = self.runners.get(dist.libs)
+        if r is None or r.proc.poll() is not None:
+            r = self.runners[dist.libs] = ToolRunner(dist)
+        return r
+
+
+_scope: _Scope | None = None
+
+
+@contextlib.contextmanager
+def tool_runners() -> Iterator[None]:
+    """While open, KafkaDistribution.run runs one-shot tools in one ToolRunner JVM per Kafka version; all end with
+    it (tests/e2e/ecosystem/conftest.py opens one per test, so no JVM state outlives a test)."""
+    global _scope
+    outer, _scope = _scope, _Scope()
+    try:
+        yield
+    finally:
+        scope, _scope = _scope, outer
+        for r in scope.runners.values():
+            r.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.e2e.ecosystem import jvm_tmp
 from tests.e2e.ecosystem.kafka_jars import REPO, default_version, fetch
+from tests.e2e.ecosystem.maven_build import mvn_compile
 
 POM = Path(__file__).resolve().parent / "java" / "pom.xml"
 RESULT = re.compile(r"^RESULT (?P<name>\S+) (?P<status>PASS|FAIL) ?(?P<detail>.*)$")
@@ -88,15 +89,11 @@ class JavaChecks:
 
 
 def build(version: str) -> JavaChecks:
-    """`mvn compile` + the dependencies, everything Maven fetches kept in .cache/m2 (incremental after the first)."""
-    cmd = [
-        "mvn", "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={REPO / '.cache' / 'm2'}",
-        f"-Dkafka.version={version}", "compile", "dependency:copy-dependencies",
-    ]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
-        raise RuntimeError(f"building the Java checks for kafka-clients {version} failed:\n{out.stdout}\n{out.stderr}")
-    return JavaChecks(version, REPO / ".cache" / "java-checks" / version)
+    """`mvn compile` + the dependencies, everything Maven fetches kept in .cache/m2 (once per change of the module:
+    maven_build.py)."""
+    home = REPO / ".cache" / "java-checks" / version
+    mvn_compile(POM, version, home, "the Java checks for kafka-clients")
+    return JavaChecks(version, home)
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,10 @@ into .cache/streams/<version>/ (classes + libs); scripts/test.sh builds them bef
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from tests.e2e.ecosystem.kafka_jars import REPO
+from tests.e2e.ecosystem.maven_build import mvn_compile
 
 POM = Path(__file__).resolve().parent / "streams" / "pom.xml"
 # the newest 3.9 and the newest 4.x whose kafka-streams Maven Central serves here (4.4.0's is not there)
@@ -14,12 +14,8 @@ STREAMS_VERSIONS = ("3.9.2", "4.1.1")
 
 
 def build(version: str) -> str:
-    """Compile the applications against kafka-streams `version` (Maven's incremental build: quick once done) and
+    """Compile the applications against kafka-streams `version` (once per change of the module: maven_build.py) and
     return their java classpath."""
-    cmd = ["mvn", "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={REPO / '.cache' / 'm2'}",
-           f"-Dkafka.version={version}", "compile", "dependency:copy-dependencies"]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
-        raise RuntimeError(f"building the Streams applications ({version}) failed:\n{out.stdout}{out.stderr}")
     home = REPO / ".cache" / "streams" / version
+    mvn_compile(POM, version, home, "the Streams applications")
     return f"{home / 'classes'}:{home / 'libs'}/*"

@@ -303,8 +303,6 @@ def stores(zk_connect: str) -> Iterator[Callable[..., object]]:
 @pytest.fixture
 def cluster(tmp_path: Path, zk_connect: str) -> Iterator[Cluster]:
     c = Cluster(tmp_path, zk_connect)
-    for i in c.brokers:
-        c.start_broker(i)
-    c.wait_until_all_see_each_other()
+    c.start_all()
     yield c
     c.stop()

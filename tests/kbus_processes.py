@@ -110,6 +110,11 @@ class BrokerProcess:
         ZooKeeper (Kafka's order), so the 'started' log line says when it answers requests."""
         started_before = self.log_text().count(STARTED_LINE)
         self.start_process()
+        return self.wait_started(started_before, timeout)
+
+    def wait_started(self, started_before: int, timeout: float = 30) -> BrokerProcess:
+        """After start_process(): wait until the log has more 'started' lines than `started_before` (its count
+        before the launch); a broker that does not get there is killed (RuntimeError with its log)."""
         try:
             deadline = time.monotonic() + timeout
             if self.netns is None:  # a namespace's ports are not reachable from here: the log line says it all
@@ -221,9 +226,20 @@ class Cluster:
                 b.kill()
 
     def start_all(self) -> None:
-        """Every broker started, and each seeing all the others."""
-        for i in self.brokers:
-            self.start_broker(i)
+        """Every broker started, and each seeing all the others. The first broker starts alone, so it is the
+        controller as when they started one by one; the others then start at once (each start is seconds of
+        Python and ZooKeeper round trips that need not wait for the previous one). One that fails to start is
+        started again as start_broker() does."""
+        first, *others = self.brokers
+        self.start_broker(first)
+        before = {i: self.brokers[i].log_text().count(STARTED_LINE) for i in others}
+        for i in others:
+            self.brokers[i].start_process()
+        for i in others:
+            try:
+                self.brokers[i].wait_started(before[i], timeout=20)
+            except RuntimeError:
+                self.start_broker(i)
         self.wait_until_all_see_each_other()
 
     def expose_metrics(self) -> dict[int, int]:

@@ -48,7 +48,10 @@ def pytest_configure(config: pytest.Config) -> None:
 # after the other) are:
 # - every test of a module whose fixtures are module- or class-scoped (a module's cluster is started once), or that
 #   share module-level state (MODULE_STATE),
-# - every Spark test: one local SparkSession (1 GB of driver) and spark-submit's package cache for all of them,
+# - every Spark test that uses the `spark` fixture (one local SparkSession, 1 GB of driver, for all of them), and the
+#   tests of a module that shares a module-scoped fixture with one of them; the other Spark tests (spark-submit jobs
+#   in JVMs of their own, the Kafka connector's job, helpers without a session) go to any worker, so the Spark
+#   worker's chain, the longest, is not longer by their minutes,
 # - the SERIAL tests: timing-sensitive or filling the machine (partitions, ZooKeeper chaos, leaders killed, an install
 #   that builds kbus, disk moves under a throttle); one at a time, beside the other workers' tests,
 # - tests marked xdist_group(name), as pytest-xdist's loadgroup does.
@@ -76,19 +79,42 @@ SHARED_BUILDS = frozenset({"java_checks"})
 GROUPS_FILE = "kbus-xdist-groups-{}.json"
 
 
-def _group(item: pytest.Item, path: str) -> str | None:
+def _wider(item: pytest.Item) -> bool:
+    """The test uses a module-, class- or package-scoped fixture."""
+    fixturedefs = item._fixtureinfo.name2fixturedefs.values()  # type: ignore[attr-defined]
+    return any(d.scope in ("module", "class", "package") for defs in fixturedefs for d in defs)
+
+
+def _group(item: pytest.Item, path: str, session_modules: frozenset[str]) -> str | None:
+    """`session_modules`: the Spark modules with a test on the `spark` fixture (the SparkSession)."""
     marks = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
     if marks:
         return "_".join(sorted(marks))
-    if path.startswith(SPARK):
+    wider = _wider(item)
+    if path.startswith(SPARK) and ("spark" in item.fixturenames or (wider and path in session_modules)):
         return "spark"
     if path.startswith(SERIAL):
         return "serial"
-    fixturedefs = item._fixtureinfo.name2fixturedefs.values()  # type: ignore[attr-defined]
-    wider = any(d.scope in ("module", "class", "package") for defs in fixturedefs for d in defs)
     if wider or path.startswith(MODULE_STATE):
         return path
     return None
+
+
+def xdist_groups(items: list[pytest.Item]) -> tuple[dict[str, str], dict[str, int]]:
+    """Each grouped test's group, and each test's rank in the order work is handed out (lowest first)."""
+    groups: dict[str, str] = {}
+    rank: dict[str, int] = {}
+    session_modules = frozenset(
+        path for item in items if (path := item.nodeid.split("::", 1)[0]).startswith(SPARK) and "spark" in
+        item.fixturenames)  # fmt: skip
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        group = _group(item, path, session_modules)
+        if group is not None:
+            groups[item.nodeid] = group
+        rank[item.nodeid] = 0 if path.startswith(SPARK) else 1 if group == "serial" else 3 if path.startswith(
+            "tests/unit/") else 2
+    return groups, rank
 
 
 def _run_dir(config: pytest.Config) -> Path:
@@ -102,19 +128,12 @@ def _run_dir(config: pytest.Config) -> Path:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not hasattr(config, "workerinput"):
         return
-    groups: dict[str, str] = {}
-    rank: dict[str, int] = {}
+    groups, rank = xdist_groups(items)
     for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        group = _group(item, path)
-        if group is not None:
-            groups[item.nodeid] = group
-        if path.startswith(EXCLUSIVE):
+        if item.nodeid.split("::", 1)[0].startswith(EXCLUSIVE):
             item.stash[_EXCLUSIVE] = True
-        rank[item.nodeid] = 0 if group == "spark" else 1 if group == "serial" else 3 if path.startswith(
-            "tests/unit/") else 2
-    # the order the work is handed out in: the longest group first, the many short unit tests last, where they fill
-    # the workers' ends evenly
+    # the order the work is handed out in: the Spark tests first (the longest group, and the spark-submit jobs off
+    # it, minutes each), the many short unit tests last, where they fill the workers' ends evenly
     items.sort(key=lambda item: rank[item.nodeid])
     out = _run_dir(config) / GROUPS_FILE.format(config.workerinput["workerid"])  # type: ignore[attr-defined]
     out.with_suffix(".tmp").write_text(json.dumps(groups))

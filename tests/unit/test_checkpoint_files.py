@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from kbus.common.broker_config import KafkaConfig
 from kbus.common.cluster import BrokerInfo
 from kbus.protocol import record_batch as rb
+from kbus.server.broker import Broker
 from kbus.server.log import LogConfig, LogManager
 from kbus.server.log import manager as manager_module
 from kbus.server.log.manager import (
@@ -218,3 +220,63 @@ def test_high_watermark_checkpoint_is_not_rewritten_while_nothing_moves(tmp_path
     assert read_checkpoint(path) == {} and path.stat().st_ino != inode
     asyncio.run(replicas.stop())
     logs.shutdown()
+
+
+def test_the_final_high_watermark_checkpoint_is_written_after_the_last_pass(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race session 16 found: a high-watermark pass running on its worker thread when the broker stops read
+    the HWs before an append, stop() wrote the final checkpoint (the new HW), then the pass wrote its older HW over
+    it. The pass here is held on its thread until the final checkpoint is written (what the race did) or until the
+    test sees stop() waiting for it (what it does now, as Kafka's KafkaScheduler.shutdown waits for its tasks)."""
+    original = CheckpointFile.write_entries
+    held, release, pass_ended = threading.Event(), threading.Event(), threading.Event()
+    writes: list[tuple[str, list[int]]] = []
+
+    async def main() -> None:
+        loop_thread = threading.current_thread()
+
+        def write_entries(self: CheckpointFile, keys: list[tuple[str, int]], values: list[int]) -> bool:
+            if self.path.name != HW_CHECKPOINT:
+                return original(self, keys, values)
+            if threading.current_thread() is loop_thread:  # stop()'s final checkpoint
+                writes.append(("final", list(values)))
+                wrote = original(self, keys, values)
+                release.set()
+                return wrote
+            if held.is_set():
+                return original(self, keys, values)
+            held.set()  # this pass read the HWs before the append below
+            release.wait(10)
+            writes.append(("pass", list(values)))
+            try:
+                return original(self, keys, values)
+            finally:
+                pass_ended.set()
+
+        config = KafkaConfig.load(None, [f"log.dirs={tmp_path / 'logs'}", "zookeeper.connect=",
+                                         "listeners=PLAINTEXT://127.0.0.1:0",
+                                         "replica.high.watermark.checkpoint.interval.ms=100"])  # fmt: skip
+        broker = Broker(config)
+        await broker.start()
+        stopping: asyncio.Future[None] | None = None
+        try:
+            await broker.ensure_topic("t", 1, 1, {})
+            while ("t", 0) not in broker.replicas.partitions:
+                await asyncio.sleep(0.01)
+            monkeypatch.setattr(CheckpointFile, "write_entries", write_entries)
+            assert await asyncio.to_thread(held.wait, 10)
+            broker.replicas.append_records(broker.replicas.partitions[("t", 0)], batch(3), 1)
+            stopping = asyncio.ensure_future(broker.stop())
+            await asyncio.wait([stopping], timeout=0.2)
+            if not broker.replicas.stopping:
+                release.set()  # stop() is waiting for the pass before anything else
+        finally:
+            release.set()
+            if stopping is None:
+                await broker.stop()
+        await stopping
+        assert await asyncio.to_thread(pass_ended.wait, 10)
+
+    asyncio.run(main())
+    assert writes == [("pass", [0]), ("final", [3])]
+    assert read_checkpoint(tmp_path / "logs" / HW_CHECKPOINT) == {("t", 0): 3}

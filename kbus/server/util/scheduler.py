@@ -28,6 +28,10 @@ class Scheduler:
         task.add_done_callback(self._done)
 
     async def stop(self) -> None:
+        """No periodic job runs again, and none is still running when this returns: a pass already on its worker
+        thread is waited for (Kafka's KafkaScheduler.shutdown awaits its executor's running tasks). The broker
+        writes its final checkpoints and closes the logs after this: a pass still running then could write older
+        high watermarks over the final ones, or delete segments of a log being closed."""
         for t in self._periodic:
             t.cancel()
         for t in self._periodic:
@@ -37,18 +41,31 @@ class Scheduler:
         for t in list(self._background):
             t.cancel()
 
-    async def _every(self, name: str, interval_s: float, job: Callable[[], None], in_thread: bool) -> None:
+    @staticmethod
+    async def _every(name: str, interval_s: float, job: Callable[[], None], in_thread: bool) -> None:
         while True:
             await asyncio.sleep(interval_s)
+            if not in_thread:
+                _run(name, job)
+                continue
+            # A thread cannot be interrupted: a cancellation (stop()) while the pass runs waits for the pass to
+            # end before it goes on (the shield keeps the cancellation from leaving the pass running unawaited)
+            running = asyncio.ensure_future(asyncio.to_thread(_run, name, job))
             try:
-                if in_thread:
-                    await asyncio.to_thread(job)
-                else:
-                    job()
-            except Exception:
-                log.exception("periodic task %s failed", name)
+                await asyncio.shield(running)
+            except asyncio.CancelledError:
+                await asyncio.wait([running])
+                raise
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.warning("Background task failed: %s", task.exception())
+
+
+def _run(name: str, job: Callable[[], None]) -> None:
+    """One pass of a periodic job; a failure is logged and the job runs again next period."""
+    try:
+        job()
+    except Exception:
+        log.exception("periodic task %s failed", name)

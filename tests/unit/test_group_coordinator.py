@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import struct
+import weakref
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -701,6 +703,43 @@ def test_a_members_heartbeat_timer_is_made_once_and_moved_by_each_request() -> N
         await h.tick(SESSION + 1)  # silent since: expired, from the group that holds it
         assert not h.group().has(r.member_id)
         assert h.group().state is GroupState.PREPARING_REBALANCE or h.group().state is GroupState.EMPTY
+
+    run(t)
+
+
+def test_a_left_member_and_an_unloaded_group_are_freed_without_the_cyclic_gc() -> None:
+    """A member's HeartbeatTimer holds its group (what expires is that group's member): while the member is in
+    the group, group -> members -> member -> heartbeat_timer -> group is a reference cycle. A member that leaves
+    is freed as it goes (nothing in the cycle points at it); when the group's partition is unloaded (resigned,
+    or the coordinator shut down) its members' timers are dropped with their timer entries, so the group and its
+    members are freed by reference counting, not left to the cyclic GC."""
+
+    async def t(h: Harness) -> None:
+        async def stable_member() -> str:
+            first = await h.join_new()
+            await h.tick()
+            r = await first
+            assert (await h.sync(r.member_id, r.generation_id, {r.member_id: b"p0"})).error == E.none
+            assert h.coord.heartbeat("g", r.generation_id, r.member_id, None) == E.none
+            assert h.group().members[r.member_id].heartbeat_timer.group is h.group()
+            return r.member_id
+
+        gc.collect()
+        gc.disable()
+        try:
+            member_id = await stable_member()
+            left = weakref.ref(h.group().members[member_id])
+            assert h.coord.leave_group("g", [(member_id, None)])[1] == [E.none]
+            await h.tick()
+            assert left() is None
+            member_id = await stable_member()
+            group, member = weakref.ref(h.group()), weakref.ref(h.group().members[member_id])
+            h.coord.on_resignation(h.group().partition)
+            await h.tick()
+            assert "g" not in h.coord.groups
+            assert group() is None and member() is None, "the unloaded group was left to the cyclic GC"
+        finally:
+            gc.enable()
 
     run(t)
 

@@ -256,6 +256,9 @@ class GroupStore(StateCoordinator[tuple[list[Group], list[ConsumerGroup], list[S
             # any JoinGroup still waiting (a rebalance, or a static member's re-join being stored) gets an answer
             member.complete_join(JoinResult(E.not_coordinator, member.member_id))
             member.complete_sync(SyncResult(E.not_coordinator))
+            # its session timer holds the group (group -> member -> timer -> group): dropped with the timer entries
+            # below, so the unloaded group and its members go with their last reference, not at a cyclic GC
+            member.heartbeat_timer = None
         self.timers.cancel_where(lambda k: isinstance(k, tuple) and len(k) > 1 and k[1] == group.group_id)
         self.groups.pop(group.group_id, None)
 

@@ -24,6 +24,7 @@ from kbus.common.dynamic_broker_config import (
     replication_throttled_rate,
     with_dynamic_configs,
 )
+from kbus.common.topic_config import LONG_MAX
 from kbus.common.topics import OFFSETS_TOPIC
 from kbus.server.apis.managers import Managers
 from kbus.server.apis.transactions import append_markers
@@ -281,6 +282,11 @@ class Broker:
             self.replicas.checkpoint_high_watermarks, in_thread=True,
         )  # fmt: skip
         jobs.schedule("log-cleaner", cfg.log_cleaner_backoff_ms, self._run_cleaner, in_thread=True)
+        flusher_ms = cfg.log_flush_scheduler_interval_ms
+        if flusher_ms is not None and flusher_ms < LONG_MAX:
+            # Kafka's kafka-log-flusher: a log whose flush.ms has passed since its last flush is flushed even when
+            # nothing more is appended to it. Its default period, Long.MaxValue ms, never comes: not scheduled
+            jobs.schedule("log-flusher", flusher_ms, self._run_flush, in_thread=True)
         jobs.schedule("isr-expiration", max(cfg.replica_lag_time_max_ms // 2, 100), self.replicas.shrink_isrs)
 
     async def controlled_shutdown(self) -> None:
@@ -311,6 +317,9 @@ class Broker:
         deleted = self.log_manager.run_retention(int(time.time() * 1000), self.replicas.high_watermarks())
         if deleted:
             log.info("Retention deleted %d segment(s)", deleted)
+
+    def _run_flush(self) -> None:
+        self.log_manager.run_flush()
 
     def _run_cleaner(self) -> None:
         """Log compaction (cleanup.policy=compact, e.g. __consumer_offsets)."""

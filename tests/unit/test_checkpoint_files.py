@@ -24,7 +24,6 @@ from kbus.server.log.manager import (
     RECOVERY_POINT_CHECKPOINT,
     CheckpointFile,
     read_checkpoint,
-    write_checkpoint,
 )
 from kbus.server.metadata.local import LocalMetadataStore
 from kbus.server.replication.replica_manager import HW_CHECKPOINT, ReplicaManager
@@ -37,9 +36,9 @@ def batch(n: int = 2) -> bytes:
 
 
 def fresh_bytes(tmp_path: Path, offsets: dict[tuple[str, int], int]) -> bytes:
-    """What a plain write of `offsets` puts in a new file."""
+    """What a write of `offsets` puts in a new file (a new CheckpointFile: nothing to compare with)."""
     path = tmp_path / "fresh"
-    write_checkpoint(path, offsets)
+    assert CheckpointFile(path).write(offsets)
     return path.read_bytes()
 
 

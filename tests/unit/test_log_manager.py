@@ -14,8 +14,8 @@ from kbus.server.log.manager import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    CheckpointFile,
     read_checkpoint,
-    write_checkpoint,
 )
 
 CFG = LogConfig(file_delete_delay_ms=0)
@@ -27,7 +27,7 @@ def batch(n: int = 2, tag: str = "k") -> bytes:
 
 def test_checkpoint_file_format(tmp_path: Path) -> None:
     path = tmp_path / RECOVERY_POINT_CHECKPOINT
-    write_checkpoint(path, {("b", 1): 7, ("a", 0): 42})
+    assert CheckpointFile(path).write({("b", 1): 7, ("a", 0): 42})
     assert path.read_text() == "0\n2\na 0 42\nb 1 7\n"
     assert read_checkpoint(path) == {("a", 0): 42, ("b", 1): 7}
     path.write_text("0\n3\na 0 1\n")  # truncated file: ignored, not fatal

@@ -77,10 +77,6 @@ def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
         return {}
 
 
-def write_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
-    _write_lines(path, len(offsets), [f"{t} {p} {offsets[t, p]}\n" for t, p in sorted(offsets)])
-
-
 def _write_lines(path: Path, count: int, lines: Iterable[str]) -> bool:
     """The file's content, the offsets' `count` lines (sorted), written atomically: a temporary file fsynced, then
     renamed over the old one, then the dir fsynced. Whether that last fsync succeeded (the rename is durable)."""
@@ -635,7 +631,8 @@ class LogManager:
         return rewritten
 
     def run_flush(self, now_ms: int | None = None) -> int:
-        """Flush logs whose flush.ms has elapsed (log.flush.scheduler.interval.ms)."""
+        """Kafka's flushDirtyLogs: flush the logs whose flush.ms has passed since their last flush (the broker's
+        log-flusher job, every log.flush.scheduler.interval.ms when that is set). Returns how many it flushed."""
         now = self._time_ms() if now_ms is None else now_ms
         flushed = 0
         for lg in list(self._logs.values()):

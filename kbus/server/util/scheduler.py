@@ -1,12 +1,12 @@
-"""The broker's background work (Kafka's KafkaScheduler): periodic jobs and fire-and-forget tasks, all on the
-event loop, with file-heavy jobs on worker threads. A failing job is logged and runs again next period."""
+"""The broker's periodic jobs (Kafka's KafkaScheduler), on the event loop, file-heavy ones on worker threads. A
+failing job is logged and runs again next period."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 
 log = logging.getLogger("kbus.server")
 
@@ -14,18 +14,11 @@ log = logging.getLogger("kbus.server")
 class Scheduler:
     def __init__(self) -> None:
         self._periodic: list[asyncio.Task[None]] = []
-        self._background: set[asyncio.Task[None]] = set()
 
     def schedule(self, name: str, interval_ms: int, job: Callable[[], None], *, in_thread: bool = False) -> None:
         """Run `job` every `interval_ms` (at least 100 ms), on a worker thread when `in_thread`."""
         every = self._every(name, max(interval_ms, 100) / 1000, job, in_thread)
         self._periodic.append(asyncio.create_task(every, name=name))
-
-    def spawn(self, coro: Coroutine[object, None, None]) -> None:
-        """Background work that must not be garbage-collected mid-flight; its failures are logged."""
-        task = asyncio.create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._done)
 
     async def stop(self) -> None:
         """No periodic job runs again, and none is still running when this returns: a pass already on its worker
@@ -38,8 +31,6 @@ class Scheduler:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         self._periodic.clear()
-        for t in list(self._background):
-            t.cancel()
 
     @staticmethod
     async def _every(name: str, interval_s: float, job: Callable[[], None], in_thread: bool) -> None:
@@ -56,11 +47,6 @@ class Scheduler:
             except asyncio.CancelledError:
                 await asyncio.wait([running])
                 raise
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("Background task failed: %s", task.exception())
 
 
 def _run(name: str, job: Callable[[], None]) -> None:

@@ -183,3 +183,25 @@ def test_aborted_transactions_are_dropped_and_never_shadow_committed_values(tmp_
     # both markers stay, and the abort is still indexed for read_committed fetches
     assert lg.collect_aborted_txns(0, lg.log_end_offset) != []
     lg.close()
+
+
+def test_the_cleaner_scan_reads_every_logs_config_as_it_is_now(tmp_path: Path) -> None:
+    """run_cleaner's walk: the logs whose cleanup.policy holds compact ("compact" or "compact,delete", in either
+    order) are cleaned, the others never; a log's config changed directly on the log (not through the manager)
+    counts from the next pass."""
+    mgr = LogManager([tmp_path], LogConfig(file_delete_delay_ms=0), time_ms=lambda: NOW)
+    mgr.startup()
+    policies = {"plain": "delete", "compact": "compact", "both": "compact,delete", "both2": "delete,compact",
+                "later": "delete"}  # fmt: skip
+    logs = {name: mgr.create_log(name, 0, compact_config(cleanup_policy=policy)) for name, policy in policies.items()}
+    for i in range(40):
+        for lg in logs.values():
+            put(lg, f"g{i % 4}".encode(), str(i).encode())
+    sizes = {name: lg.size_bytes for name, lg in logs.items()}
+    assert mgr.run_cleaner() > 0
+    shrunk = {name for name, lg in logs.items() if lg.size_bytes < sizes[name]}
+    assert shrunk == {"compact", "both", "both2"}
+    logs["later"].update_config(compact_config())
+    assert mgr.run_cleaner() > 0
+    assert logs["later"].size_bytes < sizes["later"] and logs["plain"].size_bytes == sizes["plain"]
+    mgr.shutdown()

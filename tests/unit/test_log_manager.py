@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbus.protocol import record_batch as rb
-from kbus.server.log import KafkaStorageError, LogConfig, LogManager
+from kbus.server.log import KafkaStorageError, Log, LogConfig, LogManager
 from kbus.server.log.manager import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
@@ -134,6 +134,57 @@ def test_delete_log_and_leftover_delete_dirs(tmp_path: Path) -> None:
     assert not leftover.exists()
     assert sorted(mgr2.logs()) == [("kept", 0)]
     mgr2.shutdown()
+
+
+def test_retention_pass_over_logs_of_one_segment_many_segments_producers_and_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_retention's walk (compiled, log.retention_pass): a log of one segment keeps it whatever its age (the
+    active segment is never deleted); a log of several loses the segments retention.ms has passed, never one
+    holding offsets at or above its high watermark; producer ids idle for producer.id.expiration.ms are forgotten;
+    a log whose deletion fails reports its dir and the walk goes on to the logs after it."""
+    now = 1_700_000_000_000
+    mgr = LogManager([tmp_path / "a", tmp_path / "b"], CFG, time_ms=lambda: now)
+    mgr.startup()
+    mgr.producer_id_expiration_ms = 60_000
+    one = len(rb.build_batch([(b"k", b"v" * 20)], timestamp_ms=now))
+    old = now - 10_000  # past retention.ms below
+    cfg = CFG.with_overrides({"retention.ms": "1000", "segment.bytes": str(one)})
+
+    def append(lg: Log, **kw: int) -> None:
+        lg.append_as_leader(rb.build_batch([(b"k", b"v" * 20)], timestamp_ms=old, **kw))
+
+    bad = mgr.create_log("bad", 0, cfg)
+    alone = mgr.create_log("alone", 0, cfg)
+    rolled = mgr.create_log("rolled", 0, cfg)
+    producing = mgr.create_log("producing", 0, CFG)
+    for lg in (bad, bad, alone, rolled, rolled, rolled):
+        append(lg)
+    append(producing, producer_id=7, producer_epoch=0, base_sequence=0)
+    assert (bad.num_segments, alone.num_segments, rolled.num_segments) == (2, 1, 3)
+    assert set(producing.producer_state.producers) == {7}
+    failed_dirs: list[Path] = []
+    mgr.failure_channel.add_listener(failed_dirs.append)
+    bad_dir = bad.dir
+    unlink = Path.unlink
+
+    def failing_unlink(path: Path, missing_ok: bool = False) -> None:
+        if path.parent == bad_dir:
+            raise OSError(5, "Input/output error", str(path))
+        unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", failing_unlink)
+    hws = {("bad", 0): 2, ("alone", 0): 1, ("rolled", 0): 1, ("producing", 0): 1}
+    assert mgr.run_retention(now, hws) == 1  # rolled's first segment; its second holds offset 1, the HW
+    assert failed_dirs == [mgr.log_dir_of("bad", 0)]
+    assert alone.num_segments == 1 and alone.log_end_offset == 1
+    assert [s.base_offset for s in rolled.segments] == [1, 2] and rolled.log_start_offset == 1
+    assert set(producing.producer_state.producers) == {7}  # written 10 s ago: not idle for 60 s yet
+    monkeypatch.setattr(Path, "unlink", unlink)
+    hws[("rolled", 0)] = 3
+    assert mgr.run_retention(now + 60_000, hws) == 1
+    assert [s.base_offset for s in rolled.segments] == [2] and not producing.producer_state.producers
+    mgr.shutdown()
 
 
 def test_topic_config_and_retention_pass(tmp_path: Path) -> None:

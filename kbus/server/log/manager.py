@@ -17,7 +17,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ from kbus.common.topic_config import LogConfig
 from kbus.server.log.background_sync import sync_filesystems, wait_for_background_syncs
 from kbus.server.log.dir_failure import LogDirFailureChannel
 from kbus.server.log.errors import KafkaStorageError
-from kbus.server.log.log import Log, TimeFn, now_ms, parse_topic_partition
+from kbus.server.log.log import Log, TimeFn, now_ms, parse_topic_partition, retention_pass
 from kbus.server.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,10 @@ FUTURE_DIR_SUFFIX = "-future"
 _CHECKPOINT_VERSION = 0
 
 TopicPartition = tuple[str, int]
+
+# C-level readers of (partition, log) items (no Python frame per log), typed for what they read
+_PARTITION: Callable[[tuple[TopicPartition, Log]], TopicPartition] = operator.itemgetter(0)
+_LOG: Callable[[tuple[TopicPartition, Log]], Log] = operator.itemgetter(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -580,14 +584,15 @@ class LogManager:
         """One pass of the log cleaner's delete half (log.retention.check.interval.ms); also forgets producer
         ids idle for producer.id.expiration.ms. Returns the number of segments deleted."""
         now = self._time_ms() if now_ms is None else now_ms
-        deleted = 0
-        for tp, lg in list(self._logs.items()):
-            try:
-                hw = None if high_watermarks is None else high_watermarks.get(tp)
-                deleted += lg.enforce_retention(now, max_offset=hw)
-                lg.remove_expired_producers(now, self.producer_id_expiration_ms)
-            except OSError as e:
-                self._io_error(lg, "deleting segments of", e)
+        items = list(self._logs.items())
+        # the walk itself is compiled (log.retention_pass); the high watermarks looked up in a C loop
+        hws: list[int | None] = (
+            [None] * len(items) if high_watermarks is None else list(map(high_watermarks.get, map(_PARTITION, items)))
+        )
+        failed: list[tuple[Log, OSError]] = []
+        deleted = retention_pass(list(map(_LOG, items)), hws, now, self.producer_id_expiration_ms, failed)
+        for lg, e in failed:
+            self._io_error(lg, "deleting segments of", e)
         if deleted:
             self.checkpoint()
         return deleted
@@ -601,7 +606,8 @@ class LogManager:
         now = self._time_ms() if now_ms is None else now_ms
         rewritten = 0
         # cleanup.policy parsed once per distinct value in a pass, not once per log (this pass runs every
-        # log.cleaner.backoff.ms, 15 s, over every log of the broker)
+        # log.cleaner.backoff.ms, 15 s, over every log of the broker). A walk in C loops (map/zip/compress over the
+        # logs' configs) measured slower than this loop: bench/notes/periodic-2026-11-27-s17.md
         compact: dict[str, bool] = {}
         with self._cleaner_lock:
             for tp, lg in list(self._logs.items()):

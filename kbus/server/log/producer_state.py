@@ -361,6 +361,8 @@ class ProducerStateManager:
         return min(offsets) if offsets else None
 
     def remove_expired(self, now_ms: int, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> int:
+        if not self.producers and not self.verification_states:
+            return 0  # (most logs, every retention pass: no list made)
         expired = [pid for pid, e in self.producers.items()
                    if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms]
         for pid in expired:

@@ -94,7 +94,7 @@ SCENARIOS = (
              "callgrind instructions per consumer Fetch request (decode, handler, splice), two kbus trees (printed)"),
     Scenario("group-path", (S + "group_path_cost.sh",), (), "TREE_A TREE_B [N]",
              "callgrind instructions per one-record OffsetCommit and Heartbeat (in process), two kbus trees (printed)"),
-    Scenario("produce-path", (S + "produce_path_cost.sh",), (), "TREE_A TREE_B [N]",
+    Scenario("produce-handler", (S + "produce_path_cost.sh",), (), "TREE_A TREE_B [N]",
              "callgrind instructions per small Produce (header, decode, handler, response), two kbus trees (printed)"),
     Scenario("compare", (S + "compare.sh",), ("results.jsonl",), "ROUNDS NAME=DIR [NAME=DIR ...] [-- kbench args]",
              "kbus against itself at other commits, interleaved"),

@@ -30,6 +30,12 @@ def test_every_scenario_runs_a_script_that_exists() -> None:
                 assert (REPO / part).is_file(), (s.name, part)
 
 
+def test_scenario_names_are_unique() -> None:
+    # bench/run looks a scenario up by name: a second one of the same name would hide the first
+    names = [s.name for s in suite().SCENARIOS]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
+
+
 def test_every_scenario_script_is_reachable_from_bench_run() -> None:
     named = {Path(p).name for s in suite().SCENARIOS for p in s.argv} | {"scale.sh", "small_requests.sh"}  # shapes
     scripts = {p.name for p in (BENCH / "scenarios").glob("*.sh")}

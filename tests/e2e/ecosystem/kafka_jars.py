@@ -73,6 +73,11 @@ class KafkaDistribution:
         return MAIN_CLASSES_28 if self.version.startswith("2.") else MAIN_CLASSES_39
 
     def command(self, script: str, *args: str) -> list[str]:
+        return self.java(self.main_classes[script], *args)
+
+    def java(self, main_class: str, *args: str, classpath: str = "") -> list[str]:
+        """A JVM running main_class over Kafka's jars (and `classpath`), with the tools' options: the ToolRunner's
+        JVM gets the same ones as a tool's own."""
         log4j = self.libs.parent / "config" / "tools-log4j.properties"
         return [
             "java",
@@ -83,8 +88,8 @@ class KafkaDistribution:
             *jvm_tmp.session_options(),
             f"-Dlog4j.configuration=file:{log4j}",
             "-cp",
-            f"{self.libs}/*",
-            self.main_classes[script],
+            f"{self.libs}/*{classpath and ':' + classpath}",
+            main_class,
             *args,
         ]
 
@@ -149,18 +154,7 @@ class ToolRunner:
     TimeoutExpired after which the JVM is gone: the next call starts another)."""
 
     def __init__(self, dist: KafkaDistribution) -> None:
-        log4j = dist.libs.parent / "config" / "tools-log4j.properties"
-        cmd = [
-            "java",
-            "-Xmx256m",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            *jvm_tmp.session_options(),
-            f"-Dlog4j.configuration=file:{log4j}",
-            "-cp",
-            f"{dist.libs}/*:{runner_classes()}",
-            "ToolRunner",
-        ]
+        cmd = dist.java("ToolRunner", classpath=str(runner_classes()))
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.pending = b""
 

@@ -10,12 +10,8 @@ PY="$PWD/.venv/bin/python"
 export PYTHONHASHSEED=0  # the same dict layouts in every run
 n=${3:-20}
 out=$(mktemp -d)
-cat >"$out/shim.c" <<'C'
-#include <valgrind/callgrind.h>
-void cg_on(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
-void cg_off(void) { CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS; }
-C
-cc -shared -fPIC -O1 -o "$out/shim.so" "$out/shim.c"
+source bench/lib/callgrind.sh
+callgrind_shim "$out"
 count() {  # count TREE SHAPE N -> instructions of the N requests
   rm -f "$out"/cg*
   CALLGRIND_SHIM="$out/shim.so" valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/cg" \

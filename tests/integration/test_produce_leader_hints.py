@@ -26,8 +26,9 @@ def test_not_leader_answers_with_the_leader(cluster: Cluster) -> None:
     topic = f"hint-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(20)
-    # the leader from the metadata that showed the partition (a second Metadata call can time out on a busy machine)
-    leader, _isr = wait_until(lambda: cluster.partitions(topic).get(0), 30, "the partition")
+    # the leader from the metadata that showed the partition with one (a second Metadata call can time out on a busy
+    # machine); a partition shown before its election has leader -1, which no broker's answer names
+    leader, _isr = wait_until(lambda: (s := cluster.partitions(topic).get(0)) and s[0] >= 0 and s, 30, "a leader")
     other = next(b for i, b in cluster.brokers.items() if i != leader)
     request = v12.ProduceRequest(transactional_id=None, acks=i16(-1), timeout=datetime.timedelta(seconds=5),
                                  topic_data=(v12.TopicProduceData(name=TopicName(topic), partition_data=(

@@ -20,10 +20,11 @@ scripts/kafka-jars.sh --connect 4.1.1 >/dev/null
 .venv/bin/python -c 'from tests.e2e.ecosystem.streams_app import STREAMS_VERSIONS, build; [build(v) for v in STREAMS_VERSIONS]'
 # Quix Streams, Faust and kaskade, each in its own venv under .cache/python-apps (their pins clash with kbus's)
 scripts/python-apps.sh --all >/dev/null
-# The tests run on KBUS_TEST_WORKERS pytest-xdist workers, 4 by default (tests/conftest.py: which tests share a
-# worker or run alone on the machine); KBUS_TEST_WORKERS=0 runs them in one pytest process. One process took 4,959 s
-# of CI's 5,400 s at 5322e36; 4 workers took 39-41 minutes on this 2-core machine (bench/notes/suite-time-*.md).
-# Extra args come last, so they may also say -n N.
+# KBUS_TEST_WORKERS=N runs the tests on N pytest-xdist workers (tests/conftest.py: which tests share a worker or run
+# alone on the machine); the default is one pytest process. Every whole run on 4 workers so far (sessions 14-17,
+# five) had one failure, each a different race or timing assumption under the workers' load, while one process
+# passed CI nine times in a row (bench/notes/suite-time-2026-11-27-s17.md). Extra args come last, so they may also
+# say -n N.
 xdist=()
-if [ "${KBUS_TEST_WORKERS:-4}" != 0 ]; then xdist=(-n "${KBUS_TEST_WORKERS:-4}" --dist loadgroup); fi
+if [ "${KBUS_TEST_WORKERS:-0}" != 0 ]; then xdist=(-n "$KBUS_TEST_WORKERS" --dist loadgroup); fi
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "${xdist[@]}" "$@"

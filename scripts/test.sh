@@ -22,7 +22,7 @@ scripts/kafka-jars.sh --connect 4.1.1 >/dev/null
 scripts/python-apps.sh --all >/dev/null
 # KBUS_TEST_WORKERS=N runs the tests on N pytest-xdist workers (tests/conftest.py: which tests share a worker or run
 # alone on the machine); the default is one pytest process. Every whole run on 4 workers so far (sessions 14-17,
-# five) had one failure, each a different race or timing assumption under the workers' load, while one process
+# five) had failures (one to three), each a different race or timing assumption under their load, while one process
 # passed CI nine times in a row (bench/notes/suite-time-2026-11-27-s17.md). Extra args come last, so they may also
 # say -n N.
 xdist=()
